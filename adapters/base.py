@@ -1,0 +1,52 @@
+"""The channel protocol: what the gateway needs from a platform adapter.
+
+An adapter turns platform events into :class:`~bot.events.Inbound` and hands them to the
+gateway; the gateway hands back :class:`~bot.events.Outbound` chunks. Splitting a reply into
+chunks is the adapter's (it knows the platform's limits); recording which chunk was delivered
+is the gateway's, so a restart never sends a confirmed chunk twice.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from bot.events import ChatRef, Inbound, Outbound
+
+
+class DeliveryError(Exception):
+    """A send failed. ``retryable`` says whether trying again may help."""
+
+    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None):
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+
+class Receiver(Protocol):
+    """The gateway as a channel sees it."""
+
+    async def receive(self, inbound: Inbound) -> None: ...
+
+
+class Channel(Protocol):
+    platform: str
+
+    async def start(self, receiver: Receiver) -> None:
+        """Connect and start handing inbound messages to ``receiver``."""
+        ...
+
+    async def stop(self) -> None:
+        """Disconnect; safe to call twice."""
+        ...
+
+    def split(self, text: str) -> list[str]:
+        """The reply as the chunks this platform will take, in order."""
+        ...
+
+    async def send(self, message: Outbound) -> str | None:
+        """Send one chunk; returns the platform's message id. Raises DeliveryError."""
+        ...
+
+    async def typing(self, chat: ChatRef) -> None:
+        """Show a typing indicator once (the gateway refreshes it while the model works)."""
+        ...

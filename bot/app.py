@@ -1,0 +1,161 @@
+"""Process lifecycle: build the gateway from its parts, start it, stop it cleanly.
+
+One process holds an OS lock on the data directory while it writes; a second writer (``companion
+chat`` while ``companion run`` runs) stops with a clear message. Start-up recovers what a crash
+left behind: replies recorded but not fully delivered are finished, and messages that never got
+a reply are answered — once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from adapters.base import Channel
+from bot.access import Access, OwnerCheck, owner_keys
+from bot.chat import ChatLoop
+from bot.config import Config
+from bot.delivery import Delivery
+from bot.dispatcher import Dispatcher
+from bot.gateway import Gateway
+from bot.llm import LLMClient
+from bot.sessions import Sessions
+from bot.store import Store
+from bot.tools import default_registry
+from bot.turns import TurnRunner
+from partners.catalog import PartnerCatalog
+from partners.memory import MemoryFile, MemoryStore
+from partners.persona import size_report
+
+logger = logging.getLogger(__name__)
+
+LOCK_FILE = "gateway.lock"
+SHUTDOWN_GRACE_SECONDS = 20.0
+
+
+class DataDirBusy(RuntimeError):
+    """Another gateway process writes to this data directory."""
+
+
+class DataDirLock:
+    """An exclusive advisory lock (flock) held for the life of a writing process."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.path = data_dir / LOCK_FILE
+        self._handle: IO[str] | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = self.path.open("a+")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise DataDirBusy(
+                f"{self.path.parent} is in use by a running gateway ({holder}). Stop it first, "
+                "or use read-only commands (search, memory show, doctor) beside it."
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        self._handle = handle
+
+    @property
+    def held(self) -> bool:
+        return self._handle is not None
+
+    def release(self) -> None:
+        if self._handle is not None:
+            fcntl.flock(self._handle.fileno(), fcntl.LOCK_UN)
+            self._handle.close()
+            self._handle = None
+
+
+@dataclass
+class App:
+    config: Config
+    store: Store
+    memory: MemoryStore
+    catalog: PartnerCatalog
+    llm: LLMClient
+    dispatcher: Dispatcher
+    delivery: Delivery
+    gateway: Gateway
+    runner: TurnRunner
+    lock: DataDirLock
+    channels: dict[str, Channel] = field(default_factory=dict)
+
+    @property
+    def owner_file(self) -> MemoryFile:
+        return owner_memory_file(self.config)
+
+    async def start(self) -> None:
+        """Recover, then connect every channel."""
+        for partner in self.catalog.all():
+            logger.info(size_report(partner, self.config.memory.context_budget))
+        redelivered = await self.delivery.redeliver_pending()
+        resumed = await self.dispatcher.recover()
+        if redelivered or resumed:
+            logger.info(
+                "recovered: %d replies re-delivered, %d chats resumed", redelivered, resumed
+            )
+        for channel in self.channels.values():
+            await channel.start(self.gateway)
+
+    async def stop(self) -> None:
+        """Disconnect channels, let running turns finish, close everything; idempotent."""
+        if not self.lock.held:
+            return
+        for channel in self.channels.values():
+            try:
+                await channel.stop()
+            except Exception:
+                logger.exception("channel %s did not stop cleanly", channel.platform)
+        await self.dispatcher.close(SHUTDOWN_GRACE_SECONDS)
+        await self.llm.close()
+        await self.store.close()
+        self.lock.release()
+
+
+def owner_memory_file(config: Config) -> MemoryFile:
+    return MemoryFile(config.data_dir / "owner", "MEMORY.md")
+
+
+async def build_app(config: Config, channels: dict[str, Channel]) -> App:
+    """Open the data directory (taking its lock) and wire every part together."""
+    lock = DataDirLock(config.data_dir)
+    lock.acquire()
+    try:
+        store = await Store.open(config.data_dir / "gateway.db")
+    except BaseException:
+        lock.release()
+        raise
+    await store.replace_config_bindings((b.platform, b.chat_id, b.partner) for b in config.bindings)
+    catalog = PartnerCatalog(config.data_dir / "partners")
+    created = await asyncio.to_thread(catalog.ensure_example)
+    if created:
+        logger.info("created the example partner %r in %s", created.id, created.dir)
+    memory = MemoryStore(changelog_keep=config.memory.changelog_keep)
+    llm = LLMClient(config.llm)
+    registry = default_registry()
+    sessions = Sessions(store, catalog, memory, config.memory)
+    is_owner = OwnerCheck(owner_keys(config))
+    access = Access(config, store, is_owner)
+    delivery = Delivery(store, channels, lambda pid: p.name if (p := catalog.get(pid)) else None)
+    runner = TurnRunner(
+        config, store, memory, catalog, sessions, ChatLoop(llm, store, config.llm.max_tool_rounds),
+        registry, delivery, channels, owner_memory_file(config), is_owner,
+    )  # fmt: skip
+    dispatcher = Dispatcher(store, runner.process, config.dispatch.max_concurrent_turns)
+    gateway = Gateway(config, store, catalog, access, dispatcher, channels)
+    return App(
+        config, store, memory, catalog, llm, dispatcher, delivery, gateway, runner, lock, channels
+    )

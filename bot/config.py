@@ -1,0 +1,234 @@
+"""Typed settings from config.toml and the environment; the only reader of either.
+
+A config file is optional: with none, every key has a default and the LLM key comes from
+``OPENAI_API_KEY``. Values written as ``"${NAME}"`` (or with other text around them) read the
+environment when the file is loaded. Any problem — a wrong type, an unknown key, a missing
+variable — becomes one :class:`ConfigError` whose message names the key path and the fix.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+DEFAULT_CONFIG_PATH = Path("config.toml")
+CONFIG_PATH_ENV = "COMPANION_CONFIG"
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message says which key and what to do."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LLMConfig(_Section):
+    base_url: str = "https://api.openai.com/v1"
+    api_key: SecretStr | None = None
+    model: str = "gpt-4o-mini"
+    timeout: float = Field(60.0, gt=0)
+    max_tool_rounds: int = Field(6, ge=1, le=50)
+    max_retries: int = Field(3, ge=0, le=10)
+    vision: bool = False
+
+
+class StorageConfig(_Section):
+    data_dir: Path = Path("data")
+
+
+class OwnerConfig(_Section):
+    telegram_ids: list[int] = Field(default_factory=list)
+    discord_ids: list[int] = Field(default_factory=list)
+    timezone: str | None = None
+    consult_budget: int = Field(5, ge=1, le=12)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_timezone(value)
+        return value
+
+
+class MemoryConfig(_Section):
+    auto_memory: bool = True
+    review_turns: int = 3
+    review_chars: int = 2000
+    review_model: str | None = None
+    context_budget: int = 20000
+    budget_notice: bool = True
+    history_chars: int = Field(12000, ge=500)
+    session_idle_hours: float = Field(6, gt=0)
+    session_max_hours: float = Field(24, gt=0)
+    carry_turns: int = Field(6, ge=0, le=50)
+    idle_review_minutes: int = Field(30, ge=1)
+    nightly: str = Field("04:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
+    changelog_keep: int = Field(500, ge=10)
+
+
+class TelegramConfig(_Section):
+    token: SecretStr | None = None
+    base_url: str | None = None
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_listen: str = "127.0.0.1"
+    webhook_port: int = 8443
+    webhook_url: str | None = None
+    webhook_secret: SecretStr | None = None
+    stream: bool = False
+    rate_limit: bool = False
+    poll_timeout_seconds: int = Field(30, ge=1, le=50)
+    watchdog_seconds: int = Field(120, ge=10)
+
+
+class DiscordConfig(_Section):
+    token: SecretStr | None = None
+    api_base: str | None = None
+    gateway_url: str | None = None
+    shards: Literal["auto"] | int | None = None
+    stream: bool = False
+    answer_bots: bool = False
+
+
+class AccessConfig(_Section):
+    dm_policy: Literal["pairing", "allowlist", "open"] = "pairing"
+    allow: list[str] = Field(default_factory=list)
+    mention_gating: bool = True
+    group_context_messages: int = Field(20, ge=0, le=200)
+
+
+class BindingConfig(_Section):
+    platform: Literal["telegram", "discord"]
+    chat_id: str
+    partner: str
+    guild_id: str | None = None
+
+    @field_validator("chat_id", "guild_id", mode="before")
+    @classmethod
+    def _id_as_text(cls, value: object) -> object:
+        return str(value) if isinstance(value, int) else value
+
+
+class DispatchConfig(_Section):
+    max_concurrent_turns: int = Field(64, ge=1, le=1024)
+
+
+class PartnersConfig(_Section):
+    default: str | None = None
+
+
+class Config(_Section):
+    llm: LLMConfig = LLMConfig()
+    storage: StorageConfig = StorageConfig()
+    owner: OwnerConfig = OwnerConfig()
+    memory: MemoryConfig = MemoryConfig()
+    telegram: TelegramConfig = TelegramConfig()
+    discord: DiscordConfig = DiscordConfig()
+    access: AccessConfig = AccessConfig()
+    bindings: list[BindingConfig] = Field(default_factory=list)
+    dispatch: DispatchConfig = DispatchConfig()
+    partners: PartnersConfig = PartnersConfig()
+
+    @property
+    def data_dir(self) -> Path:
+        return self.storage.data_dir
+
+    def owner_timezone(self) -> ZoneInfo:
+        """The owner's zone, else the machine's, else UTC."""
+        if self.owner.timezone:
+            return ZoneInfo(self.owner.timezone)
+        return _machine_timezone()
+
+
+def check_timezone(name: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(
+            f"unknown time zone {name!r}; use an IANA name like 'Europe/Lisbon'"
+        ) from exc
+
+
+def _machine_timezone() -> ZoneInfo:
+    link = Path("/etc/localtime")
+    try:
+        target = str(link.resolve())
+        if "zoneinfo/" in target:
+            return ZoneInfo(target.split("zoneinfo/", 1)[1])
+    except (OSError, ZoneInfoNotFoundError, ValueError):
+        pass
+    return ZoneInfo("UTC")
+
+
+def config_path(explicit: Path | None = None, environ: dict[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    if explicit is not None:
+        return explicit
+    return Path(env.get(CONFIG_PATH_ENV, str(DEFAULT_CONFIG_PATH)))
+
+
+def load_config(path: Path | None = None, environ: dict[str, str] | None = None) -> Config:
+    """Read and validate the config. A missing default file means "all defaults"."""
+    env = dict(os.environ if environ is None else environ)
+    file = config_path(path, env)
+    raw: dict[str, Any] = {}
+    if file.exists():
+        try:
+            raw = tomllib.loads(file.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{file}: not valid TOML ({exc}); fix the syntax there") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{file}: not UTF-8 text; save it as UTF-8") from exc
+    elif path is not None:
+        raise ConfigError(f"{file}: no such file; copy config.example.toml there and edit it")
+    raw = _expand_env(raw, env, file, ())
+    llm = raw.setdefault("llm", {}) if isinstance(raw.get("llm", {}), dict) else None
+    if llm is not None and "api_key" not in llm and env.get(DEFAULT_API_KEY_ENV):
+        llm["api_key"] = env[DEFAULT_API_KEY_ENV]
+    try:
+        return Config.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, file)) from None
+
+
+def _expand_env(value: Any, env: dict[str, str], file: Path, where: tuple[str | int, ...]) -> Any:
+    if isinstance(value, dict):
+        return {k: _expand_env(v, env, file, (*where, k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand_env(v, env, file, (*where, i)) for i, v in enumerate(value)]
+    if isinstance(value, str):
+
+        def substitute(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name not in env or env[name] == "":
+                key = ".".join(str(part) for part in where)
+                raise ConfigError(
+                    f"{file}: {key} refers to the environment variable {name}, which is not set; "
+                    f"export {name}=... before starting, or write the value into the file"
+                )
+            return env[name]
+
+        return ENV_REFERENCE.sub(substitute, value)
+    return value
+
+
+def _describe(exc: ValidationError, file: Path) -> str:
+    lines = []
+    for error in exc.errors():
+        key = ".".join(str(part) for part in error["loc"]) or "(top level)"
+        if error["type"] == "extra_forbidden":
+            hint = "unknown key; remove it or check its spelling against config.example.toml"
+        elif any(word in key for word in ("token", "key", "secret")):
+            hint = f"{error['msg']} (value hidden)"
+        else:
+            hint = f"{error['msg']} (got {error.get('input')!r})"
+        lines.append(f"{file}: {key}: {hint}")
+    return "\n".join(lines)

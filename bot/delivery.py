@@ -1,0 +1,88 @@
+"""Delivering a recorded reply, chunk by chunk, with each confirmed chunk recorded.
+
+A chunk the platform confirmed is never sent again, also after a restart. A crash between the
+platform's confirmation and our record can repeat that one chunk: platforms offer no
+idempotency key (README, "Delivery guarantees"). Transient failures are retried with backoff,
+honouring the platform's retry-after; a permanent failure is logged and the reply marked failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from adapters.base import Channel, DeliveryError
+from bot.events import ChatKind, ChatRef, Outbound
+from bot.store import ChatRow, Store
+
+logger = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 6
+BACKOFF_SECONDS = 0.5
+MAX_BACKOFF_SECONDS = 30.0
+
+
+def chat_ref(row: ChatRow) -> ChatRef:
+    kind: ChatKind = "dm" if row.kind == "dm" else "group"
+    return ChatRef(row.platform, row.platform_chat_id, kind, row.thread_id, row.title)
+
+
+class Delivery:
+    def __init__(
+        self, store: Store, channels: dict[str, Channel], partner_name: Callable[[str], str | None]
+    ) -> None:
+        self.store = store
+        self.channels = channels
+        self.partner_name = partner_name
+
+    async def deliver(self, message_id: int) -> bool:
+        """Send what is left of one reply; True when every chunk is confirmed."""
+        row = await self.store.message(message_id)
+        if row is None or row.status != "delivering":
+            return row is not None and row.status == "delivered"
+        chat = await self.store.chat(row.chat_key)
+        channel = self.channels.get(chat.platform) if chat else None
+        if chat is None or channel is None:
+            logger.warning("reply %d: no channel for %s; kept for later", message_id, row.chat_key)
+            return False
+        answered = await self.store.answered_message(message_id)
+        reply_to = answered.platform_message_id if answered else None
+        chunks = channel.split(row.text)
+        done = await self.store.delivered_chunks(message_id)
+        name = self.partner_name(row.partner_id) if row.partner_id else None
+        for index in range(done, len(chunks)):
+            outbound = Outbound(
+                chat_ref(chat), chunks[index], reply_to if index == 0 else None,
+                row.partner_id, name,
+            )  # fmt: skip
+            try:
+                platform_id = await self._send(channel, outbound)
+            except DeliveryError as exc:
+                logger.error("reply %d chunk %d not delivered: %s", message_id, index, exc)
+                await self.store.mark_failed(message_id)
+                return False
+            await self.store.record_chunk(message_id, index, platform_id)
+        await self.store.mark_delivered(message_id)
+        return True
+
+    async def _send(self, channel: Channel, outbound: Outbound) -> str | None:
+        delay = BACKOFF_SECONDS
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            try:
+                return await channel.send(outbound)
+            except DeliveryError as exc:
+                if not exc.retryable or attempt == MAX_ATTEMPTS:
+                    raise
+                wait = exc.retry_after if exc.retry_after is not None else delay
+                logger.warning("send failed (%s); retrying in %.1f s", exc, wait)
+                await asyncio.sleep(min(wait, MAX_BACKOFF_SECONDS))
+                delay = min(delay * 2, MAX_BACKOFF_SECONDS)
+        raise AssertionError("unreachable")
+
+    async def redeliver_pending(self) -> int:
+        """After a restart: finish every reply that was recorded but not fully delivered."""
+        rows = await self.store.undelivered()
+        for row in rows:
+            await self.deliver(row.id)
+        return len(rows)

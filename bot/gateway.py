@@ -1,0 +1,216 @@
+"""The gateway's front door: every channel hands each inbound message to :meth:`receive`.
+
+receive -> who is it (user and chat rows kept current) -> access (owner, DM policy, bound
+groups) -> command, or: which partner -> persisted (deduplicated by platform message id) ->
+the dispatcher's queue for that chat and partner. Group messages that do not address a
+partner are stored as context for the next answered turn, never answered.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from adapters.base import Channel, DeliveryError
+from bot.access import Access
+from bot.commands import CommandContext, CommandReply, parse_command, run_command
+from bot.config import Config
+from bot.dispatcher import Dispatcher
+from bot.events import ChatRef, Choice, Inbound, Outbound
+from bot.sessions import Speaker, audience_for
+from bot.store import ChatRow, NewMessage, Store
+from bot.turns import queue_key
+from partners.catalog import PartnerCatalog
+from partners.persona import Partner
+
+logger = logging.getLogger(__name__)
+
+MAX_INBOUND_CHARS = 16_000
+CUT_NOTE = "\n[message cut: it was longer than {limit} characters]"
+
+
+class Gateway:
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        catalog: PartnerCatalog,
+        access: Access,
+        dispatcher: Dispatcher,
+        channels: dict[str, Channel],
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.catalog = catalog
+        self.access = access
+        self.dispatcher = dispatcher
+        self.channels = channels
+        self.bot_usernames: dict[str, str] = {}
+        self.can_read_groups: dict[str, bool] = {}
+
+    async def receive(self, inbound: Inbound) -> None:
+        """Handle one inbound message. Safe to call twice with the same message."""
+        sender, chat = inbound.sender, inbound.chat
+        if len(inbound.text) > MAX_INBOUND_CHARS:
+            inbound = replace(
+                inbound,
+                text=inbound.text[:MAX_INBOUND_CHARS] + CUT_NOTE.format(limit=MAX_INBOUND_CHARS),
+            )
+        await self.store.upsert_user(
+            sender.key, sender.platform, sender.user_id, sender.display_name, sender.username
+        )
+        await self.store.upsert_chat(
+            chat.key, chat.platform, chat.chat_id, chat.thread_id, chat.kind, chat.title
+        )
+        is_owner = self.access.is_owner(sender.key)
+        bound = [] if chat.is_dm else await self._bound_partners(chat)
+        command = parse_command(inbound.text, self.bot_usernames.get(chat.platform))
+        if chat.is_dm:
+            verdict = await self.access.check_dm(sender)
+            if not verdict.allowed:
+                if verdict.owner_notice:
+                    await self.notify_owner(chat.platform, verdict.owner_notice)
+                if verdict.reply:
+                    await self.reply(chat, verdict.reply, inbound.message_id)
+                return
+        elif not bound and not (is_owner and command):
+            return
+        user = await self.store.user(sender.key)
+        if user and user["access"] == "blocked" and not is_owner:
+            return
+        if command is not None and (chat.is_dm or inbound.addressed or is_owner):
+            await self._command(inbound, command[0], command[1], is_owner)
+            return
+        await self._converse(inbound, is_owner, bound)
+
+    async def _bound_partners(self, chat: ChatRef) -> list[Partner]:
+        rows = await self.store.bindings(chat.platform, chat.chat_id)
+        partners = [self.catalog.get(row["partner_id"]) for row in rows]
+        return [p for p in partners if p is not None]
+
+    async def _converse(self, inbound: Inbound, is_owner: bool, bound: list[Partner]) -> None:
+        chat = inbound.chat
+        row = await self.store.chat(chat.key)
+        assert row is not None
+        if chat.is_dm:
+            partner_id = await self._dm_partner(row, is_owner)
+            if partner_id is False:
+                await self._ask_for_partner(inbound)
+                return
+            addressed = True
+        else:
+            partner_id = self._group_partner(inbound, bound)
+            addressed = inbound.addressed
+        speaker = Speaker(inbound.sender.key, inbound.sender.display_name, is_owner)
+        key = queue_key(chat.key, partner_id if isinstance(partner_id, str) else None)
+        message = NewMessage(
+            chat_key=chat.key,
+            role="user" if addressed else "context",
+            text=inbound.text,
+            audience=audience_for(row, speaker),
+            status="pending" if addressed else "done",
+            dedup_key=f"{chat.platform}:{chat.chat_id}:{inbound.message_id}",
+            queue_key=key if addressed else None,
+            partner_id=partner_id if isinstance(partner_id, str) else None,
+            platform_message_id=inbound.message_id,
+            user_key=inbound.sender.key,
+            speaker=inbound.sender.display_name,
+            created_at=inbound.time.timestamp(),
+        )
+        if await self.store.add_message(message) is None:
+            logger.info("duplicate message %s in %s ignored", inbound.message_id, chat.key)
+            return
+        if addressed:
+            self.dispatcher.notify(key)
+
+    async def _dm_partner(self, chat: ChatRow, is_owner: bool) -> str | None | bool:
+        """The partner of a DM; None is the owner's assistant; False means "ask the user"."""
+        selected = chat.selected_partner
+        if selected and self.catalog.get(selected):
+            return selected
+        if is_owner:
+            return None
+        default = self.default_partner()
+        if default is None:
+            return False
+        return default.id
+
+    def default_partner(self) -> Partner | None:
+        wanted = self.config.partners.default
+        if wanted and (partner := self.catalog.get(wanted)):
+            return partner
+        public = self.catalog.public()
+        return public[0] if len(public) == 1 else None
+
+    def _group_partner(self, inbound: Inbound, bound: list[Partner]) -> str:
+        if inbound.partner_hint and any(p.id == inbound.partner_hint for p in bound):
+            return inbound.partner_hint
+        text = inbound.text.casefold()
+        for partner in bound:
+            if partner.name.casefold() in text:
+                return partner.id
+        return bound[0].id
+
+    async def _ask_for_partner(self, inbound: Inbound) -> None:
+        choices = tuple(Choice(p.name, f"/partner {p.id}") for p in self.catalog.public())
+        text = "Who would you like to talk with? Pick a partner, then write again."
+        if not choices:
+            text = "There is no partner to talk with yet. The owner needs to create one."
+        await self.reply(inbound.chat, text, inbound.message_id, choices)
+
+    async def _command(self, inbound: Inbound, name: str, args: list[str], is_owner: bool):
+        ctx = CommandContext(
+            config=self.config,
+            store=self.store,
+            catalog=self.catalog,
+            access=self.access,
+            inbound=inbound,
+            chat_key=inbound.chat.key,
+            is_owner=is_owner,
+            args=args,
+            end_sessions=self.store.end_chat_sessions,
+            notify_user=self.notify_user,
+            bot_can_read_groups=self.can_read_groups.get(inbound.chat.platform),
+        )
+        reply: CommandReply = await run_command(ctx, name)
+        await self.reply(inbound.chat, reply.text, inbound.message_id, reply.choices)
+
+    # ---- direct sends (command answers, notices) -------------------------------------
+
+    async def reply(
+        self, chat: ChatRef, text: str, reply_to: str | None = None, choices: tuple = ()
+    ) -> None:
+        channel = self.channels.get(chat.platform)
+        if channel is None:
+            return
+        chunks = channel.split(text)
+        for index, chunk in enumerate(chunks):
+            last = index == len(chunks) - 1
+            outbound = Outbound(
+                chat, chunk, reply_to if index == 0 else None, choices=choices if last else ()
+            )
+            try:
+                await channel.send(outbound)
+            except DeliveryError as exc:
+                logger.warning("notice to %s not delivered: %s", chat.key, exc)
+                return
+
+    async def notify_user(self, user_key: str, text: str) -> None:
+        platform, _, user_id = user_key.partition(":")
+        await self.reply(ChatRef(platform, user_id, "dm"), text)
+
+    async def notify_owner(self, platform: str, text: str) -> None:
+        """Tell the owner on this platform (or the first platform with an owner id)."""
+        ids = {
+            "telegram": self.config.owner.telegram_ids,
+            "discord": self.config.owner.discord_ids,
+        }
+        targets = [platform] + [p for p in ids if p != platform]
+        for name in targets:
+            if ids.get(name) and name in self.channels:
+                await self.notify_user(f"{name}:{ids[name][0]}", text)
+                return
+        if "console" in self.channels:
+            await self.notify_user("console:console", text)
+            return
+        logger.warning("owner notice not delivered (no owner id configured): %s", text)

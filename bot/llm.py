@@ -1,0 +1,191 @@
+"""The OpenAI-compatible client: one call, with retries, optional streaming and usage.
+
+The openai SDK retries 408/409/429/5xx and connection errors itself, with backoff that honours
+``retry-after`` and ``retry-after-ms``; we set how often and how long. Its exceptions become our
+own here (``LLMUnavailable``, ``ContextTooLong``, ``LLMRejected``), and its response objects
+become :class:`Completion`, so nothing past the chat loop knows the SDK. Provider quirks:
+``reasoning_content`` (DeepSeek) is ignored, and tool-call arguments are passed on as raw
+strings for the tool layer to validate.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+
+from bot.config import LLMConfig
+from bot.events import ToolCall, Usage
+
+logger = logging.getLogger(__name__)
+
+NO_KEY = "not-set"
+Delta = Callable[[str], Awaitable[None]]
+
+
+class LLMError(Exception):
+    """The model could not give an answer."""
+
+
+class LLMUnavailable(LLMError):
+    """The endpoint is down, overloaded, unreachable or refused us, after retries."""
+
+
+class ContextTooLong(LLMError):
+    """The provider says the prompt is longer than the model's context."""
+
+
+class LLMRejected(LLMError):
+    """The provider refused the request itself (400-class other than context length)."""
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    tool_calls: tuple[ToolCall, ...]
+    usage: Usage
+    model: str
+
+
+class LLMClient:
+    def __init__(self, config: LLMConfig) -> None:
+        key = config.api_key.get_secret_value() if config.api_key else NO_KEY
+        self.default_model = config.model
+        self._client = openai.AsyncOpenAI(
+            base_url=config.base_url,
+            api_key=key,
+            timeout=config.timeout,
+            max_retries=config.max_retries,
+        )
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        model: str | None = None,
+        tools: list[dict[str, Any]] | None = None,
+        on_delta: Delta | None = None,
+        json_mode: bool = False,
+    ) -> Completion:
+        request: dict[str, Any] = {"model": model or self.default_model, "messages": messages}
+        if tools:
+            request["tools"] = tools
+        if json_mode:
+            request["response_format"] = {"type": "json_object"}
+        try:
+            if on_delta is None:
+                return await self._complete(request)
+            return await self._stream(request, on_delta)
+        except openai.BadRequestError as exc:
+            if _is_context_error(exc):
+                raise ContextTooLong(str(exc)) from exc
+            raise LLMRejected(f"the LLM endpoint rejected the request: {exc}") from exc
+        except openai.AuthenticationError as exc:
+            raise LLMUnavailable(
+                "the LLM endpoint refused the API key; set OPENAI_API_KEY or llm.api_key"
+            ) from exc
+        except openai.NotFoundError as exc:
+            raise LLMUnavailable(
+                f"the LLM endpoint does not know model {request['model']!r} or the path; check "
+                "llm.model and llm.base_url"
+            ) from exc
+        except (openai.APIConnectionError, openai.APIStatusError) as exc:
+            raise LLMUnavailable(f"the LLM endpoint failed: {exc}") from exc
+
+    async def _complete(self, request: dict[str, Any]) -> Completion:
+        response = await self._client.chat.completions.create(**request)
+        if not response.choices:
+            raise LLMUnavailable("the LLM endpoint answered with no choices")
+        message = response.choices[0].message
+        calls = tuple(
+            ToolCall(call.id, call.function.name, call.function.arguments or "")
+            for call in message.tool_calls or ()
+            if getattr(call, "function", None) is not None
+        )
+        usage = response.usage
+        return Completion(
+            text=message.content or "",
+            tool_calls=calls,
+            usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else Usage(),
+            model=response.model or request["model"],
+        )
+
+    async def _stream(self, request: dict[str, Any], on_delta: Delta) -> Completion:
+        stream = await self._client.chat.completions.create(
+            **request, stream=True, stream_options={"include_usage": True}
+        )
+        text: list[str] = []
+        calls: dict[int, dict[str, str]] = {}
+        usage = Usage()
+        model = request["model"]
+        async for chunk in stream:
+            if chunk.usage:
+                usage = Usage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+            model = chunk.model or model
+            if not chunk.choices:
+                continue
+            delta = chunk.choices[0].delta
+            if delta.content:
+                text.append(delta.content)
+                await on_delta(delta.content)
+            for part in delta.tool_calls or ():
+                slot = calls.setdefault(part.index, {"id": "", "name": "", "arguments": ""})
+                if part.id:
+                    slot["id"] = part.id
+                if part.function and part.function.name:
+                    slot["name"] += part.function.name
+                if part.function and part.function.arguments:
+                    slot["arguments"] += part.function.arguments
+        tool_calls = tuple(
+            ToolCall(slot["id"] or f"call_{index}", slot["name"], slot["arguments"])
+            for index, slot in sorted(calls.items())
+        )
+        return Completion("".join(text), tool_calls, usage, model)
+
+
+def _is_context_error(exc: openai.BadRequestError) -> bool:
+    code = getattr(exc, "code", None) or ""
+    text = f"{code} {exc}".lower()
+    return "context_length" in text or "context length" in text or "maximum context" in text
+
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+SETUP_HINT = (
+    "set OPENAI_API_KEY for OpenAI, or point llm.base_url in config.toml at another "
+    "OpenAI-compatible endpoint (a local Ollama is http://127.0.0.1:11434/v1, vLLM "
+    "http://127.0.0.1:8000/v1)"
+)
+
+
+def configuration_problem(config: LLMConfig) -> str | None:
+    """What is missing before any call can work, in words the owner can act on."""
+    if config.api_key is None and config.base_url.rstrip("/") == DEFAULT_BASE_URL:
+        return f"No LLM is configured: {SETUP_HINT}."
+    return None
+
+
+async def probe(config: LLMConfig, wait_seconds: float = 5.0) -> str | None:
+    """None if the endpoint answers (any HTTP answer but 401 counts), else the problem."""
+    client = openai.AsyncOpenAI(
+        base_url=config.base_url,
+        api_key=config.api_key.get_secret_value() if config.api_key else NO_KEY,
+        timeout=wait_seconds,
+        max_retries=0,
+    )
+    try:
+        await client.models.list()
+    except openai.AuthenticationError:
+        return f"{config.base_url} refused the API key: check OPENAI_API_KEY or llm.api_key."
+    except openai.APIConnectionError:
+        return f"cannot reach the LLM endpoint {config.base_url}: {SETUP_HINT}."
+    except openai.APIStatusError:
+        return None
+    finally:
+        await client.close()
+    return None

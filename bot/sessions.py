@@ -1,0 +1,147 @@
+"""Session lifecycle: which session a message belongs to, when sessions end, and the frozen
+system prompt each one carries (DESIGN.md "Decisions": sessions end).
+
+A session ends after ``memory.session_idle_hours`` of silence, at ``/new``, or at the first
+message after its prompt is older than ``memory.session_max_hours``. The next session carries
+the last ``memory.carry_turns`` turns of the previous one as history, so the user feels no
+reset while new memory reaches the new prompt. The prompt is assembled once, when a session
+starts, and stored with it: byte-identical on every turn and across restarts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from importlib import resources
+
+from bot.config import MemoryConfig
+from bot.store import ChatRow, MessageRow, SessionRow, Store, new_session_id
+from partners.catalog import PartnerCatalog
+from partners.memory import MemoryFile, MemoryStore, read_text
+from partners.persona import Partner, PromptContext, assemble_prompt
+from partners.tools import user_memory_file
+
+logger = logging.getLogger(__name__)
+
+OWNER_AUDIENCE = "owner"
+"""Everything the owner says, on any platform, is the owner's: one audience for all of it."""
+TITLE_CHARS = 60
+
+
+def owner_assistant_prompt() -> str:
+    return (resources.files("partners") / "prompts" / "owner_assistant.md").read_text("utf-8")
+
+
+@dataclass(frozen=True)
+class Speaker:
+    user_key: str
+    name: str
+    is_owner: bool
+
+
+def audience_for(chat: ChatRow, speaker: Speaker) -> str:
+    """Who may later see a message: its DM user (the owner as one), or the whole group."""
+    if chat.kind == "dm":
+        return OWNER_AUDIENCE if speaker.is_owner else f"user:{speaker.user_key}"
+    return f"chat:{chat.platform}:{chat.platform_chat_id}"
+
+
+def search_audiences(partner: Partner, audience: str) -> list[str] | None:
+    """What partner_search may return here: None (everything) only in shared scope."""
+    return [audience] if partner.per_user else None
+
+
+class Sessions:
+    def __init__(
+        self, store: Store, catalog: PartnerCatalog, memory: MemoryStore, settings: MemoryConfig
+    ) -> None:
+        self.store = store
+        self.catalog = catalog
+        self.memory = memory
+        self.settings = settings
+
+    def user_file(self, partner: Partner, chat: ChatRow, speaker: Speaker) -> MemoryFile | None:
+        """The per-user file shown in this chat: a non-owner's DM in per_user scope only."""
+        if partner.per_user and chat.kind == "dm" and not speaker.is_owner:
+            return user_memory_file(partner, speaker.user_key)
+        return None
+
+    async def current(
+        self, chat: ChatRow, partner: Partner | None, speaker: Speaker, first: MessageRow
+    ) -> SessionRow:
+        """The open session of this chat and partner, or a new one (ending a stale one)."""
+        partner_id = partner.id if partner else None
+        session = await self.store.open_session(chat.chat_key, partner_id)
+        now = time.time()
+        if session is not None:
+            idle = now - session.last_active_at > self.settings.session_idle_hours * 3600
+            old = now - session.created_at > self.settings.session_max_hours * 3600
+            if not idle and not old:
+                return session
+            await self.store.end_session(session.id, "idle" if idle else "max_age")
+        previous = session or await self.store.latest_session(chat.chat_key, partner_id)
+        session_id = new_session_id()
+        prompt = await self._prompt(partner, chat, speaker, session_id)
+        created = await self.store.create_session(
+            session_id=session_id,
+            partner_id=partner_id,
+            chat_key=chat.chat_key,
+            user_key=speaker.user_key if chat.kind == "dm" else None,
+            audience=audience_for(chat, speaker),
+            system_prompt=prompt,
+            title=" ".join(first.text.split())[:TITLE_CHARS],
+            carry_from=previous.id if previous else None,
+        )
+        logger.info(
+            "session %s started: partner=%s chat=%s prompt=%d chars",
+            created.id, partner_id or "(owner assistant)", chat.chat_key, len(prompt),
+        )  # fmt: skip
+        return created
+
+    async def _prompt(
+        self, partner: Partner | None, chat: ChatRow, speaker: Speaker, session_id: str
+    ) -> str:
+        if partner is None:
+            return await asyncio.to_thread(owner_assistant_prompt)
+        user_file = self.user_file(partner, chat, speaker)
+        context = PromptContext(
+            user=speaker.name if chat.kind == "dm" else (chat.title or "the group"),
+            session=session_id,
+            platform=chat.platform,
+            user_memory=await asyncio.to_thread(read_text, user_file.path) if user_file else None,
+        )
+        assembled = await asyncio.to_thread(
+            assemble_prompt,
+            partner,
+            context,
+            budget=self.settings.context_budget,
+            notice=self.settings.budget_notice,
+        )
+        if assembled.over_budget:
+            logger.warning(
+                "partner %s: prompt over budget (%d > %d chars); heaviest: %s",
+                partner.id, sum(assembled.sizes.values()), self.settings.context_budget,
+                ", ".join(assembled.heaviest),
+            )  # fmt: skip
+        return assembled.text
+
+    async def history(self, session: SessionRow, carry_turns: int) -> list[MessageRow]:
+        """This session's messages, preceded by the carried turns of the previous session."""
+        rows = await self.store.session_messages(session.id)
+        if session.carry_from and carry_turns > 0:
+            previous = await self.store.session_messages(session.carry_from)
+            rows = last_turns(previous, carry_turns) + rows
+        return rows
+
+
+def last_turns(rows: list[MessageRow], turns: int) -> list[MessageRow]:
+    """The tail of ``rows`` holding the last ``turns`` user-to-reply exchanges."""
+    seen = 0
+    for index in range(len(rows) - 1, -1, -1):
+        if rows[index].role == "user" and (index == 0 or rows[index - 1].role != "user"):
+            seen += 1
+            if seen == turns:
+                return rows[index:]
+    return rows

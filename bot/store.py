@@ -1,0 +1,755 @@
+"""The gateway's database: users, chats, bindings, sessions, messages and their search index,
+the work queue, review state, usage and the audit log. All SQL of the project lives here.
+
+:class:`Store` is the interface the rest of the code sees; this SQLite implementation (WAL,
+versioned migrations applied at open) is the embedded default. The dispatcher's queue is rows
+in ``messages`` (``status = 'pending'``), not only memory, so restart recovery is a query and a
+second backend can offer failover with the same code path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import sqlite3
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from bot.search_terms import index_terms, match_expression
+
+SCHEMA: list[str] = [
+    # 1: the core tables
+    """
+    CREATE TABLE users (
+        user_key TEXT PRIMARY KEY,
+        platform TEXT NOT NULL,
+        platform_user_id TEXT NOT NULL,
+        display_name TEXT NOT NULL DEFAULT '',
+        username TEXT,
+        access TEXT NOT NULL DEFAULT 'unknown',
+        timezone TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE chats (
+        chat_key TEXT PRIMARY KEY,
+        platform TEXT NOT NULL,
+        platform_chat_id TEXT NOT NULL,
+        thread_id TEXT,
+        kind TEXT NOT NULL,
+        title TEXT,
+        selected_partner TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE bindings (
+        platform TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        partner_id TEXT NOT NULL,
+        source TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (platform, chat_id, partner_id)
+    );
+    CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        partner_id TEXT,
+        chat_key TEXT NOT NULL,
+        user_key TEXT,
+        audience TEXT NOT NULL,
+        kind TEXT NOT NULL DEFAULT 'chat',
+        carry_from TEXT,
+        title TEXT NOT NULL DEFAULT '',
+        system_prompt TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        last_active_at REAL NOT NULL,
+        ended_at REAL,
+        end_reason TEXT,
+        reviewed_upto INTEGER NOT NULL DEFAULT 0,
+        review_attempts INTEGER NOT NULL DEFAULT 0,
+        review_error TEXT
+    );
+    CREATE INDEX sessions_open ON sessions (chat_key, partner_id) WHERE ended_at IS NULL;
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY,
+        dedup_key TEXT UNIQUE,
+        queue_key TEXT,
+        session_id TEXT,
+        partner_id TEXT,
+        chat_key TEXT NOT NULL,
+        platform_message_id TEXT,
+        user_key TEXT,
+        speaker TEXT NOT NULL DEFAULT '',
+        role TEXT NOT NULL,
+        text TEXT NOT NULL,
+        audience TEXT NOT NULL,
+        status TEXT NOT NULL,
+        answers_upto INTEGER,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX messages_pending ON messages (queue_key, id) WHERE status = 'pending';
+    CREATE INDEX messages_delivering ON messages (id) WHERE status = 'delivering';
+    CREATE INDEX messages_session ON messages (session_id, id);
+    CREATE INDEX messages_chat ON messages (chat_key, id);
+    CREATE VIRTUAL TABLE message_index USING fts5(
+        terms, scope, tokenize = 'unicode61 remove_diacritics 2'
+    );
+    CREATE TABLE deliveries (
+        message_id INTEGER NOT NULL,
+        chunk INTEGER NOT NULL,
+        platform_message_id TEXT,
+        sent_at REAL NOT NULL,
+        PRIMARY KEY (message_id, chunk)
+    );
+    CREATE TABLE seen_updates (
+        platform TEXT NOT NULL,
+        update_id TEXT NOT NULL,
+        seen_at REAL NOT NULL,
+        PRIMARY KEY (platform, update_id)
+    );
+    CREATE TABLE usage (
+        day TEXT NOT NULL,
+        partner_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        model TEXT NOT NULL,
+        calls INTEGER NOT NULL DEFAULT 0,
+        prompt_tokens INTEGER NOT NULL DEFAULT 0,
+        completion_tokens INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (day, partner_id, kind, model)
+    );
+    CREATE TABLE audit (
+        id INTEGER PRIMARY KEY,
+        time REAL NOT NULL,
+        actor TEXT NOT NULL,
+        action TEXT NOT NULL,
+        detail TEXT NOT NULL
+    );
+    CREATE TABLE pairing_requests (
+        code TEXT PRIMARY KEY,
+        user_key TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        status TEXT NOT NULL DEFAULT 'pending'
+    );
+    CREATE TABLE settings (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    """,
+]
+
+MESSAGE_COLUMNS = (
+    "id, session_id, partner_id, chat_key, platform_message_id, user_key, speaker, role, text, "
+    "audience, status, created_at"
+)
+SESSION_COLUMNS = (
+    "id, partner_id, chat_key, user_key, audience, kind, carry_from, title, system_prompt, "
+    "created_at, last_active_at, ended_at, reviewed_upto, review_attempts, review_error"
+)
+SEARCHABLE_ROLES = ("user", "assistant", "context")
+
+
+class StoreError(Exception):
+    """The database could not be opened or used."""
+
+
+@dataclass(frozen=True)
+class MessageRow:
+    id: int
+    session_id: str | None
+    partner_id: str | None
+    chat_key: str
+    platform_message_id: str | None
+    user_key: str | None
+    speaker: str
+    role: str
+    text: str
+    audience: str
+    status: str
+    created_at: float
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    id: str
+    partner_id: str | None
+    chat_key: str
+    user_key: str | None
+    audience: str
+    kind: str
+    carry_from: str | None
+    title: str
+    system_prompt: str
+    created_at: float
+    last_active_at: float
+    ended_at: float | None
+    reviewed_upto: int
+    review_attempts: int
+    review_error: str | None
+
+
+@dataclass(frozen=True)
+class ChatRow:
+    chat_key: str
+    platform: str
+    platform_chat_id: str
+    thread_id: str | None
+    kind: str
+    title: str | None
+    selected_partner: str | None
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    message_id: int
+    session_title: str
+    role: str
+    text: str
+    created_at: float
+    platform_message_id: str | None
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    """A message to record. ``dedup_key`` makes a repeated platform message a no-op."""
+
+    chat_key: str
+    role: str
+    text: str
+    audience: str
+    status: str = "done"
+    dedup_key: str | None = None
+    queue_key: str | None = None
+    session_id: str | None = None
+    partner_id: str | None = None
+    platform_message_id: str | None = None
+    user_key: str | None = None
+    speaker: str = ""
+    created_at: float | None = None
+
+
+def new_session_id() -> str:
+    return uuid.uuid4().hex
+
+
+def scope_token(kind: str, value: str) -> str:
+    """An opaque single token for the index's scope column (partner or audience)."""
+    return kind + hashlib.sha1(value.encode()).hexdigest()[:16]
+
+
+class Store:
+    """The store interface, implemented on SQLite through aiosqlite."""
+
+    def __init__(self, db: aiosqlite.Connection, path: Path) -> None:
+        self._db = db
+        self.path = path
+        # One connection is shared by every task: writes take turns so that one task's
+        # statement never lands inside (and rolls back with) another task's transaction.
+        self._write_lock = asyncio.Lock()
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[None]:
+        async with self._write_lock:
+            await self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                await self._db.execute("ROLLBACK")
+                raise
+            await self._db.execute("COMMIT")
+
+    async def _write(self, sql: str, params: Sequence[Any] = ()) -> aiosqlite.Cursor:
+        async with self._write_lock:
+            return await self._db.execute(sql, params)
+
+    @classmethod
+    async def open(cls, path: Path) -> Store:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            db = await aiosqlite.connect(path, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the database {path}: {exc}") from exc
+        db.row_factory = aiosqlite.Row
+        store = cls(db, path)
+        try:
+            await store._prepare()
+        except sqlite3.DatabaseError as exc:
+            await db.close()
+            raise StoreError(f"cannot use the database {path}: {exc}") from exc
+        return store
+
+    async def close(self) -> None:
+        await self._db.close()
+
+    async def _prepare(self) -> None:
+        await self._db.execute("PRAGMA journal_mode = WAL")
+        await self._db.execute("PRAGMA synchronous = NORMAL")
+        await self._db.execute("PRAGMA busy_timeout = 5000")
+        await self._db.execute("PRAGMA foreign_keys = ON")
+        async with self._db.execute("PRAGMA user_version") as cursor:
+            row = await cursor.fetchone()
+        version = int(row[0]) if row else 0
+        if version > len(SCHEMA):
+            raise StoreError(
+                f"{self.path} was written by a newer version (schema {version}); upgrade first"
+            )
+        for number, script in enumerate(SCHEMA[version:], start=version + 1):
+            await self._db.executescript(
+                f"BEGIN; {script}; PRAGMA user_version = {number}; COMMIT;"
+            )
+
+    async def schema_version(self) -> int:
+        async with self._db.execute("PRAGMA user_version") as cursor:
+            row = await cursor.fetchone()
+        return int(row[0]) if row else 0
+
+    # ---- users and chats -------------------------------------------------------------
+
+    async def upsert_user(
+        self, user_key: str, platform: str, platform_user_id: str, name: str, username: str | None
+    ) -> None:
+        now = time.time()
+        await self._write(
+            "INSERT INTO users (user_key, platform, platform_user_id, display_name, username,"
+            " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (user_key) DO UPDATE SET display_name = excluded.display_name,"
+            " username = excluded.username, updated_at = excluded.updated_at"
+            " WHERE display_name IS NOT excluded.display_name"
+            " OR username IS NOT excluded.username",
+            (user_key, platform, platform_user_id, name, username, now, now),
+        )
+
+    async def user(self, user_key: str) -> dict[str, Any] | None:
+        async with self._db.execute("SELECT * FROM users WHERE user_key = ?", (user_key,)) as cur:
+            row = await cur.fetchone()
+        return dict(row) if row else None
+
+    async def set_user_access(self, user_key: str, access: str) -> bool:
+        cursor = await self._write(
+            "UPDATE users SET access = ?, updated_at = ? WHERE user_key = ?",
+            (access, time.time(), user_key),
+        )
+        return cursor.rowcount > 0
+
+    async def upsert_chat(
+        self, chat_key: str, platform: str, chat_id: str, thread_id: str | None, kind: str,
+        title: str | None,
+    ) -> None:  # fmt: skip
+        now = time.time()
+        await self._write(
+            "INSERT INTO chats (chat_key, platform, platform_chat_id, thread_id, kind, title,"
+            " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (chat_key) DO UPDATE SET title = excluded.title,"
+            " updated_at = excluded.updated_at WHERE title IS NOT excluded.title",
+            (chat_key, platform, chat_id, thread_id, kind, title, now, now),
+        )
+
+    async def chat(self, chat_key: str) -> ChatRow | None:
+        async with self._db.execute(
+            "SELECT chat_key, platform, platform_chat_id, thread_id, kind, title, selected_partner"
+            " FROM chats WHERE chat_key = ?",
+            (chat_key,),
+        ) as cursor:
+            row = await cursor.fetchone()
+        return ChatRow(*row) if row else None
+
+    async def selected_partner(self, chat_key: str) -> str | None:
+        async with self._db.execute(
+            "SELECT selected_partner FROM chats WHERE chat_key = ?", (chat_key,)
+        ) as cursor:
+            row = await cursor.fetchone()
+        return row[0] if row else None
+
+    async def select_partner(self, chat_key: str, partner_id: str | None) -> None:
+        await self._write(
+            "UPDATE chats SET selected_partner = ?, updated_at = ? WHERE chat_key = ?",
+            (partner_id, time.time(), chat_key),
+        )
+
+    # ---- bindings --------------------------------------------------------------------
+
+    async def bind(self, platform: str, chat_id: str, partner_id: str, source: str) -> bool:
+        cursor = await self._write(
+            "INSERT OR IGNORE INTO bindings (platform, chat_id, partner_id, source, created_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (platform, chat_id, partner_id, source, time.time()),
+        )
+        return cursor.rowcount > 0
+
+    async def unbind(self, platform: str, chat_id: str, partner_id: str | None) -> int:
+        sql = "DELETE FROM bindings WHERE platform = ? AND chat_id = ? AND source != 'config'"
+        params: tuple[str, ...] = (platform, chat_id)
+        if partner_id is not None:
+            sql += " AND partner_id = ?"
+            params += (partner_id,)
+        cursor = await self._write(sql, params)
+        return cursor.rowcount
+
+    async def bindings(self, platform: str | None = None, chat_id: str | None = None) -> list[dict]:
+        sql = "SELECT platform, chat_id, partner_id, source FROM bindings WHERE 1 = 1"
+        params: list[str] = []
+        if platform is not None:
+            sql += " AND platform = ?"
+            params.append(platform)
+        if chat_id is not None:
+            sql += " AND chat_id = ?"
+            params.append(chat_id)
+        async with self._db.execute(sql + " ORDER BY created_at", params) as cursor:
+            return [dict(row) for row in await cursor.fetchall()]
+
+    async def replace_config_bindings(self, rows: Iterable[tuple[str, str, str]]) -> None:
+        now = time.time()
+        async with self._transaction():
+            await self._db.execute("DELETE FROM bindings WHERE source = 'config'")
+            await self._db.executemany(
+                "INSERT OR REPLACE INTO bindings (platform, chat_id, partner_id, source,"
+                " created_at) VALUES (?, ?, ?, 'config', ?)",
+                [(p, c, partner, now) for p, c, partner in rows],
+            )
+
+    # ---- messages and the work queue -------------------------------------------------
+
+    async def seen_update(self, platform: str, update_id: str) -> bool:
+        """Record a platform update id; True if it was recorded before (a duplicate)."""
+        cursor = await self._write(
+            "INSERT OR IGNORE INTO seen_updates (platform, update_id, seen_at) VALUES (?, ?, ?)",
+            (platform, update_id, time.time()),
+        )
+        return cursor.rowcount == 0
+
+    async def add_message(self, message: NewMessage) -> int | None:
+        """Record a message and index it; None if its dedup key was recorded before."""
+        ids = await self.add_messages([message])
+        return ids[0]
+
+    async def add_messages(self, messages: Sequence[NewMessage]) -> list[int | None]:
+        ids: list[int | None] = []
+        async with self._transaction():
+            for message in messages:
+                ids.append(await self._insert_message(message))
+        return ids
+
+    async def _insert_message(self, m: NewMessage) -> int | None:
+        cursor = await self._db.execute(
+            "INSERT OR IGNORE INTO messages (dedup_key, queue_key, session_id, partner_id,"
+            " chat_key, platform_message_id, user_key, speaker, role, text, audience, status,"
+            " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                m.dedup_key, m.queue_key, m.session_id, m.partner_id, m.chat_key,
+                m.platform_message_id, m.user_key, m.speaker, m.role, m.text, m.audience,
+                m.status, m.created_at if m.created_at is not None else time.time(),
+            ),
+        )  # fmt: skip
+        if cursor.rowcount == 0:
+            return None
+        message_id = cursor.lastrowid
+        if m.role in SEARCHABLE_ROLES and m.partner_id:
+            await self._index(message_id, m.partner_id, m.audience, m.text)
+        return message_id
+
+    async def _index(self, message_id: int | None, partner_id: str, audience: str, text: str):
+        scope = f"{scope_token('p', partner_id)} {scope_token('a', audience)}"
+        await self._db.execute(
+            "INSERT INTO message_index (rowid, terms, scope) VALUES (?, ?, ?)",
+            (message_id, index_terms(text), scope),
+        )
+
+    async def pending_queue_keys(self) -> list[str]:
+        async with self._db.execute(
+            "SELECT DISTINCT queue_key FROM messages WHERE status = 'pending' ORDER BY id"
+        ) as cursor:
+            return [row[0] for row in await cursor.fetchall()]
+
+    async def pending(self, queue_key: str) -> list[MessageRow]:
+        return await self._messages(
+            "WHERE status = 'pending' AND queue_key = ? ORDER BY id", (queue_key,)
+        )
+
+    async def pending_count(self) -> int:
+        async with self._db.execute(
+            "SELECT COUNT(*) FROM messages WHERE status = 'pending'"
+        ) as cursor:
+            row = await cursor.fetchone()
+        return int(row[0]) if row else 0
+
+    async def finish_turn(
+        self,
+        inbound_ids: Sequence[int],
+        session_id: str,
+        reply: NewMessage,
+        inbound_status: str = "done",
+    ) -> int:
+        """Close the inbound messages and record the reply, in one transaction."""
+        async with self._transaction():
+            await self._db.executemany(
+                "UPDATE messages SET status = ?, session_id = ? WHERE id = ?",
+                [(inbound_status, session_id, message_id) for message_id in inbound_ids],
+            )
+            reply_id = await self._insert_message(reply)
+            assert reply_id is not None
+            await self._db.execute(
+                "UPDATE messages SET answers_upto = ? WHERE id = ?", (max(inbound_ids), reply_id)
+            )
+            await self._db.execute(
+                "UPDATE sessions SET last_active_at = ? WHERE id = ?", (time.time(), session_id)
+            )
+        return reply_id
+
+    async def undelivered(self) -> list[MessageRow]:
+        return await self._messages("WHERE status = 'delivering' ORDER BY id", ())
+
+    async def delivered_chunks(self, message_id: int) -> int:
+        async with self._db.execute(
+            "SELECT COUNT(*) FROM deliveries WHERE message_id = ?", (message_id,)
+        ) as cursor:
+            row = await cursor.fetchone()
+        return int(row[0]) if row else 0
+
+    async def record_chunk(self, message_id: int, chunk: int, platform_message_id: str | None):
+        await self._write(
+            "INSERT OR IGNORE INTO deliveries (message_id, chunk, platform_message_id, sent_at)"
+            " VALUES (?, ?, ?, ?)",
+            (message_id, chunk, platform_message_id, time.time()),
+        )
+
+    async def answered_message(self, reply_id: int) -> MessageRow | None:
+        """The last inbound message a reply answers (what the reply should quote)."""
+        rows = await self._messages(
+            "WHERE id = (SELECT answers_upto FROM messages WHERE id = ?)", (reply_id,)
+        )
+        return rows[0] if rows else None
+
+    async def mark_delivered(self, message_id: int) -> None:
+        await self._write("UPDATE messages SET status = 'delivered' WHERE id = ?", (message_id,))
+
+    async def set_status(self, message_id: int, status: str) -> None:
+        await self._write("UPDATE messages SET status = ? WHERE id = ?", (status, message_id))
+
+    async def mark_failed(self, message_id: int) -> None:
+        await self._write(
+            "UPDATE messages SET status = 'undeliverable' WHERE id = ?", (message_id,)
+        )
+
+    async def message(self, message_id: int) -> MessageRow | None:
+        rows = await self._messages("WHERE id = ?", (message_id,))
+        return rows[0] if rows else None
+
+    async def session_messages(
+        self, session_id: str, roles: Sequence[str] = ("user", "assistant"), after_id: int = 0
+    ) -> list[MessageRow]:
+        marks = ", ".join("?" for _ in roles)
+        return await self._messages(
+            f"WHERE session_id = ? AND role IN ({marks}) AND id > ? AND status != 'pending'"
+            " ORDER BY id",
+            (session_id, *roles, after_id),
+        )
+
+    async def recent_context(self, chat_key: str, after_id: int, limit: int) -> list[MessageRow]:
+        """Unaddressed group chatter since ``after_id``, oldest first, at most ``limit``."""
+        rows = await self._messages(
+            "WHERE chat_key = ? AND role = 'context' AND id > ? ORDER BY id DESC LIMIT ?",
+            (chat_key, after_id, limit),
+        )
+        return rows[::-1]
+
+    async def _messages(self, where: str, params: Sequence[Any]) -> list[MessageRow]:
+        async with self._db.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages {where}", params) as c:
+            return [MessageRow(*row) for row in await c.fetchall()]
+
+    # ---- sessions --------------------------------------------------------------------
+
+    async def open_session(self, chat_key: str, partner_id: str | None) -> SessionRow | None:
+        rows = await self._sessions(
+            "WHERE chat_key = ? AND partner_id IS ? AND ended_at IS NULL AND kind = 'chat'"
+            " ORDER BY created_at DESC LIMIT 1",
+            (chat_key, partner_id),
+        )
+        return rows[0] if rows else None
+
+    async def latest_session(self, chat_key: str, partner_id: str | None) -> SessionRow | None:
+        rows = await self._sessions(
+            "WHERE chat_key = ? AND partner_id IS ? AND kind = 'chat'"
+            " ORDER BY created_at DESC LIMIT 1",
+            (chat_key, partner_id),
+        )
+        return rows[0] if rows else None
+
+    async def create_session(
+        self,
+        *,
+        partner_id: str | None,
+        chat_key: str,
+        user_key: str | None,
+        audience: str,
+        system_prompt: str,
+        title: str = "",
+        kind: str = "chat",
+        carry_from: str | None = None,
+        session_id: str | None = None,
+    ) -> SessionRow:
+        now = time.time()
+        session_id = session_id or new_session_id()
+        await self._write(
+            "INSERT INTO sessions (id, partner_id, chat_key, user_key, audience, kind,"
+            " carry_from, title, system_prompt, created_at, last_active_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (session_id, partner_id, chat_key, user_key, audience, kind, carry_from, title,
+             system_prompt, now, now),
+        )  # fmt: skip
+        session = await self.session(session_id)
+        assert session is not None
+        return session
+
+    async def session(self, session_id: str) -> SessionRow | None:
+        rows = await self._sessions("WHERE id = ?", (session_id,))
+        return rows[0] if rows else None
+
+    async def set_session_title(self, session_id: str, title: str) -> None:
+        await self._write(
+            "UPDATE sessions SET title = ? WHERE id = ? AND title = ''", (title, session_id)
+        )
+
+    async def end_session(self, session_id: str, reason: str) -> None:
+        await self._write(
+            "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL",
+            (time.time(), reason, session_id),
+        )
+
+    async def end_chat_sessions(self, chat_key: str, reason: str) -> list[str]:
+        rows = await self._sessions(
+            "WHERE chat_key = ? AND ended_at IS NULL AND kind = 'chat'", (chat_key,)
+        )
+        for row in rows:
+            await self.end_session(row.id, reason)
+        return [row.id for row in rows]
+
+    async def sessions_of(self, partner_id: str, limit: int = 50) -> list[SessionRow]:
+        return await self._sessions(
+            "WHERE partner_id = ? ORDER BY last_active_at DESC LIMIT ?", (partner_id, limit)
+        )
+
+    async def _sessions(self, where: str, params: Sequence[Any]) -> list[SessionRow]:
+        async with self._db.execute(f"SELECT {SESSION_COLUMNS} FROM sessions {where}", params) as c:
+            return [SessionRow(*row) for row in await c.fetchall()]
+
+    # ---- search ----------------------------------------------------------------------
+
+    async def search(
+        self, partner_id: str, query: str, audiences: Sequence[str] | None, limit: int
+    ) -> list[SearchHit]:
+        """Best matches first (BM25, newer first on ties) among the given audiences.
+
+        ``audiences=None`` searches all of the partner's history (shared memory scope).
+        """
+        expression = match_expression(query)
+        if expression is None or (audiences is not None and not audiences):
+            return []
+        scope = f'scope : "{scope_token("p", partner_id)}"'
+        if audiences is not None:
+            tokens = " OR ".join(f'"{scope_token("a", a)}"' for a in audiences)
+            scope += f" AND scope : ({tokens})"
+        sql = (
+            "SELECT m.id, COALESCE(s.title, ''), m.role, m.text, m.created_at,"
+            " m.platform_message_id FROM message_index"
+            " JOIN messages m ON m.id = message_index.rowid"
+            " LEFT JOIN sessions s ON s.id = m.session_id"
+            " WHERE message_index MATCH ?"
+            " ORDER BY bm25(message_index, 1.0, 0.0), m.created_at DESC LIMIT ?"
+        )
+        async with self._db.execute(sql, (f"{scope} AND terms : ({expression})", limit)) as cur:
+            return [SearchHit(*row) for row in await cur.fetchall()]
+
+    # ---- usage, audit, settings ------------------------------------------------------
+
+    async def add_usage(
+        self, day: str, partner_id: str, kind: str, model: str, prompt: int, completion: int
+    ) -> None:
+        await self._write(
+            "INSERT INTO usage (day, partner_id, kind, model, calls, prompt_tokens,"
+            " completion_tokens) VALUES (?, ?, ?, ?, 1, ?, ?)"
+            " ON CONFLICT (day, partner_id, kind, model) DO UPDATE SET calls = calls + 1,"
+            " prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
+            " completion_tokens = completion_tokens + excluded.completion_tokens",
+            (day, partner_id, kind, model, prompt, completion),
+        )
+
+    async def usage(self, since_day: str) -> list[dict[str, Any]]:
+        async with self._db.execute(
+            "SELECT * FROM usage WHERE day >= ? ORDER BY day, partner_id, kind", (since_day,)
+        ) as cursor:
+            return [dict(row) for row in await cursor.fetchall()]
+
+    async def audit(self, actor: str, action: str, **detail: Any) -> None:
+        await self._write(
+            "INSERT INTO audit (time, actor, action, detail) VALUES (?, ?, ?, ?)",
+            (time.time(), actor, action, json.dumps(detail, ensure_ascii=False, default=str)),
+        )
+
+    async def audit_rows(self, action: str | None = None, limit: int = 100) -> list[dict]:
+        sql = "SELECT time, actor, action, detail FROM audit"
+        params: tuple[Any, ...] = ()
+        if action is not None:
+            sql += " WHERE action = ?"
+            params = (action,)
+        async with self._db.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, limit)) as cur:
+            rows = [dict(row) for row in await cur.fetchall()]
+        for row in rows:
+            row["detail"] = json.loads(row["detail"])
+        return rows
+
+    async def create_pairing(self, code: str, user_key: str, ttl_seconds: float) -> None:
+        now = time.time()
+        await self._write(
+            "INSERT INTO pairing_requests (code, user_key, created_at, expires_at)"
+            " VALUES (?, ?, ?, ?)",
+            (code, user_key, now, now + ttl_seconds),
+        )
+
+    async def live_pairings(self, user_key: str | None = None) -> list[dict[str, Any]]:
+        sql = "SELECT * FROM pairing_requests WHERE status = 'pending' AND expires_at > ?"
+        params: tuple[Any, ...] = (time.time(),)
+        if user_key is not None:
+            sql += " AND user_key = ?"
+            params += (user_key,)
+        async with self._db.execute(sql + " ORDER BY created_at", params) as cursor:
+            return [dict(row) for row in await cursor.fetchall()]
+
+    async def pairing(self, code: str) -> dict[str, Any] | None:
+        async with self._db.execute(
+            "SELECT * FROM pairing_requests WHERE code = ?", (code,)
+        ) as cursor:
+            row = await cursor.fetchone()
+        return dict(row) if row else None
+
+    async def close_pairing(self, code: str, status: str) -> None:
+        await self._write("UPDATE pairing_requests SET status = ? WHERE code = ?", (status, code))
+
+    async def settings(self) -> dict[str, str]:
+        async with self._db.execute("SELECT key, value FROM settings") as cursor:
+            return {row[0]: row[1] for row in await cursor.fetchall()}
+
+    async def put_setting(self, key: str, value: str) -> None:
+        await self._write(
+            "INSERT INTO settings (key, value, updated_at) VALUES (?, ?, ?)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value,"
+            " updated_at = excluded.updated_at",
+            (key, value, time.time()),
+        )
+
+    # ---- maintenance -----------------------------------------------------------------
+
+    async def backup_to(self, target: Path) -> None:
+        """A consistent copy of the live database (SQLite online backup)."""
+        dest = await aiosqlite.connect(target)
+        try:
+            await self._db.backup(dest)
+        finally:
+            await dest.close()

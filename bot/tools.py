@@ -1,0 +1,147 @@
+"""The tool registry and the per-turn tool surface.
+
+A turn's surface is: forced tools + configurable tools the partner's allow/deny patterns keep
+− suppressed tools. Suppressed tools are removed from the list the model sees *and* refused at
+dispatch if the model calls them anyway (the refusal goes back as a tool error and into the
+audit log). Patterns are ``pre*``, ``*suf``, ``*mid*`` or an exact name; a pattern that matches
+no tool logs a warning instead of failing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from bot.events import ToolCall
+from partners.tools import (
+    OWNER_MEMORY_TOOL_NAMES,
+    OWNER_TOOLS,
+    PARTNER_TOOLS,
+    ToolContext,
+    ToolError,
+    ToolSpec,
+)
+
+logger = logging.getLogger(__name__)
+
+MAX_ARGUMENT_CHARS = 20_000
+
+
+def pattern_matches(pattern: str, name: str) -> bool:
+    """``pre*``, ``*suf``, ``*mid*`` or exact — nothing else (no wildcards in the middle)."""
+    if len(pattern) > 1 and pattern.startswith("*") and pattern.endswith("*"):
+        return pattern[1:-1] in name
+    if pattern.endswith("*"):
+        return name.startswith(pattern[:-1])
+    if pattern.startswith("*"):
+        return name.endswith(pattern[1:])
+    return name == pattern
+
+
+def filter_configurable(
+    names: Iterable[str], allow: Iterable[str], deny: Iterable[str], owner: str
+) -> list[str]:
+    """Apply allow (a whitelist, if given) then deny; warn about patterns matching nothing."""
+    names = list(names)
+    allow, deny = list(allow), list(deny)
+    for pattern in [*allow, *deny]:
+        if not any(pattern_matches(pattern, n) for n in names):
+            logger.warning("%s: tool pattern %r matches no tool", owner, pattern)
+    kept = [n for n in names if not allow or any(pattern_matches(p, n) for p in allow)]
+    return [n for n in kept if not any(pattern_matches(p, n) for p in deny)]
+
+
+class ToolRegistry:
+    """Every tool the gateway knows, with whether an owner may configure it per partner."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, ToolSpec] = {}
+        self._configurable: set[str] = set()
+
+    def register(self, spec: ToolSpec, *, configurable: bool) -> None:
+        self._tools[spec.name] = spec
+        if configurable:
+            self._configurable.add(spec.name)
+
+    def surface(
+        self,
+        *,
+        forced: Iterable[str] = (),
+        allow: Iterable[str] = (),
+        deny: Iterable[str] = (),
+        suppressed: Iterable[str] = (),
+        owner: str = "turn",
+    ) -> ToolSurface:
+        suppressed = set(suppressed)
+        configurable = filter_configurable(sorted(self._configurable), allow, deny, owner)
+        names = list(dict.fromkeys([*forced, *configurable]))
+        tools = {n: self._tools[n] for n in names if n not in suppressed}
+        return ToolSurface(tools, frozenset(suppressed))
+
+
+def default_registry() -> ToolRegistry:
+    registry = ToolRegistry()
+    for spec in PARTNER_TOOLS:
+        registry.register(spec, configurable=False)
+    for spec in OWNER_TOOLS:
+        registry.register(spec, configurable=spec.name in OWNER_MEMORY_TOOL_NAMES)
+    return registry
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    content: str
+    is_error: bool = False
+
+
+class ToolSurface:
+    """The tools of one turn: what the model is shown and what it may call."""
+
+    def __init__(self, tools: dict[str, ToolSpec], suppressed: frozenset[str]) -> None:
+        self.tools = tools
+        self.suppressed = suppressed
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.tools)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [tool.schema() for tool in self.tools.values()]
+
+    async def call(self, call: ToolCall, ctx: ToolContext) -> ToolOutcome:
+        spec = self.tools.get(call.name)
+        if spec is None:
+            if call.name in self.suppressed:
+                await ctx.store.audit(
+                    ctx.actor, "tool_refused", tool=call.name, session=ctx.session_id
+                )
+                return ToolOutcome(f"error: {call.name} is not available to you", True)
+            return ToolOutcome(
+                f"error: unknown tool {call.name[:80]!r}; available: {', '.join(self.tools)}",
+                True,
+            )
+        try:
+            args = parse_arguments(call.arguments)
+            return ToolOutcome(await spec.handler(ctx, args))
+        except ToolError as exc:
+            return ToolOutcome(f"error: {exc}", True)
+
+
+def parse_arguments(raw: str) -> dict[str, Any]:
+    """Tool arguments as a dict, or a ToolError the model can act on."""
+    if len(raw) > MAX_ARGUMENT_CHARS:
+        raise ToolError(f"arguments are {len(raw)} characters; the limit is {MAX_ARGUMENT_CHARS}")
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ToolError(f"arguments are not valid JSON ({exc.msg}); send a JSON object") from exc
+    if not isinstance(value, dict):
+        raise ToolError("arguments must be a JSON object")
+    if any("\x00" in str(v) for v in value.values()):
+        raise ToolError("arguments must not contain NUL characters")
+    return value

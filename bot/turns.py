@@ -1,0 +1,238 @@
+"""Working one queue key: pending messages -> session -> chat loop -> recorded reply -> delivery.
+
+Every inbound message that calls for an answer belongs to exactly one turn, and every turn
+records exactly one reply (DESIGN.md "Decisions": one turn, one reply). The reply and the
+closing of its inbound messages are one transaction, so a crash before it re-runs the turn
+(nothing was sent yet) and a crash after it only re-delivers the remaining chunks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from adapters.base import Channel
+from bot.access import OwnerCheck
+from bot.chat import ChatLoop, TurnInput, history_window
+from bot.config import Config
+from bot.delivery import Delivery, chat_ref
+from bot.llm import LLMError
+from bot.sessions import OWNER_AUDIENCE, Sessions, Speaker, audience_for, search_audiences
+from bot.store import ChatRow, MessageRow, NewMessage, SessionRow, Store
+from bot.tools import ToolRegistry, ToolSurface
+from partners.catalog import PartnerCatalog
+from partners.memory import MemoryFile, MemoryStore
+from partners.persona import Partner
+from partners.tools import OWNER_MEMORY_TOOL_NAMES, PARTNER_TOOL_NAMES, ToolContext, TurnBudget
+
+logger = logging.getLogger(__name__)
+
+TYPING_REFRESH_SECONDS = 4.5
+OWNER_QUEUE = "@owner"
+APOLOGY = "Sorry — I can't think right now (my model is unreachable). Please try again in a bit."
+EMPTY_ANSWER = "…"
+
+
+def queue_key(chat_key: str, partner_id: str | None) -> str:
+    return f"{chat_key}|{partner_id or OWNER_QUEUE}"
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """Who is talking where, resolved once per turn."""
+
+    chat: ChatRow
+    partner: Partner | None
+    speaker: Speaker
+
+
+class TurnRunner:
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        memory: MemoryStore,
+        catalog: PartnerCatalog,
+        sessions: Sessions,
+        chat_loop: ChatLoop,
+        registry: ToolRegistry,
+        delivery: Delivery,
+        channels: dict[str, Channel],
+        owner_file: MemoryFile,
+        is_owner: OwnerCheck,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.memory = memory
+        self.catalog = catalog
+        self.sessions = sessions
+        self.chat_loop = chat_loop
+        self.registry = registry
+        self.delivery = delivery
+        self.channels = channels
+        self.owner_file = owner_file
+        self.is_owner = is_owner
+
+    async def process(self, key: str) -> None:
+        pending = await self.store.pending(key)
+        if not pending:
+            return
+        conversation = await self._conversation(pending[-1])
+        if conversation is None:
+            logger.error(
+                "queue %s: chat or partner is gone; closing %d messages", key, len(pending)
+            )
+            await self._close_orphans(pending)
+            return
+        session = await self.sessions.current(
+            conversation.chat, conversation.partner, conversation.speaker, pending[0]
+        )
+        reply = await self._answer(conversation, session, pending)
+        reply_id = await self.store.finish_turn(
+            [row.id for row in pending],
+            session.id,
+            reply,
+            "failed" if reply.role == "notice" else "done",
+        )
+        await self.delivery.deliver(reply_id)
+
+    async def _conversation(self, last: MessageRow) -> Conversation | None:
+        chat = await self.store.chat(last.chat_key)
+        if chat is None or last.user_key is None:
+            return None
+        partner = None
+        if last.partner_id is not None:
+            partner = self.catalog.get(last.partner_id)
+            if partner is None:
+                return None
+        user = await self.store.user(last.user_key)
+        name = (user or {}).get("display_name") or last.speaker or "someone"
+        speaker = Speaker(last.user_key, name, self.is_owner(last.user_key))
+        return Conversation(chat, partner, speaker)
+
+    async def _close_orphans(self, pending: list[MessageRow]) -> None:
+        for row in pending:
+            await self.store.set_status(row.id, "failed")
+
+    async def _answer(
+        self, conversation: Conversation, session: SessionRow, pending: list[MessageRow]
+    ) -> NewMessage:
+        chat, partner, speaker = conversation.chat, conversation.partner, conversation.speaker
+        timezone = self._timezone(partner)
+        history = history_window(
+            await self.sessions.history(session, self.config.memory.carry_turns),
+            self.config.memory.history_chars,
+        )
+        context: list[MessageRow] = []
+        if chat.kind != "dm":
+            since = history[-1].id if history else 0
+            context = await self.store.recent_context(
+                chat.chat_key, since, self.config.access.group_context_messages
+            )
+        turn = TurnInput(
+            session.system_prompt, history, pending, context, chat.kind != "dm", timezone
+        )
+        surface, ctx = self._tools(conversation, session, pending[-1])
+        model = (partner.preset.model if partner else None) or self.config.llm.model
+        role, text = "assistant", EMPTY_ANSWER
+        try:
+            async with self._typing(chat):
+                output = await self.chat_loop.run(turn, surface, ctx, model=model)
+            text = output.text or EMPTY_ANSWER
+            await self._record_usage(partner, "chat", output.model, output.usage.prompt_tokens,
+                                     output.usage.completion_tokens)  # fmt: skip
+        except LLMError as exc:
+            logger.warning("turn in %s failed: %s", chat.chat_key, exc)
+            role, text = "notice", APOLOGY
+        return NewMessage(
+            chat_key=chat.chat_key,
+            role=role,
+            text=text,
+            audience=audience_for(chat, speaker),
+            status="delivering",
+            session_id=session.id,
+            partner_id=partner.id if partner else None,
+            speaker=partner.name if partner else "assistant",
+        )
+
+    def _tools(
+        self, conversation: Conversation, session: SessionRow, last: MessageRow
+    ) -> tuple[ToolSurface, ToolContext]:
+        chat, partner, speaker = conversation.chat, conversation.partner, conversation.speaker
+        ctx = ToolContext(
+            store=self.store,
+            memory=self.memory,
+            owner_file=self.owner_file,
+            session_id=session.id,
+            actor=speaker.user_key,
+            user_name=speaker.name,
+            source_message_id=last.id,
+        )
+        if partner is None:
+            ctx.budget = TurnBudget(consults_left=self.config.owner.consult_budget)
+            surface = self.registry.surface(
+                forced=(*OWNER_MEMORY_TOOL_NAMES, "consult_partner"), owner="owner assistant"
+            )
+            return surface, ctx
+        ctx.partner = partner
+        ctx.user_file = self.sessions.user_file(partner, chat, speaker)
+        ctx.audiences = search_audiences(partner, audience_for(chat, speaker))
+        ctx.write_file = self._write_file(partner, speaker)
+        surface = self.registry.surface(
+            forced=PARTNER_TOOL_NAMES,
+            allow=partner.preset.tools_allow,
+            deny=partner.preset.tools_deny,
+            suppressed=OWNER_MEMORY_TOOL_NAMES,
+            owner=f"partner {partner.id}",
+        )
+        return surface, ctx
+
+    @staticmethod
+    def _write_file(partner: Partner, speaker: Speaker) -> MemoryFile:
+        """per_user: what a user says lands in that user's file; only the owner's own
+        conversations change the partner's MEMORY.md (DESIGN.md "Decisions": per-user writes)."""
+        from partners.tools import user_memory_file
+
+        if partner.per_user and not speaker.is_owner:
+            return user_memory_file(partner, speaker.user_key)
+        return MemoryFile(partner.dir, "MEMORY.md")
+
+    def _timezone(self, partner: Partner | None) -> ZoneInfo:
+        if partner is not None and partner.preset.timezone:
+            return ZoneInfo(partner.preset.timezone)
+        return self.config.owner_timezone()
+
+    async def _record_usage(
+        self, partner: Partner | None, kind: str, model: str, prompt: int, completion: int
+    ) -> None:
+        day = datetime.now(self.config.owner_timezone()).date().isoformat()
+        await self.store.add_usage(
+            day, partner.id if partner else OWNER_AUDIENCE, kind, model, prompt, completion
+        )
+
+    @contextlib.asynccontextmanager
+    async def _typing(self, chat: ChatRow) -> AsyncIterator[None]:
+        channel = self.channels.get(chat.platform)
+        if channel is None:
+            yield
+            return
+        ref = chat_ref(chat)
+
+        async def refresh() -> None:
+            while True:
+                with contextlib.suppress(Exception):
+                    await channel.typing(ref)
+                await asyncio.sleep(TYPING_REFRESH_SECONDS)
+
+        task = asyncio.create_task(refresh())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

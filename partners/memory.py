@@ -1,0 +1,373 @@
+"""Memory documents: entries with stable ids, per-file write queues, atomic writes, changelog.
+
+A memory file is Markdown the owner may edit by hand. Entries are list items; the store tags an
+entry it writes with an id comment (``- likes tea <!-- m_18c2f0a1b2c3d -->``) and never adds ids
+to lines it did not write. Every write to one file waits its turn on that file's lock, re-reads
+the file (hand edits are never overwritten by a stale copy), appends a changelog record *before*
+the change, and replaces the file atomically, keeping its BOM and CRLF line endings.
+
+Namespaces (DESIGN.md "Split memory model") are directories: ``data/owner`` for the owner and
+``data/partners/<id>`` for a partner, whose per-user files live in ``users/``. The changelog of
+a namespace is ``<root>/changelog/changes.jsonl``, one JSON record per change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import secrets
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+MAX_ENTRY_CHARS = 240
+ENTRY_ID = re.compile(r"\s*<!--\s*(m_[0-9a-z]+)\s*-->\s*$")
+BULLET = re.compile(r"^(\s*[-*+]\s+)(.*)$")
+ANY_ID_COMMENT = re.compile(r"\s*<!--\s*m_[0-9a-z]+\s*-->")
+CHANGELOG = "changelog/changes.jsonl"
+BOM = "\ufeff"
+
+
+class MemoryInputError(ValueError):
+    """A write was refused; the message says what was wrong and what to do."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    id: str | None
+    text: str
+    line: int
+
+    @property
+    def created(self) -> datetime | None:
+        """Ids carry the time they were written (milliseconds, hex)."""
+        if self.id is None:
+            return None
+        try:
+            millis = int(self.id[2:-4], 16)
+        except ValueError:
+            return None
+        return datetime.fromtimestamp(millis / 1000, UTC)
+
+
+@dataclass(frozen=True)
+class MemoryFile:
+    """One memory document: a namespace root and a path inside it."""
+
+    root: Path
+    name: str
+
+    @property
+    def path(self) -> Path:
+        return self.root / self.name
+
+
+@dataclass(frozen=True)
+class Change:
+    id: str
+    time: str
+    file: str
+    op: str
+    entry: str | None
+    old: str | None
+    new: str | None
+    reason: str
+    source: str
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    entry_id: str | None
+    change_id: str | None
+    duplicate: bool = False
+
+
+@dataclass
+class _Document:
+    lines: list[str]
+    crlf: bool
+    bom: bool
+    trailing_newline: bool
+
+    @classmethod
+    def parse(cls, raw: str) -> _Document:
+        bom = raw.startswith(BOM)
+        if bom:
+            raw = raw[1:]
+        crlf = "\r\n" in raw
+        trailing = raw.endswith("\n")
+        body = raw.replace("\r\n", "\n")
+        lines = body.split("\n")
+        if trailing:
+            lines.pop()
+        if lines == [""]:
+            lines = []
+        return cls(lines, crlf, bom, trailing or not lines)
+
+    def render(self) -> str:
+        text = "\n".join(self.lines)
+        if self.lines and self.trailing_newline:
+            text += "\n"
+        if self.crlf:
+            text = text.replace("\n", "\r\n")
+        return (BOM if self.bom else "") + text
+
+    def entries(self) -> list[Entry]:
+        found = []
+        for number, line in enumerate(self.lines):
+            match = BULLET.match(line)
+            if not match:
+                continue
+            body = match.group(2)
+            id_match = ENTRY_ID.search(body)
+            entry_id = id_match.group(1) if id_match else None
+            text = body[: id_match.start()] if id_match else body
+            if text.strip():
+                found.append(Entry(entry_id, text.strip(), number))
+        return found
+
+
+def new_entry_id() -> str:
+    return f"m_{int(time.time() * 1000):x}{secrets.token_hex(2)}"
+
+
+def new_change_id() -> str:
+    return f"c_{int(time.time() * 1000):x}{secrets.token_hex(2)}"
+
+
+def strip_ids(text: str) -> str:
+    """Remove entry id comments: they cost tokens in a prompt and mean nothing to the model."""
+    return ANY_ID_COMMENT.sub("", text)
+
+
+def comparable(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def clean_entry_text(text: str) -> str:
+    """One line, no id comments, within the length limit; else MemoryInputError."""
+    cleaned = " ".join(str(text).replace("<!--", "").replace("-->", "").split())
+    if not cleaned:
+        raise MemoryInputError("text is empty; say in one sentence what to remember")
+    if len(cleaned) > MAX_ENTRY_CHARS:
+        raise MemoryInputError(
+            f"text is {len(cleaned)} characters; the limit is {MAX_ENTRY_CHARS} — "
+            "keep one short fact per entry"
+        )
+    return cleaned
+
+
+def _read_raw(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return ""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise MemoryInputError(
+            f"{path.name} is not valid UTF-8 (byte {exc.start}); open it in an editor and save "
+            "it as UTF-8 — nothing was written"
+        ) from exc
+
+
+def read_text(path: Path) -> str:
+    """A memory file for display or a prompt: missing is empty, undecodable bytes replaced."""
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace").removeprefix(BOM)
+    except FileNotFoundError:
+        return ""
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class MemoryStore:
+    """All reads and writes of memory documents go through here."""
+
+    def __init__(self, changelog_keep: int = 500) -> None:
+        self._locks: dict[Path, asyncio.Lock] = {}
+        self.changelog_keep = changelog_keep
+
+    def _lock(self, path: Path) -> asyncio.Lock:
+        return self._locks.setdefault(path.resolve(), asyncio.Lock())
+
+    async def read(self, file: MemoryFile) -> str:
+        return await asyncio.to_thread(read_text, file.path)
+
+    async def entries(self, file: MemoryFile) -> list[Entry]:
+        raw = await asyncio.to_thread(read_text, file.path)
+        return _Document.parse(raw).entries()
+
+    async def add(self, file: MemoryFile, text: str, *, reason: str, source: str) -> WriteResult:
+        cleaned = clean_entry_text(text)
+
+        def apply(doc: _Document) -> tuple[Change | None, WriteResult]:
+            for entry in doc.entries():
+                if comparable(entry.text) == comparable(cleaned):
+                    return None, WriteResult(entry.id, None, duplicate=True)
+            entry_id = new_entry_id()
+            change = self._change(file, "add", entry_id, None, cleaned, reason, source)
+            doc.lines.append(f"- {cleaned} <!-- {entry_id} -->")
+            doc.trailing_newline = True
+            return change, WriteResult(entry_id, change.id)
+
+        return await self._update(file, apply)
+
+    async def edit(
+        self, file: MemoryFile, entry_id: str, text: str, *, reason: str, source: str
+    ) -> WriteResult:
+        cleaned = clean_entry_text(text)
+
+        def apply(doc: _Document) -> tuple[Change | None, WriteResult]:
+            entry = _find(doc, entry_id, file)
+            for other in doc.entries():
+                if other.id != entry_id and comparable(other.text) == comparable(cleaned):
+                    return None, WriteResult(other.id, None, duplicate=True)
+            change = self._change(file, "edit", entry_id, entry.text, cleaned, reason, source)
+            prefix = BULLET.match(doc.lines[entry.line])
+            bullet = prefix.group(1) if prefix else "- "
+            doc.lines[entry.line] = f"{bullet}{cleaned} <!-- {entry_id} -->"
+            return change, WriteResult(entry_id, change.id)
+
+        return await self._update(file, apply)
+
+    async def remove(
+        self, file: MemoryFile, entry_id: str, *, reason: str, source: str
+    ) -> WriteResult:
+        def apply(doc: _Document) -> tuple[Change | None, WriteResult]:
+            entry = _find(doc, entry_id, file)
+            change = self._change(file, "remove", entry_id, entry.text, None, reason, source)
+            del doc.lines[entry.line]
+            return change, WriteResult(entry_id, change.id)
+
+        return await self._update(file, apply)
+
+    async def _update(
+        self, file: MemoryFile, apply: Callable[[_Document], tuple[Change | None, WriteResult]]
+    ) -> WriteResult:
+        async with self._lock(file.path):
+            return await asyncio.to_thread(self._update_sync, file, apply)
+
+    def _update_sync(
+        self, file: MemoryFile, apply: Callable[[_Document], tuple[Change | None, WriteResult]]
+    ) -> WriteResult:
+        doc = _Document.parse(_read_raw(file.path))
+        change, result = apply(doc)
+        if change is not None:
+            self._append_changelog(file.root, change)
+            _write_atomic(file.path, doc.render())
+        return result
+
+    def _change(
+        self, file: MemoryFile, op: str, entry: str | None, old: str | None, new: str | None,
+        reason: str, source: str,
+    ) -> Change:  # fmt: skip
+        return Change(
+            id=new_change_id(),
+            time=datetime.now(UTC).isoformat(timespec="seconds"),
+            file=file.name,
+            op=op,
+            entry=entry,
+            old=old,
+            new=new,
+            reason=reason[:500],
+            source=source,
+        )
+
+    # ---- changelog -------------------------------------------------------------------
+
+    def _append_changelog(self, root: Path, change: Change) -> None:
+        path = root / CHANGELOG
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(asdict(change), ensure_ascii=False) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        self._trim_changelog(path)
+
+    def _trim_changelog(self, path: Path) -> None:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        if len(lines) > self.changelog_keep + self.changelog_keep // 10:
+            _write_atomic(path, "\n".join(lines[-self.changelog_keep :]) + "\n")
+
+    async def changes(self, root: Path) -> list[Change]:
+        def load() -> list[Change]:
+            path = root / CHANGELOG
+            if not path.exists():
+                return []
+            records = []
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    records.append(Change(**json.loads(line)))
+                except (ValueError, TypeError):
+                    continue
+            return records
+
+        async with self._lock(root / CHANGELOG):
+            return await asyncio.to_thread(load)
+
+    async def undo(self, root: Path, change_id: str, *, source: str) -> WriteResult:
+        """Reverse one recorded change, as a new change of its own."""
+        change = next((c for c in await self.changes(root) if c.id == change_id), None)
+        if change is None:
+            raise MemoryInputError(
+                f"no change {change_id} in the changelog (it keeps the last "
+                f"{self.changelog_keep}); list recent changes to find its id"
+            )
+        file = MemoryFile(root, change.file)
+        reason = f"undo {change.id}"
+        if change.op == "add" and change.entry:
+            return await self.remove(file, change.entry, reason=reason, source=source)
+        if change.op == "edit" and change.entry and change.old:
+            return await self.edit(file, change.entry, change.old, reason=reason, source=source)
+        if change.op == "remove" and change.old:
+            return await self._restore(file, change, reason=reason, source=source)
+        raise MemoryInputError(f"change {change_id} ({change.op}) cannot be undone")
+
+    async def _restore(
+        self, file: MemoryFile, change: Change, *, reason: str, source: str
+    ) -> WriteResult:
+        old = change.old or ""
+
+        def apply(doc: _Document) -> tuple[Change | None, WriteResult]:
+            for entry in doc.entries():
+                if comparable(entry.text) == comparable(old):
+                    return None, WriteResult(entry.id, None, duplicate=True)
+            entry_id = change.entry or new_entry_id()
+            record = self._change(file, "add", entry_id, None, old, reason, source)
+            doc.lines.append(f"- {old} <!-- {entry_id} -->")
+            doc.trailing_newline = True
+            return record, WriteResult(entry_id, record.id)
+
+        return await self._update(file, apply)
+
+
+def _find(doc: _Document, entry_id: str, file: MemoryFile) -> Entry:
+    for entry in doc.entries():
+        if entry.id == entry_id:
+            return entry
+    raise MemoryInputError(
+        f"no entry {entry_id} in {file.name}; read the memory first to see the current ids"
+    )
+
+
+def record_as_dict(change: Change) -> dict[str, Any]:
+    return asdict(change)

@@ -1,0 +1,161 @@
+"""Shared fixtures: a fake LLM, a config in a temporary data directory, and a running gateway
+with a recording channel that stands in for a platform."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from adapters.base import DeliveryError, Receiver
+from bot.app import App, build_app
+from bot.config import Config
+from bot.events import ChatRef, Inbound, Outbound, Sender
+from tests.fakes.fake_llm import FakeLLM
+
+OWNER_ID = 1
+_message_ids = itertools.count(1000)
+
+
+class RecordingChannel:
+    """A platform stand-in: records every chunk sent, can be told to fail."""
+
+    platform = "test"
+
+    def __init__(self, chunk_chars: int = 4000) -> None:
+        self.sent: list[Outbound] = []
+        self.typing_calls = 0
+        self.chunk_chars = chunk_chars
+        self.fail_next: list[DeliveryError] = []
+        self.receiver: Receiver | None = None
+        self._changed = asyncio.Condition()
+
+    async def start(self, receiver: Receiver) -> None:
+        self.receiver = receiver
+
+    async def stop(self) -> None:
+        self.receiver = None
+
+    def split(self, text: str) -> list[str]:
+        size = self.chunk_chars
+        return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+    async def send(self, message: Outbound) -> str | None:
+        if self.fail_next:
+            raise self.fail_next.pop(0)
+        async with self._changed:
+            self.sent.append(message)
+            self._changed.notify_all()
+        return f"out-{len(self.sent)}"
+
+    async def typing(self, chat: ChatRef) -> None:
+        del chat
+        self.typing_calls += 1
+
+    async def wait_sent(self, count: int, timeout: float = 5.0) -> list[Outbound]:
+        async def enough() -> None:
+            async with self._changed:
+                await self._changed.wait_for(lambda: len(self.sent) >= count)
+
+        try:
+            await asyncio.wait_for(enough(), timeout)
+        except TimeoutError:
+            texts = [m.text[:60] for m in self.sent]
+            raise AssertionError(f"expected {count} sends within {timeout}s, got {texts}") from None
+        return self.sent
+
+    def texts(self, chat_id: str | None = None) -> list[str]:
+        return [m.text for m in self.sent if chat_id is None or m.chat.chat_id == chat_id]
+
+
+def dm(user_id: int | str, text: str, name: str = "Alice", **kwargs: Any) -> Inbound:
+    return Inbound(
+        ChatRef("test", str(user_id), "dm"),
+        Sender("test", str(user_id), name, name.lower()),
+        str(next(_message_ids)),
+        text,
+        datetime.now(UTC),
+        **kwargs,
+    )
+
+
+def group_message(
+    chat_id: str, user_id: int | str, text: str, name: str = "Bob", **kwargs: Any
+) -> Inbound:
+    thread = kwargs.pop("thread_id", None)
+    return Inbound(
+        ChatRef("test", chat_id, "group", thread_id=thread, title="Tea club"),
+        Sender("test", str(user_id), name, name.lower()),
+        str(kwargs.pop("message_id", next(_message_ids))),
+        text,
+        datetime.now(UTC),
+        **kwargs,
+    )
+
+
+def make_config(data_dir: Path, llm_url: str, **sections: dict[str, Any]) -> Config:
+    raw: dict[str, Any] = {
+        "llm": {"base_url": llm_url, "api_key": "test-key", "model": "fake-model",
+                "max_retries": 0, "timeout": 10},
+        "storage": {"data_dir": str(data_dir)},
+        "owner": {"timezone": "UTC"},
+        "access": {"dm_policy": "open"},
+    }  # fmt: skip
+    for name, values in sections.items():
+        raw.setdefault(name, {}).update(values)
+    # the recording channel's owner is OWNER_ID on the "test" platform
+    return Config.model_validate(raw)
+
+
+@dataclass
+class Harness:
+    app: App
+    channel: RecordingChannel
+    llm: FakeLLM
+    config: Config
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    async def send(self, inbound: Inbound) -> None:
+        await self.app.gateway.receive(inbound)
+
+    async def settle(self) -> None:
+        await self.app.dispatcher.idle()
+
+
+@pytest.fixture
+async def fake_llm() -> AsyncIterator[FakeLLM]:
+    async with FakeLLM() as llm:
+        yield llm
+
+
+HarnessFactory = Callable[..., Any]
+
+
+@pytest.fixture
+async def harness_factory(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[Callable[..., Any]]:
+    """Build (and later stop) gateways on one data directory; a second call is a restart."""
+    apps: list[App] = []
+
+    async def build(**sections: dict[str, Any]) -> Harness:
+        config = make_config(tmp_path / "data", fake_llm.base_url, **sections)
+        channel = RecordingChannel()
+        app = await build_app(config, {"test": channel})
+        app.gateway.access.is_owner.keys.add(f"test:{OWNER_ID}")
+        apps.append(app)
+        await app.start()
+        return Harness(app, channel, fake_llm, config)
+
+    yield build
+    for app in apps:
+        await app.stop()
+
+
+@pytest.fixture
+async def harness(harness_factory: Callable[..., Any]) -> Harness:
+    return await harness_factory()

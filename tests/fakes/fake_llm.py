@@ -1,0 +1,495 @@
+"""Fake OpenAI-compatible chat-completions server for offline tests.
+
+The gateway talks to LLM providers through the real ``openai.AsyncOpenAI`` client. Tests point
+that client at :class:`FakeLLM`, a small aiohttp server bound to ``127.0.0.1`` on a random port
+and started inside the test's own event loop. The fake answers ``POST /v1/chat/completions``
+from a FIFO script of :class:`Reply` / :class:`Failure` items, falling back to a responder
+function, and serves both plain JSON and SSE streaming responses (text deltas, streamed
+tool-call deltas, the optional usage chunk). It records every request body so tests can assert
+on prompts, tools and parameters, and it can inject rate limits, provider errors, outages and
+delays long enough to trigger client timeouts.
+
+Typical use::
+
+    async with FakeLLM() as llm:
+        llm.script(Reply(text="hi"), Failure(429, retry_after_ms=10))
+        client = AsyncOpenAI(base_url=llm.base_url, api_key="x")
+        ...
+        await llm.wait_for_requests(2)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import json
+import math
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+__all__ = [
+    "FAKE_MODEL_ID",
+    "Failure",
+    "FakeLLM",
+    "Reply",
+    "Responder",
+    "ToolCallSpec",
+]
+
+FAKE_MODEL_ID = "fake-model"
+
+# Number of pieces a streamed text (content or reasoning) is split into, at most.
+_TEXT_PIECES = 4
+# Number of pieces streamed tool-call arguments are split into, at most (at least 2 if possible).
+_ARGUMENT_PIECES = 3
+# Seconds aiohttp waits for in-flight handlers on close before cancelling them.
+_SHUTDOWN_TIMEOUT = 0.5
+
+_ERROR_TYPES: dict[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    409: "conflict_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+
+@dataclass
+class ToolCallSpec:
+    """A tool call the fake model makes.
+
+    ``arguments`` given as a dict is JSON-encoded; a string is sent verbatim, so tests can send
+    arguments that are not valid JSON on purpose. ``id`` defaults to a generated ``call_<n>``.
+    """
+
+    name: str
+    arguments: str | dict[str, Any]
+    id: str | None = None
+
+
+@dataclass
+class Reply:
+    """A successful completion.
+
+    ``prompt_tokens`` defaults to ``len(request_json) / 4``; ``completion_tokens`` to
+    ``len(text) / 4`` rounded up (at least 1). ``finish_reason`` defaults to ``"tool_calls"``
+    when there are tool calls, else ``"stop"``. ``delay_seconds`` is waited before answering.
+    """
+
+    text: str | None = None
+    tool_calls: list[ToolCallSpec] = field(default_factory=list)
+    reasoning_content: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    delay_seconds: float = 0.0
+    finish_reason: str | None = None
+
+
+@dataclass
+class Failure:
+    """An error response: ``{"error": {"message", "type", "code", "param"}}`` with ``status``.
+
+    ``retry_after_ms`` is sent as the ``retry-after-ms`` header and, rounded up to whole
+    seconds, as ``retry-after``. ``type`` defaults to a value derived from ``status``.
+    """
+
+    status: int
+    message: str = "injected failure"
+    code: str | None = None
+    retry_after_ms: int | None = None
+    delay_seconds: float = 0.0
+    type: str | None = None
+
+
+Responder = Callable[[dict[str, Any]], Reply | Failure | Awaitable[Reply | Failure]]
+
+
+def _default_responder(request: dict[str, Any]) -> Reply:  # noqa: ARG001
+    return Reply(text="ok")
+
+
+def _split(text: str, pieces: int) -> list[str]:
+    """Split ``text`` into at most ``pieces`` non-empty consecutive parts."""
+    if not text:
+        return []
+    size = max(1, math.ceil(len(text) / pieces))
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _estimate_tokens(text: str) -> int:
+    return max(1, math.ceil(len(text) / 4))
+
+
+def _message_text(content: Any) -> str:
+    """Text of a message ``content`` that is a string or a list of content parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        ]
+        return "".join(parts)
+    return str(content)
+
+
+class FakeLLM:
+    """OpenAI-compatible chat-completions server on ``127.0.0.1`` for tests.
+
+    Scripted items (:meth:`script`) are consumed first, in order; when the queue is empty the
+    ``responder`` is called with the parsed request body (it may be sync or async). While
+    ``down`` is true every request gets a 503 without consuming the queue. Every parsed request
+    body is appended to ``requests`` (failed ones too), and its headers to ``request_headers``.
+    """
+
+    def __init__(self, responder: Responder | None = None) -> None:
+        self.responder: Responder | None = responder
+        self.requests: list[dict[str, Any]] = []
+        self.request_headers: list[dict[str, str]] = []
+        self.errors: list[BaseException] = []
+        self.down: bool = False
+        self._queue: deque[Reply | Failure] = deque()
+        self._counter = itertools.count(1)
+        self._condition = asyncio.Condition()
+        self._closing = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Bind ``127.0.0.1`` on a random free port and start serving."""
+        if self._runner is not None:
+            raise RuntimeError("FakeLLM is already started")
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._handle_chat_completions)
+        app.router.add_get("/v1/models", self._handle_models)
+        runner = web.AppRunner(
+            app,
+            handler_cancellation=True,
+            shutdown_timeout=_SHUTDOWN_TIMEOUT,
+            access_log=None,
+        )
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._closing.clear()
+        self._runner = runner
+        self._port = int(runner.addresses[0][1])
+
+    async def close(self) -> None:
+        """Stop serving; pending delays are cut short so this returns quickly. Idempotent."""
+        runner, self._runner = self._runner, None
+        if runner is None:
+            return
+        self._closing.set()
+        await runner.cleanup()
+
+    async def __aenter__(self) -> FakeLLM:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1``, to pass as ``AsyncOpenAI(base_url=...)``."""
+        if self._port is None:
+            raise RuntimeError("FakeLLM is not started; call start() or use 'async with'")
+        return f"http://127.0.0.1:{self._port}/v1"
+
+    # -- test controls -----------------------------------------------------------------------
+
+    def script(self, *items: Reply | Failure) -> None:
+        """Append replies/failures to the FIFO queue consumed before the responder."""
+        for item in items:
+            if not isinstance(item, Reply | Failure):
+                raise TypeError(f"script() takes Reply or Failure items, got {item!r}")
+        self._queue.extend(items)
+
+    @property
+    def queued(self) -> int:
+        """Number of scripted items not consumed yet."""
+        return len(self._queue)
+
+    async def wait_for_requests(
+        self,
+        n: int,
+        timeout: float = 5.0,  # noqa: ASYNC109 - the public API takes a timeout
+    ) -> list[dict[str, Any]]:
+        """Wait until at least ``n`` chat-completion requests arrived; return all so far.
+
+        Raises :class:`TimeoutError` if fewer than ``n`` arrive within ``timeout`` seconds.
+        """
+        try:
+            async with asyncio.timeout(timeout), self._condition:
+                await self._condition.wait_for(lambda: len(self.requests) >= n)
+        except TimeoutError:
+            raise TimeoutError(
+                f"expected {n} chat completion request(s) within {timeout}s, "
+                f"got {len(self.requests)}"
+            ) from None
+        return list(self.requests)
+
+    def last_user_text(self, request: dict[str, Any] | None = None) -> str:
+        """Text of the last ``role == "user"`` message of ``request`` (default: last request).
+
+        List content (text parts) is joined; returns ``""`` if there is no user message.
+        """
+        if request is None:
+            if not self.requests:
+                raise LookupError("FakeLLM has received no chat completion request yet")
+            request = self.requests[-1]
+        messages = request.get("messages")
+        if not isinstance(messages, list):
+            return ""
+        for message in reversed(messages):
+            if isinstance(message, dict) and message.get("role") == "user":
+                return _message_text(message.get("content"))
+        return ""
+
+    # -- handlers ----------------------------------------------------------------------------
+
+    async def _handle_models(self, request: web.Request) -> web.Response:  # noqa: ARG002
+        body = {
+            "object": "list",
+            "data": [
+                {"id": FAKE_MODEL_ID, "object": "model", "created": 0, "owned_by": "fake-llm"}
+            ],
+        }
+        return self._json_response(body)
+
+    async def _handle_chat_completions(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = await request.json()
+        except ValueError:
+            return self._error_response(Failure(400, "request body is not valid JSON"))
+        if not isinstance(body, dict):
+            return self._error_response(Failure(400, "request body must be a JSON object"))
+
+        async with self._condition:
+            self.requests.append(body)
+            self.request_headers.append(dict(request.headers))
+            self._condition.notify_all()
+
+        if self.down:
+            return self._error_response(
+                Failure(503, "service unavailable (simulated outage)", type="server_error")
+            )
+
+        outcome = await self._next_outcome(body)
+        await self._delay(outcome.delay_seconds)
+        if self._closing.is_set():
+            return self._error_response(Failure(503, "fake server is shutting down"))
+        if isinstance(outcome, Failure):
+            return self._error_response(outcome)
+        if body.get("stream") is True:
+            return await self._stream_reply(request, body, outcome)
+        return self._json_response(self._completion(body, outcome))
+
+    async def _next_outcome(self, body: dict[str, Any]) -> Reply | Failure:
+        if self._queue:
+            return self._queue.popleft()
+        responder = self.responder or _default_responder
+        try:
+            result = responder(body)
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as exc:
+            self.errors.append(exc)
+            return Failure(500, f"responder raised {exc!r}", type="server_error")
+        if not isinstance(result, Reply | Failure):
+            error = TypeError(f"responder must return Reply or Failure, got {result!r}")
+            self.errors.append(error)
+            return Failure(500, str(error), type="server_error")
+        return result
+
+    async def _delay(self, seconds: float) -> None:
+        """Sleep ``seconds`` unless the server is closing."""
+        if seconds <= 0:
+            return
+        try:
+            async with asyncio.timeout(seconds):
+                await self._closing.wait()
+        except TimeoutError:
+            pass
+
+    # -- response building -------------------------------------------------------------------
+
+    def _next_id(self, prefix: str) -> str:
+        return f"{prefix}{next(self._counter)}"
+
+    def _json_response(self, body: Any, status: int = 200) -> web.Response:
+        return web.Response(
+            body=json.dumps(body).encode(),
+            status=status,
+            content_type="application/json",
+            headers={"x-request-id": self._next_id("req_")},
+        )
+
+    def _error_response(self, failure: Failure) -> web.Response:
+        error_type = failure.type or _ERROR_TYPES.get(
+            failure.status, "server_error" if failure.status >= 500 else "invalid_request_error"
+        )
+        body = {
+            "error": {
+                "message": failure.message,
+                "type": error_type,
+                "param": None,
+                "code": failure.code,
+            }
+        }
+        response = self._json_response(body, status=failure.status)
+        if failure.retry_after_ms is not None:
+            response.headers["retry-after-ms"] = str(failure.retry_after_ms)
+            response.headers["retry-after"] = str(math.ceil(failure.retry_after_ms / 1000))
+        return response
+
+    def _tool_calls(self, reply: Reply) -> list[dict[str, Any]]:
+        calls = []
+        for spec in reply.tool_calls:
+            arguments = (
+                spec.arguments
+                if isinstance(spec.arguments, str)
+                else json.dumps(spec.arguments, ensure_ascii=False)
+            )
+            calls.append(
+                {
+                    "id": spec.id or self._next_id("call_"),
+                    "type": "function",
+                    "function": {"name": spec.name, "arguments": arguments},
+                }
+            )
+        return calls
+
+    @staticmethod
+    def _usage(body: dict[str, Any], reply: Reply) -> dict[str, int]:
+        prompt = reply.prompt_tokens
+        if prompt is None:
+            prompt = max(1, len(json.dumps(body, ensure_ascii=False)) // 4)
+        completion = reply.completion_tokens
+        if completion is None:
+            completion = _estimate_tokens(reply.text or "")
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+
+    @staticmethod
+    def _finish_reason(reply: Reply) -> str:
+        if reply.finish_reason is not None:
+            return reply.finish_reason
+        return "tool_calls" if reply.tool_calls else "stop"
+
+    @staticmethod
+    def _model(body: dict[str, Any]) -> str:
+        model = body.get("model")
+        return model if isinstance(model, str) else FAKE_MODEL_ID
+
+    def _completion(self, body: dict[str, Any], reply: Reply) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
+        tool_calls = self._tool_calls(reply)
+        if tool_calls:
+            message["tool_calls"] = tool_calls
+        if reply.reasoning_content is not None:
+            message["reasoning_content"] = reply.reasoning_content
+        return {
+            "id": self._next_id("chatcmpl-"),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self._model(body),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": self._finish_reason(reply),
+                }
+            ],
+            "usage": self._usage(body, reply),
+        }
+
+    def _chunks(self, body: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
+        """All ``chat.completion.chunk`` objects of a streamed reply, in order."""
+        stream_options = body.get("stream_options")
+        include_usage = isinstance(stream_options, dict) and stream_options.get("include_usage")
+        completion_id = self._next_id("chatcmpl-")
+        created = int(time.time())
+        model = self._model(body)
+
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+            data: dict[str, Any] = {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [
+                    {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+                ],
+            }
+            if include_usage:
+                data["usage"] = None
+            return data
+
+        chunks = [chunk({"role": "assistant", "content": "" if reply.text is not None else None})]
+        for piece in _split(reply.reasoning_content or "", _TEXT_PIECES):
+            chunks.append(chunk({"content": None, "reasoning_content": piece}))
+        for piece in _split(reply.text or "", _TEXT_PIECES):
+            chunks.append(chunk({"content": piece}))
+        for index, call in enumerate(self._tool_calls(reply)):
+            function = call["function"]
+            first = {
+                "index": index,
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": function["name"], "arguments": ""},
+            }
+            chunks.append(chunk({"tool_calls": [first]}))
+            for piece in _split(function["arguments"], _ARGUMENT_PIECES):
+                delta = {"index": index, "function": {"arguments": piece}}
+                chunks.append(chunk({"tool_calls": [delta]}))
+        chunks.append(chunk({}, self._finish_reason(reply)))
+        if include_usage:
+            usage_chunk = chunk({})
+            usage_chunk["choices"] = []
+            usage_chunk["usage"] = self._usage(body, reply)
+            chunks.append(usage_chunk)
+        return chunks
+
+    async def _stream_reply(
+        self, request: web.Request, body: dict[str, Any], reply: Reply
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(
+            status=200,
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                "x-request-id": self._next_id("req_"),
+            },
+        )
+        await response.prepare(request)
+        try:
+            for data in self._chunks(body, reply):
+                await response.write(f"data: {json.dumps(data)}\n\n".encode())
+            await response.write(b"data: [DONE]\n\n")
+            await response.write_eof()
+        except ConnectionError:
+            pass  # the client went away mid-stream
+        return response
