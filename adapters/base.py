@@ -22,6 +22,19 @@ class DeliveryError(Exception):
         self.retry_after = retry_after
 
 
+class ReplyStream(Protocol):
+    """A reply shown while the model writes it (a Telegram draft, an edited message)."""
+
+    async def push(self, text: str) -> None:
+        """The whole text so far; the stream decides how often to show it (rate limits)."""
+        ...
+
+    async def finish(self, first_chunk: str) -> str | None:
+        """Stop previewing. Return the platform id of a message that now shows
+        ``first_chunk`` in full (it then counts as delivered), or None to have it sent."""
+        ...
+
+
 class Receiver(Protocol):
     """The gateway as a channel sees it."""
 
@@ -49,4 +62,8 @@ class Channel(Protocol):
 
     async def typing(self, chat: ChatRef) -> None:
         """Show a typing indicator once (the gateway refreshes it while the model works)."""
+        ...
+
+    def open_stream(self, chat: ChatRef, reply_to: str | None) -> ReplyStream | None:
+        """A live preview for the next reply in ``chat``, or None (not streaming here)."""
         ...

@@ -98,6 +98,10 @@ class ConsoleChannel:
         self._replied.set()
         return str(time.time_ns())
 
+    def open_stream(self, chat: ChatRef, reply_to: str | None) -> None:
+        del chat, reply_to  # the spinner is the console's progress indicator
+        return None
+
     async def typing(self, chat: ChatRef) -> None:
         del chat  # one console, one chat
         if self._show_spinner and (self._spinner is None or self._spinner.done()):

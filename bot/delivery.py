@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from adapters.base import Channel, DeliveryError
+from adapters.base import Channel, DeliveryError, ReplyStream
 from bot.events import ChatKind, ChatRef, Outbound
 from bot.store import ChatRow, Store
 
@@ -36,8 +36,10 @@ class Delivery:
         self.channels = channels
         self.partner_name = partner_name
 
-    async def deliver(self, message_id: int) -> bool:
-        """Send what is left of one reply; True when every chunk is confirmed."""
+    async def deliver(self, message_id: int, stream: ReplyStream | None = None) -> bool:
+        """Send what is left of one reply; True when every chunk is confirmed.
+
+        With a ``stream``, the live preview may become the first chunk itself."""
         row = await self.store.message(message_id)
         if row is None or row.status != "delivering":
             return row is not None and row.status == "delivered"
@@ -50,6 +52,11 @@ class Delivery:
         reply_to = answered.platform_message_id if answered else None
         chunks = channel.split(row.text)
         done = await self.store.delivered_chunks(message_id)
+        if stream is not None and done == 0 and chunks:
+            streamed_id = await stream.finish(chunks[0])
+            if streamed_id is not None:
+                await self.store.record_chunk(message_id, 0, streamed_id)
+                done = 1
         name = self.partner_name(row.partner_id) if row.partner_id else None
         for index in range(done, len(chunks)):
             outbound = Outbound(

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from adapters.base import Channel
+from adapters.base import Channel, ReplyStream
 from bot.access import OwnerCheck
 from bot.chat import ChatLoop, TurnInput, history_window
 from bot.config import Config
 from bot.delivery import Delivery, chat_ref
-from bot.llm import LLMError
+from bot.llm import Delta, LLMError
 from bot.sessions import OWNER_AUDIENCE, Sessions, Speaker, audience_for, search_audiences
 from bot.store import ChatRow, MessageRow, NewMessage, SessionRow, Store
 from bot.tools import ToolRegistry, ToolSurface
@@ -92,14 +92,20 @@ class TurnRunner:
         session = await self.sessions.current(
             conversation.chat, conversation.partner, conversation.speaker, pending[0]
         )
-        reply = await self._answer(conversation, session, pending)
+        channel = self.channels.get(conversation.chat.platform)
+        stream = None
+        if channel is not None:
+            stream = channel.open_stream(
+                chat_ref(conversation.chat), pending[-1].platform_message_id
+            )
+        reply = await self._answer(conversation, session, pending, stream)
         reply_id = await self.store.finish_turn(
             [row.id for row in pending],
             session.id,
             reply,
             "failed" if reply.role == "notice" else "done",
         )
-        await self.delivery.deliver(reply_id)
+        await self.delivery.deliver(reply_id, stream)
 
     async def _conversation(self, last: MessageRow) -> Conversation | None:
         chat = await self.store.chat(last.chat_key)
@@ -120,7 +126,11 @@ class TurnRunner:
             await self.store.set_status(row.id, "failed")
 
     async def _answer(
-        self, conversation: Conversation, session: SessionRow, pending: list[MessageRow]
+        self,
+        conversation: Conversation,
+        session: SessionRow,
+        pending: list[MessageRow],
+        stream: ReplyStream | None,
     ) -> NewMessage:
         chat, partner, speaker = conversation.chat, conversation.partner, conversation.speaker
         timezone = self._timezone(partner)
@@ -142,7 +152,13 @@ class TurnRunner:
         role, text = "assistant", EMPTY_ANSWER
         try:
             async with self._typing(chat):
-                output = await self.chat_loop.run(turn, surface, ctx, model=model)
+                output = await self.chat_loop.run(
+                    turn,
+                    surface,
+                    ctx,
+                    model=model,
+                    on_delta=_accumulate(stream) if stream else None,
+                )
             text = output.text or EMPTY_ANSWER
             await self._record_usage(partner, "chat", output.model, output.usage.prompt_tokens,
                                      output.usage.completion_tokens)  # fmt: skip
@@ -236,3 +252,14 @@ class TurnRunner:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def _accumulate(stream: ReplyStream) -> Delta:
+    """Turn model deltas into "the whole text so far" for a reply stream."""
+    parts: list[str] = []
+
+    async def on_delta(delta: str) -> None:
+        parts.append(delta)
+        await stream.push("".join(parts))
+
+    return on_delta

@@ -58,6 +58,10 @@ class RecordingChannel:
         del chat
         self.typing_calls += 1
 
+    def open_stream(self, chat: ChatRef, reply_to: str | None) -> None:
+        del chat, reply_to
+        return None
+
     async def wait_sent(self, count: int, timeout: float = 5.0) -> list[Outbound]:
         async def enough() -> None:
             async with self._changed:

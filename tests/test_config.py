@@ -1,0 +1,86 @@
+"""Config loading: defaults, environment references, and errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.config import ConfigError, load_config
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_no_config_file_means_defaults_and_env_key(tmp_path: Path) -> None:
+    config = load_config(None, {"COMPANION_CONFIG": str(tmp_path / "none.toml"),
+                                "OPENAI_API_KEY": "sk-env"})  # fmt: skip
+    assert config.llm.model == "gpt-4o-mini"
+    assert config.llm.api_key is not None
+    assert config.llm.api_key.get_secret_value() == "sk-env"
+    assert config.memory.review_turns == 3
+
+
+def test_environment_reference_is_expanded(tmp_path: Path) -> None:
+    path = write(tmp_path, '[telegram]\ntoken = "${TG_TOKEN}"\n')
+    config = load_config(path, {"TG_TOKEN": "123:abc"})
+    assert config.telegram.token is not None
+    assert config.telegram.token.get_secret_value() == "123:abc"
+
+
+def test_missing_environment_variable_names_key_and_variable(tmp_path: Path) -> None:
+    path = write(tmp_path, '[telegram]\ntoken = "${TG_TOKEN}"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, {})
+    message = str(caught.value)
+    assert "telegram.token" in message and "TG_TOKEN" in message and "export" in message
+
+
+def test_wrong_type_names_the_key_path(tmp_path: Path) -> None:
+    path = write(tmp_path, '[llm]\ntimeout = "soon"\n')
+    with pytest.raises(ConfigError, match=r"llm\.timeout"):
+        load_config(path, {})
+
+
+def test_unknown_key_is_refused_with_its_path(tmp_path: Path) -> None:
+    path = write(tmp_path, "[memory]\nreview_turn = 3\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, {})
+    assert "memory.review_turn" in str(caught.value)
+    assert "unknown key" in str(caught.value)
+
+
+def test_binding_errors_name_the_list_index(tmp_path: Path) -> None:
+    path = write(tmp_path, '[[bindings]]\nplatform = "irc"\nchat_id = 1\npartner = "x"\n')
+    with pytest.raises(ConfigError, match=r"bindings\.0\.platform"):
+        load_config(path, {})
+
+
+def test_bad_toml_syntax_is_one_clear_message(tmp_path: Path) -> None:
+    path = write(tmp_path, "[llm\nmodel = 1\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(path, {})
+
+
+def test_bad_secret_value_is_not_echoed(tmp_path: Path) -> None:
+    path = write(tmp_path, "[discord]\ntoken = 12345678901234\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, {})
+    assert "12345678901234" not in str(caught.value)
+    assert "discord.token" in str(caught.value)
+
+
+def test_unknown_timezone_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, '[owner]\ntimezone = "Mars/Olympus"\n')
+    with pytest.raises(ConfigError, match=r"owner\.timezone"):
+        load_config(path, {})
+
+
+def test_example_config_is_valid() -> None:
+    example = Path(__file__).parent.parent / "config.example.toml"
+    config = load_config(example, {"OPENAI_API_KEY": "sk-x"})
+    assert config.access.dm_policy == "pairing"
+    assert config.dispatch.max_concurrent_turns == 64
