@@ -661,7 +661,7 @@ class Store:
             " m.platform_message_id FROM message_index"
             " JOIN messages m ON m.id = message_index.rowid"
             " LEFT JOIN sessions s ON s.id = m.session_id"
-            " WHERE message_index MATCH ?"
+            " WHERE message_index MATCH ? AND m.status != 'pending'"
             " ORDER BY bm25(message_index, 1.0, 0.0), m.created_at DESC LIMIT ?"
         )
         async with self._db.execute(sql, (f"{scope} AND terms : ({expression})", limit)) as cur:

@@ -146,9 +146,9 @@ async def harness_factory(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[Ca
     """Build (and later stop) gateways on one data directory; a second call is a restart."""
     apps: list[App] = []
 
-    async def build(**sections: dict[str, Any]) -> Harness:
+    async def build(chunk_chars: int = 4000, **sections: dict[str, Any]) -> Harness:
         config = make_config(tmp_path / "data", fake_llm.base_url, **sections)
-        channel = RecordingChannel()
+        channel = RecordingChannel(chunk_chars)
         app = await build_app(config, {"test": channel})
         app.gateway.access.is_owner.keys.add(f"test:{OWNER_ID}")
         apps.append(app)
