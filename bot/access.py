@@ -61,6 +61,10 @@ class Access:
     def _config_allows(self, sender: Sender) -> bool:
         return sender.key in self._allowed or sender.user_id in self._allowed
 
+    async def is_blocked(self, sender: Sender) -> bool:
+        user = await self.store.user(sender.key)
+        return user is not None and user["access"] == "blocked"
+
     async def check_dm(self, sender: Sender) -> DMVerdict:
         if self.is_owner(sender.key):
             return DMVerdict(True)

@@ -240,9 +240,10 @@ def new_session_id() -> str:
     return uuid.uuid4().hex
 
 
-def scope_token(kind: str, value: str) -> str:
-    """An opaque single token for the index's scope column (partner or audience)."""
-    return kind + hashlib.sha1(value.encode()).hexdigest()[:16]
+def audience_token(partner_id: str, audience: str) -> str:
+    """The index's scope column: one opaque token per (partner, audience), so a per-user
+    search reads only that user's doclist, never the partner's whole history."""
+    return "a" + hashlib.sha1(f"{partner_id}\x00{audience}".encode()).hexdigest()[:16]
 
 
 class Store:
@@ -254,6 +255,8 @@ class Store:
         # One connection is shared by every task: writes take turns so that one task's
         # statement never lands inside (and rolls back with) another task's transaction.
         self._write_lock = asyncio.Lock()
+        # what upsert_user/upsert_chat last wrote, so an unchanged name costs no write
+        self._written: dict[str, tuple[Any, ...]] = {}
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[None]:
@@ -265,6 +268,14 @@ class Store:
                 await self._db.execute("ROLLBACK")
                 raise
             await self._db.execute("COMMIT")
+
+    async def _all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """One round trip to the database thread for a whole result."""
+        return list(await self._db.execute_fetchall(sql, params))
+
+    async def _one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+        rows = await self._all(sql, params)
+        return rows[0] if rows else None
 
     async def _write(self, sql: str, params: Sequence[Any] = ()) -> aiosqlite.Cursor:
         async with self._write_lock:
@@ -294,8 +305,7 @@ class Store:
         await self._db.execute("PRAGMA synchronous = NORMAL")
         await self._db.execute("PRAGMA busy_timeout = 5000")
         await self._db.execute("PRAGMA foreign_keys = ON")
-        async with self._db.execute("PRAGMA user_version") as cursor:
-            row = await cursor.fetchone()
+        row = await self._one("PRAGMA user_version")
         version = int(row[0]) if row else 0
         if version > len(SCHEMA):
             raise StoreError(
@@ -307,8 +317,7 @@ class Store:
             )
 
     async def schema_version(self) -> int:
-        async with self._db.execute("PRAGMA user_version") as cursor:
-            row = await cursor.fetchone()
+        row = await self._one("PRAGMA user_version")
         return int(row[0]) if row else 0
 
     # ---- users and chats -------------------------------------------------------------
@@ -316,6 +325,8 @@ class Store:
     async def upsert_user(
         self, user_key: str, platform: str, platform_user_id: str, name: str, username: str | None
     ) -> None:
+        if self._written.get(user_key) == (name, username):
+            return
         now = time.time()
         await self._write(
             "INSERT INTO users (user_key, platform, platform_user_id, display_name, username,"
@@ -326,10 +337,10 @@ class Store:
             " OR username IS NOT excluded.username",
             (user_key, platform, platform_user_id, name, username, now, now),
         )
+        self._written[user_key] = (name, username)
 
     async def user(self, user_key: str) -> dict[str, Any] | None:
-        async with self._db.execute("SELECT * FROM users WHERE user_key = ?", (user_key,)) as cur:
-            row = await cur.fetchone()
+        row = await self._one("SELECT * FROM users WHERE user_key = ?", (user_key,))
         return dict(row) if row else None
 
     async def set_user_access(self, user_key: str, access: str) -> bool:
@@ -343,6 +354,8 @@ class Store:
         self, chat_key: str, platform: str, chat_id: str, thread_id: str | None, kind: str,
         title: str | None,
     ) -> None:  # fmt: skip
+        if self._written.get(chat_key) == (kind, title):
+            return
         now = time.time()
         await self._write(
             "INSERT INTO chats (chat_key, platform, platform_chat_id, thread_id, kind, title,"
@@ -351,21 +364,18 @@ class Store:
             " updated_at = excluded.updated_at WHERE title IS NOT excluded.title",
             (chat_key, platform, chat_id, thread_id, kind, title, now, now),
         )
+        self._written[chat_key] = (kind, title)
 
     async def chat(self, chat_key: str) -> ChatRow | None:
-        async with self._db.execute(
+        row = await self._one(
             "SELECT chat_key, platform, platform_chat_id, thread_id, kind, title, selected_partner"
             " FROM chats WHERE chat_key = ?",
             (chat_key,),
-        ) as cursor:
-            row = await cursor.fetchone()
+        )
         return ChatRow(*row) if row else None
 
     async def selected_partner(self, chat_key: str) -> str | None:
-        async with self._db.execute(
-            "SELECT selected_partner FROM chats WHERE chat_key = ?", (chat_key,)
-        ) as cursor:
-            row = await cursor.fetchone()
+        row = await self._one("SELECT selected_partner FROM chats WHERE chat_key = ?", (chat_key,))
         return row[0] if row else None
 
     async def select_partner(self, chat_key: str, partner_id: str | None) -> None:
@@ -402,8 +412,7 @@ class Store:
         if chat_id is not None:
             sql += " AND chat_id = ?"
             params.append(chat_id)
-        async with self._db.execute(sql + " ORDER BY created_at", params) as cursor:
-            return [dict(row) for row in await cursor.fetchall()]
+        return [dict(row) for row in await self._all(sql + " ORDER BY created_at", params)]
 
     async def replace_config_bindings(self, rows: Iterable[tuple[str, str, str]]) -> None:
         now = time.time()
@@ -456,17 +465,18 @@ class Store:
         return message_id
 
     async def _index(self, message_id: int | None, partner_id: str, audience: str, text: str):
-        scope = f"{scope_token('p', partner_id)} {scope_token('a', audience)}"
         await self._db.execute(
             "INSERT INTO message_index (rowid, terms, scope) VALUES (?, ?, ?)",
-            (message_id, index_terms(text), scope),
+            (message_id, index_terms(text), audience_token(partner_id, audience)),
         )
 
     async def pending_queue_keys(self) -> list[str]:
-        async with self._db.execute(
-            "SELECT DISTINCT queue_key FROM messages WHERE status = 'pending' ORDER BY id"
-        ) as cursor:
-            return [row[0] for row in await cursor.fetchall()]
+        return [
+            row[0]
+            for row in await self._all(
+                "SELECT DISTINCT queue_key FROM messages WHERE status = 'pending' ORDER BY id"
+            )
+        ]
 
     async def pending(self, queue_key: str) -> list[MessageRow]:
         return await self._messages(
@@ -474,10 +484,7 @@ class Store:
         )
 
     async def pending_count(self) -> int:
-        async with self._db.execute(
-            "SELECT COUNT(*) FROM messages WHERE status = 'pending'"
-        ) as cursor:
-            row = await cursor.fetchone()
+        row = await self._one("SELECT COUNT(*) FROM messages WHERE status = 'pending'")
         return int(row[0]) if row else 0
 
     async def finish_turn(
@@ -503,14 +510,18 @@ class Store:
             )
         return reply_id
 
+    async def assign_session(self, message_ids: Sequence[int], session_id: str) -> None:
+        async with self._transaction():
+            await self._db.executemany(
+                "UPDATE messages SET session_id = ? WHERE id = ?",
+                [(session_id, message_id) for message_id in message_ids],
+            )
+
     async def undelivered(self) -> list[MessageRow]:
         return await self._messages("WHERE status = 'delivering' ORDER BY id", ())
 
     async def delivered_chunks(self, message_id: int) -> int:
-        async with self._db.execute(
-            "SELECT COUNT(*) FROM deliveries WHERE message_id = ?", (message_id,)
-        ) as cursor:
-            row = await cursor.fetchone()
+        row = await self._one("SELECT COUNT(*) FROM deliveries WHERE message_id = ?", (message_id,))
         return int(row[0]) if row else 0
 
     async def record_chunk(self, message_id: int, chunk: int, platform_message_id: str | None):
@@ -561,8 +572,10 @@ class Store:
         return rows[::-1]
 
     async def _messages(self, where: str, params: Sequence[Any]) -> list[MessageRow]:
-        async with self._db.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages {where}", params) as c:
-            return [MessageRow(*row) for row in await c.fetchall()]
+        return [
+            MessageRow(*row)
+            for row in await self._all(f"SELECT {MESSAGE_COLUMNS} FROM messages {where}", params)
+        ]
 
     # ---- sessions --------------------------------------------------------------------
 
@@ -624,8 +637,10 @@ class Store:
         )
 
     async def end_chat_sessions(self, chat_key: str, reason: str) -> list[str]:
+        """End this chat's open sessions, its consult thread included."""
         rows = await self._sessions(
-            "WHERE chat_key = ? AND ended_at IS NULL AND kind = 'chat'", (chat_key,)
+            "WHERE chat_key IN (?, ?) AND ended_at IS NULL AND kind = 'chat'",
+            (chat_key, f"{chat_key}#consult"),
         )
         for row in rows:
             await self.end_session(row.id, reason)
@@ -637,8 +652,10 @@ class Store:
         )
 
     async def _sessions(self, where: str, params: Sequence[Any]) -> list[SessionRow]:
-        async with self._db.execute(f"SELECT {SESSION_COLUMNS} FROM sessions {where}", params) as c:
-            return [SessionRow(*row) for row in await c.fetchall()]
+        return [
+            SessionRow(*row)
+            for row in await self._all(f"SELECT {SESSION_COLUMNS} FROM sessions {where}", params)
+        ]
 
     # ---- search ----------------------------------------------------------------------
 
@@ -652,20 +669,19 @@ class Store:
         expression = match_expression(query)
         if expression is None or (audiences is not None and not audiences):
             return []
-        scope = f'scope : "{scope_token("p", partner_id)}"'
+        terms = f"terms : ({expression})"
         if audiences is not None:
-            tokens = " OR ".join(f'"{scope_token("a", a)}"' for a in audiences)
-            scope += f" AND scope : ({tokens})"
+            tokens = " OR ".join(f'"{audience_token(partner_id, a)}"' for a in audiences)
+            terms = f"scope : ({tokens}) AND {terms}"
         sql = (
             "SELECT m.id, COALESCE(s.title, ''), m.role, m.text, m.created_at,"
             " m.platform_message_id FROM message_index"
             " JOIN messages m ON m.id = message_index.rowid"
             " LEFT JOIN sessions s ON s.id = m.session_id"
-            " WHERE message_index MATCH ? AND m.status != 'pending'"
+            " WHERE message_index MATCH ? AND m.partner_id = ? AND m.status != 'pending'"
             " ORDER BY bm25(message_index, 1.0, 0.0), m.created_at DESC LIMIT ?"
         )
-        async with self._db.execute(sql, (f"{scope} AND terms : ({expression})", limit)) as cur:
-            return [SearchHit(*row) for row in await cur.fetchall()]
+        return [SearchHit(*row) for row in await self._all(sql, (terms, partner_id, limit))]
 
     # ---- usage, audit, settings ------------------------------------------------------
 
@@ -682,10 +698,12 @@ class Store:
         )
 
     async def usage(self, since_day: str) -> list[dict[str, Any]]:
-        async with self._db.execute(
-            "SELECT * FROM usage WHERE day >= ? ORDER BY day, partner_id, kind", (since_day,)
-        ) as cursor:
-            return [dict(row) for row in await cursor.fetchall()]
+        return [
+            dict(row)
+            for row in await self._all(
+                "SELECT * FROM usage WHERE day >= ? ORDER BY day, partner_id, kind", (since_day,)
+            )
+        ]
 
     async def audit(self, actor: str, action: str, **detail: Any) -> None:
         await self._write(
@@ -699,8 +717,10 @@ class Store:
         if action is not None:
             sql += " WHERE action = ?"
             params = (action,)
-        async with self._db.execute(sql + " ORDER BY id DESC LIMIT ?", (*params, limit)) as cur:
-            rows = [dict(row) for row in await cur.fetchall()]
+        rows = [
+            dict(row)
+            for row in await self._all(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))
+        ]
         for row in rows:
             row["detail"] = json.loads(row["detail"])
         return rows
@@ -719,22 +739,17 @@ class Store:
         if user_key is not None:
             sql += " AND user_key = ?"
             params += (user_key,)
-        async with self._db.execute(sql + " ORDER BY created_at", params) as cursor:
-            return [dict(row) for row in await cursor.fetchall()]
+        return [dict(row) for row in await self._all(sql + " ORDER BY created_at", params)]
 
     async def pairing(self, code: str) -> dict[str, Any] | None:
-        async with self._db.execute(
-            "SELECT * FROM pairing_requests WHERE code = ?", (code,)
-        ) as cursor:
-            row = await cursor.fetchone()
+        row = await self._one("SELECT * FROM pairing_requests WHERE code = ?", (code,))
         return dict(row) if row else None
 
     async def close_pairing(self, code: str, status: str) -> None:
         await self._write("UPDATE pairing_requests SET status = ? WHERE code = ?", (status, code))
 
     async def settings(self) -> dict[str, str]:
-        async with self._db.execute("SELECT key, value FROM settings") as cursor:
-            return {row[0]: row[1] for row in await cursor.fetchall()}
+        return {row[0]: row[1] for row in await self._all("SELECT key, value FROM settings")}
 
     async def put_setting(self, key: str, value: str) -> None:
         await self._write(

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -28,7 +29,14 @@ from bot.tools import ToolRegistry, ToolSurface
 from partners.catalog import PartnerCatalog
 from partners.memory import MemoryFile, MemoryStore
 from partners.persona import Partner
-from partners.tools import OWNER_MEMORY_TOOL_NAMES, PARTNER_TOOL_NAMES, ToolContext, TurnBudget
+from partners.tools import (
+    OWNER_MEMORY_TOOL_NAMES,
+    PARTNER_TOOL_NAMES,
+    ToolContext,
+    ToolError,
+    TurnBudget,
+    user_memory_file,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +44,10 @@ TYPING_REFRESH_SECONDS = 4.5
 OWNER_QUEUE = "@owner"
 APOLOGY = "Sorry — I can't think right now (my model is unreachable). Please try again in a bit."
 EMPTY_ANSWER = "…"
+
+
+def consult_chat_key(owner_chat_key: str) -> str:
+    return f"{owner_chat_key}#consult"
 
 
 def queue_key(chat_key: str, partner_id: str | None) -> str:
@@ -191,6 +203,7 @@ class TurnRunner:
         )
         if partner is None:
             ctx.budget = TurnBudget(consults_left=self.config.owner.consult_budget)
+            ctx.consult = functools.partial(self.consult, chat, speaker)
             surface = self.registry.surface(
                 forced=(*OWNER_MEMORY_TOOL_NAMES, "consult_partner"), owner="owner assistant"
             )
@@ -208,12 +221,62 @@ class TurnRunner:
         )
         return surface, ctx
 
+    async def consult(
+        self, owner_chat: ChatRow, owner: Speaker, partner_id: str, question: str
+    ) -> str:
+        """Run a partner's own chat loop on the owner's question (DESIGN.md: consults).
+
+        Every consult from one owner chat threads into one partner session, titled by the first
+        question, so follow-ups keep context; ``/new`` in the owner chat ends it. The partner
+        answers as itself: its persona, memory and forced tools, writing its own memory."""
+        partner = self.catalog.get(partner_id)
+        if partner is None:
+            known = ", ".join(p.id for p in self.catalog.all())
+            raise ToolError(f"no partner {partner_id!r}; partners: {known}")
+        chat = replace(owner_chat, chat_key=consult_chat_key(owner_chat.chat_key))
+        question_row = await self._consult_question(chat, partner, owner, question)
+        session = await self.sessions.current(chat, partner, owner, question_row)
+        await self.store.assign_session([question_row.id], session.id)
+        history = await self.sessions.history(session, 0)
+        turn = TurnInput(
+            session.system_prompt,
+            history_window([r for r in history if r.id != question_row.id],
+                           self.config.memory.history_chars),
+            [question_row],
+            timezone=self._timezone(partner),
+        )  # fmt: skip
+        conversation = Conversation(chat, partner, owner)
+        surface, ctx = self._tools(conversation, session, question_row)
+        model = partner.preset.model or self.config.llm.model
+        try:
+            output = await self.chat_loop.run(turn, surface, ctx, model=model)
+        except LLMError as exc:
+            raise ToolError(f"{partner.name} could not answer: {exc}") from exc
+        await self._record_usage(partner, "consult", output.model, output.usage.prompt_tokens,
+                                 output.usage.completion_tokens)  # fmt: skip
+        answer = output.text or EMPTY_ANSWER
+        await self.store.add_message(
+            NewMessage(chat.chat_key, "assistant", answer, OWNER_AUDIENCE, "delivered",
+                       session_id=session.id, partner_id=partner.id, speaker=partner.name)
+        )  # fmt: skip
+        return f"{partner.name}: {answer}"
+
+    async def _consult_question(
+        self, chat: ChatRow, partner: Partner, owner: Speaker, question: str
+    ) -> MessageRow:
+        message_id = await self.store.add_message(
+            NewMessage(chat.chat_key, "user", question, OWNER_AUDIENCE, "done",
+                       partner_id=partner.id, user_key=owner.user_key, speaker=owner.name)
+        )  # fmt: skip
+        assert message_id is not None
+        row = await self.store.message(message_id)
+        assert row is not None
+        return row
+
     @staticmethod
     def _write_file(partner: Partner, speaker: Speaker) -> MemoryFile:
         """per_user: what a user says lands in that user's file; only the owner's own
         conversations change the partner's MEMORY.md (DESIGN.md "Decisions": per-user writes)."""
-        from partners.tools import user_memory_file
-
         if partner.per_user and not speaker.is_owner:
             return user_memory_file(partner, speaker.user_key)
         return MemoryFile(partner.dir, "MEMORY.md")
