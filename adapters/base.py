@@ -40,9 +40,45 @@ class Receiver(Protocol):
 
     async def receive(self, inbound: Inbound) -> None: ...
 
+    async def seen_update(self, platform: str, update_id: str) -> bool:
+        """Record a platform update id (kept across restarts); True if it came before."""
+        ...
+
+    async def partner_names(self, chat: ChatRef) -> list[tuple[str, str]]:
+        """(id, name) of the partners bound to a group chat, to tell who is addressed."""
+        ...
+
+    def note_bot_identity(
+        self, platform: str, username: str | None, can_read_groups: bool | None
+    ) -> None:
+        """What the platform says about the bot itself: its @username (for ``/cmd@bot``) and
+        whether it sees every group message (False: privacy mode, only mentions and replies)."""
+        ...
+
+    async def bound_chats(self, platform: str) -> list[str]:
+        """Ids of the group chats (channels) that have a partner bound on this platform."""
+        ...
+
+    async def last_inbound_at(self, chat: ChatRef) -> float | None:
+        """Platform time (epoch seconds) of the newest stored message of ``chat``, if any."""
+        ...
+
+    def partner_choices(self) -> list[tuple[str, str]]:
+        """(id, name) of the partners anyone may pick with ``/partner``."""
+        ...
+
+    async def notify_owner(self, platform: str, text: str) -> None:
+        """Tell the owner something they need to act on (a missing permission, ...)."""
+        ...
+
 
 class Channel(Protocol):
     platform: str
+
+    @property
+    def connected(self) -> bool:
+        """Whether the platform connection is up right now (the health check reads it)."""
+        ...
 
     async def start(self, receiver: Receiver) -> None:
         """Connect and start handing inbound messages to ``receiver``."""

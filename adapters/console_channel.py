@@ -39,6 +39,11 @@ class ConsoleChannel:
         self._reader: asyncio.Task[None] | None = None
         self.finished = asyncio.Event()
 
+    @property
+    def connected(self) -> bool:
+        """The terminal is "connected" while input is being read."""
+        return self._reader is not None and not self._reader.done()
+
     async def start(self, receiver: Receiver) -> None:
         self._reader = asyncio.create_task(self._read_loop(receiver), name="console input")
 

@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
+from zoneinfo import ZoneInfo
 
 from adapters.base import Channel
 from bot.access import Access, OwnerCheck, owner_keys
@@ -23,14 +24,18 @@ from bot.config import Config
 from bot.delivery import Delivery
 from bot.dispatcher import Dispatcher
 from bot.gateway import Gateway
+from bot.health import STATUS_INTERVAL_SECONDS, remove_status, write_status
 from bot.llm import LLMClient
+from bot.scheduler import Scheduler
 from bot.sessions import Sessions
 from bot.store import Store
 from bot.tools import default_registry
 from bot.turns import TurnRunner
 from partners.catalog import PartnerCatalog
+from partners.consolidate import Consolidator
 from partners.memory import MemoryFile, MemoryStore
-from partners.persona import size_report
+from partners.persona import Partner, size_report
+from partners.review import Reviewer
 
 logger = logging.getLogger(__name__)
 
@@ -90,8 +95,13 @@ class App:
     delivery: Delivery
     gateway: Gateway
     runner: TurnRunner
+    sessions: Sessions
+    reviewer: Reviewer
+    consolidator: Consolidator
+    scheduler: Scheduler
     lock: DataDirLock
     channels: dict[str, Channel] = field(default_factory=dict)
+    status_task: asyncio.Task[None] | None = None
 
     @property
     def owner_file(self) -> MemoryFile:
@@ -107,19 +117,38 @@ class App:
             logger.info(
                 "recovered: %d replies re-delivered, %d chats resumed", redelivered, resumed
             )
+        if self.config.memory.auto_memory:
+            self.scheduler.start()
         for channel in self.channels.values():
             await channel.start(self.gateway)
+        self.status_task = asyncio.create_task(self._report_status(), name="status file")
+
+    async def _report_status(self) -> None:
+        """Keep data/status.json fresh for ``companion health`` (a container healthcheck)."""
+        while True:
+            connected = {name: channel.connected for name, channel in self.channels.items()}
+            try:
+                await asyncio.to_thread(write_status, self.config.data_dir, connected)
+            except OSError as exc:
+                logger.warning("status file not written: %s", exc)
+            await asyncio.sleep(STATUS_INTERVAL_SECONDS)
 
     async def stop(self) -> None:
         """Disconnect channels, let running turns finish, close everything; idempotent."""
         if not self.lock.held:
             return
+        if self.status_task is not None:
+            self.status_task.cancel()
+            await asyncio.gather(self.status_task, return_exceptions=True)
+            await asyncio.to_thread(remove_status, self.config.data_dir)
         for channel in self.channels.values():
             try:
                 await channel.stop()
             except Exception:
                 logger.exception("channel %s did not stop cleanly", channel.platform)
         await self.dispatcher.close(SHUTDOWN_GRACE_SECONDS)
+        self.scheduler.shutdown()
+        await self.reviewer.close()
         await self.llm.close()
         await self.store.close()
         self.lock.release()
@@ -149,13 +178,51 @@ async def build_app(config: Config, channels: dict[str, Channel]) -> App:
     sessions = Sessions(store, catalog, memory, config.memory)
     is_owner = OwnerCheck(owner_keys(config))
     access = Access(config, store, is_owner)
-    delivery = Delivery(store, channels, lambda pid: p.name if (p := catalog.get(pid)) else None)
-    runner = TurnRunner(
-        config, store, memory, catalog, sessions, ChatLoop(llm, store, config.llm.max_tool_rounds),
-        registry, delivery, channels, owner_memory_file(config), is_owner,
-    )  # fmt: skip
-    dispatcher = Dispatcher(store, runner.process, config.dispatch.max_concurrent_turns)
-    gateway = Gateway(config, store, catalog, access, dispatcher, channels)
-    return App(
-        config, store, memory, catalog, llm, dispatcher, delivery, gateway, runner, lock, channels
+    delivery = Delivery(
+        store, channels, lambda pid: (p.name, p.preset.avatar) if (p := catalog.get(pid)) else None
     )
+    owner_zone = config.owner_timezone()
+
+    def partner_zone(partner: Partner | None) -> ZoneInfo:
+        return partner.timezone(owner_zone) if partner else owner_zone
+
+    async def notify_owner(platform: str, text: str) -> None:
+        await gateway.notify_owner(platform, text)
+
+    reviewer = Reviewer(
+        store=store, memory=memory, catalog=catalog, llm=llm, settings=lambda: config.memory,
+        default_model=config.llm.model, is_owner=is_owner, notify_owner=notify_owner,
+        timezone=partner_zone,
+    )  # fmt: skip
+    consolidator = Consolidator(
+        store=store, memory=memory, catalog=catalog, llm=llm, reviewer=reviewer,
+        settings=lambda: config.memory, default_model=config.llm.model, timezone=partner_zone,
+    )  # fmt: skip
+    scheduler = Scheduler(reviewer, consolidator, owner_zone, config.memory.nightly)
+
+    async def review_ended(session_ids: list[str]) -> None:
+        if config.memory.auto_memory:
+            for session_id in session_ids:
+                await reviewer.request(session_id)
+
+    sessions.on_end = review_ended
+    runner = TurnRunner(
+        config,
+        store,
+        memory,
+        catalog,
+        sessions,
+        ChatLoop(llm, store, config.llm.max_tool_rounds),
+        registry,
+        delivery,
+        channels,
+        owner_memory_file(config),
+        is_owner,
+        reviewer,
+    )
+    dispatcher = Dispatcher(store, runner.process, config.dispatch.max_concurrent_turns)
+    gateway = Gateway(config, store, catalog, access, dispatcher, channels, sessions)
+    return App(
+        config, store, memory, catalog, llm, dispatcher, delivery, gateway, runner, sessions,
+        reviewer, consolidator, scheduler, lock, channels,
+    )  # fmt: skip

@@ -1,8 +1,9 @@
 """The ``companion`` command: run the gateway, chat in the terminal, and look after the data.
 
 ``run`` and ``chat`` write and take the data directory's lock; ``search``, ``memory show``,
-``doctor`` and ``backup`` only read and work beside a running gateway. Problems the owner can
-fix (config, a busy data directory, no LLM) end with one clear message and exit status 2.
+``doctor``, ``backup`` and ``health`` only read and work beside a running gateway. Problems the
+owner can fix (config, a busy data directory, no LLM) end with one clear message and exit
+status 2.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from adapters.base import Channel
 from adapters.console_channel import CONSOLE_CHAT, ConsoleChannel
 from bot.app import App, DataDirBusy, DataDirLock, build_app, owner_memory_file
 from bot.config import Config, ConfigError, load_config
+from bot.health import check_health
 from bot.llm import configuration_problem, probe
 from bot.store import NewMessage, Store, StoreError
 from partners.catalog import PartnerCatalog
@@ -61,8 +63,9 @@ def setup_logging(verbose: int, quiet: bool) -> None:
     if quiet and not verbose:
         level = logging.WARNING
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # httpx logs every request URL at INFO, and Telegram URLs carry the bot token.
-    for noisy in ("httpx", "httpcore", "openai", "telegram.ext", "discord", "apscheduler"):
+    # httpx logs every request URL at INFO, and Telegram URLs carry the bot token (PTB's
+    # own debug log names its API URL too, so all of "telegram" stays at WARNING).
+    for noisy in ("httpx", "httpcore", "openai", "telegram", "discord", "apscheduler"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 
@@ -120,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     backup = sub.add_parser("backup", help="write a consistent archive of the data")
     backup.add_argument("file", nargs="?")
     backup.set_defaults(handler=cmd_backup)
+    sub.add_parser(
+        "health", help="exit 0 if a running gateway is alive and connected (for healthchecks)"
+    ).set_defaults(handler=cmd_health)
     return parser
 
 
@@ -131,7 +137,7 @@ def platform_channels(config: Config) -> dict[str, Channel]:
     if config.telegram.token is not None:
         from adapters.telegram_channel import TelegramChannel
 
-        channels["telegram"] = TelegramChannel(config.telegram)
+        channels["telegram"] = TelegramChannel(config.telegram, config.owner.telegram_ids)
     if config.discord.token is not None:
         from adapters.discord_channel import DiscordChannel
 
@@ -174,7 +180,7 @@ async def console_session(config: Config, partner_id: str | None) -> int:
         await app.store.upsert_chat(CONSOLE_CHAT.key, "console", "console", None, "dm", "console")
         if partner is not None and await app.store.selected_partner(CONSOLE_CHAT.key) != partner:
             await app.store.select_partner(CONSOLE_CHAT.key, partner)
-            await app.store.end_chat_sessions(CONSOLE_CHAT.key, "partner changed")
+            await app.sessions.end_chat(CONSOLE_CHAT.key, "partner changed")
         name = app.catalog.require(partner).name if partner else "your assistant"
         print(f"Talking with {name}. /help lists commands; Ctrl-D ends.", file=sys.stderr)
         await app.start()
@@ -308,13 +314,21 @@ def cmd_search(config: Config, args: argparse.Namespace) -> int:
                 for line in sys.stdin:
                     if line.strip():
                         hits = await store.search(partner.id, line.strip(), audiences, args.limit)
-                        print(json.dumps({"query": line.strip(), "results": _hits_json(hits)},
-                                         ensure_ascii=False), flush=True)  # fmt: skip
+                        print(
+                            json.dumps(
+                                {"query": line.strip(), "results": _hits_json(hits)},
+                                ensure_ascii=False,
+                            ),
+                            flush=True,
+                        )
                 return
             hits = await store.search(partner.id, args.query, audiences, args.limit)
             if args.json:
-                print(json.dumps({"query": args.query, "results": _hits_json(hits)},
-                                 ensure_ascii=False))  # fmt: skip
+                print(
+                    json.dumps(
+                        {"query": args.query, "results": _hits_json(hits)}, ensure_ascii=False
+                    )
+                )
             else:
                 print("\n".join(format_hit(h) for h in hits) or "no matches")
         finally:
@@ -399,24 +413,33 @@ async def _import(
             chat_key = f"import:{partner_id}:{record['session']}"
             if chat_key not in sessions:
                 session = await store.create_session(
-                    partner_id=partner_id, chat_key=chat_key, user_key=user_key,
-                    audience=audience, system_prompt="", kind="import",
+                    partner_id=partner_id,
+                    chat_key=chat_key,
+                    user_key=user_key,
+                    audience=audience,
+                    system_prompt="",
+                    kind="import",
                     title=str(record.get("title") or record["text"])[:60],
-                )  # fmt: skip
+                )
                 await store.end_session(session.id, "imported")
                 sessions[chat_key] = session.id
             ident = str(record.get("id") or f"{record['session']}:{len(messages)}")
             is_user = record["role"] == "user"
             messages.append(
                 NewMessage(
-                    chat_key=chat_key, role=record["role"], text=str(record["text"]),
-                    audience=audience, dedup_key=f"import:{partner_id}:{ident}",
-                    session_id=sessions[chat_key], partner_id=partner_id,
-                    platform_message_id=ident, user_key=user_key if is_user else None,
+                    chat_key=chat_key,
+                    role=record["role"],
+                    text=str(record["text"]),
+                    audience=audience,
+                    dedup_key=f"import:{partner_id}:{ident}",
+                    session_id=sessions[chat_key],
+                    partner_id=partner_id,
+                    platform_message_id=ident,
+                    user_key=user_key if is_user else None,
                     speaker=user if is_user else partner_id,
                     created_at=record["time"],
                 )
-            )  # fmt: skip
+            )
         ids = await store.add_messages(messages)
     finally:
         await store.close()
@@ -437,8 +460,10 @@ def cmd_doctor(config: Config, args: argparse.Namespace) -> int:
         print(f"{'ok ' if ok else 'BAD'} {text}")
 
     line(True, f"config: llm.base_url={config.llm.base_url} model={config.llm.model}")
-    line(config.llm.api_key is not None or "api.openai.com" not in config.llm.base_url,
-         f"llm.api_key: {'set (hidden)' if config.llm.api_key else 'not set'}")  # fmt: skip
+    line(
+        config.llm.api_key is not None or "api.openai.com" not in config.llm.base_url,
+        f"llm.api_key: {'set (hidden)' if config.llm.api_key else 'not set'}",
+    )
     for name, token in (("telegram", config.telegram.token), ("discord", config.discord.token)):
         print(f"    {name}.token: {'set (hidden)' if token else 'not set'}")
     data = config.data_dir
@@ -456,6 +481,14 @@ def cmd_doctor(config: Config, args: argparse.Namespace) -> int:
     problem = configuration_problem(config.llm) or asyncio.run(probe(config.llm))
     line(problem is None, problem or f"LLM endpoint {config.llm.base_url} answers")
     return 1 if problems else 0
+
+
+def cmd_health(config: Config, args: argparse.Namespace) -> int:
+    """Read the status file ``companion run`` keeps fresh; never asks the LLM provider."""
+    del args
+    health = check_health(config.data_dir)
+    print(health.summary)
+    return 0 if health.healthy else 1
 
 
 def cmd_backup(config: Config, args: argparse.Namespace) -> int:

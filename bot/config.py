@@ -8,6 +8,7 @@ variable — becomes one :class:`ConfigError` whose message names the key path a
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import tomllib
@@ -15,7 +16,17 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+
+logger = logging.getLogger(__name__)
 
 ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 DEFAULT_CONFIG_PATH = Path("config.toml")
@@ -59,6 +70,19 @@ class OwnerConfig(_Section):
         return value
 
 
+def positive_or_default(value: object, info: ValidationInfo) -> object:
+    """Review thresholds and the budget: 0, negative or non-numbers would make every turn (or
+    none) trigger a review, so they fall back to the default with a warning (seed 003)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    assert info.field_name is not None
+    default = MemoryConfig.model_fields[info.field_name].default
+    logger.warning(
+        "memory.%s = %r is not a positive number; using %s", info.field_name, value, default
+    )
+    return default
+
+
 class MemoryConfig(_Section):
     auto_memory: bool = True
     review_turns: int = 3
@@ -74,6 +98,10 @@ class MemoryConfig(_Section):
     nightly: str = Field("04:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
     changelog_keep: int = Field(500, ge=10)
 
+    _positive = field_validator("review_turns", "review_chars", "context_budget", mode="before")(
+        positive_or_default
+    )
+
 
 class TelegramConfig(_Section):
     token: SecretStr | None = None
@@ -81,12 +109,28 @@ class TelegramConfig(_Section):
     mode: Literal["polling", "webhook"] = "polling"
     webhook_listen: str = "127.0.0.1"
     webhook_port: int = 8443
-    webhook_url: str | None = None
+    webhook_url: str | None = Field(None, validate_default=True)
     webhook_secret: SecretStr | None = None
     stream: bool = False
     rate_limit: bool = False
     poll_timeout_seconds: int = Field(30, ge=1, le=50)
-    watchdog_seconds: int = Field(120, ge=10)
+    watchdog_seconds: int = Field(120, ge=1)
+
+    @field_validator("watchdog_seconds")
+    @classmethod
+    def _longer_than_a_poll(cls, value: int, info: ValidationInfo) -> int:
+        poll = info.data.get("poll_timeout_seconds")
+        if poll is not None and value <= poll:
+            # a healthy long poll lasts poll_timeout_seconds: a shorter watchdog would cut it
+            raise ValueError(f"must be longer than poll_timeout_seconds ({poll})")
+        return value
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _needed_for_webhooks(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("mode") == "webhook" and not value:
+            raise ValueError('mode = "webhook" needs the public HTTPS address Telegram calls')
+        return value
 
 
 class DiscordConfig(_Section):
@@ -96,6 +140,7 @@ class DiscordConfig(_Section):
     shards: Literal["auto"] | int | None = None
     stream: bool = False
     answer_bots: bool = False
+    missed_max_age_minutes: int = Field(30, ge=0)
 
 
 class AccessConfig(_Section):

@@ -22,6 +22,9 @@ MAX_ATTEMPTS = 6
 BACKOFF_SECONDS = 0.5
 MAX_BACKOFF_SECONDS = 30.0
 
+PartnerFace = Callable[[str], tuple[str, str | None] | None]
+"""A partner id -> (name, avatar) as its replies show them, or None for an unknown partner."""
+
 
 def chat_ref(row: ChatRow) -> ChatRef:
     kind: ChatKind = "dm" if row.kind == "dm" else "group"
@@ -30,11 +33,11 @@ def chat_ref(row: ChatRow) -> ChatRef:
 
 class Delivery:
     def __init__(
-        self, store: Store, channels: dict[str, Channel], partner_name: Callable[[str], str | None]
+        self, store: Store, channels: dict[str, Channel], partner_face: PartnerFace
     ) -> None:
         self.store = store
         self.channels = channels
-        self.partner_name = partner_name
+        self.partner_face = partner_face
 
     async def deliver(self, message_id: int, stream: ReplyStream | None = None) -> bool:
         """Send what is left of one reply; True when every chunk is confirmed.
@@ -57,12 +60,17 @@ class Delivery:
             if streamed_id is not None:
                 await self.store.record_chunk(message_id, 0, streamed_id)
                 done = 1
-        name = self.partner_name(row.partner_id) if row.partner_id else None
+        face = self.partner_face(row.partner_id) if row.partner_id else None
+        name, avatar = face if face else (None, None)
         for index in range(done, len(chunks)):
             outbound = Outbound(
-                chat_ref(chat), chunks[index], reply_to if index == 0 else None,
-                row.partner_id, name,
-            )  # fmt: skip
+                chat_ref(chat),
+                chunks[index],
+                reply_to if index == 0 else None,
+                row.partner_id,
+                name,
+                partner_avatar=avatar,
+            )
             try:
                 platform_id = await self._send(channel, outbound)
             except DeliveryError as exc:

@@ -85,6 +85,8 @@ class Outbound:
     partner_id: str | None = None
     partner_name: str | None = None
     choices: tuple[Choice, ...] = ()
+    partner_avatar: str | None = None
+    """The partner's avatar (preset.yml ``avatar``), for platforms that show one per message."""
 
 
 @dataclass(frozen=True)

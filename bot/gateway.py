@@ -17,7 +17,7 @@ from bot.commands import CommandContext, CommandReply, parse_command, run_comman
 from bot.config import Config
 from bot.dispatcher import Dispatcher
 from bot.events import ChatRef, Choice, Inbound, Outbound
-from bot.sessions import Speaker, audience_for
+from bot.sessions import Sessions, Speaker, audience_for
 from bot.store import ChatRow, NewMessage, Store
 from bot.turns import queue_key
 from partners.catalog import PartnerCatalog
@@ -38,6 +38,7 @@ class Gateway:
         access: Access,
         dispatcher: Dispatcher,
         channels: dict[str, Channel],
+        sessions: Sessions,
     ) -> None:
         self.config = config
         self.store = store
@@ -45,8 +46,33 @@ class Gateway:
         self.access = access
         self.dispatcher = dispatcher
         self.channels = channels
+        self.sessions = sessions
         self.bot_usernames: dict[str, str] = {}
         self.can_read_groups: dict[str, bool] = {}
+
+    def note_bot_identity(
+        self, platform: str, username: str | None, can_read_groups: bool | None
+    ) -> None:
+        if username:
+            self.bot_usernames[platform] = username
+        if can_read_groups is not None:
+            self.can_read_groups[platform] = can_read_groups
+
+    async def seen_update(self, platform: str, update_id: str) -> bool:
+        return await self.store.seen_update(platform, update_id)
+
+    async def partner_names(self, chat: ChatRef) -> list[tuple[str, str]]:
+        return [(p.id, p.name) for p in await self._bound_partners(chat)]
+
+    async def bound_chats(self, platform: str) -> list[str]:
+        rows = await self.store.bindings(platform)
+        return list(dict.fromkeys(row["chat_id"] for row in rows))
+
+    async def last_inbound_at(self, chat: ChatRef) -> float | None:
+        return await self.store.last_inbound_at(chat.key)
+
+    def partner_choices(self) -> list[tuple[str, str]]:
+        return [(p.id, p.name) for p in self.catalog.public()]
 
     async def receive(self, inbound: Inbound) -> None:
         """Handle one inbound message. Safe to call twice with the same message."""
@@ -73,11 +99,10 @@ class Gateway:
                 if verdict.reply:
                     await self.reply(chat, verdict.reply, inbound.message_id)
                 return
-        elif not bound and not (is_owner and command):
-            return
-        user = await self.store.user(sender.key)
-        if user and user["access"] == "blocked" and not is_owner:
-            return
+        else:
+            ignored = not bound and not (is_owner and command)
+            if ignored or (not is_owner and await self.access.is_blocked(sender)):
+                return
         if command is not None and (chat.is_dm or inbound.addressed or is_owner):
             await self._command(inbound, command[0], command[1], is_owner)
             return
@@ -168,7 +193,7 @@ class Gateway:
             chat_key=inbound.chat.key,
             is_owner=is_owner,
             args=args,
-            end_sessions=self.store.end_chat_sessions,
+            end_sessions=self.sessions.end_chat,
             notify_user=self.notify_user,
             bot_can_read_groups=self.can_read_groups.get(inbound.chat.platform),
         )
@@ -200,17 +225,11 @@ class Gateway:
         await self.reply(ChatRef(platform, user_id, "dm"), text)
 
     async def notify_owner(self, platform: str, text: str) -> None:
-        """Tell the owner on this platform (or the first platform with an owner id)."""
-        ids = {
-            "telegram": self.config.owner.telegram_ids,
-            "discord": self.config.owner.discord_ids,
-        }
-        targets = [platform] + [p for p in ids if p != platform]
-        for name in targets:
-            if ids.get(name) and name in self.channels:
-                await self.notify_user(f"{name}:{ids[name][0]}", text)
+        """Tell the owner in a DM: on this platform if they have an id there, else on the
+        first connected platform where they do."""
+        keys = sorted(self.access.is_owner.keys, key=lambda k: not k.startswith(f"{platform}:"))
+        for key in keys:
+            if key.partition(":")[0] in self.channels:
+                await self.notify_user(key, text)
                 return
-        if "console" in self.channels:
-            await self.notify_user("console:console", text)
-            return
         logger.warning("owner notice not delivered (no owner id configured): %s", text)

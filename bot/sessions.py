@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
 
@@ -61,6 +62,15 @@ class Sessions:
         self.catalog = catalog
         self.memory = memory
         self.settings = settings
+        self.on_end: Callable[[list[str]], Awaitable[None]] | None = None
+        """Called with the ids of sessions that just ended (the review hooks in here)."""
+
+    async def end_chat(self, chat_key: str, reason: str) -> list[str]:
+        """End a chat's open sessions (``/new``, a partner change)."""
+        ended = await self.store.end_chat_sessions(chat_key, reason)
+        if ended and self.on_end is not None:
+            await self.on_end(ended)
+        return ended
 
     def user_file(self, partner: Partner, chat: ChatRow, speaker: Speaker) -> MemoryFile | None:
         """The per-user file shown in this chat: a non-owner's DM in per_user scope only."""
@@ -81,6 +91,8 @@ class Sessions:
             if not idle and not old:
                 return session
             await self.store.end_session(session.id, "idle" if idle else "max_age")
+            if self.on_end is not None:
+                await self.on_end([session.id])
         previous = session or await self.store.latest_session(chat.chat_key, partner_id)
         session_id = new_session_id()
         prompt = await self._prompt(partner, chat, speaker, session_id)
@@ -96,8 +108,11 @@ class Sessions:
         )
         logger.info(
             "session %s started: partner=%s chat=%s prompt=%d chars",
-            created.id, partner_id or "(owner assistant)", chat.chat_key, len(prompt),
-        )  # fmt: skip
+            created.id,
+            partner_id or "(owner assistant)",
+            chat.chat_key,
+            len(prompt),
+        )
         return created
 
     async def _prompt(
@@ -122,9 +137,11 @@ class Sessions:
         if assembled.over_budget:
             logger.warning(
                 "partner %s: prompt over budget (%d > %d chars); heaviest: %s",
-                partner.id, sum(assembled.sizes.values()), self.settings.context_budget,
+                partner.id,
+                sum(assembled.sizes.values()),
+                self.settings.context_budget,
                 ", ".join(assembled.heaviest),
-            )  # fmt: skip
+            )
         return assembled.text
 
     async def history(self, session: SessionRow, carry_turns: int) -> list[MessageRow]:

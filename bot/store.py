@@ -74,8 +74,11 @@ SCHEMA: list[str] = [
         end_reason TEXT,
         reviewed_upto INTEGER NOT NULL DEFAULT 0,
         review_attempts INTEGER NOT NULL DEFAULT 0,
-        review_error TEXT
+        review_error TEXT,
+        review_due_at REAL
     );
+    CREATE INDEX sessions_review_due ON sessions (review_due_at)
+        WHERE review_due_at IS NOT NULL;
     CREATE INDEX sessions_open ON sessions (chat_key, partner_id) WHERE ended_at IS NULL;
     CREATE TABLE messages (
         id INTEGER PRIMARY KEY,
@@ -152,9 +155,11 @@ MESSAGE_COLUMNS = (
 )
 SESSION_COLUMNS = (
     "id, partner_id, chat_key, user_key, audience, kind, carry_from, title, system_prompt, "
-    "created_at, last_active_at, ended_at, reviewed_upto, review_attempts, review_error"
+    "created_at, last_active_at, ended_at, reviewed_upto, review_attempts, review_error, "
+    "review_due_at"
 )
-SEARCHABLE_ROLES = ("user", "assistant", "context")
+SEARCHABLE_ROLES = ("user", "assistant", "context", "journal")
+"""Roles partner_search can find; tool traffic and notices never are."""
 
 
 class StoreError(Exception):
@@ -194,6 +199,7 @@ class SessionRow:
     reviewed_upto: int
     review_attempts: int
     review_error: str | None
+    review_due_at: float | None
 
 
 @dataclass(frozen=True)
@@ -351,9 +357,14 @@ class Store:
         return cursor.rowcount > 0
 
     async def upsert_chat(
-        self, chat_key: str, platform: str, chat_id: str, thread_id: str | None, kind: str,
+        self,
+        chat_key: str,
+        platform: str,
+        chat_id: str,
+        thread_id: str | None,
+        kind: str,
         title: str | None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         if self._written.get(chat_key) == (kind, title):
             return
         now = time.time()
@@ -452,11 +463,21 @@ class Store:
             " chat_key, platform_message_id, user_key, speaker, role, text, audience, status,"
             " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                m.dedup_key, m.queue_key, m.session_id, m.partner_id, m.chat_key,
-                m.platform_message_id, m.user_key, m.speaker, m.role, m.text, m.audience,
-                m.status, m.created_at if m.created_at is not None else time.time(),
+                m.dedup_key,
+                m.queue_key,
+                m.session_id,
+                m.partner_id,
+                m.chat_key,
+                m.platform_message_id,
+                m.user_key,
+                m.speaker,
+                m.role,
+                m.text,
+                m.audience,
+                m.status,
+                m.created_at if m.created_at is not None else time.time(),
             ),
-        )  # fmt: skip
+        )
         if cursor.rowcount == 0:
             return None
         message_id = cursor.lastrowid
@@ -571,6 +592,15 @@ class Store:
         )
         return rows[::-1]
 
+    async def last_inbound_at(self, chat_key: str) -> float | None:
+        """When the newest stored inbound message of a chat was written (platform time)."""
+        row = await self._one(
+            "SELECT created_at FROM messages WHERE chat_key = ? AND role IN ('user', 'context')"
+            " ORDER BY id DESC LIMIT 1",
+            (chat_key,),
+        )
+        return float(row[0]) if row is not None else None
+
     async def _messages(self, where: str, params: Sequence[Any]) -> list[MessageRow]:
         return [
             MessageRow(*row)
@@ -614,9 +644,20 @@ class Store:
             "INSERT INTO sessions (id, partner_id, chat_key, user_key, audience, kind,"
             " carry_from, title, system_prompt, created_at, last_active_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (session_id, partner_id, chat_key, user_key, audience, kind, carry_from, title,
-             system_prompt, now, now),
-        )  # fmt: skip
+            (
+                session_id,
+                partner_id,
+                chat_key,
+                user_key,
+                audience,
+                kind,
+                carry_from,
+                title,
+                system_prompt,
+                now,
+                now,
+            ),
+        )
         session = await self.session(session_id)
         assert session is not None
         return session
@@ -656,6 +697,56 @@ class Store:
             SessionRow(*row)
             for row in await self._all(f"SELECT {SESSION_COLUMNS} FROM sessions {where}", params)
         ]
+
+    # ---- review state ------------------------------------------------------------------
+
+    async def mark_review_due(self, session_id: str, at: float) -> None:
+        """Ask for a review at ``at``; an earlier request stands (that is the debounce)."""
+        await self._write(
+            "UPDATE sessions SET review_due_at = ? WHERE id = ?"
+            " AND (review_due_at IS NULL OR review_due_at > ?)",
+            (at, session_id, at),
+        )
+
+    async def due_reviews(self, now: float) -> list[SessionRow]:
+        return await self._sessions(
+            "WHERE review_due_at IS NOT NULL AND review_due_at <= ? ORDER BY review_due_at",
+            (now,),
+        )
+
+    async def sessions_to_review(
+        self, *, idle_before: float | None = None, partner_id: str | None = None
+    ) -> list[SessionRow]:
+        """Sessions holding conversation newer than their review watermark."""
+        where = (
+            "WHERE kind = 'chat' AND EXISTS (SELECT 1 FROM messages m WHERE m.session_id ="
+            " sessions.id AND m.role IN ('user', 'assistant') AND m.id > sessions.reviewed_upto)"
+        )
+        params: list[Any] = []
+        if idle_before is not None:
+            where += " AND last_active_at < ? AND review_due_at IS NULL"
+            params.append(idle_before)
+        if partner_id is not None:
+            where += " AND partner_id = ?"
+            params.append(partner_id)
+        return await self._sessions(where + " ORDER BY last_active_at", params)
+
+    async def review_succeeded(self, session_id: str, upto: int) -> None:
+        await self._write(
+            "UPDATE sessions SET reviewed_upto = MAX(reviewed_upto, ?), review_attempts = 0,"
+            " review_error = NULL, review_due_at = NULL WHERE id = ?",
+            (upto, session_id),
+        )
+
+    async def review_failed(self, session_id: str, error: str, retry_at: float) -> int:
+        """Count a failed attempt (the watermark stays); returns the attempts so far."""
+        await self._write(
+            "UPDATE sessions SET review_attempts = review_attempts + 1, review_error = ?,"
+            " review_due_at = ? WHERE id = ?",
+            (error[:500], retry_at, session_id),
+        )
+        session = await self.session(session_id)
+        return session.review_attempts if session else 0
 
     # ---- search ----------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from bot.tools import ToolRegistry, ToolSurface
 from partners.catalog import PartnerCatalog
 from partners.memory import MemoryFile, MemoryStore
 from partners.persona import Partner
+from partners.review import Reviewer
 from partners.tools import (
     OWNER_MEMORY_TOOL_NAMES,
     PARTNER_TOOL_NAMES,
@@ -77,6 +78,7 @@ class TurnRunner:
         channels: dict[str, Channel],
         owner_file: MemoryFile,
         is_owner: OwnerCheck,
+        reviewer: Reviewer,
     ) -> None:
         self.config = config
         self.store = store
@@ -89,6 +91,7 @@ class TurnRunner:
         self.channels = channels
         self.owner_file = owner_file
         self.is_owner = is_owner
+        self.reviewer = reviewer
 
     async def process(self, key: str) -> None:
         pending = await self.store.pending(key)
@@ -118,6 +121,8 @@ class TurnRunner:
             "failed" if reply.role == "notice" else "done",
         )
         await self.delivery.deliver(reply_id, stream)
+        if conversation.partner is not None:
+            await self.reviewer.after_turn(session, self.config.memory.history_chars)
 
     async def _conversation(self, last: MessageRow) -> Conversation | None:
         chat = await self.store.chat(last.chat_key)
@@ -172,8 +177,13 @@ class TurnRunner:
                     on_delta=_accumulate(stream) if stream else None,
                 )
             text = output.text or EMPTY_ANSWER
-            await self._record_usage(partner, "chat", output.model, output.usage.prompt_tokens,
-                                     output.usage.completion_tokens)  # fmt: skip
+            await self._record_usage(
+                partner,
+                "chat",
+                output.model,
+                output.usage.prompt_tokens,
+                output.usage.completion_tokens,
+            )
         except LLMError as exc:
             logger.warning("turn in %s failed: %s", chat.chat_key, exc)
             role, text = "notice", APOLOGY
@@ -240,11 +250,12 @@ class TurnRunner:
         history = await self.sessions.history(session, 0)
         turn = TurnInput(
             session.system_prompt,
-            history_window([r for r in history if r.id != question_row.id],
-                           self.config.memory.history_chars),
+            history_window(
+                [r for r in history if r.id != question_row.id], self.config.memory.history_chars
+            ),
             [question_row],
             timezone=self._timezone(partner),
-        )  # fmt: skip
+        )
         conversation = Conversation(chat, partner, owner)
         surface, ctx = self._tools(conversation, session, question_row)
         model = partner.preset.model or self.config.llm.model
@@ -252,22 +263,43 @@ class TurnRunner:
             output = await self.chat_loop.run(turn, surface, ctx, model=model)
         except LLMError as exc:
             raise ToolError(f"{partner.name} could not answer: {exc}") from exc
-        await self._record_usage(partner, "consult", output.model, output.usage.prompt_tokens,
-                                 output.usage.completion_tokens)  # fmt: skip
+        await self._record_usage(
+            partner,
+            "consult",
+            output.model,
+            output.usage.prompt_tokens,
+            output.usage.completion_tokens,
+        )
         answer = output.text or EMPTY_ANSWER
         await self.store.add_message(
-            NewMessage(chat.chat_key, "assistant", answer, OWNER_AUDIENCE, "delivered",
-                       session_id=session.id, partner_id=partner.id, speaker=partner.name)
-        )  # fmt: skip
+            NewMessage(
+                chat.chat_key,
+                "assistant",
+                answer,
+                OWNER_AUDIENCE,
+                "delivered",
+                session_id=session.id,
+                partner_id=partner.id,
+                speaker=partner.name,
+            )
+        )
         return f"{partner.name}: {answer}"
 
     async def _consult_question(
         self, chat: ChatRow, partner: Partner, owner: Speaker, question: str
     ) -> MessageRow:
         message_id = await self.store.add_message(
-            NewMessage(chat.chat_key, "user", question, OWNER_AUDIENCE, "done",
-                       partner_id=partner.id, user_key=owner.user_key, speaker=owner.name)
-        )  # fmt: skip
+            NewMessage(
+                chat.chat_key,
+                "user",
+                question,
+                OWNER_AUDIENCE,
+                "done",
+                partner_id=partner.id,
+                user_key=owner.user_key,
+                speaker=owner.name,
+            )
+        )
         assert message_id is not None
         row = await self.store.message(message_id)
         assert row is not None
@@ -282,9 +314,8 @@ class TurnRunner:
         return MemoryFile(partner.dir, "MEMORY.md")
 
     def _timezone(self, partner: Partner | None) -> ZoneInfo:
-        if partner is not None and partner.preset.timezone:
-            return ZoneInfo(partner.preset.timezone)
-        return self.config.owner_timezone()
+        owner = self.config.owner_timezone()
+        return partner.timezone(owner) if partner is not None else owner
 
     async def _record_usage(
         self, partner: Partner | None, kind: str, model: str, prompt: int, completion: int

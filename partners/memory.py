@@ -260,6 +260,74 @@ class MemoryStore:
 
         return await self._update(file, apply)
 
+    async def replace_text(
+        self, file: MemoryFile, old: str, new: str, *, reason: str, source: str
+    ) -> WriteResult:
+        """Replace text that appears verbatim exactly once (the review's edit; never a
+        whole-file rewrite). An empty ``new`` removes it, and the line if nothing is left."""
+        if not old.strip():
+            raise MemoryInputError("old text is empty; quote the exact text to change")
+        new = " ".join(new.replace("<!--", "").replace("-->", "").split())
+        if len(new) > MAX_ENTRY_CHARS:
+            raise MemoryInputError(f"new text is over {MAX_ENTRY_CHARS} characters")
+
+        def apply(doc: _Document) -> tuple[Change | None, WriteResult]:
+            count = sum(text.count(old) for text in doc.lines)
+            if count != 1:
+                raise MemoryInputError(
+                    f"the old text appears {count} times in {file.name}; it must appear "
+                    "exactly once — quote more of it"
+                )
+            for number, line in enumerate(doc.lines):
+                if old not in line:
+                    continue
+                changed = line.replace(old, new)
+                bullet = BULLET.match(changed)
+                rest = ENTRY_ID.sub("", bullet.group(2)) if bullet else changed
+                kept = bool(rest.strip())
+                op = "replace" if new else "remove"
+                change = self._change(
+                    file, op, None, line, changed if kept else None, reason, source
+                )
+                if kept:
+                    doc.lines[number] = changed
+                else:
+                    del doc.lines[number]
+                return change, WriteResult(None, change.id)
+            raise AssertionError("counted one occurrence but found none")
+
+        return await self._update(file, apply)
+
+    async def append(
+        self, file: MemoryFile, block: str, *, header: str, reason: str, source: str
+    ) -> WriteResult:
+        """Append a block (a journal entry), starting the file with ``header`` if it is new."""
+
+        def apply(doc: _Document) -> tuple[Change | None, WriteResult]:
+            change = self._change(file, "append", None, None, block, reason, source)
+            if not doc.lines:
+                doc.lines = [header]
+            if doc.lines[-1].strip():
+                doc.lines.append("")
+            doc.lines.extend(block.rstrip("\n").split("\n"))
+            doc.trailing_newline = True
+            return change, WriteResult(None, change.id)
+
+        return await self._update(file, apply)
+
+    async def insert_after_header(
+        self, file: MemoryFile, line: str, *, reason: str, source: str
+    ) -> WriteResult:
+        """Put one line right under the file's first heading (the journal's day line)."""
+
+        def apply(doc: _Document) -> tuple[Change | None, WriteResult]:
+            change = self._change(file, "insert", None, None, line, reason, source)
+            at = 1 if doc.lines and doc.lines[0].startswith("#") else 0
+            doc.lines[at:at] = [line, ""] if at < len(doc.lines) else [line]
+            return change, WriteResult(None, change.id)
+
+        return await self._update(file, apply)
+
     async def _update(
         self, file: MemoryFile, apply: Callable[[_Document], tuple[Change | None, WriteResult]]
     ) -> WriteResult:
@@ -277,9 +345,15 @@ class MemoryStore:
         return result
 
     def _change(
-        self, file: MemoryFile, op: str, entry: str | None, old: str | None, new: str | None,
-        reason: str, source: str,
-    ) -> Change:  # fmt: skip
+        self,
+        file: MemoryFile,
+        op: str,
+        entry: str | None,
+        old: str | None,
+        new: str | None,
+        reason: str,
+        source: str,
+    ) -> Change:
         return Change(
             id=new_change_id(),
             time=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -338,9 +412,39 @@ class MemoryStore:
             return await self.remove(file, change.entry, reason=reason, source=source)
         if change.op == "edit" and change.entry and change.old:
             return await self.edit(file, change.entry, change.old, reason=reason, source=source)
-        if change.op == "remove" and change.old:
+        if change.op == "remove" and change.entry and change.old:
             return await self._restore(file, change, reason=reason, source=source)
+        if change.op in ("replace", "remove") and change.old is not None and change.new:
+            return await self._replace_line(file, change.new, change.old, reason, source)
+        if change.op == "remove" and change.old:
+            return await self._restore_line(file, change.old, reason, source)
         raise MemoryInputError(f"change {change_id} ({change.op}) cannot be undone")
+
+    async def _replace_line(
+        self, file: MemoryFile, current: str, wanted: str, reason: str, source: str
+    ) -> WriteResult:
+        def apply(doc: _Document) -> tuple[Change | None, WriteResult]:
+            if doc.lines.count(current) != 1:
+                raise MemoryInputError(f"{file.name} changed since; undo it by hand")
+            number = doc.lines.index(current)
+            change = self._change(file, "replace", None, current, wanted, reason, source)
+            doc.lines[number] = wanted
+            return change, WriteResult(None, change.id)
+
+        return await self._update(file, apply)
+
+    async def _restore_line(
+        self, file: MemoryFile, line: str, reason: str, source: str
+    ) -> WriteResult:
+        def apply(doc: _Document) -> tuple[Change | None, WriteResult]:
+            if line in doc.lines:
+                return None, WriteResult(None, None, duplicate=True)
+            change = self._change(file, "replace", None, "", line, reason, source)
+            doc.lines.append(line)
+            doc.trailing_newline = True
+            return change, WriteResult(None, change.id)
+
+        return await self._update(file, apply)
 
     async def _restore(
         self, file: MemoryFile, change: Change, *, reason: str, source: str

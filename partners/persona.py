@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from zoneinfo import ZoneInfo
 
 import yaml
 
@@ -82,6 +83,10 @@ class Partner:
     @property
     def per_user(self) -> bool:
         return self.preset.memory_scope == "per_user"
+
+    def timezone(self, default: ZoneInfo) -> ZoneInfo:
+        """Journals and the nightly pass run on the partner's clock (default: the owner's)."""
+        return ZoneInfo(self.preset.timezone) if self.preset.timezone else default
 
 
 def load_partner(directory: Path) -> Partner:

@@ -27,6 +27,7 @@ class RecordingChannel:
     """A platform stand-in: records every chunk sent, can be told to fail."""
 
     platform = "test"
+    connected = True
 
     def __init__(self, chunk_chars: int = 4000) -> None:
         self.sent: list[Outbound] = []
@@ -105,12 +106,19 @@ def group_message(
 
 def make_config(data_dir: Path, llm_url: str, **sections: dict[str, Any]) -> Config:
     raw: dict[str, Any] = {
-        "llm": {"base_url": llm_url, "api_key": "test-key", "model": "fake-model",
-                "max_retries": 0, "timeout": 10},
+        "llm": {
+            "base_url": llm_url,
+            "api_key": "test-key",
+            "model": "fake-model",
+            "max_retries": 0,
+            "timeout": 10,
+        },
         "storage": {"data_dir": str(data_dir)},
         "owner": {"timezone": "UTC"},
         "access": {"dm_policy": "open"},
-    }  # fmt: skip
+        # reviews call the LLM in the background; tests of them turn this back on
+        "memory": {"auto_memory": False},
+    }
     for name, values in sections.items():
         raw.setdefault(name, {}).update(values)
     # the recording channel's owner is OWNER_ID on the "test" platform

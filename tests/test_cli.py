@@ -31,10 +31,16 @@ async def companion(
 ) -> tuple[int, str, str]:
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     process = await asyncio.create_subprocess_exec(
-        *COMPANION, "--config", str(config), *args,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, cwd=ROOT, env=env,
-    )  # fmt: skip
+        *COMPANION,
+        "--config",
+        str(config),
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        cwd=ROOT,
+        env=env,
+    )
     out, err = await asyncio.wait_for(process.communicate(stdin.encode()), timeout)
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
@@ -95,13 +101,32 @@ async def test_import_then_search_json_round_trip(tmp_path: Path) -> None:
         await companion(config, "partners", "list")
         await companion(config, "chat", stdin="")
     records = [
-        {"session": "s1", "user": "telegram:5", "role": "user", "text": "我们下周去东京旅行",
-         "time": "2026-01-02T10:00:00Z", "id": "old-1", "title": "Trip"},
-        {"session": "s1", "user": "telegram:5", "role": "assistant", "text": "Have fun in Tokyo!",
-         "time": 1767348060, "id": "old-2"},
-        {"session": "s2", "user": "telegram:6", "role": "user", "text": "Tokyo is my home town",
-         "time": "2026-01-03T10:00:00", "id": "old-3"},
-    ]  # fmt: skip
+        {
+            "session": "s1",
+            "user": "telegram:5",
+            "role": "user",
+            "text": "我们下周去东京旅行",
+            "time": "2026-01-02T10:00:00Z",
+            "id": "old-1",
+            "title": "Trip",
+        },
+        {
+            "session": "s1",
+            "user": "telegram:5",
+            "role": "assistant",
+            "text": "Have fun in Tokyo!",
+            "time": 1767348060,
+            "id": "old-2",
+        },
+        {
+            "session": "s2",
+            "user": "telegram:6",
+            "role": "user",
+            "text": "Tokyo is my home town",
+            "time": "2026-01-03T10:00:00",
+            "id": "old-3",
+        },
+    ]
     source = tmp_path / "history.jsonl"
     source.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in records) + "\n")
     code, out, err = await companion(config, "import", "example", str(source))

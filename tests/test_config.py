@@ -16,8 +16,9 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_no_config_file_means_defaults_and_env_key(tmp_path: Path) -> None:
-    config = load_config(None, {"COMPANION_CONFIG": str(tmp_path / "none.toml"),
-                                "OPENAI_API_KEY": "sk-env"})  # fmt: skip
+    config = load_config(
+        None, {"COMPANION_CONFIG": str(tmp_path / "none.toml"), "OPENAI_API_KEY": "sk-env"}
+    )
     assert config.llm.model == "gpt-4o-mini"
     assert config.llm.api_key is not None
     assert config.llm.api_key.get_secret_value() == "sk-env"

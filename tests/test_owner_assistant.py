@@ -21,8 +21,10 @@ async def test_owner_dm_without_partner_talks_to_the_assistant(harness: Harness)
     await harness.settle()
     first = harness.llm.requests[0]
     assert {t["function"]["name"] for t in first["tools"]} == {
-        "read_memory", "write_memory", "consult_partner"
-    }  # fmt: skip
+        "read_memory",
+        "write_memory",
+        "consult_partner",
+    }
     assert "owner's assistant" in first["messages"][0]["content"]
     assert "- Owner: vegan <!-- m_" in harness.app.owner_file.path.read_text()
     assert harness.channel.sent[0].partner_name is None
@@ -45,8 +47,10 @@ async def test_consult_runs_as_the_partner_and_writes_its_memory(harness: Harnes
     assistant, partner_first, partner_second, assistant_final = harness.llm.requests
     assert "Mira" in partner_first["messages"][0]["content"]
     assert {t["function"]["name"] for t in partner_first["tools"]} == {
-        "partner_read", "partner_memorize", "partner_search"
-    }  # fmt: skip
+        "partner_read",
+        "partner_memorize",
+        "partner_search",
+    }
     assert tool_results(partner_second)[0].startswith("saved (entry=m_")
     consult_result = tool_results(assistant_final)[0]
     assert consult_result.startswith("Mira: Jasmine, I think.")
@@ -66,9 +70,11 @@ async def test_consults_thread_into_one_session_and_budget_is_enforced(
     first = ToolCallSpec("consult_partner", {"partner": "example", "question": "First question?"})
     second = ToolCallSpec("consult_partner", {"partner": "example", "question": "Follow-up?"})
     harness.llm.script(
-        Reply(tool_calls=[first]), Reply(text="answer one"),
-        Reply(tool_calls=[second]), Reply(text="fine"),
-    )  # fmt: skip
+        Reply(tool_calls=[first]),
+        Reply(text="answer one"),
+        Reply(tool_calls=[second]),
+        Reply(text="fine"),
+    )
     await harness.send(dm(OWNER_ID, "consult twice", name="Owner"))
     await harness.settle()
     assert "consult budget reached — answer directly" in tool_results(harness.llm.requests[3])[-1]

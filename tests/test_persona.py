@@ -28,13 +28,16 @@ def make_partner(root: Path, files: dict[str, str], preset: str = "name: Kai\n")
 
 
 def test_prompt_joins_files_in_order_and_skips_empty_ones(tmp_path: Path) -> None:
-    directory = make_partner(tmp_path, {
-        "MEMORY.md": "- likes rain",
-        "AGENTS.md": "AGENTS part",
-        "SYSTEM.md": "SYSTEM part",
-        "USER.md": "   \n",
-        "SOUL.md": "SOUL part",
-    })  # fmt: skip
+    directory = make_partner(
+        tmp_path,
+        {
+            "MEMORY.md": "- likes rain",
+            "AGENTS.md": "AGENTS part",
+            "SYSTEM.md": "SYSTEM part",
+            "USER.md": "   \n",
+            "SOUL.md": "SOUL part",
+        },
+    )
     prompt = assemble_prompt(load_partner(directory), CONTEXT, budget=20000, notice=True).text
     order = [prompt.index(part) for part in ("SYSTEM part", "SOUL part", "AGENTS part", "likes")]
     assert order == sorted(order)
@@ -43,10 +46,13 @@ def test_prompt_joins_files_in_order_and_skips_empty_ones(tmp_path: Path) -> Non
 
 
 def test_placeholders_are_filled_once_and_unknown_ones_kept(tmp_path: Path) -> None:
-    directory = make_partner(tmp_path, {
-        "SYSTEM.md": "I am {{partner}} ({{preset}}) with {{user}} on {{platform}} in "
-                     "{{session}}; files at {{partnerDir}} {{presetDir}} {{cwd}}; {{mystery}}",
-    })  # fmt: skip
+    directory = make_partner(
+        tmp_path,
+        {
+            "SYSTEM.md": "I am {{partner}} ({{preset}}) with {{user}} on {{platform}} in "
+            "{{session}}; files at {{partnerDir}} {{presetDir}} {{cwd}}; {{mystery}}",
+        },
+    )
     prompt = assemble_prompt(load_partner(directory), CONTEXT, budget=20000, notice=True).text
     assert prompt == (
         "I am Kai (kai) with Alice on telegram in s-1; files at partners/kai partners/kai "
@@ -91,14 +97,19 @@ something_else: kept
 
 
 def test_a_seed_003_companion_directory_loads_unchanged(tmp_path: Path) -> None:
-    directory = make_partner(tmp_path, {
-        "SYSTEM.md": "你是 {{preset}}，目录 {{presetDir}}，工作目录 {{cwd}}，会话 {{session}}。",
-        "SOUL.md": "# 人格\n温柔。",
-        "IDENTITY.md": "# 身份\n小林。",
-        "USER.md": "",
-        "AGENTS.md": "# 准则\n先倾听。",
-        "MEMORY.md": "# 记忆\n- 用户喜欢猫\n",
-    }, SEED_PRESET)  # fmt: skip
+    directory = make_partner(
+        tmp_path,
+        {
+            "SYSTEM.md": "你是 {{preset}}，目录 {{presetDir}}，"
+            "工作目录 {{cwd}}，会话 {{session}}。",
+            "SOUL.md": "# 人格\n温柔。",
+            "IDENTITY.md": "# 身份\n小林。",
+            "USER.md": "",
+            "AGENTS.md": "# 准则\n先倾听。",
+            "MEMORY.md": "# 记忆\n- 用户喜欢猫\n",
+        },
+        SEED_PRESET,
+    )
     (directory / "memory").mkdir()
     (directory / "memory" / "2026-11-01.md").write_text("# 2026-11-01\n> 摘要：聊了猫\n")
     (directory / "changelog").mkdir()

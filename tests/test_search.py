@@ -16,8 +16,14 @@ async def store(tmp_path: Path) -> Store:
     return await Store.open(tmp_path / "db.sqlite")
 
 
-async def add(store: Store, text: str, audience: str = "user:a", partner: str = "p",
-              role: str = "user", created_at: float | None = None) -> int:  # fmt: skip
+async def add(
+    store: Store,
+    text: str,
+    audience: str = "user:a",
+    partner: str = "p",
+    role: str = "user",
+    created_at: float | None = None,
+) -> int:
     message_id = await store.add_message(
         NewMessage("c", role, text, audience, partner_id=partner, created_at=created_at)
     )

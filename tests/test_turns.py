@@ -188,8 +188,9 @@ async def test_usage_is_recorded_per_partner_and_kind(harness: Harness) -> None:
     await harness.send(dm(42, "hello"))
     await harness.settle()
     rows = await harness.app.store.usage("2000-01-01")
-    assert [(r["partner_id"], r["kind"], r["prompt_tokens"], r["completion_tokens"])
-            for r in rows] == [("example", "chat", 120, 7)]  # fmt: skip
+    assert [
+        (r["partner_id"], r["kind"], r["prompt_tokens"], r["completion_tokens"]) for r in rows
+    ] == [("example", "chat", 120, 7)]
 
 
 async def test_group_message_not_addressed_is_context_not_answered(harness: Harness) -> None:

@@ -1,0 +1,399 @@
+"""The Discord channel: discord.py's gateway client and REST API, driven by the gateway.
+
+* **Connection.** Intents: guilds, guild messages, DMs and message content (the last must be
+  switched on in the Developer Portal, README "Discord"). ``discord.api_base`` and
+  ``discord.gateway_url`` point discord.py elsewhere (proxies, tests) before the client is
+  built; ``discord.shards = "auto"`` runs an AutoShardedClient. discord.py reconnects and
+  resumes by itself.
+* **Events.** Messages become :class:`~bot.events.Inbound` (``adapters/discord_events.py``),
+  handed to the gateway one chat at a time in arrival order. The gateway stores each one
+  deduplicated by message id, so a repeated MESSAGE_CREATE gets one reply.
+* **Missed messages.** After every READY and RESUMED the recent history of each bound channel
+  (and its active threads) is fetched once and fed through the same path: messages younger
+  than ``discord.missed_max_age_minutes`` are answered, older ones kept as context only.
+* **Slash commands** (``adapters/discord_commands.py``) are synced once at start. An
+  invocation is deferred at once and handed over as its command line; the gateway's answer to
+  it goes back as the interaction's follow-up.
+* **Sending** (``adapters/discord_delivery.py``): partners speak through persona webhooks in
+  servers, replies reference the answered message, nothing can ping @everyone or roles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import aiohttp
+import discord
+import discord.gateway
+import discord.http
+import yarl
+
+from adapters.base import DeliveryError, Receiver, ReplyStream
+from adapters.chat_locks import ChatLocks
+from adapters.chunking import split as split_markdown
+from adapters.discord_commands import SlashCommands, build_tree
+from adapters.discord_delivery import (
+    CANNOT_MESSAGE_USER,
+    MAX_MESSAGE_CHARS,
+    NO_PINGS,
+    EditStream,
+    PersonaWebhooks,
+    Poster,
+    delivery_error,
+)
+from adapters.discord_events import (
+    PLATFORM,
+    UNSUPPORTED_REPLY,
+    BotIdentity,
+    Unsupported,
+    chat_of,
+    message_event,
+)
+from bot.commands import parse_command
+from bot.config import ConfigError, DiscordConfig
+from bot.events import ChatRef, Outbound
+
+logger = logging.getLogger(__name__)
+
+NAME_PREFIX_RESERVE = 70
+"""Room kept in every chunk for the fallback "**Name:** " prefix (names are <= 60 chars)."""
+CHUNK_CHARS = MAX_MESSAGE_CHARS - NAME_PREFIX_RESERVE
+READY_TIMEOUT_SECONDS = 60.0
+STOP_TIMEOUT_SECONDS = 10.0
+MISSED_FETCH_LIMIT = 100
+MISSED_LOOKBACK = timedelta(hours=24)
+MISSED_OVERLAP = timedelta(minutes=1)
+"""Fetch a little before the newest stored message: repeats are deduplicated, gaps are not."""
+
+
+def apply_endpoints(config: DiscordConfig) -> None:
+    """Point discord.py at another REST base / gateway (documented advanced settings)."""
+    if config.api_base:
+        discord.http.Route.BASE = config.api_base.rstrip("/")
+    if config.gateway_url:
+        discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(config.gateway_url)
+
+
+def build_client(config: DiscordConfig, guild_ready_timeout: float) -> discord.Client:
+    intents = discord.Intents.none()
+    intents.guilds = True
+    intents.guild_messages = True
+    intents.dm_messages = True
+    intents.message_content = True
+    options: dict[str, Any] = {
+        "intents": intents,
+        "allowed_mentions": NO_PINGS,  # the default for every send; each send sets its own too
+        "guild_ready_timeout": guild_ready_timeout,
+    }
+    if config.shards == "auto":
+        return discord.AutoShardedClient(**options)
+    if isinstance(config.shards, int):
+        return discord.AutoShardedClient(shard_count=config.shards, **options)
+    return discord.Client(**options)
+
+
+class DiscordChannel:
+    platform = PLATFORM
+
+    def __init__(self, config: DiscordConfig, *, guild_ready_timeout: float = 2.0) -> None:
+        if config.token is None:
+            raise ConfigError(
+                "discord.token is not set; add the bot token from the Developer Portal"
+            )
+        self.config = config
+        apply_endpoints(config)
+        # Built now (no I/O): replies left over from a crash are re-delivered before the
+        # channels start, so send() logs in on demand and works over REST alone.
+        self.client = build_client(config, guild_ready_timeout)
+        self.webhooks = PersonaWebhooks(self.client, self._missing_webhook_permission)
+        self.poster = Poster(self.client, self.webhooks)
+        self.receiver: Receiver | None = None
+        self.me: BotIdentity | None = None
+        self.unreachable_users: set[str] = set()
+        """Users Discord will not let the bot message (code 50007); check-ins skip them."""
+        self.catch_ups = 0
+        """Finished fetches of missed messages (one per READY or RESUMED)."""
+        self._connected = False
+        self._logged_in = False
+        self._login_lock = asyncio.Lock()
+        self._connect_task: asyncio.Task[None] | None = None
+        self._tree: discord.app_commands.CommandTree[discord.Client] | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        self._chat_locks = ChatLocks()
+        self.commands = SlashCommands(self._chat_locks)
+        self._register_events()
+
+    @property
+    def connected(self) -> bool:
+        return self._connected and not self.client.is_closed()
+
+    # ---- lifecycle -------------------------------------------------------------------
+
+    async def start(self, receiver: Receiver) -> None:
+        self.receiver = receiver
+        await self._login()
+        user = self.client.user
+        assert user is not None  # set by login
+        self.me = BotIdentity(user.id, self.client.application_id)
+        receiver.note_bot_identity(PLATFORM, user.name, None)
+        if self._tree is None:
+            self._tree = build_tree(self.client, receiver.partner_choices(), self._on_command)
+            await self._sync_commands(self._tree)
+        self._connect_task = asyncio.create_task(self.client.connect(), name="discord gateway")
+        await self._wait_ready(self._connect_task)
+        logger.info("discord: %s connected", user.name)
+
+    async def _login(self) -> None:
+        async with self._login_lock:
+            if self._logged_in:
+                return
+            assert self.config.token is not None
+            try:
+                await self.client.login(self.config.token.get_secret_value())
+            except discord.LoginFailure:
+                raise ConfigError(
+                    "discord.token was rejected by Discord; copy the bot token again from the "
+                    "Developer Portal (Bot -> Reset Token)"
+                ) from None
+            except (aiohttp.ClientError, discord.HTTPException) as exc:
+                where = self.config.api_base or "discord.com"
+                raise ConfigError(
+                    f"cannot reach the Discord API at {where} ({exc}); check the network, or "
+                    "discord.api_base if you use a proxy"
+                ) from None
+            self._logged_in = True
+
+    async def _sync_commands(self, tree: discord.app_commands.CommandTree[discord.Client]) -> None:
+        """Once per process: Discord rate-limits command registration."""
+        try:
+            await tree.sync()
+        except discord.HTTPException as exc:
+            logger.warning("discord: slash commands not registered (%s); typed ones work", exc)
+
+    async def _wait_ready(self, connect: asyncio.Task[None]) -> None:
+        ready = asyncio.create_task(self.client.wait_until_ready())
+        done, _ = await asyncio.wait(
+            {connect, ready}, timeout=READY_TIMEOUT_SECONDS, return_when=asyncio.FIRST_COMPLETED
+        )
+        if ready in done:
+            return
+        ready.cancel()
+        if connect not in done:
+            raise ConfigError(
+                f"no connection to the Discord gateway within {READY_TIMEOUT_SECONDS:.0f} s; "
+                "check the network, or discord.gateway_url if you use a proxy"
+            )
+        error = connect.exception()
+        if isinstance(error, discord.PrivilegedIntentsRequired):
+            raise ConfigError(
+                "Discord refused the Message Content intent: switch on 'Message Content Intent' "
+                "under Bot -> Privileged Gateway Intents in the Developer Portal"
+            ) from None
+        raise ConfigError(f"the Discord gateway connection ended: {error!r}") from None
+
+    async def stop(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        self._connected = False
+        if not self.client.is_closed():
+            await self.client.close()
+        connect, self._connect_task = self._connect_task, None
+        if connect is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    asyncio.gather(connect, return_exceptions=True), STOP_TIMEOUT_SECONDS
+                )
+
+    # ---- gateway events --------------------------------------------------------------
+
+    def _register_events(self) -> None:
+        client = self.client
+
+        @client.event
+        async def on_ready() -> None:
+            self._connected = True
+            self._in_background(self._catch_up(), "discord catch-up after READY")
+
+        @client.event
+        async def on_resumed() -> None:
+            self._connected = True
+            self._in_background(self._catch_up(), "discord catch-up after RESUMED")
+
+        @client.event
+        async def on_disconnect() -> None:
+            self._connected = False
+
+        @client.event
+        async def on_message(message: discord.Message) -> None:
+            await self.handle_message(message)
+
+    def _in_background(self, work: Any, name: str) -> None:
+        task: asyncio.Task[None] = asyncio.create_task(work, name=name)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def handle_message(self, message: discord.Message, *, missed: bool = False) -> None:
+        """Convert and hand over one message, in order within its chat. Never raises: one bad
+        message must not stop the ones after it. ``missed``: fetched after a reconnect."""
+        chat = chat_of(message.channel, message.author)
+        if chat is None or self.receiver is None or self.me is None:
+            return
+        async with self._chat_locks.hold(chat.key):  # before any other await: keeps order
+            try:
+                await self._handle_message(message, chat, self.receiver, self.me, missed)
+            except Exception:
+                logger.exception("discord: message %s in %s not handled", message.id, chat.key)
+
+    async def _handle_message(
+        self,
+        message: discord.Message,
+        chat: ChatRef,
+        receiver: Receiver,
+        me: BotIdentity,
+        missed: bool,
+    ) -> None:
+        partners = [] if chat.is_dm else await receiver.partner_names(chat)
+        event = message_event(
+            message, me, self.webhooks.own_ids, partners, answer_bots=self.config.answer_bots
+        )
+        if event is None:
+            return
+        if isinstance(event, Unsupported):
+            if event.chat.is_dm and not missed:
+                await self.send(Outbound(event.chat, UNSUPPORTED_REPLY, event.message_id))
+            return
+        if isinstance(message.channel, discord.DMChannel):
+            self.poster.remember_dm(chat.chat_id, message.channel)
+        too_old = missed and message.created_at < self._answer_cutoff()
+        # Commands are not stored like messages: their ids are recorded instead, so a command
+        # fetched again after a reconnect never runs twice (and a stale one never runs).
+        if parse_command(event.text) is not None and (
+            too_old or await receiver.seen_update(PLATFORM, f"command:{event.message_id}")
+        ):
+            return
+        if too_old:
+            event = replace(event, addressed=False)
+        await receiver.receive(event)
+
+    def _answer_cutoff(self) -> datetime:
+        return discord.utils.utcnow() - timedelta(minutes=self.config.missed_max_age_minutes)
+
+    # ---- missed messages -------------------------------------------------------------
+
+    async def _catch_up(self) -> None:
+        """Fetch what bound channels said while the gateway was away (once per connect; the
+        per-connect edge: a failure is logged and the next connect tries again)."""
+        try:
+            if self.receiver is not None:
+                await self._fetch_missed(self.receiver)
+        except Exception:
+            logger.exception("discord: missed messages not fetched")
+        finally:
+            self.catch_ups += 1
+
+    async def _fetch_missed(self, receiver: Receiver) -> None:
+        for chat_id in await receiver.bound_chats(PLATFORM):
+            try:
+                await self._catch_up_channel(int(chat_id), receiver)
+            except (discord.HTTPException, ValueError) as exc:
+                logger.warning("discord: missed messages in %s not fetched: %s", chat_id, exc)
+
+    async def _catch_up_channel(self, channel_id: int, receiver: Receiver) -> None:
+        channel = await self.poster.channel(channel_id)
+        if not isinstance(channel, discord.TextChannel) or self.client.user is None:
+            return
+        places: list[discord.TextChannel | discord.Thread] = [channel, *channel.threads]
+        for place in places:
+            chat = chat_of(place, self.client.user)
+            if chat is None:
+                continue
+            last = await receiver.last_inbound_at(chat)
+            now = discord.utils.utcnow()
+            since = (
+                datetime.fromtimestamp(last, UTC) - MISSED_OVERLAP
+                if last is not None
+                else now - timedelta(minutes=self.config.missed_max_age_minutes)
+            )
+            after = max(since, now - MISSED_LOOKBACK)
+            # newest first, so a long absence keeps the most recent messages
+            fetched = [
+                m async for m in place.history(limit=MISSED_FETCH_LIMIT, after=after,
+                                               oldest_first=False)
+            ]  # fmt: skip
+            for message in reversed(fetched):
+                await self.handle_message(message, missed=True)
+
+    async def _on_command(self, interaction: discord.Interaction, text: str) -> None:
+        if self.receiver is not None:
+            await self.commands.run(interaction, text, self.receiver)
+
+    # ---- sending ---------------------------------------------------------------------
+
+    def split(self, text: str) -> list[str]:
+        return split_markdown(text, CHUNK_CHARS) or [text]
+
+    async def send(self, message: Outbound) -> str | None:
+        sent: discord.Message
+        try:
+            await self._login()
+            pending = self.commands.answering(message)
+            if pending is not None:
+                pending.answered = True
+                sent = await pending.interaction.followup.send(
+                    message.text, ephemeral=pending.ephemeral, allowed_mentions=NO_PINGS, wait=True
+                )
+            else:
+                sent = await self.poster.post(message)
+        except DeliveryError:
+            raise
+        except discord.Forbidden as exc:
+            if exc.code == CANNOT_MESSAGE_USER and message.chat.is_dm:
+                self.unreachable_users.add(message.chat.chat_id)
+            raise delivery_error(exc) from exc
+        except (
+            discord.HTTPException,
+            discord.RateLimited,
+            aiohttp.ClientError,
+            TimeoutError,
+        ) as exc:
+            raise delivery_error(exc) from exc
+        return str(sent.id)
+
+    async def typing(self, chat: ChatRef) -> None:
+        try:
+            await self._login()
+            await self.poster.typing(chat)
+        except (discord.HTTPException, aiohttp.ClientError, TimeoutError) as exc:
+            raise delivery_error(exc) from exc
+
+    def open_stream(self, chat: ChatRef, reply_to: str | None) -> ReplyStream | None:
+        """DMs only: in servers the reply speaks through a persona webhook whose name and
+        avatar a preview, started before the reply exists, could not carry."""
+        del reply_to  # DM replies do not quote the message they answer
+        if not self.config.stream or not chat.is_dm:
+            return None
+
+        async def post(text: str) -> discord.Message:
+            channel = await self.poster.dm_channel(chat.chat_id)
+            return await channel.send(text, allowed_mentions=NO_PINGS)
+
+        return EditStream(post)
+
+    # ---- owner notices ---------------------------------------------------------------
+
+    async def _missing_webhook_permission(self, channel: discord.TextChannel) -> None:
+        if self.receiver is None:
+            return
+        await self.receiver.notify_owner(
+            PLATFORM,
+            f"I may not manage webhooks in #{channel.name} ({channel.guild.name}), so partners "
+            "there speak as the bot, with their name in front of each message. To give each "
+            "partner its own name and avatar, grant me the Manage Webhooks permission in that "
+            "channel.",
+        )

@@ -1,0 +1,499 @@
+"""The Telegram channel: python-telegram-bot's Bot driven by the gateway's own update loop.
+
+Updates come in by long polling (default) or by webhook (``telegram.mode = "webhook"``). Either
+way an update is confirmed to Telegram only after the gateway has stored it (DESIGN.md,
+"Decisions"): polling advances its offset past an update only once :meth:`Receiver.receive`
+returned for it, and the webhook answers 200 only then. python-telegram-bot's own Updater and
+webhook server acknowledge before the handler has run, so neither is used. Update ids are
+recorded in the store, so an update delivered twice (also across a restart) is handled once.
+
+A polling watchdog restarts a long poll that has not come back within ``watchdog_seconds``
+(a connection that hangs without an error). Network errors and flood waits back off and retry.
+
+Sending turns the model's Markdown into Telegram HTML (``adapters/telegram_format.py``), falls
+back to plain text if Telegram refuses the entities, quotes the answered message in groups,
+keeps forum topics apart, and maps PTB's errors to :class:`~adapters.base.DeliveryError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import html
+import itertools
+import logging
+import secrets
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from aiohttp import web
+from telegram import (
+    Bot,
+    BotCommand,
+    BotCommandScopeChat,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    Message,
+    ReplyParameters,
+    Update,
+)
+from telegram.constants import ChatAction, ParseMode
+from telegram.error import (
+    BadRequest,
+    ChatMigrated,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+)
+from telegram.ext import AIORateLimiter, ExtBot
+from telegram.request import HTTPXRequest
+
+from adapters.base import DeliveryError, Receiver, ReplyStream
+from adapters.telegram_format import Rendered, render
+from adapters.telegram_format import split as split_markdown
+from adapters.telegram_streams import DraftStream, EditStream, retry_after_seconds
+from adapters.telegram_updates import (
+    GROUP_TYPES,
+    PLATFORM,
+    BotIdentity,
+    Unsupported,
+    chat_of,
+    update_event,
+)
+from bot.commands import COMMANDS
+from bot.config import ConfigError, TelegramConfig
+from bot.events import ChatRef, Choice, Inbound, Outbound
+
+logger = logging.getLogger(__name__)
+
+ALLOWED_UPDATES = ("message", "callback_query")
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+GENERAL_TOPIC = "1"
+MAX_CALLBACK_DATA_BYTES = 64
+SEND_POOL_SIZE = 32
+POOL_TIMEOUT_SECONDS = 10.0
+BACKOFF_SECONDS = 1.0
+MAX_BACKOFF_SECONDS = 60.0
+CONFIRM_TIMEOUT_SECONDS = 5.0
+UNSUPPORTED_REPLY = "Sorry — I can only read text for now. Could you write it down for me?"
+_draft_ids = itertools.count(1)
+
+
+class PollStalled(Exception):
+    """No getUpdates answer within the watchdog's time."""
+
+
+class TelegramChannel:
+    platform = PLATFORM
+
+    def __init__(self, config: TelegramConfig, owner_ids: Sequence[int] = ()) -> None:
+        if config.token is None:
+            raise ConfigError("telegram.token is not set; add the token from @BotFather")
+        self.config = config
+        self.owner_ids = list(owner_ids)
+        # Built now (no I/O) because replies left over from a crash are re-delivered before
+        # the channels start: send() must work from the first moment.
+        self.bot = _build_bot(config)
+        self.receiver: Receiver | None = None
+        self.me: BotIdentity | None = None
+        self.watchdog_restarts = 0
+        self._stopping = asyncio.Event()
+        self._poller: asyncio.Task[None] | None = None
+        self._offset: int | None = None
+        self._webhook: web.AppRunner | None = None
+        self._webhook_secret = ""
+        self._last_poll_at: float | None = None
+
+    @property
+    def connected(self) -> bool:
+        """Webhook: the listener runs. Polling: a getUpdates succeeded within the watchdog's
+        time (a healthy long poll answers at least every ``poll_timeout_seconds``)."""
+        if self.config.mode == "webhook":
+            return self._webhook is not None
+        last = self._last_poll_at
+        return last is not None and time.monotonic() - last < self.config.watchdog_seconds
+
+    # ---- lifecycle -------------------------------------------------------------------
+
+    async def start(self, receiver: Receiver) -> None:
+        self.receiver = receiver
+        await self._initialize()
+        me = self.bot.bot
+        self.me = BotIdentity(me.id, me.username or "")
+        receiver.note_bot_identity(PLATFORM, me.username, me.can_read_all_group_messages)
+        await self._set_commands()
+        self._stopping.clear()
+        if self.config.mode == "webhook":
+            await self._start_webhook()
+        else:
+            await self.bot.delete_webhook()
+            self._poller = asyncio.create_task(self._poll_loop(), name="telegram polling")
+        logger.info("telegram: @%s connected (%s)", me.username, self.config.mode)
+
+    async def _initialize(self) -> None:
+        try:
+            await self.bot.initialize()
+        except InvalidToken:
+            # PTB's message quotes the token: say it without it (and without chaining).
+            raise ConfigError(
+                "telegram.token was rejected by Telegram; copy it again from @BotFather"
+            ) from None
+        except NetworkError as exc:
+            where = self.config.base_url or "api.telegram.org"
+            raise ConfigError(
+                f"cannot reach the Telegram Bot API at {where} ({exc.message}); check the "
+                "network, or telegram.base_url for a self-hosted Bot API server"
+            ) from None
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        poller, self._poller = self._poller, None
+        if poller is not None:
+            await poller
+            await self._confirm_offset()
+        runner, self._webhook = self._webhook, None
+        if runner is not None:
+            await runner.cleanup()
+        await self.bot.shutdown()
+
+    async def _set_commands(self) -> None:
+        """The command menu: user commands for everyone, /admin too in the owner's chats."""
+        visible = [BotCommand(c.name, c.help) for c in COMMANDS.values() if not c.owner_only]
+        everything = [BotCommand(c.name, c.help) for c in COMMANDS.values()]
+        try:
+            await self.bot.set_my_commands(visible)
+            for owner_id in self.owner_ids:
+                await self.bot.set_my_commands(everything, scope=BotCommandScopeChat(owner_id))
+        except TelegramError as exc:
+            logger.warning("telegram: command menu not set (%s); commands still work", exc)
+
+    # ---- polling ---------------------------------------------------------------------
+
+    async def _poll_loop(self) -> None:
+        backoff = BACKOFF_SECONDS
+        while not self._stopping.is_set():
+            wait = 0.0
+            try:
+                updates = await self._poll()
+                backoff = BACKOFF_SECONDS
+                self._last_poll_at = time.monotonic()
+            except PollStalled:
+                self.watchdog_restarts += 1
+                logger.warning(
+                    "telegram: no getUpdates answer for %d s; restarting the poll",
+                    self.config.watchdog_seconds,
+                )
+                continue
+            except RetryAfter as exc:
+                wait = retry_after_seconds(exc)
+            except TelegramError as exc:
+                # Network trouble, Telegram's 5xx, a Conflict (a webhook or another poller):
+                # nothing to do but wait and ask again.
+                logger.warning("telegram: getUpdates failed (%s); retrying in %.0f s", exc, backoff)
+                wait, backoff = backoff, min(backoff * 2, MAX_BACKOFF_SECONDS)
+            except Exception:
+                # An update PTB cannot parse fails the whole batch: log it loudly, keep polling.
+                logger.exception("telegram: getUpdates answer not understood")
+                wait, backoff = backoff, min(backoff * 2, MAX_BACKOFF_SECONDS)
+            else:
+                if updates is None:
+                    return
+                if updates:
+                    await self._handle_batch(updates)
+                    # Confirmed to Telegram by the next getUpdates, now that all are stored.
+                    self._offset = max(u.update_id for u in updates) + 1
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), wait)
+
+    async def _handle_batch(self, updates: Sequence[Update]) -> None:
+        """Chats side by side, each chat's updates in order: one busy chat (or a slow
+        store) must not hold up the others, and order inside a chat is the conversation."""
+        by_chat: dict[int | None, list[Update]] = defaultdict(list)
+        for update in sorted(updates, key=lambda u: u.update_id):
+            chat = update.effective_chat
+            by_chat[chat.id if chat is not None else None].append(update)
+
+        async def in_order(chat_updates: list[Update]) -> None:
+            for update in chat_updates:
+                await self.handle_update(update)
+
+        await asyncio.gather(*(in_order(chat_updates) for chat_updates in by_chat.values()))
+
+    async def _poll(self) -> tuple[Update, ...] | None:
+        """One long poll; None when stopping. Raises PollStalled past the watchdog time."""
+        request = asyncio.create_task(
+            self.bot.get_updates(
+                offset=self._offset,
+                timeout=self.config.poll_timeout_seconds,
+                allowed_updates=ALLOWED_UPDATES,
+            )
+        )
+        stopping = asyncio.create_task(self._stopping.wait())
+        done, _ = await asyncio.wait(
+            {request, stopping},
+            timeout=self.config.watchdog_seconds,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        stopping.cancel()
+        if request in done:
+            return request.result()
+        request.cancel()
+        await asyncio.gather(request, return_exceptions=True)
+        if stopping in done:
+            return None
+        raise PollStalled
+
+    async def _confirm_offset(self) -> None:
+        """Tell Telegram what was stored before stopping, so a restart starts after it."""
+        if self._offset is None:
+            return
+        try:
+            async with asyncio.timeout(CONFIRM_TIMEOUT_SECONDS):
+                await self.bot.get_updates(offset=self._offset, limit=1, timeout=0)
+        except (TelegramError, TimeoutError) as exc:
+            logger.info("telegram: final offset not confirmed (%s); duplicates are skipped", exc)
+
+    # ---- webhook ---------------------------------------------------------------------
+
+    async def _start_webhook(self) -> None:
+        url = self.config.webhook_url
+        assert url is not None  # the config requires it in webhook mode
+        secret = self.config.webhook_secret
+        self._webhook_secret = secret.get_secret_value() if secret else secrets.token_urlsafe(32)
+        app = web.Application()
+        app.router.add_post(urlsplit(url).path or "/", self._on_webhook)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, self.config.webhook_listen, self.config.webhook_port)
+        await site.start()
+        self._webhook = runner
+        await self.bot.set_webhook(
+            url, secret_token=self._webhook_secret, allowed_updates=ALLOWED_UPDATES
+        )
+
+    async def _on_webhook(self, request: web.Request) -> web.Response:
+        given = request.headers.get(SECRET_HEADER, "")
+        if not hmac.compare_digest(given.encode(), self._webhook_secret.encode()):
+            return web.Response(status=403)
+        try:
+            payload = await request.json()
+        except ValueError:
+            return web.Response(status=400)
+        if not isinstance(payload, dict):
+            return web.Response(status=400)
+        await self.handle_payload(payload)
+        # Only now, with the update stored, may Telegram forget it.
+        return web.Response(status=200)
+
+    # ---- one update (the per-update edge) --------------------------------------------
+
+    async def handle_payload(self, payload: dict[str, Any]) -> None:
+        """An update as JSON (webhook): parsed here so a malformed one only costs itself."""
+        try:
+            update = Update.de_json(payload, self.bot)
+        except Exception:
+            logger.exception("telegram: update %r not understood", payload.get("update_id"))
+            return
+        await self.handle_update(update)
+
+    async def handle_update(self, update: Update) -> None:
+        """Deduplicate, convert and hand over one update. Never raises: one bad update must
+        not stop the ones after it."""
+        assert self.receiver is not None
+        try:
+            if await self.receiver.seen_update(PLATFORM, str(update.update_id)):
+                logger.info("telegram: update %s seen before; skipped", update.update_id)
+                return
+            event = await self.event_of(update)
+            if isinstance(event, Inbound):
+                await self.receiver.receive(event)
+            elif isinstance(event, Unsupported) and event.chat.is_dm:
+                await self.send(Outbound(event.chat, UNSUPPORTED_REPLY))
+        except DeliveryError as exc:
+            logger.warning("telegram: answer to update %s not sent: %s", update.update_id, exc)
+        except Exception:
+            logger.exception("telegram: update %s not handled", update.update_id)
+
+    async def event_of(self, update: Update) -> Inbound | Unsupported | None:
+        """What the update means for the gateway (answers a pressed button on the way)."""
+        assert self.receiver is not None and self.me is not None
+        if update.callback_query is not None:
+            try:
+                await update.callback_query.answer()
+            except TelegramError as exc:
+                logger.info("telegram: button press not acknowledged (%s)", exc)
+        partners: list[tuple[str, str]] = []
+        message = update.message
+        if message is not None and message.chat.type in GROUP_TYPES:
+            chat = chat_of(message)
+            if chat is not None:
+                partners = await self.receiver.partner_names(chat)
+        return update_event(update, self.me, partners)
+
+    # ---- sending ---------------------------------------------------------------------
+
+    def split(self, text: str) -> list[str]:
+        return split_markdown(text) or [text]
+
+    async def send(self, message: Outbound) -> str | None:
+        rendered = render(message.text)
+        if not rendered.plain.strip():
+            rendered = Rendered(html.escape(message.text), message.text)
+        if message.partner_name and await self._several_partners(message.chat):
+            name = message.partner_name
+            rendered = Rendered(
+                f"<b>{html.escape(name)}</b>: {rendered.html}", f"{name}: {rendered.plain}"
+            )
+        try:
+            await self.bot.initialize()
+            sent = await self._send_formatted(
+                message.chat, rendered, message.reply_to_message_id, _keyboard(message.choices)
+            )
+        except TelegramError as exc:
+            raise delivery_error(exc) from exc
+        return str(sent.message_id)
+
+    async def _send_formatted(
+        self,
+        chat: ChatRef,
+        rendered: Rendered,
+        reply_to: str | None,
+        markup: InlineKeyboardMarkup | None,
+    ) -> Message:
+        where = _placement(chat, reply_to)
+        try:
+            return await self.bot.send_message(
+                int(chat.chat_id), rendered.html, parse_mode=ParseMode.HTML,
+                reply_markup=markup, **where,
+            )  # fmt: skip
+        except BadRequest as exc:
+            if not _is_markup_error(exc):
+                raise
+            logger.warning("telegram refused the formatting (%s); sending plain text", exc)
+        return await self.bot.send_message(
+            int(chat.chat_id), rendered.plain, reply_markup=markup, **where
+        )
+
+    async def _several_partners(self, chat: ChatRef) -> bool:
+        """A group with more than one partner bound: each reply says who is speaking."""
+        if chat.is_dm or self.receiver is None:
+            return False
+        return len(await self.receiver.partner_names(chat)) > 1
+
+    async def typing(self, chat: ChatRef) -> None:
+        # sendChatAction needs the topic even for the General topic (id 1)
+        thread = int(chat.thread_id) if chat.thread_id else None
+        try:
+            await self.bot.send_chat_action(
+                int(chat.chat_id), ChatAction.TYPING, message_thread_id=thread
+            )
+        except TelegramError as exc:
+            raise delivery_error(exc) from exc
+
+    # ---- streaming -------------------------------------------------------------------
+
+    def open_stream(self, chat: ChatRef, reply_to: str | None) -> ReplyStream | None:
+        if not self.config.stream:
+            return None
+        if chat.is_dm:
+            return DraftStream(self.bot, int(chat.chat_id), next(_draft_ids))
+
+        async def send_preview(text: str) -> int:
+            where = _placement(chat, reply_to)
+            sent = await self.bot.send_message(int(chat.chat_id), text, **where)
+            return sent.message_id
+
+        async def edit(message_id: int, text: str, formatted: bool) -> None:
+            await self._edit(chat, message_id, text, formatted)
+
+        async def delete(message_id: int) -> None:
+            await self.bot.delete_message(int(chat.chat_id), message_id)
+
+        async def can_preview() -> bool:
+            # with several partners the reply starts with a name the preview cannot know
+            return not await self._several_partners(chat)
+
+        return EditStream(send_preview, edit, delete, can_preview)
+
+    async def _edit(self, chat: ChatRef, message_id: int, text: str, formatted: bool) -> None:
+        if not formatted:
+            await self.bot.edit_message_text(text, int(chat.chat_id), message_id)
+            return
+        rendered = render(text)
+        try:
+            await self.bot.edit_message_text(
+                rendered.html, int(chat.chat_id), message_id, parse_mode=ParseMode.HTML
+            )
+        except BadRequest as exc:
+            if not _is_markup_error(exc):
+                raise
+            logger.warning("telegram refused the formatting (%s); editing as plain text", exc)
+            await self.bot.edit_message_text(rendered.plain, int(chat.chat_id), message_id)
+
+
+# ---- helpers ---------------------------------------------------------------------------
+
+
+def _build_bot(config: TelegramConfig) -> Bot:
+    assert config.token is not None
+    options: dict[str, Any] = {
+        "token": config.token.get_secret_value(),
+        "request": HTTPXRequest(
+            connection_pool_size=SEND_POOL_SIZE, pool_timeout=POOL_TIMEOUT_SECONDS
+        ),
+        # its own connection: a long poll must never wait for (or block) a send
+        "get_updates_request": HTTPXRequest(connection_pool_size=1),
+    }
+    if config.base_url:
+        options["base_url"] = config.base_url  # PTB appends the token itself
+    if config.rate_limit:
+        return ExtBot(rate_limiter=AIORateLimiter(), **options)
+    return Bot(**options)
+
+
+def _placement(chat: ChatRef, reply_to: str | None) -> dict[str, Any]:
+    """Topic and quote for a send: forum topics keep their thread (the General topic, id 1,
+    must be left out), and in groups the reply quotes the message it answers."""
+    where: dict[str, Any] = {}
+    if chat.thread_id and chat.thread_id != GENERAL_TOPIC:
+        where["message_thread_id"] = int(chat.thread_id)
+    if not chat.is_dm and reply_to and reply_to.isdigit():
+        where["reply_parameters"] = ReplyParameters(int(reply_to), allow_sending_without_reply=True)
+    return where
+
+
+def _keyboard(choices: Sequence[Choice]) -> InlineKeyboardMarkup | None:
+    """One button per row; a command too long for callback_data (64 bytes) gets no button."""
+    rows = [
+        [InlineKeyboardButton(choice.label, callback_data=choice.command)]
+        for choice in choices
+        if len(choice.command.encode()) <= MAX_CALLBACK_DATA_BYTES
+    ]
+    return InlineKeyboardMarkup(rows) if rows else None
+
+
+def _is_markup_error(exc: BadRequest) -> bool:
+    text = exc.message.lower()
+    return "entit" in text or "parse" in text or "tag" in text
+
+
+def delivery_error(exc: TelegramError) -> DeliveryError:
+    """PTB's errors as the gateway's: whether and when trying again may help."""
+    if isinstance(exc, RetryAfter):
+        seconds = retry_after_seconds(exc)
+        return DeliveryError(f"flood wait {seconds:.0f} s", retryable=True, retry_after=seconds)
+    if isinstance(exc, InvalidToken):
+        return DeliveryError("the bot token was rejected", retryable=False)  # PTB quotes it
+    if isinstance(exc, Forbidden | BadRequest | ChatMigrated):
+        # blocked by the user, removed from the group, a refused message: trying again won't help
+        return DeliveryError(exc.message, retryable=False)
+    if isinstance(exc, NetworkError):  # TimedOut included; BadRequest was caught above
+        return DeliveryError(exc.message, retryable=True)
+    return DeliveryError(exc.message, retryable=False)

@@ -1,0 +1,179 @@
+"""Telegram updates as the gateway's events: who wrote, where, and whether the bot was meant.
+
+Pure functions over python-telegram-bot's parsed objects, no I/O: the channel fetches what
+they need (the bot's identity, the partners bound to a group) and acts on the result.
+
+* A private chat is a DM; a group or supergroup is a group; a forum topic is its own
+  conversation (``thread_id``), so each topic keeps its own session.
+* In a group the bot is *addressed* by an @mention, a reply to one of its messages, a command
+  (``/cmd`` or ``/cmd@thisbot``), or the name of a partner bound to that chat. Anything else is
+  context for the next answered turn.
+* A photo's caption is its text. Other media (stickers, voice, files, ...) are
+  :class:`Unsupported`: the channel answers with a short line in DMs and ignores them in groups.
+* A pressed inline button arrives as its ``callback_data``, a command, typed by that user.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from telegram import CallbackQuery, Chat, Message, MessageEntity, Update, User
+
+from bot.events import ChatRef, Inbound, Sender
+
+PLATFORM = "telegram"
+PRIVATE = Chat.PRIVATE
+GROUP_TYPES = frozenset({Chat.GROUP, Chat.SUPERGROUP})
+
+
+@dataclass(frozen=True)
+class BotIdentity:
+    user_id: int
+    username: str
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """A message the gateway cannot read (a sticker, a voice note, a file, ...)."""
+
+    chat: ChatRef
+    message_id: str
+
+
+def chat_of(message: Message) -> ChatRef | None:
+    """Where ``message`` was written, or None for chats the gateway does not serve
+    (channels: a channel post has no sender to answer)."""
+    chat = message.chat
+    if chat.type == PRIVATE:
+        return ChatRef(PLATFORM, str(chat.id), "dm", title=chat.full_name or None)
+    if chat.type not in GROUP_TYPES:
+        return None
+    thread = None
+    if message.is_topic_message and message.message_thread_id is not None:
+        thread = str(message.message_thread_id)
+    return ChatRef(PLATFORM, str(chat.id), "group", thread_id=thread, title=chat.title)
+
+
+def sender_of(user: User) -> Sender:
+    return Sender(PLATFORM, str(user.id), user.full_name or str(user.id), user.username)
+
+
+def message_event(
+    message: Message, me: BotIdentity, partners: Sequence[tuple[str, str]] = ()
+) -> Inbound | Unsupported | None:
+    """One message as an Inbound, Unsupported, or None (nothing for the gateway).
+
+    ``partners`` are (id, name) of the partners bound to the message's chat."""
+    chat = chat_of(message)
+    user = message.from_user
+    if chat is None or user is None or user.is_bot:
+        return None  # channel posts, anonymous admins, and bots (ours included): no loops
+    text = message.text if message.text is not None else message.caption
+    if not text:
+        if message.effective_attachment is None:
+            return None  # service messages: members joining, pins, topic edits
+        return Unsupported(chat, str(message.message_id))
+    addressed, hint = True, None
+    if not chat.is_dm:
+        hint = named_partner(text, partners)
+        addressed = hint is not None or addresses_bot(message, me)
+    replied = message.reply_to_message
+    return Inbound(
+        chat,
+        sender_of(user),
+        str(message.message_id),
+        text,
+        _utc(message.date),
+        addressed=addressed,
+        partner_hint=hint,
+        reply_to_message_id=str(replied.message_id) if replied is not None else None,
+    )
+
+
+def callback_event(query: CallbackQuery) -> Inbound | None:
+    """A pressed button: its data (a command) as a message from the user who pressed it."""
+    message = query.message
+    if message is None or not query.data or query.from_user.is_bot:
+        return None
+    chat = message.chat
+    if chat.type == PRIVATE:
+        where = ChatRef(PLATFORM, str(chat.id), "dm", title=chat.full_name or None)
+    elif chat.type in GROUP_TYPES:
+        thread = None
+        if isinstance(message, Message) and message.is_topic_message:
+            thread = str(message.message_thread_id)
+        where = ChatRef(PLATFORM, str(chat.id), "group", thread_id=thread, title=chat.title)
+    else:
+        return None
+    # the button belongs to our message, so pressing it addresses us
+    return Inbound(
+        where, sender_of(query.from_user), f"cb{query.id}", query.data, datetime.now(UTC)
+    )
+
+
+def update_event(
+    update: Update, me: BotIdentity, partners: Sequence[tuple[str, str]] = ()
+) -> Inbound | Unsupported | None:
+    if update.callback_query is not None:
+        return callback_event(update.callback_query)
+    if update.message is not None:
+        return message_event(update.message, me, partners)
+    return None
+
+
+def addresses_bot(message: Message, me: BotIdentity) -> bool:
+    """An @mention, a reply to the bot, or a command in a group."""
+    handle = f"@{me.username}".casefold()
+    entities = [
+        *_fragments(message.text, message.entities),
+        *_fragments(message.caption, message.caption_entities),
+    ]
+    for entity, fragment in entities:
+        if entity.type == MessageEntity.MENTION and fragment.casefold() == handle:
+            return True
+        mentioned = entity.user.id if entity.user is not None else None
+        if entity.type == MessageEntity.TEXT_MENTION and mentioned == me.user_id:
+            return True
+        if entity.type == MessageEntity.BOT_COMMAND and entity.offset == 0:
+            _, _, target = fragment.partition("@")
+            if not target or target.casefold() == me.username.casefold():
+                return True
+    replied = message.reply_to_message
+    # In a forum every topic message "replies" to the topic's creation message: not to us.
+    return (
+        replied is not None
+        and replied.forum_topic_created is None
+        and replied.from_user is not None
+        and replied.from_user.id == me.user_id
+    )
+
+
+def _fragments(
+    text: str | None, entities: Sequence[MessageEntity]
+) -> list[tuple[MessageEntity, str]]:
+    """Each entity with the text it covers. Offsets count UTF-16 units; one that cuts an
+    emoji in half loses that half instead of failing (PTB's parse_entity would raise)."""
+    if not text:
+        return []
+    encoded = text.encode("utf-16-le")
+    return [
+        (e, encoded[2 * e.offset : 2 * (e.offset + e.length)].decode("utf-16-le", "ignore"))
+        for e in entities
+    ]
+
+
+def named_partner(text: str, partners: Sequence[tuple[str, str]]) -> str | None:
+    """The id of the first bound partner whose name appears in ``text`` as a whole word."""
+    for partner_id, name in partners:
+        if name and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text, re.IGNORECASE):
+            return partner_id
+    return None
+
+
+def _utc(moment: datetime | None) -> datetime:
+    if moment is None:
+        return datetime.now(UTC)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

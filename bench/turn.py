@@ -1,0 +1,173 @@
+"""What the gateway adds to a turn, how it copes with many chats, and what a turn costs.
+
+1. Gateway-added latency per turn (store, session, prompt, tools, delivery: everything but the
+   LLM call) with a zero-latency fake LLM: p50 and p99 over sequential turns.
+2. 200 chats each sending one message while the fake LLM takes 1 s per answer, at the default
+   concurrency (64): the wall time, against the floor of ceil(200 / 64) = 4 s.
+3. Bytes sent to the LLM for a fresh example partner's first turn (system prompt, tool schemas
+   and the message), the figure behind "a prompt of 18k tokens for hello".
+
+    .venv/bin/python bench/turn.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bot.app import build_app  # noqa: E402
+from bot.config import Config  # noqa: E402
+from bot.events import ChatRef, Inbound, Outbound, Sender  # noqa: E402
+from tests.fakes.fake_llm import FakeLLM, Reply  # noqa: E402
+
+SEQUENTIAL_TURNS = 400
+CHATS = 200
+LLM_SECONDS = 1.0
+
+
+class TimingChannel:
+    platform = "bench"
+    connected = True
+
+    def __init__(self) -> None:
+        self.sent_at: dict[str, float] = {}
+        self.done = asyncio.Event()
+        self.expected = 0
+
+    async def start(self, receiver: Any) -> None:
+        del receiver
+
+    async def stop(self) -> None:
+        pass
+
+    def split(self, text: str) -> list[str]:
+        return [text]
+
+    async def send(self, message: Outbound) -> str:
+        self.sent_at[message.chat.chat_id] = time.perf_counter()
+        if len(self.sent_at) >= self.expected:
+            self.done.set()
+        return "x"
+
+    async def typing(self, chat: ChatRef) -> None:
+        del chat
+
+    def open_stream(self, chat: ChatRef, reply_to: str | None) -> None:
+        del chat, reply_to
+
+
+def config(data_dir: Path, base_url: str) -> Config:
+    return Config.model_validate(
+        {
+            "llm": {"base_url": base_url, "api_key": "x", "model": "m", "max_retries": 0},
+            "storage": {"data_dir": str(data_dir)},
+            "owner": {"timezone": "UTC"},
+            "access": {"dm_policy": "open"},
+            "memory": {"auto_memory": False},
+        }
+    )
+
+
+def inbound(chat: str, text: str) -> Inbound:
+    return Inbound(
+        ChatRef("bench", chat, "dm"),
+        Sender("bench", chat, f"user {chat}"),
+        f"m{time.perf_counter_ns()}",
+        text,
+        datetime.now(UTC),
+    )
+
+
+def timed_llm(app: Any) -> list[float]:
+    """Record how long each LLM call takes, so it can be subtracted from the turn."""
+    spent: list[float] = []
+    complete: Callable[..., Awaitable[Any]] = app.llm.complete
+
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return await complete(*args, **kwargs)
+        finally:
+            spent.append(time.perf_counter() - started)
+
+    app.llm.complete = wrapper
+    return spent
+
+
+async def added_latency(tmp: Path, llm: FakeLLM) -> tuple[float, float, int]:
+    llm.responder = lambda _request: Reply(text="ok")
+    channel = TimingChannel()
+    app = await build_app(config(tmp / "a", llm.base_url), {"bench": channel})
+    await app.start()
+    spent = timed_llm(app)
+    added: list[float] = []
+    first_request_bytes = 0
+    for i in range(SEQUENTIAL_TURNS):
+        chat = str(i % 50)
+        channel.sent_at.pop(chat, None)
+        channel.expected = len(channel.sent_at) + 1
+        channel.done.clear()
+        before = len(spent)
+        started = time.perf_counter()
+        await app.gateway.receive(inbound(chat, f"hello number {i}, how are you today?"))
+        await channel.done.wait()
+        total = channel.sent_at[chat] - started
+        added.append((total - sum(spent[before:])) * 1000)
+        if i == 0:
+            first_request_bytes = len(json.dumps(llm.requests[0], ensure_ascii=False).encode())
+    await app.dispatcher.idle()
+    await app.stop()
+    added.sort()
+    p99 = added[min(len(added) - 1, int(len(added) * 0.99))]
+    return statistics.median(added), p99, first_request_bytes
+
+
+async def many_chats(tmp: Path, llm: FakeLLM) -> float:
+    llm.responder = lambda _request: Reply(text="ok", delay_seconds=LLM_SECONDS)
+    channel = TimingChannel()
+    channel.expected = CHATS
+    app = await build_app(config(tmp / "b", llm.base_url), {"bench": channel})
+    await app.start()
+    started = time.perf_counter()
+    for i in range(CHATS):
+        await app.gateway.receive(inbound(f"c{i}", "hello"))
+    await channel.done.wait()
+    wall = time.perf_counter() - started
+    await app.dispatcher.idle()
+    await app.stop()
+    return wall
+
+
+async def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        async with FakeLLM() as llm:
+            p50, p99, request_bytes = await added_latency(Path(tmp), llm)
+            print(
+                f"gateway-added latency per turn: p50 {p50:.2f} ms, p99 {p99:.2f} ms "
+                f"({SEQUENTIAL_TURNS} turns; goal p50 <= 5 ms, p99 <= 20 ms)"
+            )
+            print(
+                f"bytes sent to the LLM for the example partner's first turn: {request_bytes} "
+                "(goal <= 6144)"
+            )
+            wall = await many_chats(Path(tmp), llm)
+            floor = math.ceil(CHATS / 64) * LLM_SECONDS
+            print(
+                f"{CHATS} chats, 1 message each, LLM {LLM_SECONDS:.0f} s per answer: "
+                f"{wall:.2f} s (floor {floor:.0f} s; goal <= 5 s)"
+            )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

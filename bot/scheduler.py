@@ -1,0 +1,93 @@
+"""APScheduler wiring: the review sweep every minute and the nightly pass.
+
+Jobs only call into partners/ (review, consolidation). Both coalesce, so a laptop waking from
+sleep runs a missed job once, never a pile of them: the sweep within a short grace, the nightly
+pass however late it is. The nightly pass also records per partner which day it did, so a
+restart never runs it twice for one day.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from apscheduler.job import Job
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from partners.consolidate import Consolidator
+from partners.review import Reviewer
+
+logger = logging.getLogger(__name__)
+
+SWEEP_SECONDS = 60
+SWEEP_GRACE_SECONDS = 30
+
+
+class Scheduler:
+    def __init__(
+        self, reviewer: Reviewer, consolidator: Consolidator, timezone: ZoneInfo, nightly: str
+    ) -> None:
+        self.reviewer = reviewer
+        self.consolidator = consolidator
+        self.timezone = timezone
+        self.nightly_at = nightly
+        self._scheduler: AsyncIOScheduler | None = None
+
+    def start(self) -> None:
+        """Must run inside the event loop (AsyncIOScheduler binds to the running loop)."""
+        scheduler = AsyncIOScheduler(timezone=self.timezone)
+        hour, minute = (int(part) for part in self.nightly_at.split(":"))
+        scheduler.add_job(
+            self.sweep,
+            IntervalTrigger(seconds=SWEEP_SECONDS),
+            id="review-sweep",
+            coalesce=True,
+            max_instances=1,
+            misfire_grace_time=SWEEP_GRACE_SECONDS,
+        )
+        scheduler.add_job(
+            self.nightly,
+            CronTrigger(hour=hour, minute=minute, timezone=self.timezone),
+            id="nightly",
+            coalesce=True,
+            max_instances=1,
+            misfire_grace_time=None,
+        )
+        scheduler.start()
+        self._scheduler = scheduler
+
+    def shutdown(self) -> None:
+        if self._scheduler is not None and self._scheduler.running:
+            self._scheduler.shutdown(wait=False)
+        self._scheduler = None
+
+    def job(self, job_id: str) -> Job:
+        if self._scheduler is None:
+            raise RuntimeError("the scheduler is not running")
+        found = self._scheduler.get_job(job_id)
+        if found is None:
+            raise KeyError(job_id)
+        return found
+
+    def next_runs(self) -> dict[str, datetime | None]:
+        if self._scheduler is None:
+            return {}
+        return {job.id: job.next_run_time for job in self._scheduler.get_jobs()}
+
+    async def sweep(self) -> None:
+        """Due reviews (debounced triggers, retries, restarts) and idle sessions."""
+        try:
+            await self.reviewer.run_due()
+            await self.reviewer.review_idle()
+        except Exception:
+            logger.exception("review sweep failed")
+
+    async def nightly(self) -> None:
+        try:
+            results = await self.consolidator.run_all()
+            logger.info("nightly pass: %s", ", ".join(r.partner for r in results if not r.skipped))
+        except Exception:
+            logger.exception("nightly pass failed")

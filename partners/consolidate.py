@@ -1,0 +1,196 @@
+"""The nightly pass over one partner: finish pending reviews, tidy memory, summarise the day.
+
+Consolidation reads MEMORY.md and each per-user file with two or more entries and asks for
+merges of duplicates and removal of entries contradicted by newer ones, by entry id, under the
+same guard rails as a review (no whole-file rewrite; a batch removing more than a quarter of a
+file of 8+ entries is refused). Then yesterday's journal gets a one-line summary at its top.
+A partner is consolidated at most once per day: the day is recorded in the store, so a restart
+or a late, coalesced run never does it twice.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from importlib import resources
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from bot.config import MemoryConfig
+from bot.llm import LLMClient, LLMError
+from bot.store import Store
+from partners.catalog import PartnerCatalog
+from partners.journal import clip, journal_file
+from partners.memory import MemoryFile, MemoryInputError, MemoryStore, read_text
+from partners.persona import Partner
+from partners.review import (
+    REMOVAL_GUARD_ENTRIES,
+    REMOVAL_GUARD_SHARE,
+    Reviewer,
+    ReviewOutputError,
+)
+
+logger = logging.getLogger(__name__)
+
+DONE_KEY = "nightly:{partner}"
+DAY_LINE = "> Day: "
+
+
+@dataclass
+class NightlyResult:
+    partner: str
+    skipped: bool = False
+    reviews: int = 0
+    changes: list[str] = field(default_factory=list)
+    day_line: str | None = None
+
+
+def prompt(name: str) -> str:
+    return (resources.files("partners") / "prompts" / name).read_text("utf-8")
+
+
+def _json(text: str) -> dict[str, Any]:
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start:
+        raise ReviewOutputError("no JSON object in the answer")
+    try:
+        data = json.loads(text[start : end + 1])
+    except json.JSONDecodeError as exc:
+        raise ReviewOutputError(f"invalid JSON ({exc.msg})") from exc
+    if not isinstance(data, dict):
+        raise ReviewOutputError("the answer is not a JSON object")
+    return data
+
+
+class Consolidator:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        memory: MemoryStore,
+        catalog: PartnerCatalog,
+        llm: LLMClient,
+        reviewer: Reviewer,
+        settings: Callable[[], MemoryConfig],
+        default_model: str,
+        timezone: Callable[[Partner | None], ZoneInfo],
+    ) -> None:
+        self.store = store
+        self.memory = memory
+        self.catalog = catalog
+        self.llm = llm
+        self.reviewer = reviewer
+        self.settings = settings
+        self.default_model = default_model
+        self.timezone = timezone
+
+    async def run_all(self) -> list[NightlyResult]:
+        results = []
+        for partner in self.catalog.all():
+            try:
+                results.append(await self.nightly(partner))
+            except (LLMError, ReviewOutputError) as exc:
+                logger.warning("nightly pass for %s failed: %s", partner.id, exc)
+        return results
+
+    async def nightly(self, partner: Partner, now: datetime | None = None) -> NightlyResult:
+        now = now or datetime.now(self.timezone(partner))
+        today = now.date().isoformat()
+        key = DONE_KEY.format(partner=partner.id)
+        if (await self.store.settings()).get(key) == today:
+            return NightlyResult(partner.id, skipped=True)
+        result = NightlyResult(partner.id)
+        for session in await self.store.sessions_to_review(partner_id=partner.id):
+            await self.reviewer.review(session.id)
+            result.reviews += 1
+        for file in self._files(partner):
+            result.changes += await self._consolidate(partner, file)
+        result.day_line = await self._day_line(partner, (now - timedelta(days=1)).date())
+        await self.store.put_setting(key, today)
+        return result
+
+    def _files(self, partner: Partner) -> list[MemoryFile]:
+        files = [MemoryFile(partner.dir, "MEMORY.md")]
+        users = partner.dir / "users"
+        if users.is_dir():
+            files += [
+                MemoryFile(partner.dir, f"users/{p.name}") for p in sorted(users.glob("*.md"))
+            ]
+        return files
+
+    async def _complete(self, partner: Partner, text: str, day: str) -> dict[str, Any]:
+        model = self.settings().review_model or partner.preset.model or self.default_model
+        completion = await self.llm.complete(
+            [{"role": "user", "content": text}], model=model, json_mode=True
+        )
+        await self.store.add_usage(
+            day,
+            partner.id,
+            "review",
+            completion.model,
+            completion.usage.prompt_tokens,
+            completion.usage.completion_tokens,
+        )
+        return _json(completion.text)
+
+    async def _consolidate(self, partner: Partner, file: MemoryFile) -> list[str]:
+        entries = [e for e in await self.memory.entries(file) if e.id]
+        if len(entries) < 2:
+            return []
+        listing = "\n".join(f"{e.id}: {e.text}" for e in entries)
+        text = prompt("consolidate.md").replace("{{partner}}", partner.name)
+        text = text.replace("{{file}}", file.name).replace("{{entries}}", listing)
+        day = datetime.now(self.timezone(partner)).date().isoformat()
+        ops = _json_ops(await self._complete(partner, text, day))
+        removals = sum(1 for op in ops if op.get("op") == "remove")
+        if len(entries) >= REMOVAL_GUARD_ENTRIES and removals > len(entries) * REMOVAL_GUARD_SHARE:
+            logger.warning(
+                "consolidation of %s/%s rejected: too many removals", partner.id, file.name
+            )
+            return []
+        known = {e.id for e in entries}
+        changes = []
+        for op in ops:
+            entry_id = str(op.get("id", ""))
+            if entry_id not in known:
+                continue
+            try:
+                if op.get("op") == "remove":
+                    result = await self.memory.remove(
+                        file, entry_id, reason="consolidation", source="nightly"
+                    )
+                elif op.get("op") == "edit" and op.get("text"):
+                    result = await self.memory.edit(
+                        file, entry_id, str(op["text"]), reason="consolidation", source="nightly"
+                    )
+                else:
+                    continue
+            except MemoryInputError as exc:
+                logger.info("consolidation op skipped: %s", exc)
+                continue
+            if result.change_id:
+                changes.append(result.change_id)
+        return changes
+
+    async def _day_line(self, partner: Partner, day: Any) -> str | None:
+        file = journal_file(partner, day.isoformat())
+        journal = read_text(file.path)
+        if not journal.strip() or DAY_LINE in journal:
+            return None
+        text = prompt("day_summary.md").replace("{{journal}}", journal[-12000:])
+        data = await self._complete(partner, text, day.isoformat())
+        line = clip(str(data.get("summary") or ""))
+        if not line:
+            return None
+        await self.memory.insert_after_header(
+            file, DAY_LINE + line, reason="day summary", source="nightly"
+        )
+        return line
+
+
+def _json_ops(data: dict[str, Any]) -> list[dict[str, Any]]:
+    ops = data.get("ops") or []
+    return [op for op in ops if isinstance(op, dict)] if isinstance(ops, list) else []

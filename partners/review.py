@@ -1,0 +1,428 @@
+"""Review: one LLM call turns a new part of a conversation into a journal entry and memory edits.
+
+Triggers (DESIGN.md "Review, consolidation and journals"): the end of a turn once enough new
+human turns or characters piled up (debounced 5 s), before turns would leave the history
+window, an idle session, ``/new``, and the nightly job. The watermark (last reviewed message)
+advances only after a review succeeded; after 3 failed attempts it is forced forward, an audit
+row is written and the owner is told (at most once per session per 10 minutes).
+
+What a review may write depends on whose conversation it was (DESIGN.md "Decisions": per-user
+writes): in ``per_user`` scope a user's conversation changes only that user's file and the
+partner's own files change only from the owner's conversations; group conversations of a
+per-user partner write the journal only. SYSTEM.md, AGENTS.md and the owner's memory are never
+reachable. Edits quote text that must appear exactly once; a batch that would remove more than
+a quarter of a file's entries (files of 8 entries or more) is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from importlib import resources
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from bot.config import MemoryConfig
+from bot.llm import LLMClient, LLMError
+from bot.store import MessageRow, NewMessage, SessionRow, Store
+from partners.catalog import PartnerCatalog
+from partners.journal import JournalEntry, day_header, entries_for_chat, journal_file, render
+from partners.memory import MemoryFile, MemoryInputError, MemoryStore, read_text, strip_ids
+from partners.persona import MEMORY_FILES, Partner
+from partners.tools import user_memory_file
+
+logger = logging.getLogger(__name__)
+
+REVIEW_TIMEOUT_SECONDS = 120.0
+DEBOUNCE_SECONDS = 5.0
+MAX_ATTEMPTS = 3
+RETRY_SECONDS = 60.0
+OWNER_NOTICE_EVERY_SECONDS = 600.0
+MIN_HUMAN_CHARS = 20
+REMOVAL_GUARD_ENTRIES = 8
+REMOVAL_GUARD_SHARE = 0.25
+CUT_MARKER = "… (earlier part omitted)"
+USER_FILE = "USER_FILE"
+
+
+class ReviewOutputError(ValueError):
+    """The model's answer was not the JSON a review needs."""
+
+
+@dataclass
+class ReviewResult:
+    journal: bool = False
+    changes: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    note: str = ""
+
+
+def review_prompt_template() -> str:
+    return (resources.files("partners") / "prompts" / "review.md").read_text("utf-8")
+
+
+def parse_review(text: str) -> tuple[JournalEntry | None, list[dict[str, Any]]]:
+    """Read the model's JSON defensively: code fences, prose around it, missing parts."""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start:
+        raise ReviewOutputError("no JSON object in the answer")
+    try:
+        data = json.loads(text[start : end + 1])
+    except json.JSONDecodeError as exc:
+        raise ReviewOutputError(f"invalid JSON ({exc.msg})") from exc
+    if not isinstance(data, dict):
+        raise ReviewOutputError("the answer is not a JSON object")
+    journal = None
+    raw = data.get("journal")
+    if isinstance(raw, dict) and isinstance(raw.get("summary"), str) and raw["summary"].strip():
+
+        def items(key: str) -> list[str]:
+            value = raw.get(key) or []
+            return [str(v) for v in value if str(v).strip()] if isinstance(value, list) else []
+
+        journal = JournalEntry(
+            raw["summary"], items("discussed"), items("facts"), items("feelings")
+        )
+    ops = data.get("memory") or []
+    if not isinstance(ops, list):
+        raise ReviewOutputError("'memory' must be a list of operations")
+    return journal, [op for op in ops if isinstance(op, dict)]
+
+
+def segment_text(rows: list[MessageRow], window_chars: int, timezone: ZoneInfo) -> str:
+    """The messages as `[HH:MM] Name: text` lines, keeping the tail when over the window."""
+    lines = [
+        f"[{datetime.fromtimestamp(r.created_at, timezone):%H:%M}] {r.speaker or r.role}: {r.text}"
+        for r in rows
+    ]
+    kept: list[str] = []
+    used = 0
+    for line in reversed(lines):
+        used += len(line) + 1
+        if used > window_chars and kept:
+            kept.append(CUT_MARKER)
+            break
+        kept.append(line)
+    return "\n".join(reversed(kept))
+
+
+Notify = Callable[[str, str], Awaitable[None]]
+
+
+class Reviewer:
+    def __init__(
+        self,
+        *,
+        store: Store,
+        memory: MemoryStore,
+        catalog: PartnerCatalog,
+        llm: LLMClient,
+        settings: Callable[[], MemoryConfig],
+        default_model: str,
+        is_owner: Callable[[str], bool],
+        notify_owner: Notify,
+        timezone: Callable[[Partner | None], ZoneInfo],
+    ) -> None:
+        self.store = store
+        self.memory = memory
+        self.catalog = catalog
+        self.llm = llm
+        self.settings = settings
+        self.default_model = default_model
+        self.is_owner = is_owner
+        self.notify_owner = notify_owner
+        self.timezone = timezone
+        self.clock: Callable[[], float] = time.time
+        self.timeout_seconds = REVIEW_TIMEOUT_SECONDS
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._noticed: dict[str, float] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # ---- triggers ----------------------------------------------------------------------
+
+    async def after_turn(self, session: SessionRow, history_chars: int) -> None:
+        """Turn end: ask for a review once enough new conversation piled up."""
+        settings = self.settings()
+        if not settings.auto_memory:
+            return
+        rows = await self.store.session_messages(session.id, after_id=session.reviewed_upto)
+        human_turns = sum(1 for r in rows if r.role == "user")
+        chars = sum(len(r.text) for r in rows)
+        leaving_window = chars >= history_chars * 0.8
+        if human_turns >= settings.review_turns or chars >= settings.review_chars or leaving_window:
+            await self.request(session.id, DEBOUNCE_SECONDS)
+
+    async def request(self, session_id: str, delay: float = 0.0) -> None:
+        """Mark a review due (persisted, so a restart still runs it) and run it soon."""
+        await self.store.mark_review_due(session_id, self.clock() + delay)
+        self._spawn(self._run_later(delay))
+
+    async def _run_later(self, delay: float) -> None:
+        await asyncio.sleep(delay)
+        await self.run_due()
+
+    def _spawn(self, coroutine: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def run_due(self) -> int:
+        """Run every review whose time has come (the scheduler's sweep calls this too)."""
+        due = await self.store.due_reviews(self.clock())
+        for session in due:
+            await self.review(session.id)
+        return len(due)
+
+    async def review_idle(self) -> int:
+        settings = self.settings()
+        if not settings.auto_memory:
+            return 0
+        idle_before = self.clock() - settings.idle_review_minutes * 60
+        sessions = await self.store.sessions_to_review(idle_before=idle_before)
+        for session in sessions:
+            await self.review(session.id)
+        return len(sessions)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # ---- one review --------------------------------------------------------------------
+
+    async def review(self, session_id: str) -> ReviewResult:
+        """Review what is new in one session; failures are counted, never raised."""
+        lock = self._locks.setdefault(session_id, asyncio.Lock())
+        async with lock:
+            session = await self.store.session(session_id)
+            if session is None or session.partner_id is None:
+                return ReviewResult(note="no such partner session")
+            partner = self.catalog.get(session.partner_id)
+            rows = await self.store.session_messages(session.id, after_id=session.reviewed_upto)
+            if partner is None or not rows:
+                await self.store.review_succeeded(session.id, session.reviewed_upto)
+                return ReviewResult(note="nothing new")
+            upto = rows[-1].id
+            human = sum(len(r.text) for r in rows if r.role == "user")
+            if human < MIN_HUMAN_CHARS:
+                logger.info("review of %s skipped: too short", session.id)
+                await self.store.review_succeeded(session.id, upto)
+                return ReviewResult(note="too short")
+            try:
+                async with asyncio.timeout(self.timeout_seconds):
+                    result = await self._review(partner, session, rows)
+            except (LLMError, ReviewOutputError, TimeoutError) as exc:
+                await self._failed(partner, session, upto, exc)
+                return ReviewResult(note=f"failed: {exc}")
+            await self.store.review_succeeded(session.id, upto)
+            return result
+
+    async def _failed(
+        self, partner: Partner, session: SessionRow, upto: int, exc: BaseException
+    ) -> None:
+        reason = str(exc) or type(exc).__name__
+        attempts = await self.store.review_failed(session.id, reason, self.clock() + RETRY_SECONDS)
+        logger.warning("review of %s failed (attempt %d): %s", session.id, attempts, reason)
+        if attempts < MAX_ATTEMPTS:
+            return
+        await self.store.review_succeeded(session.id, upto)
+        await self.store.audit(
+            "review", "review_skipped", session=session.id, partner=partner.id, error=reason
+        )
+        last = self._noticed.get(session.id, 0.0)
+        if time.monotonic() - last >= OWNER_NOTICE_EVERY_SECONDS or last == 0.0:
+            self._noticed[session.id] = time.monotonic()
+            platform = session.chat_key.split(":", 1)[0]
+            await self.notify_owner(
+                platform,
+                f"Memory review failed {attempts} times for {partner.name} (session "
+                f"“{session.title or session.id}”): {reason}. That part of the conversation "
+                "was skipped; the messages are kept.",
+            )
+
+    def writable_files(self, partner: Partner, session: SessionRow) -> dict[str, MemoryFile]:
+        """Which files this session's review may change (DESIGN.md "Decisions")."""
+        own = {name: MemoryFile(partner.dir, name) for name in MEMORY_FILES}
+        if not partner.per_user:
+            return own
+        if session.user_key is None:
+            return {}
+        if self.is_owner(session.user_key):
+            return own
+        return {USER_FILE: user_memory_file(partner, session.user_key)}
+
+    async def _review(
+        self, partner: Partner, session: SessionRow, rows: list[MessageRow]
+    ) -> ReviewResult:
+        settings = self.settings()
+        timezone = self.timezone(partner)
+        now = datetime.fromtimestamp(self.clock(), timezone)
+        day = now.date().isoformat()
+        files = self.writable_files(partner, session)
+        chat = await self.store.chat(session.chat_key)
+        title = (chat.title if chat and chat.title else None) or session.title or "chat"
+        prompt = self._prompt(partner, session, rows, files, day, title, settings)
+        model = settings.review_model or partner.preset.model or self.default_model
+        completion = await self.llm.complete(
+            [{"role": "user", "content": prompt}], model=model, json_mode=True
+        )
+        await self.store.add_usage(
+            day,
+            partner.id,
+            "review",
+            completion.model,
+            completion.usage.prompt_tokens,
+            completion.usage.completion_tokens,
+        )
+        if not completion.text.strip():
+            raise ReviewOutputError("empty answer")
+        journal, ops = parse_review(completion.text)
+        result = ReviewResult()
+        await self._apply(session, ops, files, result)
+        if journal is not None:
+            who = await self._who(partner, session)
+            await self._write_journal(partner, session, journal, now, title, who)
+            result.journal = True
+        return result
+
+    def _prompt(
+        self,
+        partner: Partner,
+        session: SessionRow,
+        rows: list[MessageRow],
+        files: dict[str, MemoryFile],
+        day: str,
+        title: str,
+        settings: MemoryConfig,
+    ) -> str:
+        shown = []
+        for label, file in files.items():
+            name = file.name if label == USER_FILE else label
+            body = strip_ids(read_text(file.path)).strip() or "(empty)"
+            shown.append(f"### {name}\n{body}")
+        sizes = {n: len(read_text(partner.dir / n)) for n in MEMORY_FILES}
+        budget = ""
+        if sum(sizes.values()) > settings.context_budget:
+            heavy = ", ".join(sorted(sizes, key=lambda n: sizes[n], reverse=True)[:2])
+            budget = (
+                f"The memory is over its budget of {settings.context_budget} characters: "
+                f"condense {heavy} (merge duplicates, drop what is out of date).\n"
+            )
+        allowed = (
+            ", ".join(f.name if label == USER_FILE else label for label, f in files.items())
+            or "none (write only the journal)"
+        )
+        values = {
+            "partner": partner.name,
+            "allowed": allowed,
+            "budget": budget,
+            "files": "\n\n".join(shown) or "(none)",
+            "journal": entries_for_chat(partner, day, session.chat_key) or "(nothing yet)",
+            "chat": title,
+            "segment": segment_text(
+                rows, max(settings.review_chars * 2, 4000), self.timezone(partner)
+            ),
+        }
+        text = review_prompt_template()
+        for key, value in values.items():
+            text = text.replace("{{" + key + "}}", value)
+        return text
+
+    async def _apply(
+        self,
+        session: SessionRow,
+        ops: list[dict[str, Any]],
+        files: dict[str, MemoryFile],
+        result: ReviewResult,
+    ) -> None:
+        by_name = {(f.name if label == USER_FILE else label): f for label, f in files.items()}
+        grouped: dict[str, list[dict[str, Any]]] = {}
+        for op in ops:
+            name = str(op.get("file", ""))
+            if name not in by_name:
+                result.skipped.append(f"{name or '(no file)'}: not writable here")
+                logger.warning("review of %s: op on %r refused", session.id, name)
+                continue
+            grouped.setdefault(name, []).append(op)
+        source = f"review of session {session.id}"
+        for name, file_ops in grouped.items():
+            file = by_name[name]
+            if await self._removes_too_much(file, file_ops):
+                result.skipped.append(f"{name}: batch would remove over 25% of its entries")
+                logger.warning("review of %s: %s batch rejected (removal guard)", session.id, name)
+                continue
+            for op in file_ops:
+                try:
+                    change = await self._apply_one(file, op, source)
+                except MemoryInputError as exc:
+                    result.skipped.append(f"{name}: {exc}")
+                    logger.info("review of %s: op skipped: %s", session.id, exc)
+                    continue
+                if change:
+                    result.changes.append(change)
+
+    async def _removes_too_much(self, file: MemoryFile, ops: list[dict[str, Any]]) -> bool:
+        entries = await self.memory.entries(file)
+        removals = sum(1 for op in ops if op.get("op") == "remove")
+        return (
+            len(entries) >= REMOVAL_GUARD_ENTRIES and removals > len(entries) * REMOVAL_GUARD_SHARE
+        )
+
+    async def _apply_one(self, file: MemoryFile, op: dict[str, Any], source: str) -> str | None:
+        kind = op.get("op")
+        text = str(op.get("text") or "")
+        old = str(op.get("old") or "")
+        reason = str(op.get("reason") or "review")
+        if kind == "add":
+            result = await self.memory.add(file, text, reason=reason, source=source)
+        elif kind == "replace":
+            if not text.strip():
+                raise MemoryInputError("replace needs new text")
+            result = await self.memory.replace_text(file, old, text, reason=reason, source=source)
+        elif kind == "remove":
+            result = await self.memory.replace_text(file, old, "", reason=reason, source=source)
+        else:
+            raise MemoryInputError(f"unknown op {kind!r}")
+        return result.change_id
+
+    async def _who(self, partner: Partner, session: SessionRow) -> str:
+        if not partner.per_user or session.user_key is None:
+            return ""
+        user = await self.store.user(session.user_key)
+        name = (user or {}).get("display_name") or session.user_key
+        return f"{name} ({session.user_key})"
+
+    async def _write_journal(
+        self,
+        partner: Partner,
+        session: SessionRow,
+        entry: JournalEntry,
+        now: datetime,
+        title: str,
+        who: str,
+    ) -> None:
+        day = now.date().isoformat()
+        block = render(entry, now, title, session.chat_key, who)
+        await self.memory.append(
+            journal_file(partner, day),
+            block,
+            header=day_header(day),
+            reason="journal",
+            source=f"review of session {session.id}",
+        )
+        await self.store.add_message(
+            NewMessage(
+                chat_key=session.chat_key,
+                role="journal",
+                text=entry.as_text(),
+                audience=session.audience,
+                session_id=session.id,
+                partner_id=partner.id,
+                speaker="journal",
+            )
+        )

@@ -1,0 +1,111 @@
+"""A running gateway on the real python-telegram-bot, against FakeTelegram and FakeLLM.
+
+Tests build one with :meth:`TelegramGateways.start` (a second start on the same data
+directory is a restart) and read what the bot sent from the fake's recorded calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from adapters.telegram_channel import TelegramChannel
+from bot.app import App, build_app
+from bot.config import Config
+from partners.catalog import PartnerCatalog
+from tests.conftest import make_config
+from tests.fakes.fake_llm import FakeLLM
+from tests.fakes.fake_telegram import TOKEN, Call, FakeTelegram
+
+OWNER = 4242
+GROUP = -100555
+BOT_USERNAME = "companion_bot"
+
+
+@dataclass
+class Gateway:
+    app: App
+    channel: TelegramChannel
+    config: Config
+
+    async def crash(self) -> None:
+        """Stop as a crash would leave things: running turns are cut off, not finished."""
+        await self.channel.stop()
+        await self.app.dispatcher.close(0)
+        await self.app.llm.close()
+        await self.app.store.close()
+        self.app.lock.release()
+
+
+@dataclass
+class TelegramGateways:
+    fake: FakeTelegram
+    llm: FakeLLM
+    data_dir: Path
+    running: list[Gateway] = field(default_factory=list)
+
+    def config(self, **sections: dict[str, Any]) -> Config:
+        telegram = {
+            "token": TOKEN,
+            "base_url": self.fake.base_url,
+            "poll_timeout_seconds": 1,
+            "watchdog_seconds": 5,
+            **sections.pop("telegram", {}),
+        }
+        owner = {"telegram_ids": [OWNER], **sections.pop("owner", {})}
+        return make_config(
+            self.data_dir, self.llm.base_url, telegram=telegram, owner=owner, **sections
+        )
+
+    def add_partner(self, partner_id: str, name: str) -> None:
+        """A second partner next to the example (Mira), before the gateway starts."""
+        catalog = PartnerCatalog(self.data_dir / "partners")
+        catalog.ensure_example()
+        catalog.create(partner_id, name)
+
+    async def start(self, **sections: dict[str, Any]) -> Gateway:
+        config = self.config(**sections)
+        channel = TelegramChannel(config.telegram, config.owner.telegram_ids)
+        app = await build_app(config, {"telegram": channel})
+        gateway = Gateway(app, channel, config)
+        self.running.append(gateway)
+        await app.start()
+        return gateway
+
+    async def stop_all(self) -> None:
+        for gateway in self.running:
+            await gateway.app.stop()
+        self.running.clear()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def texts(calls: list[Call]) -> list[str]:
+    return [call.text or "" for call in calls]
+
+
+def replying_to(message_id: int) -> Callable[[Call], bool]:
+    def matches(call: Call) -> bool:
+        reply = call.params.get("reply_parameters")
+        return isinstance(reply, dict) and reply.get("message_id") == message_id
+
+    return matches
+
+
+async def settled(fake: FakeTelegram, gateway: Gateway, chat_id: int = 31337) -> None:
+    """Wait until the gateway has worked through everything sent so far: updates are handled
+    in order, so once a marker in a chat of its own is answered every earlier update was
+    handled; then every turn they started has ended. The marker is a command: it never
+    reaches the model."""
+    before = len(fake.sent("sendMessage", chat_id))
+    fake.send_user_message(chat_id=chat_id, text="/help", first_name="Marker")
+    await fake.wait_for_sent(chat_id=chat_id, count=before + 1, timeout=10)
+    await asyncio.wait_for(gateway.app.dispatcher.idle(), timeout=30)

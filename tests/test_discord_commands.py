@@ -1,0 +1,125 @@
+"""Slash commands on Discord: a command runs as the gateway's command, its answer comes back
+as the interaction's follow-up, and /admin answers a non-owner like an unknown command."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bot.commands import UNKNOWN
+from tests.discord_harness import ALICE, CHANNEL, GUILD, OWNER, TIMEOUT, DiscordGateways
+from tests.fakes.fake_discord import FakeDiscord, RestCall, point_discord_at
+from tests.fakes.fake_llm import FakeLLM
+
+EPHEMERAL = 1 << 6
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeDiscord]:
+    async with FakeDiscord() as server:
+        server.add_guild(GUILD, "Tea House", owner_id=OWNER)
+        server.add_text_channel(GUILD, CHANNEL, "general")
+        server.add_user(ALICE, "alice")
+        restore = point_discord_at(server)
+        try:
+            yield server
+        finally:
+            restore()
+
+
+@pytest.fixture
+async def gateways(
+    fake: FakeDiscord, fake_llm: FakeLLM, tmp_path: Path
+) -> AsyncIterator[DiscordGateways]:
+    gateways = DiscordGateways(fake, fake_llm, tmp_path / "data")
+    yield gateways
+    await gateways.stop_all()
+
+
+async def answer_to(fake: FakeDiscord, payload: dict) -> tuple[RestCall, RestCall]:
+    """The interaction's callback (the deferral) and its first follow-up (the answer)."""
+    callback_path = f"/interactions/{payload['id']}/{payload['token']}/callback"
+    callback = await fake.wait_for_rest(lambda c: c.path == callback_path, TIMEOUT)
+    followup = await fake.wait_for_rest(
+        lambda c: c.method == "POST" and c.path.endswith(payload["token"]), TIMEOUT
+    )
+    return callback, followup
+
+
+async def test_help_round_trip_in_a_dm(gateways: DiscordGateways, fake: FakeDiscord) -> None:
+    await gateways.start()
+    payload = await fake.interaction(name="help", user_id=ALICE)
+    callback, followup = await answer_to(fake, payload)
+    assert callback.json["type"] == 5  # deferred: the gateway answers as a follow-up
+    assert not callback.json.get("data", {}).get("flags", 0) & EPHEMERAL
+    assert "/partner" in followup.json["content"]
+    assert "/admin" not in followup.json["content"]
+    assert "everyone" not in followup.json["allowed_mentions"]["parse"]
+    assert fake.sent_messages() == []  # answered in the interaction, not as a new message
+
+
+async def test_partner_option_selects_the_partner(
+    gateways: DiscordGateways, fake: FakeDiscord, fake_llm: FakeLLM
+) -> None:
+    gateways.add_partner("sol", "Sol")
+    gateway = await gateways.start()
+    payload = await fake.interaction(
+        name="partner", user_id=ALICE, options=[{"name": "id", "value": "sol"}]
+    )
+    _, followup = await answer_to(fake, payload)
+    assert "talking with Sol" in followup.json["content"]
+    assert await gateway.app.store.selected_partner(f"discord:{ALICE}") == "sol"
+    await fake.dm_message(user_id=ALICE, content="hello again")
+    await fake.wait_for_rest(
+        lambda c: c.ok and c.path == f"/channels/{fake.dm_channel_id(ALICE)}/messages", TIMEOUT
+    )
+    assert "You are Sol." in str(fake_llm.requests[-1]["messages"][0]["content"])
+
+
+async def test_admin_from_a_non_owner_gets_the_unknown_command_answer(
+    gateways: DiscordGateways, fake: FakeDiscord
+) -> None:
+    await gateways.start()
+    payload = await fake.interaction(
+        name="admin", user_id=ALICE, options=[{"name": "command", "value": "partners"}]
+    )
+    callback, followup = await answer_to(fake, payload)
+    assert callback.json["data"]["flags"] & EPHEMERAL  # /admin is answered privately
+    assert followup.json["content"] == UNKNOWN
+
+
+async def test_admin_from_the_owner_runs_the_owner_command(
+    gateways: DiscordGateways, fake: FakeDiscord
+) -> None:
+    await gateways.start()
+    payload = await fake.interaction(
+        name="admin", user_id=OWNER, options=[{"name": "command", "value": "partners"}]
+    )
+    _, followup = await answer_to(fake, payload)
+    assert "Mira (example)" in followup.json["content"]
+    assert followup.json["flags"] & EPHEMERAL
+
+
+async def test_owner_binds_a_channel_with_the_admin_command(
+    gateways: DiscordGateways, fake: FakeDiscord
+) -> None:
+    gateway = await gateways.start(bind=[])
+    payload = await fake.interaction(
+        name="admin", user_id=OWNER, channel_id=CHANNEL,
+        options=[{"name": "command", "value": "bind example"}],
+    )  # fmt: skip
+    _, followup = await answer_to(fake, payload)
+    assert "Mira now answers here" in followup.json["content"]
+    assert await gateway.app.gateway.bound_chats("discord") == [str(CHANNEL)]
+
+
+async def test_command_in_an_unbound_channel_ends_quietly(
+    gateways: DiscordGateways, fake: FakeDiscord
+) -> None:
+    await gateways.start(bind=[])
+    payload = await fake.interaction(name="help", user_id=ALICE, channel_id=CHANNEL)
+    original = f"/webhooks/{fake.application_id}/{payload['token']}/messages/@original"
+    deleted = await fake.wait_for_rest(lambda c: c.method == "DELETE" and c.path == original)
+    assert deleted.ok

@@ -1,0 +1,290 @@
+"""Telegram delivery and faults, end to end on the real python-telegram-bot: formatting and
+its plain-text fallback, long replies, streaming, flood waits, duplicate updates, a crash and
+restart, webhooks and the polling watchdog."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.events import ChatRef, Outbound
+from tests.fakes.fake_llm import FakeLLM, Reply
+from tests.fakes.fake_telegram import FakeTelegram, utf16_len
+from tests.telegram_harness import (
+    BOT_USERNAME,
+    GROUP,
+    TelegramGateways,
+    free_port,
+    settled,
+)
+
+ALICE = 501
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram(bot_username=BOT_USERNAME, can_read_all_group_messages=True) as tg:
+        yield tg
+
+
+@pytest.fixture
+async def gateways(
+    fake: FakeTelegram, fake_llm: FakeLLM, tmp_path: Path
+) -> AsyncIterator[TelegramGateways]:
+    gateways = TelegramGateways(fake, fake_llm, tmp_path / "data")
+    yield gateways
+    await gateways.stop_all()
+
+
+def mention(fake: FakeTelegram, words: str, **kwargs: Any) -> dict[str, Any]:
+    text = f"@{BOT_USERNAME} {words}"
+    return fake.send_user_message(
+        chat_id=GROUP,
+        chat_type="supergroup",
+        text=text,
+        entities=fake.mention_entity(text),
+        **kwargs,
+    )
+
+
+# ---- formatting and length -------------------------------------------------------------
+
+
+async def test_rejected_formatting_is_resent_as_plain_text(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    await gateways.start()
+    fake.reject_entities_once()
+    fake_llm.script(Reply(text="Try **this** and `that`"))
+    fake.send_user_message(chat_id=ALICE, text="any tips?")
+    [reply] = await fake.wait_for_sent(chat_id=ALICE)
+    assert "parse_mode" not in reply.params
+    assert reply.text == "Try this and that"
+    refused = [c for c in fake.calls if c.method == "sendMessage" and c.status == 400]
+    assert len(refused) == 1 and refused[0].params["parse_mode"] == "HTML"
+
+
+async def test_a_long_reply_is_split_without_breaking_its_code_block(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    await gateways.start()
+    code = "\n".join(f"value_{i} = compute({i}) + {i} * 2  # step {i}" for i in range(220))
+    prose = " ".join(f"This is sentence {i} of the explanation." for i in range(130))
+    fake_llm.script(Reply(text=f"{prose}\n\n```python\n{code}\n```\n\n{prose}"))
+    fake.send_user_message(chat_id=ALICE, text="show me the code")
+    await fake.wait_for_call(lambda c: c.method == "sendMessage" and "step 219" in (c.text or ""))
+    await settled(fake, gateways.running[0])
+    chunks = fake.sent("sendMessage", ALICE)
+    assert len(chunks) >= 3
+    for chunk in chunks:
+        shown = str(chunk.result["text"])
+        assert utf16_len(shown) <= 4096
+        opened = (chunk.text or "").count('<pre><code class="language-python">')
+        assert opened == (chunk.text or "").count("</code></pre>")
+    shown_code = re.findall(
+        r"value_\d+ = compute\(\d+\) \+ \d+ \* 2  # step \d+",
+        "".join(str(c.result["text"]) for c in chunks),
+    )
+    assert shown_code == code.split("\n")  # every line whole, in order, once
+    assert all(not str(c.result["text"]).endswith("sentence") for c in chunks)
+
+
+# ---- streaming -------------------------------------------------------------------------
+
+
+async def test_dm_reply_streams_as_a_draft_then_arrives_as_a_message(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    await gateways.start(telegram={"stream": True})
+    answer = "Once upon a time there was a very patient teapot. " * 4
+    fake_llm.script(Reply(text=answer))
+    fake.send_user_message(chat_id=ALICE, text="tell me a story")
+    [reply] = await fake.wait_for_sent(chat_id=ALICE)
+    drafts = fake.sent("sendMessageDraft", ALICE)
+    assert drafts and all(d.params["draft_id"] != 0 for d in drafts)
+    assert str(drafts[0].text) in answer
+    assert reply.text == answer.strip()
+    assert fake_llm.requests[0].get("stream") is True
+
+
+async def test_group_reply_streams_into_one_message_with_paced_edits(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await gateways.start(telegram={"stream": True})
+    await gateway.app.store.bind("telegram", str(GROUP), "example", "command")
+    answer = "Here is a **long** answer that arrives in pieces, " * 6
+    fake_llm.script(Reply(text=answer))
+    started = asyncio.get_running_loop().time()
+    update = mention(fake, "explain please")
+    [preview] = await fake.wait_for_sent(chat_id=GROUP)
+    message_id = preview.result["message_id"]
+    await fake.wait_until(
+        lambda: "<b>long</b>" in str([c.text for c in fake.sent("editMessageText", GROUP)]),
+        description="the finished message",
+    )
+    await settled(fake, gateway)
+    elapsed = asyncio.get_running_loop().time() - started
+    assert len(fake.sent("sendMessage", GROUP)) == 1  # the preview became the reply
+    assert preview.params["reply_parameters"]["message_id"] == update["message"]["message_id"]
+    edits = fake.sent("editMessageText", GROUP)
+    assert 1 <= len(edits) <= 2 + elapsed / 3  # at most one edit per 3 s, plus the last
+    assert fake.get_message(GROUP, message_id)["text"] == answer.strip().replace("**", "")
+
+
+# ---- faults ----------------------------------------------------------------------------
+
+
+async def test_flood_wait_is_honoured_and_the_reply_still_arrives(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    await gateways.start()
+    fake.fail_next("sendMessage", status=429, retry_after=1)
+    fake_llm.script(Reply(text="Worth the wait"))
+    fake.send_user_message(chat_id=ALICE, text="hello?")
+    [reply] = await fake.wait_for_sent(chat_id=ALICE, timeout=10)
+    assert reply.text == "Worth the wait"
+    attempts = [c for c in fake.calls if c.method == "sendMessage" and c.chat_id == ALICE]
+    assert [c.status for c in attempts] == [429, 200]
+    assert attempts[1].time - attempts[0].time >= 0.9  # waited as told
+
+
+async def test_an_update_delivered_twice_gets_one_reply(
+    gateways: TelegramGateways, fake: FakeTelegram
+) -> None:
+    gateway = await gateways.start()
+    await fake.wait_for_pending_polls()
+    fake.stalled = True  # hold the poll so both copies arrive in one batch
+    update = fake.message_update(chat_id=ALICE, text="only once please", update_id=77)
+    fake.push_update(dict(update))
+    fake.push_update(dict(update))
+    fake.stalled = False
+    await fake.wait_for_sent(chat_id=ALICE)
+    await settled(fake, gateway)
+    assert fake.delivered_update_ids.count(77) == 2
+    assert len(fake.sent("sendMessage", ALICE)) == 1
+
+
+async def test_a_crash_before_answering_gives_exactly_one_reply_after_restart(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    release = asyncio.Event()
+
+    async def hold(request: dict[str, Any]) -> Reply:
+        del request
+        await release.wait()
+        return Reply(text="too late")
+
+    fake_llm.responder = hold
+    first = await gateways.start()
+    update = fake.send_user_message(chat_id=ALICE, text="are you there?")
+    await fake_llm.wait_for_requests(1)  # stored, and the turn is under way
+    await first.crash()
+    gateways.running.remove(first)
+    release.set()
+    fake.push_update(dict(update))  # Telegram delivers it again after the crash
+
+    fake_llm.responder = None
+    fake_llm.script(Reply(text="Yes, I'm here"))
+    second = await gateways.start()
+    [reply] = await fake.wait_for_sent(chat_id=ALICE)
+    assert reply.text == "Yes, I'm here"
+    await settled(fake, second)
+    assert len(fake.sent("sendMessage", ALICE)) == 1
+
+
+async def test_webhook_takes_updates_with_the_right_secret_only(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    port = free_port()
+    await gateways.start(
+        telegram={
+            "mode": "webhook",
+            "webhook_port": port,
+            "webhook_url": f"http://127.0.0.1:{port}/telegram",
+            "webhook_secret": "s3cret-token",
+        }
+    )
+    assert fake.webhook is not None and fake.webhook["secret_token"] == "s3cret-token"
+    assert not any(c.method == "getUpdates" for c in fake.calls)
+
+    wrong = await fake.post_webhook(fake.message_update(chat_id=666, text="hi"), secret="nope")
+    missing = await fake.post_webhook(fake.message_update(chat_id=666, text="hi"), secret=None)
+    assert (wrong, missing) == (403, 403)
+
+    fake_llm.script(Reply(text="Hello via webhook"))
+    status = await fake.post_webhook(fake.message_update(chat_id=ALICE, text="hi"))
+    assert status == 200
+    [reply] = await fake.wait_for_sent(chat_id=ALICE)
+    assert reply.text == "Hello via webhook"
+    assert fake.sent("sendMessage", 666) == [] and len(fake_llm.requests) == 1
+
+
+async def test_webhook_answers_only_after_the_update_is_stored(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    release = asyncio.Event()
+
+    async def hold(request: dict[str, Any]) -> Reply:
+        del request
+        await release.wait()
+        return Reply(text="done")
+
+    fake_llm.responder = hold
+    port = free_port()
+    gateway = await gateways.start(
+        telegram={
+            "mode": "webhook",
+            "webhook_port": port,
+            "webhook_url": f"http://127.0.0.1:{port}/hook",
+        },
+    )
+    update = fake.message_update(chat_id=ALICE, text="store me first", update_id=4001)
+    assert await fake.post_webhook(update) == 200
+    assert await gateway.app.store.pending_count() == 1  # stored before the 200
+    assert await gateway.app.store.seen_update("telegram", "4001") is True
+    release.set()
+    await fake.wait_for_sent(chat_id=ALICE)
+
+
+async def test_polling_watchdog_restarts_a_hung_poll(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await gateways.start(telegram={"poll_timeout_seconds": 1, "watchdog_seconds": 2})
+    await fake.wait_for_pending_polls()
+    fake.stalled = True
+    await fake.wait_until(lambda: gateway.channel.watchdog_restarts >= 1, timeout=10)
+    fake.stalled = False
+    fake_llm.script(Reply(text="Back again"))
+    fake.send_user_message(chat_id=ALICE, text="anyone?")
+    [reply] = await fake.wait_for_sent(chat_id=ALICE, timeout=10)
+    assert reply.text == "Back again"
+
+
+async def test_rate_limiter_option_still_delivers(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await gateways.start(telegram={"rate_limit": True})
+    assert type(gateway.channel.bot).__name__ == "ExtBot"
+    fake_llm.script(Reply(text="Paced"))
+    fake.send_user_message(chat_id=ALICE, text="hello")
+    [reply] = await fake.wait_for_sent(chat_id=ALICE)
+    assert reply.text == "Paced"
+
+
+async def test_general_topic_sends_without_thread_but_typing_keeps_it(
+    gateways: TelegramGateways, fake: FakeTelegram
+) -> None:
+    gateway = await gateways.start()
+    fake.add_chat({"id": GROUP, "type": "supergroup", "title": "Forum", "is_forum": True})
+    general = ChatRef("telegram", str(GROUP), "group", thread_id="1")
+    await gateway.channel.typing(general)
+    await gateway.channel.send(Outbound(general, "in the general topic"))
+    [action] = fake.sent("sendChatAction", GROUP)
+    [sent] = fake.sent("sendMessage", GROUP)
+    assert action.params["message_thread_id"] == 1
+    assert "message_thread_id" not in sent.params
