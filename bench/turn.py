@@ -7,19 +7,23 @@
 3. Bytes sent to the LLM for a fresh example partner's first turn (system prompt, tool schemas
    and the message), the figure behind "a prompt of 18k tokens for hello".
 
+The fake LLM runs in a separate process, as a real endpoint would, so its own work does not
+count against the gateway.
+
     .venv/bin/python bench/turn.py
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bot.app import build_app  # noqa: E402
 from bot.config import Config  # noqa: E402
 from bot.events import ChatRef, Inbound, Outbound, Sender  # noqa: E402
-from tests.fakes.fake_llm import FakeLLM, Reply  # noqa: E402
 
+ROOT = str(Path(__file__).resolve().parent.parent)
 SEQUENTIAL_TURNS = 400
 CHATS = 200
 LLM_SECONDS = 1.0
@@ -89,6 +93,21 @@ def inbound(chat: str, text: str) -> Inbound:
     )
 
 
+def record_requests(app: Any) -> list[dict[str, Any]]:
+    """The request bodies as the gateway hands them to the client (what goes on the wire)."""
+    seen: list[dict[str, Any]] = []
+    complete: Callable[..., Awaitable[Any]] = app.llm.complete
+
+    async def wrapper(messages: list[dict[str, Any]], **kwargs: Any) -> Any:
+        seen.append(
+            {"model": kwargs.get("model"), "messages": messages, "tools": kwargs.get("tools")}
+        )
+        return await complete(messages, **kwargs)
+
+    app.llm.complete = wrapper
+    return seen
+
+
 def timed_llm(app: Any) -> list[float]:
     """Record how long each LLM call takes, so it can be subtracted from the turn."""
     spent: list[float] = []
@@ -105,12 +124,44 @@ def timed_llm(app: Any) -> list[float]:
     return spent
 
 
-async def added_latency(tmp: Path, llm: FakeLLM) -> tuple[float, float, int]:
-    llm.responder = lambda _request: Reply(text="ok")
+LLM_SERVER = """
+import asyncio, sys
+sys.path.insert(0, {root!r})
+from tests.fakes.fake_llm import FakeLLM, Reply
+
+async def main():
+    async with FakeLLM(lambda _r: Reply(text="ok", delay_seconds={delay})) as llm:
+        print(llm.base_url, flush=True)
+        await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+@contextlib.asynccontextmanager
+async def llm_process(delay: float) -> AsyncIterator[str]:
+    """A fake LLM in its own process; yields its base URL."""
+    root = ROOT
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        LLM_SERVER.format(root=root, delay=delay),
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    try:
+        yield (await process.stdout.readline()).decode().strip()
+    finally:
+        process.kill()
+        await process.wait()
+
+
+async def added_latency(tmp: Path, base_url: str) -> tuple[float, float, int]:
     channel = TimingChannel()
-    app = await build_app(config(tmp / "a", llm.base_url), {"bench": channel})
+    app = await build_app(config(tmp / "a", base_url), {"bench": channel})
     await app.start()
     spent = timed_llm(app)
+    requests = record_requests(app)
     added: list[float] = []
     first_request_bytes = 0
     for i in range(SEQUENTIAL_TURNS):
@@ -125,7 +176,7 @@ async def added_latency(tmp: Path, llm: FakeLLM) -> tuple[float, float, int]:
         total = channel.sent_at[chat] - started
         added.append((total - sum(spent[before:])) * 1000)
         if i == 0:
-            first_request_bytes = len(json.dumps(llm.requests[0], ensure_ascii=False).encode())
+            first_request_bytes = len(json.dumps(requests[0], ensure_ascii=False).encode())
     await app.dispatcher.idle()
     await app.stop()
     added.sort()
@@ -133,11 +184,10 @@ async def added_latency(tmp: Path, llm: FakeLLM) -> tuple[float, float, int]:
     return statistics.median(added), p99, first_request_bytes
 
 
-async def many_chats(tmp: Path, llm: FakeLLM) -> float:
-    llm.responder = lambda _request: Reply(text="ok", delay_seconds=LLM_SECONDS)
+async def many_chats(tmp: Path, base_url: str) -> float:
     channel = TimingChannel()
     channel.expected = CHATS
-    app = await build_app(config(tmp / "b", llm.base_url), {"bench": channel})
+    app = await build_app(config(tmp / "b", base_url), {"bench": channel})
     await app.start()
     started = time.perf_counter()
     for i in range(CHATS):
@@ -151,8 +201,8 @@ async def many_chats(tmp: Path, llm: FakeLLM) -> float:
 
 async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        async with FakeLLM() as llm:
-            p50, p99, request_bytes = await added_latency(Path(tmp), llm)
+        async with llm_process(0.0) as base_url:
+            p50, p99, request_bytes = await added_latency(Path(tmp), base_url)
             print(
                 f"gateway-added latency per turn: p50 {p50:.2f} ms, p99 {p99:.2f} ms "
                 f"({SEQUENTIAL_TURNS} turns; goal p50 <= 5 ms, p99 <= 20 ms)"
@@ -161,7 +211,8 @@ async def main() -> None:
                 f"bytes sent to the LLM for the example partner's first turn: {request_bytes} "
                 "(goal <= 6144)"
             )
-            wall = await many_chats(Path(tmp), llm)
+        async with llm_process(LLM_SECONDS) as base_url:
+            wall = await many_chats(Path(tmp), base_url)
             floor = math.ceil(CHATS / 64) * LLM_SECONDS
             print(
                 f"{CHATS} chats, 1 message each, LLM {LLM_SECONDS:.0f} s per answer: "

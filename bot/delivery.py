@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from adapters.base import Channel, DeliveryError, ReplyStream
 from bot.events import ChatKind, ChatRef, Outbound
@@ -31,6 +32,18 @@ def chat_ref(row: ChatRow) -> ChatRef:
     return ChatRef(row.platform, row.platform_chat_id, kind, row.thread_id, row.title)
 
 
+@dataclass(frozen=True)
+class PendingReply:
+    """A recorded reply and everything needed to send it."""
+
+    message_id: int
+    chat: ChatRow
+    text: str
+    partner_id: str | None
+    reply_to: str | None
+    delivered_chunks: int = 0
+
+
 class Delivery:
     def __init__(
         self, store: Store, channels: dict[str, Channel], partner_face: PartnerFace
@@ -47,27 +60,42 @@ class Delivery:
         if row is None or row.status != "delivering":
             return row is not None and row.status == "delivered"
         chat = await self.store.chat(row.chat_key)
-        channel = self.channels.get(chat.platform) if chat else None
-        if chat is None or channel is None:
-            logger.warning("reply %d: no channel for %s; kept for later", message_id, row.chat_key)
+        if chat is None:
+            logger.warning("reply %d: chat %s is gone", message_id, row.chat_key)
             return False
         answered = await self.store.answered_message(message_id)
-        reply_to = answered.platform_message_id if answered else None
-        chunks = channel.split(row.text)
-        done = await self.store.delivered_chunks(message_id)
+        reply = PendingReply(
+            message_id,
+            chat,
+            row.text,
+            row.partner_id,
+            answered.platform_message_id if answered else None,
+            await self.store.delivered_chunks(message_id),
+        )
+        return await self.send(reply, stream)
+
+    async def send(self, reply: PendingReply, stream: ReplyStream | None = None) -> bool:
+        """Send a reply from its first unconfirmed chunk, recording each confirmed one."""
+        message_id, chat = reply.message_id, reply.chat
+        channel = self.channels.get(chat.platform)
+        if channel is None:
+            logger.warning("reply %d: no channel for %s; kept for later", message_id, chat.chat_key)
+            return False
+        chunks = channel.split(reply.text)
+        done = reply.delivered_chunks
         if stream is not None and done == 0 and chunks:
             streamed_id = await stream.finish(chunks[0])
             if streamed_id is not None:
                 await self.store.record_chunk(message_id, 0, streamed_id)
                 done = 1
-        face = self.partner_face(row.partner_id) if row.partner_id else None
+        face = self.partner_face(reply.partner_id) if reply.partner_id else None
         name, avatar = face if face else (None, None)
         for index in range(done, len(chunks)):
             outbound = Outbound(
                 chat_ref(chat),
                 chunks[index],
-                reply_to if index == 0 else None,
-                row.partner_id,
+                reply.reply_to if index == 0 else None,
+                reply.partner_id,
                 name,
                 partner_avatar=avatar,
             )

@@ -17,7 +17,8 @@ from bot.store import Store
 
 logger = logging.getLogger(__name__)
 
-Process = Callable[[str], Awaitable[None]]
+Process = Callable[[str], Awaitable[bool]]
+"""Work one turn of a queue key; False when the key had nothing pending."""
 
 
 class Dispatcher:
@@ -49,20 +50,19 @@ class Dispatcher:
         try:
             while not self._closing:
                 self._again.discard(queue_key)
-                if not await self.store.pending(queue_key):
-                    if queue_key not in self._again:
-                        break
-                    continue
                 async with self._slots:
                     try:
-                        await self._process(queue_key)
-                        self.turns_done += 1
+                        worked = await self._process(queue_key)
                     except Exception:
                         # One queue's failure must not stop the others; the rows stay pending
                         # only if the turn never recorded an answer, so stop this key for now.
                         self.turns_failed += 1
                         logger.exception("turn for %s failed", queue_key)
                         break
+                if worked:
+                    self.turns_done += 1
+                elif queue_key not in self._again:
+                    break
         finally:
             self._workers.pop(queue_key, None)
 

@@ -262,7 +262,7 @@ class Store:
         # statement never lands inside (and rolls back with) another task's transaction.
         self._write_lock = asyncio.Lock()
         # what upsert_user/upsert_chat last wrote, so an unchanged name costs no write
-        self._written: dict[str, tuple[Any, ...]] = {}
+        self._written: dict[tuple[str, str], tuple[Any, ...]] = {}
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[None]:
@@ -331,7 +331,7 @@ class Store:
     async def upsert_user(
         self, user_key: str, platform: str, platform_user_id: str, name: str, username: str | None
     ) -> None:
-        if self._written.get(user_key) == (name, username):
+        if self._written.get(("user", user_key)) == (name, username):
             return
         now = time.time()
         await self._write(
@@ -343,7 +343,7 @@ class Store:
             " OR username IS NOT excluded.username",
             (user_key, platform, platform_user_id, name, username, now, now),
         )
-        self._written[user_key] = (name, username)
+        self._written[("user", user_key)] = (name, username)
 
     async def user(self, user_key: str) -> dict[str, Any] | None:
         row = await self._one("SELECT * FROM users WHERE user_key = ?", (user_key,))
@@ -365,7 +365,7 @@ class Store:
         kind: str,
         title: str | None,
     ) -> None:
-        if self._written.get(chat_key) == (kind, title):
+        if self._written.get(("chat", chat_key)) == (kind, title):
             return
         now = time.time()
         await self._write(
@@ -375,7 +375,7 @@ class Store:
             " updated_at = excluded.updated_at WHERE title IS NOT excluded.title",
             (chat_key, platform, chat_id, thread_id, kind, title, now, now),
         )
-        self._written[chat_key] = (kind, title)
+        self._written[("chat", chat_key)] = (kind, title)
 
     async def chat(self, chat_key: str) -> ChatRow | None:
         row = await self._one(

@@ -21,7 +21,7 @@ from adapters.base import Channel, ReplyStream
 from bot.access import OwnerCheck
 from bot.chat import ChatLoop, TurnInput, history_window
 from bot.config import Config
-from bot.delivery import Delivery, chat_ref
+from bot.delivery import Delivery, PendingReply, chat_ref
 from bot.llm import Delta, LLMError
 from bot.sessions import OWNER_AUDIENCE, Sessions, Speaker, audience_for, search_audiences
 from bot.store import ChatRow, MessageRow, NewMessage, SessionRow, Store
@@ -93,17 +93,18 @@ class TurnRunner:
         self.is_owner = is_owner
         self.reviewer = reviewer
 
-    async def process(self, key: str) -> None:
+    async def process(self, key: str) -> bool:
+        """Answer what is pending for one queue key; False if nothing was."""
         pending = await self.store.pending(key)
         if not pending:
-            return
+            return False
         conversation = await self._conversation(pending[-1])
         if conversation is None:
             logger.error(
                 "queue %s: chat or partner is gone; closing %d messages", key, len(pending)
             )
             await self._close_orphans(pending)
-            return
+            return True
         session = await self.sessions.current(
             conversation.chat, conversation.partner, conversation.speaker, pending[0]
         )
@@ -120,9 +121,14 @@ class TurnRunner:
             reply,
             "failed" if reply.role == "notice" else "done",
         )
-        await self.delivery.deliver(reply_id, stream)
+        partner_id = conversation.partner.id if conversation.partner else None
+        pending_reply = PendingReply(
+            reply_id, conversation.chat, reply.text, partner_id, pending[-1].platform_message_id
+        )
+        await self.delivery.send(pending_reply, stream)
         if conversation.partner is not None:
             await self.reviewer.after_turn(session, self.config.memory.history_chars)
+        return True
 
     async def _conversation(self, last: MessageRow) -> Conversation | None:
         chat = await self.store.chat(last.chat_key)

@@ -65,9 +65,17 @@ def render(entry: JournalEntry, when: datetime, chat_title: str, chat_key: str, 
     return f"{heading}\n{entry.as_text()}\n"
 
 
-def entries_for_chat(partner: Partner, day: str, chat_key: str) -> str:
-    """Today's journal entries of one chat (a review never sees other chats' entries)."""
+def summaries_for_chat(partner: Partner, day: str, chat_key: str, last: int = 12) -> str:
+    """Today's journal of one chat as its summary lines, newest ``last`` of them: enough for a
+    review not to repeat itself, and it never sees other chats' entries."""
     text = read_text(journal_file(partner, day).path)
     marker = CHAT_MARKER.format(key=chat_key)
-    blocks = [b for b in HEADING.split(text)[1:] if marker in b.split("\n", 1)[0]]
-    return "\n".join("## " + b.replace(marker, "").rstrip() for b in blocks)
+    lines = []
+    for block in HEADING.split(text)[1:]:
+        heading, _, body = block.partition("\n")
+        if marker not in heading:
+            continue
+        time_part = heading.split(" · ", 1)[0]
+        summary = next((ln for ln in body.splitlines() if ln.startswith("> Summary:")), "")
+        lines.append(f"{time_part} {summary.removeprefix('> Summary:').strip()}")
+    return "\n".join(lines[-last:])

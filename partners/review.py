@@ -31,7 +31,7 @@ from bot.config import MemoryConfig
 from bot.llm import LLMClient, LLMError
 from bot.store import MessageRow, NewMessage, SessionRow, Store
 from partners.catalog import PartnerCatalog
-from partners.journal import JournalEntry, day_header, entries_for_chat, journal_file, render
+from partners.journal import JournalEntry, day_header, journal_file, render, summaries_for_chat
 from partners.memory import MemoryFile, MemoryInputError, MemoryStore, read_text, strip_ids
 from partners.persona import MEMORY_FILES, Partner
 from partners.tools import user_memory_file
@@ -322,7 +322,7 @@ class Reviewer:
             "allowed": allowed,
             "budget": budget,
             "files": "\n\n".join(shown) or "(none)",
-            "journal": entries_for_chat(partner, day, session.chat_key) or "(nothing yet)",
+            "journal": summaries_for_chat(partner, day, session.chat_key) or "(nothing yet)",
             "chat": title,
             "segment": segment_text(
                 rows, max(settings.review_chars * 2, 4000), self.timezone(partner)

@@ -358,3 +358,20 @@ async def test_nightly_job_coalesces_after_a_long_sleep(harness_factory: Any) ->
     next_run = scheduler.next_runs()["nightly"]
     assert len(calls) == 1
     assert next_run is not None and next_run.timestamp() > harness.app.reviewer.clock()
+
+
+async def test_review_sees_todays_journal_of_the_same_chat_only(harness_factory: Any) -> None:
+    harness = await reviewing(harness_factory)
+    alice = await chat(harness, 42, "I signed the lease for the flat on Rua Augusta")
+    harness.llm.script(review_reply({"summary": "Alice signed a lease on Rua Augusta"}))
+    await harness.app.reviewer.review(alice.id)
+    bob = await chat(harness, 43, "I finally fixed my bike's brakes myself", name="Bob")
+    harness.llm.script(review_reply(None))
+    await harness.app.reviewer.review(bob.id)
+    assert "Rua Augusta" not in harness.llm.requests[-1]["messages"][0]["content"]
+    alice = await chat(harness, 42, "Moving day is next Saturday, my brother will help")
+    harness.llm.script(review_reply(None))
+    await harness.app.reviewer.review(alice.id)
+    prompt = harness.llm.requests[-1]["messages"][0]["content"]
+    diary = prompt.split("## Today's diary for this chat so far")[1].split("## The new part")[0]
+    assert "Alice signed a lease on Rua Augusta" in diary
