@@ -31,6 +31,7 @@ test: $(STAMP_DEV)
 bench: $(STAMP_DEV)
 	$(BIN)/python bench/search.py
 	$(BIN)/python bench/turn.py
+	$(BIN)/python bench/discord_throughput.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

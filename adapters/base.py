@@ -16,10 +16,19 @@ from bot.events import ChatRef, Inbound, Outbound
 class DeliveryError(Exception):
     """A send failed. ``retryable`` says whether trying again may help."""
 
-    def __init__(self, message: str, *, retryable: bool, retry_after: float | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool,
+        retry_after: float | None = None,
+        unreachable: bool = False,
+    ):
         super().__init__(message)
         self.retryable = retryable
         self.retry_after = retry_after
+        self.unreachable = unreachable
+        """The user cannot be written to (blocked the bot, closed DMs): stop writing first."""
 
 
 class ReplyStream(Protocol):
@@ -42,6 +51,10 @@ class Receiver(Protocol):
 
     async def seen_update(self, platform: str, update_id: str) -> bool:
         """Record a platform update id (kept across restarts); True if it came before."""
+        ...
+
+    async def update_seen(self, platform: str, update_id: str) -> bool:
+        """Whether :meth:`seen_update` recorded this update id (without recording it)."""
         ...
 
     async def partner_names(self, chat: ChatRef) -> list[tuple[str, str]]:
@@ -98,6 +111,12 @@ class Channel(Protocol):
 
     async def typing(self, chat: ChatRef) -> None:
         """Show a typing indicator once (the gateway refreshes it while the model works)."""
+        ...
+
+    async def send_file(
+        self, chat: ChatRef, filename: str, data: bytes, caption: str
+    ) -> str | None:
+        """Send a document (exports, backups); returns the platform's message id."""
         ...
 
     def open_stream(self, chat: ChatRef, reply_to: str | None) -> ReplyStream | None:

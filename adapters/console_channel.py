@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TextIO
 
 from adapters.base import Receiver
@@ -29,7 +30,13 @@ REPLY_TIMEOUT_SECONDS = 900.0
 class ConsoleChannel:
     platform = "console"
 
-    def __init__(self, stdin: TextIO | None = None, stdout: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        stdin: TextIO | None = None,
+        stdout: TextIO | None = None,
+        exports: Path = Path("data/exports"),
+    ) -> None:
+        self.exports = exports
         self._in = stdin or sys.stdin
         self._out = stdout or sys.stdout
         self._interactive = self._in.isatty()
@@ -102,6 +109,17 @@ class ConsoleChannel:
             self._write(f"  [{choice.label}] {choice.command}")
         self._replied.set()
         return str(time.time_ns())
+
+    async def send_file(
+        self, chat: ChatRef, filename: str, data: bytes, caption: str
+    ) -> str | None:
+        del chat  # one console, one chat
+        self.exports.mkdir(parents=True, exist_ok=True)
+        path = self.exports / filename
+        await asyncio.to_thread(path.write_bytes, data)
+        self._write(f"gateway: {caption}\n  saved to {path}")
+        self._replied.set()
+        return str(path)
 
     def open_stream(self, chat: ChatRef, reply_to: str | None) -> None:
         del chat, reply_to  # the spinner is the console's progress indicator

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -69,6 +71,7 @@ MISSED_FETCH_LIMIT = 100
 MISSED_LOOKBACK = timedelta(hours=24)
 MISSED_OVERLAP = timedelta(minutes=1)
 """Fetch a little before the newest stored message: repeats are deduplicated, gaps are not."""
+MAX_COMMAND_FILE_BYTES = 1_000_000
 
 
 def apply_endpoints(config: DiscordConfig) -> None:
@@ -95,6 +98,17 @@ def build_client(config: DiscordConfig, guild_ready_timeout: float) -> discord.C
     if isinstance(config.shards, int):
         return discord.AutoShardedClient(shard_count=config.shards, **options)
     return discord.Client(**options)
+
+
+async def _command_file(attachment: discord.Attachment) -> tuple[str, bytes] | None:
+    """The document sent with a command (an edited persona file), if it is small enough."""
+    if attachment.size > MAX_COMMAND_FILE_BYTES:
+        return None  # the command answers that it needs the file
+    try:
+        return attachment.filename, await attachment.read()
+    except discord.HTTPException as exc:
+        logger.warning("discord: attachment %s not downloaded: %s", attachment.filename, exc)
+        return None
 
 
 class DiscordChannel:
@@ -233,8 +247,8 @@ class DiscordChannel:
         async def on_message(message: discord.Message) -> None:
             await self.handle_message(message)
 
-    def _in_background(self, work: Any, name: str) -> None:
-        task: asyncio.Task[None] = asyncio.create_task(work, name=name)
+    def _in_background(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.create_task(work, name=name)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -271,12 +285,13 @@ class DiscordChannel:
         if isinstance(message.channel, discord.DMChannel):
             self.poster.remember_dm(chat.chat_id, message.channel)
         too_old = missed and message.created_at < self._answer_cutoff()
-        # Commands are not stored like messages: their ids are recorded instead, so a command
-        # fetched again after a reconnect never runs twice (and a stale one never runs).
-        if parse_command(event.text) is not None and (
-            too_old or await receiver.seen_update(PLATFORM, f"command:{event.message_id}")
-        ):
-            return
+        if parse_command(event.text) is not None:
+            # Commands are not stored like messages: their ids are recorded instead, so a
+            # command fetched again after a reconnect never runs twice (a stale one never).
+            if too_old or await receiver.seen_update(PLATFORM, f"command:{event.message_id}"):
+                return
+            if message.attachments:
+                event = replace(event, attachment=await _command_file(message.attachments[0]))
         if too_old:
             event = replace(event, addressed=False)
         await receiver.receive(event)
@@ -323,9 +338,11 @@ class DiscordChannel:
             after = max(since, now - MISSED_LOOKBACK)
             # newest first, so a long absence keeps the most recent messages
             fetched = [
-                m async for m in place.history(limit=MISSED_FETCH_LIMIT, after=after,
-                                               oldest_first=False)
-            ]  # fmt: skip
+                m
+                async for m in place.history(
+                    limit=MISSED_FETCH_LIMIT, after=after, oldest_first=False
+                )
+            ]
             for message in reversed(fetched):
                 await self.handle_message(message, missed=True)
 
@@ -339,22 +356,47 @@ class DiscordChannel:
         return split_markdown(text, CHUNK_CHARS) or [text]
 
     async def send(self, message: Outbound) -> str | None:
-        sent: discord.Message
+        async def post() -> discord.Message:
+            pending = self.commands.answering(message)
+            if pending is None:
+                return await self.poster.post(message)
+            pending.answered = True
+            return await pending.interaction.followup.send(
+                message.text, ephemeral=pending.ephemeral, allowed_mentions=NO_PINGS, wait=True
+            )
+
+        return await self._delivering(message.chat, post)
+
+    async def send_file(
+        self, chat: ChatRef, filename: str, data: bytes, caption: str
+    ) -> str | None:
+        """A document (an export): as the answer to a pending slash command, else as the bot."""
+
+        async def post() -> discord.Message:
+            file = discord.File(io.BytesIO(data), filename=filename)
+            text = caption[:MAX_MESSAGE_CHARS]
+            pending = self.commands.pending(chat)
+            if pending is None:
+                return await self.poster.post_file(chat, text, file)
+            pending.answered = True
+            return await pending.interaction.followup.send(
+                text, file=file, ephemeral=pending.ephemeral, allowed_mentions=NO_PINGS, wait=True
+            )
+
+        return await self._delivering(chat, post)
+
+    async def _delivering(
+        self, chat: ChatRef, post: Callable[[], Awaitable[discord.Message]]
+    ) -> str:
+        """Log in if needed, post, and turn discord.py's errors into DeliveryError."""
         try:
             await self._login()
-            pending = self.commands.answering(message)
-            if pending is not None:
-                pending.answered = True
-                sent = await pending.interaction.followup.send(
-                    message.text, ephemeral=pending.ephemeral, allowed_mentions=NO_PINGS, wait=True
-                )
-            else:
-                sent = await self.poster.post(message)
+            sent = await post()
         except DeliveryError:
             raise
         except discord.Forbidden as exc:
-            if exc.code == CANNOT_MESSAGE_USER and message.chat.is_dm:
-                self.unreachable_users.add(message.chat.chat_id)
+            if exc.code == CANNOT_MESSAGE_USER and chat.is_dm:
+                self.unreachable_users.add(chat.chat_id)
             raise delivery_error(exc) from exc
         except (
             discord.HTTPException,

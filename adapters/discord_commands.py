@@ -1,6 +1,7 @@
 """The gateway's commands as Discord application (slash) commands.
 
 Every user command of :data:`bot.commands.COMMANDS` becomes a slash command of the same name;
+one that takes arguments gets an optional ``args`` option (its usage as the description), and
 ``/partner`` offers the public partners as choices of its ``id`` option. The owner's commands
 are one ``/admin`` whose ``command`` option is the rest of the line (``approve ABC123``). It is
 registered with no default member permissions, so in servers only administrators see it; in
@@ -26,8 +27,8 @@ from discord import app_commands
 from adapters.base import Receiver
 from adapters.chat_locks import ChatLocks
 from adapters.discord_events import interaction_event
-from bot.commands import COMMANDS
-from bot.events import Outbound
+from bot.commands import COMMANDS, Command
+from bot.events import ChatRef, Outbound
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,8 @@ def build_tree(
             continue
         if command.name == "partner":
             tree.add_command(_partner_command(partners, run))
+        elif command.usage:
+            tree.add_command(_command_with_args(command, run))
         else:
             tree.add_command(_plain_command(command.name, command.help, run))
     tree.add_command(_admin_command(run))
@@ -63,6 +66,18 @@ def _plain_command(name: str, help_text: str, run: RunCommand) -> app_commands.C
         await run(interaction, f"/{name}")
 
     return app_commands.Command(name=name, description=_description(help_text), callback=callback)
+
+
+def _command_with_args(command: Command, run: RunCommand) -> app_commands.Command:
+    name = command.name
+
+    async def callback(interaction: discord.Interaction, args: str | None = None) -> None:
+        await run(interaction, f"/{name} {args}" if args else f"/{name}")
+
+    callback = app_commands.describe(args=_description(command.usage))(callback)
+    return app_commands.Command(
+        name=name, description=_description(command.help), callback=callback
+    )
 
 
 def _partner_command(partners: Sequence[tuple[str, str]], run: RunCommand) -> app_commands.Command:
@@ -141,11 +156,16 @@ class SlashCommands:
             with contextlib.suppress(discord.HTTPException):
                 await interaction.delete_original_response()
 
+    def pending(self, chat: ChatRef) -> PendingInteraction | None:
+        """The interaction being answered in ``chat``, if any (a file answers it whole)."""
+        pending = self._pending.get(chat.key)
+        return None if pending is None or pending.interaction.is_expired() else pending
+
     def answering(self, message: Outbound) -> PendingInteraction | None:
         """The interaction ``message`` answers, if any: the first chunk of the answer names
         the interaction, the chunks after it come without a reply-to."""
-        pending = self._pending.get(message.chat.key)
-        if pending is None or pending.interaction.is_expired():
+        pending = self.pending(message.chat)
+        if pending is None:
             return None
         reply_to = message.reply_to_message_id
         if reply_to == pending.message_id or (reply_to is None and pending.answered):

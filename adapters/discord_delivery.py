@@ -50,6 +50,9 @@ def delivery_error(exc: Exception) -> DeliveryError:
     if isinstance(exc, discord.HTTPException):
         if exc.status == 429:
             return DeliveryError(str(exc), retryable=True, retry_after=_retry_after(exc))
+        if isinstance(exc, discord.Forbidden) and exc.code == CANNOT_MESSAGE_USER:
+            # the user closed their DMs or blocked the bot
+            return DeliveryError(str(exc), retryable=False, unreachable=True)
         # 5xx that outlasted discord.py's own retries: Discord may be back in a moment
         return DeliveryError(str(exc), retryable=exc.status >= 500)
     if isinstance(exc, aiohttp.ClientError | asyncio.TimeoutError | OSError):
@@ -178,6 +181,15 @@ class Poster:
             )
             return await target.send(text, reference=reference, allowed_mentions=REPLY_PING)
         return await target.send(text, allowed_mentions=NO_PINGS)
+
+    async def post_file(self, chat: ChatRef, caption: str, file: discord.File) -> discord.Message:
+        """A document, sent as the bot (a persona does not hand out files)."""
+        if chat.is_dm:
+            return await (await self.dm_channel(chat.chat_id)).send(
+                caption, file=file, allowed_mentions=NO_PINGS
+            )
+        target, _ = await self.group_target(chat)
+        return await target.send(caption, file=file, allowed_mentions=NO_PINGS)
 
     async def _as_persona(
         self, hook: discord.Webhook, parent: discord.TextChannel, message: Outbound

@@ -120,10 +120,11 @@ def message_event(
 
 def message_text(message: discord.Message) -> str:
     """The text with mentions shown as names (``@Mira``, ``#general``) rather than ids, plus
-    a line naming each attachment, which the partner cannot open."""
+    a line naming each attachment, which the partner cannot open. A command stays as typed:
+    its file (``/admin partner put``) is handed over as the attachment itself."""
     text = message.clean_content
     names = [a.filename for a in message.attachments]
-    if text.strip() and names:
+    if text.strip() and names and parse_command(text) is None:
         text += "\n[attached: " + ", ".join(names) + "]"
     return text
 

@@ -2,8 +2,9 @@
 
 Updates come in by long polling (default) or by webhook (``telegram.mode = "webhook"``). Either
 way an update is confirmed to Telegram only after the gateway has stored it (DESIGN.md,
-"Decisions"): polling advances its offset past an update only once :meth:`Receiver.receive`
-returned for it, and the webhook answers 200 only then. python-telegram-bot's own Updater and
+"Decisions"): polling advances its offset past a batch only once :meth:`Receiver.receive`
+returned for every update in it (chats side by side, each chat in order), and the webhook
+(``adapters/telegram_webhook.py``) answers 200 only then. python-telegram-bot's own Updater and
 webhook server acknowledge before the handler has run, so neither is used. Update ids are
 recorded in the store, so an update delivered twice (also across a restart) is handled once.
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import html
 import itertools
 import logging
@@ -28,9 +28,7 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
-from aiohttp import web
 from telegram import (
     Bot,
     BotCommand,
@@ -66,6 +64,7 @@ from adapters.telegram_updates import (
     chat_of,
     update_event,
 )
+from adapters.telegram_webhook import WebhookServer
 from bot.commands import COMMANDS
 from bot.config import ConfigError, TelegramConfig
 from bot.events import ChatRef, Choice, Inbound, Outbound
@@ -73,7 +72,6 @@ from bot.events import ChatRef, Choice, Inbound, Outbound
 logger = logging.getLogger(__name__)
 
 ALLOWED_UPDATES = ("message", "callback_query")
-SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 GENERAL_TOPIC = "1"
 MAX_CALLBACK_DATA_BYTES = 64
 SEND_POOL_SIZE = 32
@@ -106,8 +104,7 @@ class TelegramChannel:
         self._stopping = asyncio.Event()
         self._poller: asyncio.Task[None] | None = None
         self._offset: int | None = None
-        self._webhook: web.AppRunner | None = None
-        self._webhook_secret = ""
+        self._webhook: WebhookServer | None = None
         self._last_poll_at: float | None = None
 
     @property
@@ -157,15 +154,16 @@ class TelegramChannel:
         if poller is not None:
             await poller
             await self._confirm_offset()
-        runner, self._webhook = self._webhook, None
-        if runner is not None:
-            await runner.cleanup()
+        server, self._webhook = self._webhook, None
+        if server is not None:
+            await server.stop()
         await self.bot.shutdown()
 
     async def _set_commands(self) -> None:
         """The command menu: user commands for everyone, /admin too in the owner's chats."""
         visible = [BotCommand(c.name, c.help) for c in COMMANDS.values() if not c.owner_only]
-        everything = [BotCommand(c.name, c.help) for c in COMMANDS.values()]
+        owner_only = [BotCommand(c.name, c.help) for c in COMMANDS.values() if c.owner_only]
+        everything = visible + owner_only
         try:
             await self.bot.set_my_commands(visible)
             for owner_id in self.owner_ids:
@@ -265,32 +263,18 @@ class TelegramChannel:
     async def _start_webhook(self) -> None:
         url = self.config.webhook_url
         assert url is not None  # the config requires it in webhook mode
-        secret = self.config.webhook_secret
-        self._webhook_secret = secret.get_secret_value() if secret else secrets.token_urlsafe(32)
-        app = web.Application()
-        app.router.add_post(urlsplit(url).path or "/", self._on_webhook)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, self.config.webhook_listen, self.config.webhook_port)
-        await site.start()
-        self._webhook = runner
-        await self.bot.set_webhook(
-            url, secret_token=self._webhook_secret, allowed_updates=ALLOWED_UPDATES
+        configured = self.config.webhook_secret
+        secret = configured.get_secret_value() if configured else secrets.token_urlsafe(32)
+        server = WebhookServer(
+            self.config.webhook_listen,
+            self.config.webhook_port,
+            url,
+            secret,
+            self.handle_payload,
         )
-
-    async def _on_webhook(self, request: web.Request) -> web.Response:
-        given = request.headers.get(SECRET_HEADER, "")
-        if not hmac.compare_digest(given.encode(), self._webhook_secret.encode()):
-            return web.Response(status=403)
-        try:
-            payload = await request.json()
-        except ValueError:
-            return web.Response(status=400)
-        if not isinstance(payload, dict):
-            return web.Response(status=400)
-        await self.handle_payload(payload)
-        # Only now, with the update stored, may Telegram forget it.
-        return web.Response(status=200)
+        await server.start()
+        self._webhook = server
+        await self.bot.set_webhook(url, secret_token=secret, allowed_updates=ALLOWED_UPDATES)
 
     # ---- one update (the per-update edge) --------------------------------------------
 
@@ -305,17 +289,24 @@ class TelegramChannel:
 
     async def handle_update(self, update: Update) -> None:
         """Deduplicate, convert and hand over one update. Never raises: one bad update must
-        not stop the ones after it."""
+        not stop the ones after it.
+
+        The update id is recorded only once the update is handled (its message stored): a
+        crash in between must leave it unrecorded, or the copy Telegram delivers again after
+        the restart would be skipped and the message lost. That copy's message is then
+        deduplicated by its message id."""
         assert self.receiver is not None
+        update_id = str(update.update_id)
         try:
-            if await self.receiver.seen_update(PLATFORM, str(update.update_id)):
-                logger.info("telegram: update %s seen before; skipped", update.update_id)
+            if await self.receiver.update_seen(PLATFORM, update_id):
+                logger.info("telegram: update %s seen before; skipped", update_id)
                 return
             event = await self.event_of(update)
             if isinstance(event, Inbound):
                 await self.receiver.receive(event)
             elif isinstance(event, Unsupported) and event.chat.is_dm:
                 await self.send(Outbound(event.chat, UNSUPPORTED_REPLY))
+            await self.receiver.seen_update(PLATFORM, update_id)
         except DeliveryError as exc:
             logger.warning("telegram: answer to update %s not sent: %s", update.update_id, exc)
         except Exception:
@@ -370,9 +361,12 @@ class TelegramChannel:
         where = _placement(chat, reply_to)
         try:
             return await self.bot.send_message(
-                int(chat.chat_id), rendered.html, parse_mode=ParseMode.HTML,
-                reply_markup=markup, **where,
-            )  # fmt: skip
+                int(chat.chat_id),
+                rendered.html,
+                parse_mode=ParseMode.HTML,
+                reply_markup=markup,
+                **where,
+            )
         except BadRequest as exc:
             if not _is_markup_error(exc):
                 raise
@@ -386,6 +380,22 @@ class TelegramChannel:
         if chat.is_dm or self.receiver is None:
             return False
         return len(await self.receiver.partner_names(chat)) > 1
+
+    async def send_file(
+        self, chat: ChatRef, filename: str, data: bytes, caption: str
+    ) -> str | None:
+        try:
+            await self.bot.initialize()
+            sent = await self.bot.send_document(
+                int(chat.chat_id),
+                data,
+                filename=filename,
+                caption=caption[:1024],
+                **_placement(chat, None),
+            )
+        except TelegramError as exc:
+            raise delivery_error(exc) from exc
+        return str(sent.message_id)
 
     async def typing(self, chat: ChatRef) -> None:
         # sendChatAction needs the topic even for the General topic (id 1)
@@ -491,7 +501,10 @@ def delivery_error(exc: TelegramError) -> DeliveryError:
         return DeliveryError(f"flood wait {seconds:.0f} s", retryable=True, retry_after=seconds)
     if isinstance(exc, InvalidToken):
         return DeliveryError("the bot token was rejected", retryable=False)  # PTB quotes it
-    if isinstance(exc, Forbidden | BadRequest | ChatMigrated):
+    if isinstance(exc, Forbidden):
+        # the user blocked the bot (or never started it): no one can write to them now
+        return DeliveryError(exc.message, retryable=False, unreachable=True)
+    if isinstance(exc, BadRequest | ChatMigrated):
         # blocked by the user, removed from the group, a refused message: trying again won't help
         return DeliveryError(exc.message, retryable=False)
     if isinstance(exc, NetworkError):  # TimedOut included; BadRequest was caught above

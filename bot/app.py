@@ -19,6 +19,8 @@ from zoneinfo import ZoneInfo
 
 from adapters.base import Channel
 from bot.access import Access, OwnerCheck, owner_keys
+from bot.admin_services import AdminServices
+from bot.budget import Budget
 from bot.chat import ChatLoop
 from bot.config import Config
 from bot.delivery import Delivery
@@ -26,16 +28,20 @@ from bot.dispatcher import Dispatcher
 from bot.gateway import Gateway
 from bot.health import STATUS_INTERVAL_SECONDS, remove_status, write_status
 from bot.llm import LLMClient
+from bot.proactive import ProactiveSender
 from bot.scheduler import Scheduler
 from bot.sessions import Sessions
+from bot.settings import Settings
 from bot.store import Store
 from bot.tools import default_registry
 from bot.turns import TurnRunner
 from partners.catalog import PartnerCatalog
+from partners.checkins import Checkins
 from partners.consolidate import Consolidator
 from partners.memory import MemoryFile, MemoryStore
 from partners.persona import Partner, size_report
 from partners.review import Reviewer
+from partners.user_memory import UserMemory
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +104,7 @@ class App:
     sessions: Sessions
     reviewer: Reviewer
     consolidator: Consolidator
+    checkins: Checkins
     scheduler: Scheduler
     lock: DataDirLock
     channels: dict[str, Channel] = field(default_factory=dict)
@@ -117,8 +124,9 @@ class App:
             logger.info(
                 "recovered: %d replies re-delivered, %d chats resumed", redelivered, resumed
             )
-        if self.config.memory.auto_memory:
-            self.scheduler.start()
+        # the owner's /admin settings override decides whether reviews run at all
+        self.scheduler.start(reviews=self.reviewer.settings().auto_memory)
+        await self.scheduler.plan_reminders()
         for channel in self.channels.values():
             await channel.start(self.gateway)
         self.status_task = asyncio.create_task(self._report_status(), name="status file")
@@ -175,7 +183,9 @@ async def build_app(config: Config, channels: dict[str, Channel]) -> App:
     memory = MemoryStore(changelog_keep=config.memory.changelog_keep)
     llm = LLMClient(config.llm)
     registry = default_registry()
-    sessions = Sessions(store, catalog, memory, config.memory)
+    settings = Settings(config.memory, store)
+    await settings.load()
+    sessions = Sessions(store, catalog, memory, settings.memory)
     is_owner = OwnerCheck(owner_keys(config))
     access = Access(config, store, is_owner)
     delivery = Delivery(
@@ -190,18 +200,43 @@ async def build_app(config: Config, channels: dict[str, Channel]) -> App:
         await gateway.notify_owner(platform, text)
 
     reviewer = Reviewer(
-        store=store, memory=memory, catalog=catalog, llm=llm, settings=lambda: config.memory,
-        default_model=config.llm.model, is_owner=is_owner, notify_owner=notify_owner,
+        store=store,
+        memory=memory,
+        catalog=catalog,
+        llm=llm,
+        settings=settings.memory,
+        default_model=config.llm.model,
+        is_owner=is_owner,
+        notify_owner=notify_owner,
         timezone=partner_zone,
-    )  # fmt: skip
+    )
     consolidator = Consolidator(
-        store=store, memory=memory, catalog=catalog, llm=llm, reviewer=reviewer,
-        settings=lambda: config.memory, default_model=config.llm.model, timezone=partner_zone,
-    )  # fmt: skip
-    scheduler = Scheduler(reviewer, consolidator, owner_zone, config.memory.nightly)
+        store=store,
+        memory=memory,
+        catalog=catalog,
+        llm=llm,
+        reviewer=reviewer,
+        settings=settings.memory,
+        default_model=config.llm.model,
+        timezone=partner_zone,
+    )
+    budget = Budget(store, config)
+    proactive = ProactiveSender(store, delivery)
+    delivery.on_unreachable = proactive.unreachable
+    checkins = Checkins(
+        store=store,
+        catalog=catalog,
+        llm=llm,
+        default_model=config.llm.model,
+        default_timezone=partner_zone,
+        over_budget=budget.over_budget,
+        send=proactive.send,
+    )
+    scheduler = Scheduler(reviewer, consolidator, checkins, owner_zone, config.memory.nightly)
+    reviewer.on_reminders = scheduler.plan_reminders
 
     async def review_ended(session_ids: list[str]) -> None:
-        if config.memory.auto_memory:
+        if settings.memory().auto_memory:
             for session_id in session_ids:
                 await reviewer.request(session_id)
 
@@ -219,10 +254,40 @@ async def build_app(config: Config, channels: dict[str, Channel]) -> App:
         owner_memory_file(config),
         is_owner,
         reviewer,
+        budget=budget,
+        memory_settings=settings.memory,
     )
     dispatcher = Dispatcher(store, runner.process, config.dispatch.max_concurrent_turns)
-    gateway = Gateway(config, store, catalog, access, dispatcher, channels, sessions)
+    gateway = Gateway(
+        config, store, catalog, access, dispatcher, channels, sessions, UserMemory(store, memory)
+    )
+    gateway.admin = AdminServices(
+        memory=memory,
+        owner_file=owner_memory_file(config),
+        reviewer=reviewer,
+        consult=runner.consult,
+        sessions=sessions,
+        dispatcher=dispatcher,
+        channels=channels,
+        next_runs=scheduler.next_runs,
+        settings=settings,
+        budget=budget,
+    )
     return App(
-        config, store, memory, catalog, llm, dispatcher, delivery, gateway, runner, sessions,
-        reviewer, consolidator, scheduler, lock, channels,
-    )  # fmt: skip
+        config,
+        store,
+        memory,
+        catalog,
+        llm,
+        dispatcher,
+        delivery,
+        gateway,
+        runner,
+        sessions,
+        reviewer,
+        consolidator,
+        checkins,
+        scheduler,
+        lock,
+        channels,
+    )

@@ -15,9 +15,7 @@ import json
 import logging
 import signal
 import sys
-import tarfile
 import tempfile
-import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import Any
 from adapters.base import Channel
 from adapters.console_channel import CONSOLE_CHAT, ConsoleChannel
 from bot.app import App, DataDirBusy, DataDirLock, build_app, owner_memory_file
+from bot.backup import write_backup
 from bot.config import Config, ConfigError, load_config
 from bot.health import check_health
 from bot.llm import configuration_problem, probe
@@ -64,8 +63,10 @@ def setup_logging(verbose: int, quiet: bool) -> None:
         level = logging.WARNING
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # httpx logs every request URL at INFO, and Telegram URLs carry the bot token (PTB's
-    # own debug log names its API URL too, so all of "telegram" stays at WARNING).
-    for noisy in ("httpx", "httpcore", "openai", "telegram", "discord", "apscheduler"):
+    # own debug log names its API URL too, so all of "telegram" stays at WARNING). The
+    # openai client 3.x brings its own fork, httpx2/httpcore2, which logs the same way.
+    noisy_loggers = ("httpx", "httpcore", "httpx2", "httpcore2", "openai", "telegram", "discord")
+    for noisy in (*noisy_loggers, "apscheduler"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 
@@ -173,7 +174,7 @@ async def check_llm(config: Config, fatal: bool) -> None:
 
 async def console_session(config: Config, partner_id: str | None) -> int:
     await check_llm(config, fatal=True)
-    console = ConsoleChannel()
+    console = ConsoleChannel(exports=config.data_dir / "exports")
     app = await build_app(config, {"console": console})
     try:
         partner = app.catalog.require(partner_id).id if partner_id else default_partner(app)
@@ -492,27 +493,7 @@ def cmd_health(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_backup(config: Config, args: argparse.Namespace) -> int:
-    data = config.data_dir
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = Path(args.file) if args.file else data / "backups" / f"companion-{stamp}.tar.gz"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        snapshot = Path(tmp) / "gateway.db"
-
-        async def copy_db() -> None:
-            store = await Store.open(data / "gateway.db")
-            try:
-                await store.backup_to(snapshot)
-            finally:
-                await store.close()
-
-        asyncio.run(copy_db())
-        skip = {"gateway.db", "gateway.db-wal", "gateway.db-shm", "gateway.lock", "backups"}
-        with tarfile.open(target, "w:gz") as archive:
-            archive.add(snapshot, arcname="data/gateway.db")
-            for item in sorted(data.iterdir()) if data.exists() else []:
-                if item.name not in skip and item.resolve() != target.resolve():
-                    archive.add(item, arcname=f"data/{item.name}")
+    target = asyncio.run(write_backup(config.data_dir, Path(args.file) if args.file else None))
     print(f"backup written to {target}")
     return 0
 

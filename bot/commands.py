@@ -10,13 +10,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from bot.access import Access, AccessError
-from bot.config import Config
+from bot.access import Access
+from bot.config import Config, check_timezone
 from bot.events import Choice, Inbound
 from bot.store import Store
 from partners.catalog import PartnerCatalog
-from partners.persona import PartnerError
+from partners.persona import Partner
+from partners.user_memory import UserMemory
+
+if TYPE_CHECKING:
+    from bot.admin_services import AdminServices
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +33,8 @@ OWNER_ASSISTANT_CHOICE = "assistant"
 class CommandReply:
     text: str
     choices: tuple[Choice, ...] = ()
+    attachment: tuple[str, bytes] | None = None
+    """A file sent with the reply: (file name, content)."""
 
 
 @dataclass
@@ -45,6 +52,11 @@ class CommandContext:
     end_sessions: Callable[[str, str], Awaitable[list[str]]]
     notify_user: Callable[[str, str], Awaitable[None]]
     bot_can_read_groups: bool | None = None
+    partner: Partner | None = None
+    """The partner of this DM (selected or default), for the user memory commands."""
+    user_memory: UserMemory | None = None
+    admin: AdminServices | None = None
+    """What owner commands reach beyond this (memory, reviews, consults...); None elsewhere."""
 
 
 Handler = Callable[[CommandContext], Awaitable[CommandReply]]
@@ -141,123 +153,145 @@ async def new(ctx: CommandContext) -> CommandReply:
 
 
 async def admin(ctx: CommandContext) -> CommandReply:
-    if not ctx.args:
-        lines = [f"/admin {c.name} {c.usage}".rstrip() + f" — {c.help}" for c in ADMIN.values()]
-        return CommandReply("Owner commands:\n" + "\n".join(lines))
-    sub = ADMIN.get(ctx.args[0].lower())
-    if sub is None:
-        return CommandReply(f"No /admin {ctx.args[0]}. Send /admin for the list.")
-    ctx.args = ctx.args[1:]
-    await ctx.store.audit(ctx.inbound.sender.key, f"admin {sub.name}", args=ctx.args)
-    try:
-        return await sub.handler(ctx)
-    except (AccessError, PartnerError) as exc:
-        return CommandReply(str(exc))
+    """Every ``/admin`` subcommand lives in bot/admin.py, which builds on this module's types;
+    importing it here, when an owner command runs, keeps the two modules free of a cycle."""
+    from bot.admin import run_admin
+
+    return await run_admin(ctx)
 
 
-def _need(ctx: CommandContext, count: int, usage: str) -> None:
-    if len(ctx.args) < count:
-        raise AccessError(f"Usage: /admin {usage}")
+# ---- what a partner keeps about you ----------------------------------------------------
+
+SHARED_SCOPE_NOTE = (
+    "{name} keeps one shared memory for everyone it talks with, and the owner manages it. "
+    "Ask the owner if you want something removed."
+)
+NO_PARTNER = "You're not talking with a partner yet: pick one with /partner first."
+CONFIRM = "confirm"
 
 
-async def admin_partners(ctx: CommandContext) -> CommandReply:
-    cards = []
-    for p in ctx.catalog.all():
-        bound = [b for b in await ctx.store.bindings() if b["partner_id"] == p.id]
-        visibility = "public" if p.preset.public else "hidden"
-        cards.append(
-            f"{p.name} ({p.id}) — {p.preset.description or 'no description'}\n"
-            f"  memory: {p.preset.memory_scope}, {visibility}, bound chats: {len(bound)}"
-        )
-    for partner_id, error in ctx.catalog.errors.items():
-        cards.append(f"{partner_id}: NOT LOADED — {error}")
-    return CommandReply("\n".join(cards) or "No partners yet: /admin partner new <id>")
+def _your_partner(ctx: CommandContext) -> tuple[Partner, UserMemory] | CommandReply:
+    if ctx.partner is None or ctx.user_memory is None:
+        return CommandReply(NO_PARTNER)
+    if not ctx.partner.per_user:
+        return CommandReply(SHARED_SCOPE_NOTE.format(name=ctx.partner.name))
+    return ctx.partner, ctx.user_memory
 
 
-async def admin_approve(ctx: CommandContext) -> CommandReply:
-    _need(ctx, 1, "approve <code>")
-    user_key = await ctx.access.approve(ctx.args[0])
-    await ctx.notify_user(user_key, "You're in! The owner approved you. Say hello.")
-    return CommandReply(f"Approved {user_key}.")
-
-
-async def admin_deny(ctx: CommandContext) -> CommandReply:
-    _need(ctx, 1, "deny <code>")
-    user_key = await ctx.access.deny(ctx.args[0])
-    return CommandReply(f"Refused the request from {user_key}.")
-
-
-async def admin_pending(ctx: CommandContext) -> CommandReply:
-    rows = await ctx.store.live_pairings()
-    if not rows:
-        return CommandReply("No pairing requests are waiting.")
-    lines = []
-    for row in rows:
-        user = await ctx.store.user(row["user_key"]) or {}
-        lines.append(f"{row['code']} — {user.get('display_name', '?')} ({row['user_key']})")
-    return CommandReply("Waiting for approval:\n" + "\n".join(lines))
-
-
-async def _set_access(ctx: CommandContext, access: str, verb: str) -> CommandReply:
-    _need(ctx, 1, f"{verb} <platform:user id>")
-    key = ctx.args[0] if ":" in ctx.args[0] else f"{ctx.inbound.chat.platform}:{ctx.args[0]}"
-    if not await ctx.store.set_user_access(key, access):
-        raise AccessError(f"I have never seen user {key}; they need to write to me first")
-    return CommandReply(f"{key} is now {access}.")
-
-
-async def admin_allow(ctx: CommandContext) -> CommandReply:
-    return await _set_access(ctx, "allowed", "allow")
-
-
-async def admin_block(ctx: CommandContext) -> CommandReply:
-    return await _set_access(ctx, "blocked", "block")
-
-
-async def admin_bind(ctx: CommandContext) -> CommandReply:
-    _need(ctx, 1, "bind <partner id>")
-    chat = ctx.inbound.chat
-    if chat.is_dm:
-        raise AccessError("Send /admin bind inside the group or channel the partner should join.")
-    chosen = ctx.catalog.require(ctx.args[0])
-    added = await ctx.store.bind(chat.platform, chat.chat_id, chosen.id, "command")
-    text = f"{chosen.name} now answers here." if added else f"{chosen.name} was already bound here."
-    if ctx.bot_can_read_groups is False:
-        text += (
-            "\nNote: Telegram privacy mode is on for this bot, so only messages that mention "
-            "me or reply to me reach the partner. To let it follow the whole conversation, "
-            "send /setprivacy to @BotFather, choose this bot and pick Disable, then re-add me."
-        )
-    return CommandReply(text)
-
-
-async def admin_unbind(ctx: CommandContext) -> CommandReply:
-    chat = ctx.inbound.chat
-    partner_id = ctx.args[0] if ctx.args else None
-    removed = await ctx.store.unbind(chat.platform, chat.chat_id, partner_id)
-    config_bound = [
-        b for b in await ctx.store.bindings(chat.platform, chat.chat_id) if b["source"] == "config"
+async def memory(ctx: CommandContext) -> CommandReply:
+    """Only the caller's own per-user entries: never anyone else's, never the owner's."""
+    found = _your_partner(ctx)
+    if isinstance(found, CommandReply):
+        return found
+    partner, user_memory = found
+    entries = await user_memory.entries(partner, ctx.inbound.sender.key)
+    if not entries:
+        return CommandReply(f"{partner.name} doesn't remember anything about you yet.")
+    lines = [
+        f"• {e.text} — {e.id or 'written by hand'}"
+        + (f", {e.created:%Y-%m-%d}" if e.created else "")
+        for e in entries
     ]
-    text = f"Unbound {removed} partner(s) here."
-    if config_bound:
-        names = ", ".join(b["partner_id"] for b in config_bound)
-        text += f" {names} stay bound: that binding is in config.toml; remove it there."
-    return CommandReply(text)
-
-
-ADMIN: dict[str, Command] = {
-    c.name: c
-    for c in (
-        Command("partners", "", "list partners", admin_partners, owner_only=True),
-        Command("approve", "<code>", "let a pairing user in", admin_approve, owner_only=True),
-        Command("deny", "<code>", "refuse a pairing request", admin_deny, owner_only=True),
-        Command("pending", "", "pairing requests waiting", admin_pending, owner_only=True),
-        Command("allow", "<user>", "allow a user", admin_allow, owner_only=True),
-        Command("block", "<user>", "block a user", admin_block, owner_only=True),
-        Command("bind", "<partner>", "bind a partner to this group", admin_bind, owner_only=True),
-        Command("unbind", "[partner]", "unbind partners here", admin_unbind, owner_only=True),
+    return CommandReply(
+        f"What {partner.name} remembers about you:\n"
+        + "\n".join(lines)
+        + "\n\n/forget <id> removes one entry, /forget all removes everything, "
+        "/forget history removes your messages, /export sends you a copy."
     )
-}
+
+
+async def forget(ctx: CommandContext) -> CommandReply:
+    found = _your_partner(ctx)
+    if isinstance(found, CommandReply):
+        return found
+    partner, user_memory = found
+    user_key = ctx.inbound.sender.key
+    if not ctx.args:
+        return CommandReply("Usage: /forget <entry id> | /forget all | /forget history")
+    what = ctx.args[0]
+    confirmed = len(ctx.args) > 1 and ctx.args[1].lower() == CONFIRM
+    if what.lower() in ("all", "history") and not confirmed:
+        scope = (
+            "everything it remembers about you and the diary passages from your conversations"
+            if what.lower() == "all"
+            else "your messages and its replies to you from its history and search"
+        )
+        command = f"/forget {what.lower()} {CONFIRM}"
+        return CommandReply(
+            f"This makes {partner.name} forget {scope}. It cannot be undone. "
+            f"Send {command} to go ahead.",
+            (Choice("Yes, forget it", command),),
+        )
+    if what.lower() == "all":
+        report = await user_memory.forget_all(partner, user_key)
+        return CommandReply(
+            f"Done: {report.entries} entries and {report.journal_passages} diary passages "
+            f"are gone. {partner.name} will start afresh with you."
+        )
+    if what.lower() == "history":
+        count = await user_memory.forget_history(partner, user_key)
+        return CommandReply(f"Done: {count} messages are gone from {partner.name}'s history.")
+    entry = await user_memory.forget_entry(partner, user_key, what)
+    if entry is None:
+        return CommandReply(f"You have no entry {what!r}. Send /memory to see the ids.")
+    return CommandReply(f"Forgotten: “{entry.text}”.")
+
+
+async def export(ctx: CommandContext) -> CommandReply:
+    found = _your_partner(ctx)
+    if isinstance(found, CommandReply):
+        return found
+    partner, user_memory = found
+    name, data = await user_memory.export(partner, ctx.inbound.sender.key)
+    return CommandReply(
+        f"Everything {partner.name} keeps about you: export.json (all of it) and summary.md.",
+        attachment=(name, data),
+    )
+
+
+async def checkins(ctx: CommandContext) -> CommandReply:
+    """Opt in or out of check-ins from the partner of this DM (off until the user says on)."""
+    if ctx.partner is None:
+        return CommandReply(NO_PARTNER)
+    user_key = ctx.inbound.sender.key
+    choice = ctx.args[0].lower() if ctx.args else ""
+    if choice not in ("on", "off"):
+        setting = await ctx.store.checkin_setting(ctx.partner.id, user_key)
+        state = "on" if setting and setting["enabled"] else "off"
+        return CommandReply(
+            f"Check-ins from {ctx.partner.name} are {state}. Usage: /checkins on|off"
+        )
+    await ctx.store.set_checkins(ctx.partner.id, user_key, choice == "on")
+    if choice == "off":
+        return CommandReply(f"{ctx.partner.name} won't write first any more.")
+    user = await ctx.store.user(user_key)
+    zone = (user or {}).get("timezone") or "the partner's time zone"
+    return CommandReply(
+        f"{ctx.partner.name} may now write to you now and then (never at night, in {zone}; "
+        "set yours with /timezone Area/City). /checkins off stops it."
+    )
+
+
+async def timezone(ctx: CommandContext) -> CommandReply:
+    if not ctx.args:
+        user = await ctx.store.user(ctx.inbound.sender.key)
+        current = (user or {}).get("timezone") or "not set (the partner's is used)"
+        return CommandReply(f"Your time zone: {current}. Usage: /timezone Europe/Lisbon")
+    try:
+        check_timezone(ctx.args[0])
+    except ValueError as exc:
+        return CommandReply(str(exc))
+    await ctx.store.set_user_timezone(ctx.inbound.sender.key, ctx.args[0])
+    return CommandReply(f"Time zone set to {ctx.args[0]}.")
+
+
+USER_MEMORY_COMMANDS = (
+    Command("memory", "", "what your partner remembers about you", memory, dm_only=True),
+    Command("forget", "<id>|all|history", "make it forget", forget, dm_only=True),
+    Command("export", "", "a copy of everything kept about you", export, dm_only=True),
+    Command("checkins", "on|off", "let your partner write first", checkins, dm_only=True),
+    Command("timezone", "<Area/City>", "your time zone", timezone, dm_only=True),
+)
 
 
 COMMANDS: dict[str, Command] = {
@@ -267,6 +301,7 @@ COMMANDS: dict[str, Command] = {
         Command("help", "", "this list", help_command),
         Command("partner", "[id]", "choose who you talk with", partner, dm_only=True),
         Command("new", "", "start a new conversation", new),
+        *USER_MEMORY_COMMANDS,
         Command("admin", "<command>", "owner commands", admin, owner_only=True),
     )
 }

@@ -50,6 +50,9 @@ class LLMConfig(_Section):
     max_tool_rounds: int = Field(6, ge=1, le=50)
     max_retries: int = Field(3, ge=0, le=10)
     vision: bool = False
+    # prices for /admin usage; 0 means "unknown" (no cost shown)
+    price_prompt_per_million: float = Field(0.0, ge=0)
+    price_completion_per_million: float = Field(0.0, ge=0)
 
 
 class StorageConfig(_Section):
@@ -148,6 +151,8 @@ class AccessConfig(_Section):
     allow: list[str] = Field(default_factory=list)
     mention_gating: bool = True
     group_context_messages: int = Field(20, ge=0, le=200)
+    # messages one user may send per hour before the partner rests; 0 = no limit
+    user_messages_per_hour: int = Field(0, ge=0)
 
 
 class BindingConfig(_Section):

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from adapters.base import Channel, DeliveryError, ReplyStream
 from bot.events import ChatKind, ChatRef, Outbound
 from bot.store import ChatRow, Store
+from partners.checkins import SILENCE
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ class Delivery:
         self.store = store
         self.channels = channels
         self.partner_face = partner_face
+        self.on_unreachable: Callable[[ChatRow], Awaitable[None]] | None = None
+        """Called when a platform says the user of a DM cannot be written to any more."""
 
     async def deliver(self, message_id: int, stream: ReplyStream | None = None) -> bool:
         """Send what is left of one reply; True when every chunk is confirmed.
@@ -81,7 +84,11 @@ class Delivery:
         if channel is None:
             logger.warning("reply %d: no channel for %s; kept for later", message_id, chat.chat_key)
             return False
-        chunks = channel.split(reply.text)
+        text = reply.text.replace(SILENCE, "").strip()
+        if not text:  # the model chose to say nothing: nothing is shown
+            await self.store.mark_delivered(message_id)
+            return True
+        chunks = channel.split(text)
         done = reply.delivered_chunks
         if stream is not None and done == 0 and chunks:
             streamed_id = await stream.finish(chunks[0])
@@ -104,6 +111,8 @@ class Delivery:
             except DeliveryError as exc:
                 logger.error("reply %d chunk %d not delivered: %s", message_id, index, exc)
                 await self.store.mark_failed(message_id)
+                if exc.unreachable and self.on_unreachable is not None:
+                    await self.on_unreachable(chat)
                 return False
             await self.store.record_chunk(message_id, index, platform_id)
         await self.store.mark_delivered(message_id)

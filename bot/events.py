@@ -65,6 +65,8 @@ class Inbound:
     partner_hint: str | None = None
     """A partner id the message names, when several partners are bound to one chat."""
     reply_to_message_id: str | None = None
+    attachment: tuple[str, bytes] | None = None
+    """A document sent with the message: (file name, content); the text is its caption."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from adapters.base import Channel, DeliveryError
 from bot.access import Access
+from bot.admin_services import AdminServices
 from bot.commands import CommandContext, CommandReply, parse_command, run_command
 from bot.config import Config
 from bot.dispatcher import Dispatcher
@@ -22,6 +23,7 @@ from bot.store import ChatRow, NewMessage, Store
 from bot.turns import queue_key
 from partners.catalog import PartnerCatalog
 from partners.persona import Partner
+from partners.user_memory import UserMemory
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +41,7 @@ class Gateway:
         dispatcher: Dispatcher,
         channels: dict[str, Channel],
         sessions: Sessions,
+        user_memory: UserMemory,
     ) -> None:
         self.config = config
         self.store = store
@@ -47,8 +50,11 @@ class Gateway:
         self.dispatcher = dispatcher
         self.channels = channels
         self.sessions = sessions
+        self.user_memory = user_memory
         self.bot_usernames: dict[str, str] = {}
         self.can_read_groups: dict[str, bool] = {}
+        self.admin: AdminServices | None = None
+        """Set by build_app: what the owner's /admin commands reach."""
 
     def note_bot_identity(
         self, platform: str, username: str | None, can_read_groups: bool | None
@@ -60,6 +66,9 @@ class Gateway:
 
     async def seen_update(self, platform: str, update_id: str) -> bool:
         return await self.store.seen_update(platform, update_id)
+
+    async def update_seen(self, platform: str, update_id: str) -> bool:
+        return await self.store.update_seen(platform, update_id)
 
     async def partner_names(self, chat: ChatRef) -> list[tuple[str, str]]:
         return [(p.id, p.name) for p in await self._bound_partners(chat)]
@@ -196,9 +205,33 @@ class Gateway:
             end_sessions=self.sessions.end_chat,
             notify_user=self.notify_user,
             bot_can_read_groups=self.can_read_groups.get(inbound.chat.platform),
+            partner=await self._current_partner(inbound.chat, is_owner),
+            user_memory=self.user_memory,
+            admin=self.admin if is_owner else None,
         )
         reply: CommandReply = await run_command(ctx, name)
+        if reply.attachment is not None:
+            await self._send_file(inbound.chat, reply.attachment, reply.text)
+            return
         await self.reply(inbound.chat, reply.text, inbound.message_id, reply.choices)
+
+    async def _current_partner(self, chat: ChatRef, is_owner: bool) -> Partner | None:
+        """Who this DM talks with (selected, else the default); None in groups."""
+        row = await self.store.chat(chat.key) if chat.is_dm else None
+        if row is None:
+            return None
+        partner_id = await self._dm_partner(row, is_owner)
+        return self.catalog.get(partner_id) if isinstance(partner_id, str) else None
+
+    async def _send_file(self, chat: ChatRef, attachment: tuple[str, bytes], caption: str) -> None:
+        channel = self.channels.get(chat.platform)
+        if channel is None:
+            return
+        try:
+            await channel.send_file(chat, attachment[0], attachment[1], caption)
+        except DeliveryError as exc:
+            logger.warning("file to %s not delivered: %s", chat.key, exc)
+            await self.reply(chat, f"I couldn't send the file ({exc}). Please try again later.")
 
     # ---- direct sends (command answers, notices) -------------------------------------
 

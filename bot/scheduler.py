@@ -15,8 +15,10 @@ from zoneinfo import ZoneInfo
 from apscheduler.job import Job
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from partners.checkins import Checkins
 from partners.consolidate import Consolidator
 from partners.review import Reviewer
 
@@ -24,40 +26,87 @@ logger = logging.getLogger(__name__)
 
 SWEEP_SECONDS = 60
 SWEEP_GRACE_SECONDS = 30
+CHECKIN_SECONDS = 30 * 60
 
 
 class Scheduler:
     def __init__(
-        self, reviewer: Reviewer, consolidator: Consolidator, timezone: ZoneInfo, nightly: str
+        self,
+        reviewer: Reviewer,
+        consolidator: Consolidator,
+        checkins: Checkins,
+        timezone: ZoneInfo,
+        nightly: str,
     ) -> None:
         self.reviewer = reviewer
         self.consolidator = consolidator
+        self.checkins = checkins
         self.timezone = timezone
         self.nightly_at = nightly
         self._scheduler: AsyncIOScheduler | None = None
 
-    def start(self) -> None:
-        """Must run inside the event loop (AsyncIOScheduler binds to the running loop)."""
+    def start(self, reviews: bool = True) -> None:
+        """Must run inside the event loop (AsyncIOScheduler binds to the running loop).
+        ``reviews=False`` (auto_memory off) leaves out the review sweep and nightly pass."""
         scheduler = AsyncIOScheduler(timezone=self.timezone)
-        hour, minute = (int(part) for part in self.nightly_at.split(":"))
+        if reviews:
+            hour, minute = (int(part) for part in self.nightly_at.split(":"))
+            scheduler.add_job(
+                self.sweep,
+                IntervalTrigger(seconds=SWEEP_SECONDS),
+                id="review-sweep",
+                coalesce=True,
+                max_instances=1,
+                misfire_grace_time=SWEEP_GRACE_SECONDS,
+            )
+            scheduler.add_job(
+                self.nightly,
+                CronTrigger(hour=hour, minute=minute, timezone=self.timezone),
+                id="nightly",
+                coalesce=True,
+                max_instances=1,
+                misfire_grace_time=None,
+            )
         scheduler.add_job(
-            self.sweep,
-            IntervalTrigger(seconds=SWEEP_SECONDS),
-            id="review-sweep",
+            self.checkin_pass,
+            IntervalTrigger(seconds=CHECKIN_SECONDS),
+            id="checkins",
             coalesce=True,
             max_instances=1,
-            misfire_grace_time=SWEEP_GRACE_SECONDS,
-        )
-        scheduler.add_job(
-            self.nightly,
-            CronTrigger(hour=hour, minute=minute, timezone=self.timezone),
-            id="nightly",
-            coalesce=True,
-            max_instances=1,
-            misfire_grace_time=None,
+            misfire_grace_time=CHECKIN_SECONDS,
         )
         scheduler.start()
         self._scheduler = scheduler
+
+    async def plan_reminders(self) -> int:
+        """A date job per pending reminder (the store keeps them across restarts)."""
+        if self._scheduler is None:
+            return 0
+        planned = await self.checkins.due_reminders()
+        for reminder_id, when in planned:
+            self._scheduler.add_job(
+                self.fire_reminder,
+                DateTrigger(when),
+                args=[reminder_id],
+                id=f"reminder-{reminder_id}",
+                replace_existing=True,
+                misfire_grace_time=None,
+            )
+        return len(planned)
+
+    async def fire_reminder(self, reminder_id: int) -> None:
+        try:
+            await self.checkins.fire_reminder(reminder_id)
+        except Exception:
+            logger.exception("reminder %d failed", reminder_id)
+
+    async def checkin_pass(self) -> None:
+        try:
+            outcome = await self.checkins.run()
+            if outcome:
+                logger.info("check-ins: %s", outcome)
+        except Exception:
+            logger.exception("check-in pass failed")
 
     def shutdown(self) -> None:
         if self._scheduler is not None and self._scheduler.running:

@@ -56,12 +56,17 @@ def search_audiences(partner: Partner, audience: str) -> list[str] | None:
 
 class Sessions:
     def __init__(
-        self, store: Store, catalog: PartnerCatalog, memory: MemoryStore, settings: MemoryConfig
+        self,
+        store: Store,
+        catalog: PartnerCatalog,
+        memory: MemoryStore,
+        settings: Callable[[], MemoryConfig],
     ) -> None:
         self.store = store
         self.catalog = catalog
         self.memory = memory
         self.settings = settings
+        """The memory settings in effect (the owner may change them while running)."""
         self.on_end: Callable[[list[str]], Awaitable[None]] | None = None
         """Called with the ids of sessions that just ended (the review hooks in here)."""
 
@@ -86,8 +91,9 @@ class Sessions:
         session = await self.store.open_session(chat.chat_key, partner_id)
         now = time.time()
         if session is not None:
-            idle = now - session.last_active_at > self.settings.session_idle_hours * 3600
-            old = now - session.created_at > self.settings.session_max_hours * 3600
+            settings = self.settings()
+            idle = now - session.last_active_at > settings.session_idle_hours * 3600
+            old = now - session.created_at > settings.session_max_hours * 3600
             if not idle and not old:
                 return session
             await self.store.end_session(session.id, "idle" if idle else "max_age")
@@ -127,19 +133,20 @@ class Sessions:
             platform=chat.platform,
             user_memory=await asyncio.to_thread(read_text, user_file.path) if user_file else None,
         )
+        settings = self.settings()
         assembled = await asyncio.to_thread(
             assemble_prompt,
             partner,
             context,
-            budget=self.settings.context_budget,
-            notice=self.settings.budget_notice,
+            budget=settings.context_budget,
+            notice=settings.budget_notice,
         )
         if assembled.over_budget:
             logger.warning(
                 "partner %s: prompt over budget (%d > %d chars); heaviest: %s",
                 partner.id,
                 sum(assembled.sizes.values()),
-                self.settings.context_budget,
+                settings.context_budget,
                 ", ".join(assembled.heaviest),
             )
         return assembled.text

@@ -147,6 +147,62 @@ SCHEMA: list[str] = [
         updated_at REAL NOT NULL
     );
     """,
+    # 2: what users asked to forget, check-ins and dated reminders
+    """
+    CREATE TABLE tombstones (
+        partner_id TEXT NOT NULL,
+        user_key TEXT NOT NULL,
+        text_hash TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (partner_id, user_key, text_hash)
+    );
+    CREATE TABLE checkins (
+        partner_id TEXT NOT NULL,
+        user_key TEXT NOT NULL,
+        enabled INTEGER NOT NULL DEFAULT 0,
+        unanswered INTEGER NOT NULL DEFAULT 0,
+        last_sent_at REAL,
+        disabled_reason TEXT,
+        PRIMARY KEY (partner_id, user_key)
+    );
+    CREATE TABLE checkin_log (
+        id INTEGER PRIMARY KEY,
+        partner_id TEXT NOT NULL,
+        user_key TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        sent_at REAL NOT NULL,
+        silent INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX checkin_log_user ON checkin_log (partner_id, user_key, sent_at);
+    CREATE INDEX messages_user ON messages (user_key, partner_id, created_at);
+    CREATE TABLE reminders (
+        id INTEGER PRIMARY KEY,
+        partner_id TEXT NOT NULL,
+        user_key TEXT NOT NULL,
+        due_date TEXT NOT NULL,
+        about TEXT NOT NULL,
+        status TEXT NOT NULL DEFAULT 'pending',
+        created_at REAL NOT NULL,
+        UNIQUE (partner_id, user_key, due_date, about)
+    );
+    """,
+    # 3: owner administration: referenced transcripts, "resting" notices, review times
+    """
+    CREATE TABLE transcript_refs (
+        session_id TEXT NOT NULL,
+        referenced_id TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (session_id, referenced_id)
+    );
+    CREATE TABLE rest_notices (
+        kind TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        sent_at REAL NOT NULL,
+        PRIMARY KEY (kind, subject)
+    );
+    CREATE INDEX messages_user_time ON messages (user_key, created_at);
+    ALTER TABLE sessions ADD COLUMN reviewed_at REAL;
+    """,
 ]
 
 MESSAGE_COLUMNS = (
@@ -436,6 +492,14 @@ class Store:
             )
 
     # ---- messages and the work queue -------------------------------------------------
+
+    async def update_seen(self, platform: str, update_id: str) -> bool:
+        """Whether :meth:`seen_update` recorded this platform update id (read only)."""
+        row = await self._one(
+            "SELECT 1 FROM seen_updates WHERE platform = ? AND update_id = ?",
+            (platform, update_id),
+        )
+        return row is not None
 
     async def seen_update(self, platform: str, update_id: str) -> bool:
         """Record a platform update id; True if it was recorded before (a duplicate)."""
@@ -734,8 +798,8 @@ class Store:
     async def review_succeeded(self, session_id: str, upto: int) -> None:
         await self._write(
             "UPDATE sessions SET reviewed_upto = MAX(reviewed_upto, ?), review_attempts = 0,"
-            " review_error = NULL, review_due_at = NULL WHERE id = ?",
-            (upto, session_id),
+            " review_error = NULL, review_due_at = NULL, reviewed_at = ? WHERE id = ?",
+            (upto, time.time(), session_id),
         )
 
     async def review_failed(self, session_id: str, error: str, retry_at: float) -> int:
@@ -773,6 +837,153 @@ class Store:
             " ORDER BY bm25(message_index, 1.0, 0.0), m.created_at DESC LIMIT ?"
         )
         return [SearchHit(*row) for row in await self._all(sql, (terms, partner_id, limit))]
+
+    # ---- what a user owns: forgetting and export -------------------------------------
+
+    async def add_tombstones(self, partner_id: str, user_key: str, hashes: Iterable[str]) -> None:
+        now = time.time()
+        async with self._transaction():
+            await self._db.executemany(
+                "INSERT OR IGNORE INTO tombstones (partner_id, user_key, text_hash, created_at)"
+                " VALUES (?, ?, ?, ?)",
+                [(partner_id, user_key, h, now) for h in hashes],
+            )
+
+    async def tombstones(self, partner_id: str, user_key: str) -> set[str]:
+        rows = await self._all(
+            "SELECT text_hash FROM tombstones WHERE partner_id = ? AND user_key = ?",
+            (partner_id, user_key),
+        )
+        return {row[0] for row in rows}
+
+    async def user_messages(self, partner_id: str, user_key: str) -> list[MessageRow]:
+        """A user's messages with a partner and the partner's replies in their DMs."""
+        return await self._messages(
+            "WHERE partner_id = ? AND (user_key = ? OR audience = ?) ORDER BY id",
+            (partner_id, user_key, f"user:{user_key}"),
+        )
+
+    async def forget_user_messages(
+        self, partner_id: str, user_key: str, roles: Sequence[str]
+    ) -> int:
+        """Delete a user's messages (of these roles) with a partner, and their index rows."""
+        marks = ", ".join("?" for _ in roles)
+        where = (
+            f"partner_id = ? AND (user_key = ? OR audience = ?) AND role IN ({marks})"
+            " AND status != 'pending'"
+        )
+        params = (partner_id, user_key, f"user:{user_key}", *roles)
+        async with self._transaction():
+            await self._db.execute(
+                f"DELETE FROM message_index WHERE rowid IN (SELECT id FROM messages WHERE {where})",
+                params,
+            )
+            cursor = await self._db.execute(f"DELETE FROM messages WHERE {where}", params)
+        return cursor.rowcount
+
+    async def forget_session_prompts(self, partner_id: str, user_key: str) -> None:
+        """Frozen prompts hold the user's memory as it was: end those sessions and drop it."""
+        await self._write(
+            "UPDATE sessions SET system_prompt = '', ended_at = COALESCE(ended_at, ?),"
+            " end_reason = COALESCE(end_reason, 'forgotten') WHERE partner_id = ? AND user_key = ?",
+            (time.time(), partner_id, user_key),
+        )
+
+    # ---- check-ins and reminders -------------------------------------------------------
+
+    async def set_checkins(
+        self, partner_id: str, user_key: str, enabled: bool, reason: str | None = None
+    ) -> None:
+        await self._write(
+            "INSERT INTO checkins (partner_id, user_key, enabled, disabled_reason)"
+            " VALUES (?, ?, ?, ?) ON CONFLICT (partner_id, user_key) DO UPDATE SET"
+            " enabled = excluded.enabled, disabled_reason = excluded.disabled_reason",
+            (partner_id, user_key, int(enabled), reason),
+        )
+
+    async def checkin_candidates(
+        self, partner_id: str, day_start: float, week_start: float
+    ) -> list[dict[str, Any]]:
+        """Every opted-in user of a partner with what the check-in gates need, in one query."""
+        rows = await self._all(
+            "SELECT c.user_key, u.timezone,"
+            " (SELECT MAX(m.created_at) FROM messages m WHERE m.user_key = c.user_key"
+            "   AND m.partner_id = c.partner_id AND m.role = 'user') AS last_message,"
+            " (SELECT MAX(l.sent_at) FROM checkin_log l WHERE l.partner_id = c.partner_id"
+            "   AND l.user_key = c.user_key AND l.silent = 0) AS last_checkin,"
+            " (SELECT COUNT(*) FROM checkin_log l WHERE l.partner_id = c.partner_id"
+            "   AND l.user_key = c.user_key AND l.silent = 0 AND l.sent_at >= ?) AS today,"
+            " (SELECT COUNT(*) FROM checkin_log l WHERE l.partner_id = c.partner_id"
+            "   AND l.user_key = c.user_key AND l.silent = 0 AND l.sent_at >= ?) AS this_week"
+            " FROM checkins c LEFT JOIN users u ON u.user_key = c.user_key"
+            " WHERE c.partner_id = ? AND c.enabled = 1",
+            (day_start, week_start, partner_id),
+        )
+        return [dict(row) for row in rows]
+
+    async def set_user_timezone(self, user_key: str, timezone: str) -> None:
+        await self._write(
+            "UPDATE users SET timezone = ?, updated_at = ? WHERE user_key = ?",
+            (timezone, time.time(), user_key),
+        )
+
+    async def checkin_partners(self, user_key: str) -> list[str]:
+        rows = await self._all(
+            "SELECT partner_id FROM checkins WHERE user_key = ? AND enabled = 1", (user_key,)
+        )
+        return [row[0] for row in rows]
+
+    async def checkin_setting(self, partner_id: str, user_key: str) -> dict[str, Any] | None:
+        row = await self._one(
+            "SELECT * FROM checkins WHERE partner_id = ? AND user_key = ?", (partner_id, user_key)
+        )
+        return dict(row) if row else None
+
+    async def record_checkin(
+        self, partner_id: str, user_key: str, kind: str, silent: bool, at: float
+    ) -> None:
+        await self._write(
+            "INSERT INTO checkin_log (partner_id, user_key, kind, sent_at, silent)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (partner_id, user_key, kind, at, int(silent)),
+        )
+
+    async def checkins_since(self, partner_id: str, user_key: str, since: float) -> int:
+        """Check-ins actually sent (not silent) since a time."""
+        row = await self._one(
+            "SELECT COUNT(*) FROM checkin_log WHERE partner_id = ? AND user_key = ?"
+            " AND sent_at >= ? AND silent = 0",
+            (partner_id, user_key, since),
+        )
+        return int(row[0]) if row else 0
+
+    async def last_user_message_at(self, partner_id: str, user_key: str) -> float | None:
+        row = await self._one(
+            "SELECT MAX(created_at) FROM messages WHERE partner_id = ? AND user_key = ?"
+            " AND role = 'user'",
+            (partner_id, user_key),
+        )
+        return float(row[0]) if row and row[0] is not None else None
+
+    async def add_reminder(self, partner_id: str, user_key: str, due_date: str, about: str) -> bool:
+        cursor = await self._write(
+            "INSERT OR IGNORE INTO reminders (partner_id, user_key, due_date, about, created_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (partner_id, user_key, due_date, about, time.time()),
+        )
+        return cursor.rowcount > 0
+
+    async def pending_reminders(self) -> list[dict[str, Any]]:
+        rows = await self._all("SELECT * FROM reminders WHERE status = 'pending' ORDER BY due_date")
+        return [dict(row) for row in rows]
+
+    async def close_reminder(self, reminder_id: int, status: str) -> bool:
+        """Mark a reminder done; False if another run already did (it fires once)."""
+        cursor = await self._write(
+            "UPDATE reminders SET status = ? WHERE id = ? AND status = 'pending'",
+            (status, reminder_id),
+        )
+        return cursor.rowcount > 0
 
     # ---- usage, audit, settings ------------------------------------------------------
 
@@ -849,6 +1060,143 @@ class Store:
             " updated_at = excluded.updated_at",
             (key, value, time.time()),
         )
+
+    async def delete_setting(self, key: str) -> bool:
+        cursor = await self._write("DELETE FROM settings WHERE key = ?", (key,))
+        return cursor.rowcount > 0
+
+    # ---- owner administration ----------------------------------------------------------
+
+    async def add_transcript_ref(self, session_id: str, referenced_id: str, keep: int) -> None:
+        """Reference a session's transcript from an owner session; only the newest ``keep``
+        references of that session stay."""
+        async with self._transaction():
+            await self._db.execute(
+                "INSERT OR REPLACE INTO transcript_refs (session_id, referenced_id, created_at)"
+                " VALUES (?, ?, ?)",
+                (session_id, referenced_id, time.time()),
+            )
+            await self._db.execute(
+                "DELETE FROM transcript_refs WHERE session_id = ? AND referenced_id NOT IN"
+                " (SELECT referenced_id FROM transcript_refs WHERE session_id = ?"
+                " ORDER BY created_at DESC LIMIT ?)",
+                (session_id, session_id, keep),
+            )
+
+    async def transcript_refs(self, session_id: str) -> list[str]:
+        """The sessions referenced from ``session_id``, oldest first."""
+        rows = await self._all(
+            "SELECT referenced_id FROM transcript_refs WHERE session_id = ? ORDER BY created_at",
+            (session_id,),
+        )
+        return [row[0] for row in rows]
+
+    async def find_sessions(self, partner_id: str, id_prefix: str) -> list[SessionRow]:
+        """A partner's sessions whose id starts with ``id_prefix`` (ids are shown shortened)."""
+        return await self._sessions(
+            "WHERE partner_id = ? AND substr(id, 1, ?) = ? ORDER BY created_at DESC LIMIT 2",
+            (partner_id, len(id_prefix), id_prefix),
+        )
+
+    async def partner_sessions(
+        self, partner_id: str, user_key: str | None = None, limit: int = 500
+    ) -> list[SessionRow]:
+        """A partner's sessions, newest activity first, optionally only one user's."""
+        where = "WHERE partner_id = ?"
+        params: list[Any] = [partner_id]
+        if user_key is not None:
+            where += " AND user_key = ?"
+            params.append(user_key)
+        return await self._sessions(
+            where + " ORDER BY last_active_at DESC LIMIT ?", (*params, limit)
+        )
+
+    async def message_counts(self, session_ids: Sequence[str]) -> dict[str, int]:
+        """Conversation messages (user and assistant) per session."""
+        if not session_ids:
+            return {}
+        marks = ", ".join("?" for _ in session_ids)
+        rows = await self._all(
+            f"SELECT session_id, COUNT(*) FROM messages WHERE session_id IN ({marks})"
+            " AND role IN ('user', 'assistant') GROUP BY session_id",
+            tuple(session_ids),
+        )
+        return {row[0]: int(row[1]) for row in rows}
+
+    async def partner_messages(self, partner_id: str) -> list[MessageRow]:
+        """Every recorded message of a partner, session by session (for an export)."""
+        return await self._messages(
+            "WHERE partner_id = ? AND status != 'pending' ORDER BY session_id, id", (partner_id,)
+        )
+
+    async def tokens_on(self, day: str) -> dict[str, int]:
+        """Tokens (prompt + completion) used on one day, per partner."""
+        rows = await self._all(
+            "SELECT partner_id, SUM(prompt_tokens + completion_tokens) FROM usage"
+            " WHERE day = ? GROUP BY partner_id",
+            (day,),
+        )
+        return {row[0]: int(row[1] or 0) for row in rows}
+
+    async def user_messages_since(self, user_key: str, since: float) -> int:
+        row = await self._one(
+            "SELECT COUNT(*) FROM messages WHERE user_key = ? AND created_at >= ?"
+            " AND role = 'user'",
+            (user_key, since),
+        )
+        return int(row[0]) if row else 0
+
+    async def last_rest_notice(self, kind: str, subject: str) -> float | None:
+        row = await self._one(
+            "SELECT sent_at FROM rest_notices WHERE kind = ? AND subject = ?", (kind, subject)
+        )
+        return float(row[0]) if row else None
+
+    async def note_rest_notice(self, kind: str, subject: str) -> None:
+        await self._write(
+            "INSERT OR REPLACE INTO rest_notices (kind, subject, sent_at) VALUES (?, ?, ?)",
+            (kind, subject, time.time()),
+        )
+
+    async def rest_notices_since(self, since: float) -> list[dict[str, Any]]:
+        rows = await self._all(
+            "SELECT kind, subject, sent_at FROM rest_notices WHERE sent_at >= ? ORDER BY sent_at",
+            (since,),
+        )
+        return [dict(row) for row in rows]
+
+    async def close_unanswered(self, message_ids: Sequence[int], session_id: str) -> None:
+        """Keep messages in their session's history without a reply (a resting partner)."""
+        async with self._transaction():
+            await self._db.executemany(
+                "UPDATE messages SET status = 'done', session_id = ? WHERE id = ?",
+                [(session_id, message_id) for message_id in message_ids],
+            )
+
+    async def reply_counts(self, since: float) -> dict[str, int]:
+        """Replies recorded since a time: 'assistant' answers and 'notice' apologies."""
+        rows = await self._all(
+            "SELECT role, COUNT(*) FROM messages WHERE created_at >= ?"
+            " AND role IN ('assistant', 'notice') GROUP BY role",
+            (since,),
+        )
+        return {row[0]: int(row[1]) for row in rows}
+
+    async def last_reviews(self) -> dict[str, float]:
+        """When each partner's sessions were last reviewed."""
+        rows = await self._all(
+            "SELECT partner_id, MAX(reviewed_at) FROM sessions WHERE reviewed_at IS NOT NULL"
+            " AND partner_id IS NOT NULL GROUP BY partner_id"
+        )
+        return {row[0]: float(row[1]) for row in rows}
+
+    async def last_activity(self) -> dict[str, float]:
+        """When each partner last had a conversation."""
+        rows = await self._all(
+            "SELECT partner_id, MAX(last_active_at) FROM sessions WHERE partner_id IS NOT NULL"
+            " GROUP BY partner_id"
+        )
+        return {row[0]: float(row[1]) for row in rows}
 
     # ---- maintenance -----------------------------------------------------------------
 

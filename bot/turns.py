@@ -12,20 +12,22 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from adapters.base import Channel, ReplyStream
 from bot.access import OwnerCheck
+from bot.budget import Budget
 from bot.chat import ChatLoop, TurnInput, history_window
-from bot.config import Config
+from bot.config import Config, MemoryConfig
 from bot.delivery import Delivery, PendingReply, chat_ref
 from bot.llm import Delta, LLMError
 from bot.sessions import OWNER_AUDIENCE, Sessions, Speaker, audience_for, search_audiences
 from bot.store import ChatRow, MessageRow, NewMessage, SessionRow, Store
 from bot.tools import ToolRegistry, ToolSurface
+from bot.transcripts import load_transcripts
 from partners.catalog import PartnerCatalog
 from partners.memory import MemoryFile, MemoryStore
 from partners.persona import Partner
@@ -79,6 +81,8 @@ class TurnRunner:
         owner_file: MemoryFile,
         is_owner: OwnerCheck,
         reviewer: Reviewer,
+        budget: Budget | None = None,
+        memory_settings: Callable[[], MemoryConfig] | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -92,6 +96,10 @@ class TurnRunner:
         self.owner_file = owner_file
         self.is_owner = is_owner
         self.reviewer = reviewer
+        self.budget = budget
+        """Cost control, checked before any model call; None: no limits."""
+        self.memory_settings = memory_settings or (lambda: config.memory)
+        """The memory settings in effect (the owner may change them while running)."""
 
     async def process(self, key: str) -> bool:
         """Answer what is pending for one queue key; False if nothing was."""
@@ -108,6 +116,8 @@ class TurnRunner:
         session = await self.sessions.current(
             conversation.chat, conversation.partner, conversation.speaker, pending[0]
         )
+        if await self._resting(conversation, session, pending):
+            return True
         channel = self.channels.get(conversation.chat.platform)
         stream = None
         if channel is not None:
@@ -127,7 +137,43 @@ class TurnRunner:
         )
         await self.delivery.send(pending_reply, stream)
         if conversation.partner is not None:
-            await self.reviewer.after_turn(session, self.config.memory.history_chars)
+            await self.reviewer.after_turn(session, self.memory_settings().history_chars)
+        return True
+
+    async def _resting(
+        self, conversation: Conversation, session: SessionRow, pending: list[MessageRow]
+    ) -> bool:
+        """Over a budget or rate limit: the resting line once, then quiet — no model call."""
+        if self.budget is None:
+            return False
+        speaker = conversation.speaker
+        rest = await self.budget.check(
+            conversation.partner, conversation.chat.chat_key, speaker.user_key, speaker.is_owner
+        )
+        if rest is None:
+            return False
+        ids = [row.id for row in pending]
+        logger.info("partner resting (%s) in %s", rest.reason, conversation.chat.chat_key)
+        if rest.line is None:
+            await self.store.close_unanswered(ids, session.id)
+            return True
+        partner = conversation.partner
+        assert partner is not None  # only partners rest
+        reply = NewMessage(
+            chat_key=conversation.chat.chat_key,
+            role="assistant",
+            text=rest.line,
+            audience=audience_for(conversation.chat, speaker),
+            status="delivering",
+            session_id=session.id,
+            partner_id=partner.id,
+            speaker=partner.name,
+        )
+        reply_id = await self.store.finish_turn(ids, session.id, reply)
+        answered = pending[-1].platform_message_id
+        await self.delivery.send(
+            PendingReply(reply_id, conversation.chat, rest.line, partner.id, answered)
+        )
         return True
 
     async def _conversation(self, last: MessageRow) -> Conversation | None:
@@ -157,9 +203,9 @@ class TurnRunner:
     ) -> NewMessage:
         chat, partner, speaker = conversation.chat, conversation.partner, conversation.speaker
         timezone = self._timezone(partner)
+        settings = self.memory_settings()
         history = history_window(
-            await self.sessions.history(session, self.config.memory.carry_turns),
-            self.config.memory.history_chars,
+            await self.sessions.history(session, settings.carry_turns), settings.history_chars
         )
         context: list[MessageRow] = []
         if chat.kind != "dm":
@@ -167,8 +213,17 @@ class TurnRunner:
             context = await self.store.recent_context(
                 chat.chat_key, since, self.config.access.group_context_messages
             )
+        transcript = None
+        if partner is None:
+            transcript = await load_transcripts(self.store, self.catalog, session.id, timezone)
         turn = TurnInput(
-            session.system_prompt, history, pending, context, chat.kind != "dm", timezone
+            session.system_prompt,
+            history,
+            pending,
+            context,
+            chat.kind != "dm",
+            timezone,
+            transcript=transcript,
         )
         surface, ctx = self._tools(conversation, session, pending[-1])
         model = (partner.preset.model if partner else None) or self.config.llm.model
@@ -249,6 +304,8 @@ class TurnRunner:
         if partner is None:
             known = ", ".join(p.id for p in self.catalog.all())
             raise ToolError(f"no partner {partner_id!r}; partners: {known}")
+        if self.budget is not None and await self.budget.over_budget(partner):
+            raise ToolError(f"{partner.name} is resting: its token budget for today is used up")
         chat = replace(owner_chat, chat_key=consult_chat_key(owner_chat.chat_key))
         question_row = await self._consult_question(chat, partner, owner, question)
         session = await self.sessions.current(chat, partner, owner, question_row)
@@ -257,7 +314,8 @@ class TurnRunner:
         turn = TurnInput(
             session.system_prompt,
             history_window(
-                [r for r in history if r.id != question_row.id], self.config.memory.history_chars
+                [r for r in history if r.id != question_row.id],
+                self.memory_settings().history_chars,
             ),
             [question_row],
             timezone=self._timezone(partner),

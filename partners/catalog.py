@@ -119,10 +119,10 @@ class PartnerCatalog:
         return self.create(EXAMPLE_PARTNER)
 
 
-def set_preset_value(path: Path, key: str, value: str) -> None:
+def set_preset_value(path: Path, key: str, value: str | bool) -> None:
     """Change one ``key: value`` line of preset.yml, keeping comments and every other line."""
     limits = {"name": MAX_NAME_CHARS, "description": MAX_DESCRIPTION_CHARS}
-    if key in limits and len(value) > limits[key]:
+    if isinstance(value, str) and key in limits and len(value) > limits[key]:
         raise PartnerError(f"{key} is {len(value)} characters; the limit is {limits[key]}")
     rendered = yaml.safe_dump({key: value}, allow_unicode=True, width=10_000).strip()
     raw = path.read_text(encoding="utf-8") if path.exists() else ""

@@ -14,6 +14,7 @@ a namespace is ``<root>/changelog/changes.jsonl``, one JSON record per change.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import re
@@ -31,6 +32,7 @@ ENTRY_ID = re.compile(r"\s*<!--\s*(m_[0-9a-z]+)\s*-->\s*$")
 BULLET = re.compile(r"^(\s*[-*+]\s+)(.*)$")
 ANY_ID_COMMENT = re.compile(r"\s*<!--\s*m_[0-9a-z]+\s*-->")
 CHANGELOG = "changelog/changes.jsonl"
+FINGERPRINT_CHARS = 12
 BOM = "\ufeff"
 
 
@@ -133,6 +135,22 @@ class _Document:
         return found
 
 
+def fingerprint(data: bytes) -> str:
+    """A file version as the owner handles it: the first hex digits of its sha256."""
+    return hashlib.sha256(data).hexdigest()[:FINGERPRINT_CHARS]
+
+
+class FileChanged(MemoryInputError):
+    """A whole-file replacement was refused: the file is no longer the version it edits."""
+
+    def __init__(self, name: str, current: bytes) -> None:
+        super().__init__(
+            f"{name} changed since that copy was made (a review or another edit wrote to it); "
+            "nothing was overwritten"
+        )
+        self.current = current
+
+
 def new_entry_id() -> str:
     return f"m_{int(time.time() * 1000):x}{secrets.token_hex(2)}"
 
@@ -148,6 +166,11 @@ def strip_ids(text: str) -> str:
 
 def comparable(text: str) -> str:
     return " ".join(text.casefold().split())
+
+
+def text_hash(text: str) -> str:
+    """What a tombstone keeps of forgotten text: a hash of it, never the text."""
+    return hashlib.sha256(comparable(text).encode()).hexdigest()[:32]
 
 
 def clean_entry_text(text: str) -> str:
@@ -328,6 +351,137 @@ class MemoryStore:
 
         return await self._update(file, apply)
 
+    # ---- forgetting: the text leaves every file, records keep no copy --------------------
+
+    async def forget_entry(self, file: MemoryFile, entry_id: str, *, source: str) -> Entry:
+        """Delete one entry; its changelog record carries no text (a tombstone)."""
+        removed: list[Entry] = []
+
+        def apply(doc: _Document) -> tuple[Change | None, WriteResult]:
+            entry = _find(doc, entry_id, file)
+            removed.append(entry)
+            change = self._change(file, "forgotten", entry_id, None, None, "forgotten", source)
+            del doc.lines[entry.line]
+            return change, WriteResult(entry_id, change.id)
+
+        await self._update(file, apply)
+        return removed[0]
+
+    async def clear_file(self, file: MemoryFile, *, source: str) -> None:
+        """Empty a file entirely (``/forget all``), recording that it happened, not what."""
+
+        def apply(doc: _Document) -> tuple[Change | None, WriteResult]:
+            if not any(line.strip() for line in doc.lines):
+                return None, WriteResult(None, None)
+            change = self._change(file, "forgotten", None, None, None, "forgotten", source)
+            doc.lines = []
+            return change, WriteResult(None, change.id)
+
+        await self._update(file, apply)
+
+    async def scrub_changelog(
+        self, root: Path, file_name: str, *, entry_ids: set[str], texts: set[str]
+    ) -> int:
+        """Replace changelog records that hold forgotten text with text-less tombstones."""
+        path = root / CHANGELOG
+        needles = [t for t in texts if t.strip()]
+
+        def holds(record: dict[str, Any]) -> bool:
+            if record.get("file") == file_name and record.get("entry") in entry_ids:
+                return True
+            body = f"{record.get('old') or ''}\n{record.get('new') or ''}"
+            return any(needle in body for needle in needles)
+
+        def scrub() -> int:
+            if not path.exists():
+                return 0
+            out, count = [], 0
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    out.append(line)
+                    continue
+                if isinstance(record, dict) and holds(record):
+                    record.update(op="forgotten", old=None, new=None, reason="forgotten")
+                    count += 1
+                out.append(json.dumps(record, ensure_ascii=False))
+            if count:
+                _write_atomic(path, "\n".join(out) + "\n")
+            return count
+
+        async with self._lock(path):
+            return await asyncio.to_thread(scrub)
+
+    async def scrub_journals(
+        self, root: Path, *, texts: set[str], heading_marker: str | None
+    ) -> int:
+        """Remove journal entries whose heading names the user, and lines quoting the texts."""
+        journal_dir = root / "memory"
+        needles = [t for t in texts if t.strip()]
+        removed = 0
+        paths = sorted(journal_dir.glob("*.md")) if journal_dir.is_dir() else []
+        for path in paths:
+            file = MemoryFile(root, f"memory/{path.name}")
+
+            def apply(doc: _Document, file: MemoryFile = file) -> tuple[Change | None, WriteResult]:
+                nonlocal removed
+                kept: list[str] = []
+                dropping = False
+                for line in doc.lines:
+                    if line.startswith("## "):
+                        dropping = heading_marker is not None and heading_marker in line
+                        removed += dropping
+                    if dropping:
+                        continue
+                    if any(needle in line for needle in needles):
+                        removed += 1
+                        continue
+                    kept.append(line)
+                if kept == doc.lines:
+                    return None, WriteResult(None, None)
+                doc.lines = kept
+                change = self._change(file, "forgotten", None, None, None, "forgotten", "forget")
+                return change, WriteResult(None, change.id)
+
+            await self._update(file, apply)
+        return removed
+
+    async def replace_file(
+        self, file: MemoryFile, new_text: str, expected: str, *, reason: str, source: str
+    ) -> WriteResult:
+        """Replace a whole file with the owner's edited copy, only if the file is still the
+        version that copy was made from (``expected`` is its :func:`fingerprint`): a memory a
+        review wrote meanwhile is never silently overwritten (FileChanged). The file keeps its
+        own line endings and BOM, and the changelog record holds both versions."""
+        async with self._lock(file.path):
+            return await asyncio.to_thread(
+                self._replace_file_sync, file, new_text, expected, reason, source
+            )
+
+    def _replace_file_sync(
+        self, file: MemoryFile, new_text: str, expected: str, reason: str, source: str
+    ) -> WriteResult:
+        try:
+            current = file.path.read_bytes()
+        except FileNotFoundError:
+            current = b""
+        if fingerprint(current) != expected:
+            raise FileChanged(file.name, current)
+        old_raw = _read_raw(file.path)
+        old, new = _Document.parse(old_raw), _Document.parse(new_text)
+        if "\n" in old_raw:
+            new.crlf = old.crlf
+        if old_raw:
+            new.bom = old.bom
+        rendered = new.render()
+        if rendered == old_raw:
+            return WriteResult(None, None, duplicate=True)
+        change = self._change(file, "replace_file", None, old_raw, rendered, reason, source)
+        self._append_changelog(file.root, change)
+        _write_atomic(file.path, rendered)
+        return WriteResult(None, change.id)
+
     async def _update(
         self, file: MemoryFile, apply: Callable[[_Document], tuple[Change | None, WriteResult]]
     ) -> WriteResult:
@@ -406,8 +560,15 @@ class MemoryStore:
                 f"no change {change_id} in the changelog (it keeps the last "
                 f"{self.changelog_keep}); list recent changes to find its id"
             )
+        if change.op == "forgotten":
+            raise MemoryInputError(
+                f"change {change_id} was forgotten on request; forgetting cannot be undone"
+            )
         file = MemoryFile(root, change.file)
         reason = f"undo {change.id}"
+        if change.op == "replace_file" and change.old is not None and change.new is not None:
+            expected = fingerprint(change.new.encode("utf-8"))
+            return await self.replace_file(file, change.old, expected, reason=reason, source=source)
         if change.op == "add" and change.entry:
             return await self.remove(file, change.entry, reason=reason, source=source)
         if change.op == "edit" and change.entry and change.old:

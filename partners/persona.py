@@ -67,6 +67,10 @@ class Preset:
     avatar: str | None = None
     tools_allow: tuple[str, ...] = ()
     tools_deny: tuple[str, ...] = ()
+    daily_token_budget: int | None = None
+    """Tokens the partner may use per day (owner's time zone) before it rests; None: no limit."""
+    resting_message: str | None = None
+    """What the partner says, once, when it rests (over its budget or a user's rate limit)."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -141,6 +145,11 @@ def load_preset(path: Path, partner_id: str) -> Preset:
             check_timezone(str(timezone))
         except ValueError as exc:
             raise PartnerError(f"{path}: timezone: {exc}") from exc
+    budget = data.pop("daily_token_budget", None)
+    if budget is not None and (
+        isinstance(budget, bool) or not isinstance(budget, int) or budget < 1
+    ):
+        raise PartnerError(f"{path}: daily_token_budget must be a positive whole number")
     return Preset(
         name=name,
         description=description,
@@ -152,6 +161,8 @@ def load_preset(path: Path, partner_id: str) -> Preset:
         avatar=_optional_str(data.pop("avatar", None)),
         tools_allow=tuple(str(p) for p in tools.get("allow") or ()),
         tools_deny=tuple(str(p) for p in tools.get("deny") or ()),
+        daily_token_budget=budget,
+        resting_message=_optional_str(data.pop("resting_message", None)),
         extra=data,
     )
 

@@ -32,7 +32,14 @@ from bot.llm import LLMClient, LLMError
 from bot.store import MessageRow, NewMessage, SessionRow, Store
 from partners.catalog import PartnerCatalog
 from partners.journal import JournalEntry, day_header, journal_file, render, summaries_for_chat
-from partners.memory import MemoryFile, MemoryInputError, MemoryStore, read_text, strip_ids
+from partners.memory import (
+    MemoryFile,
+    MemoryInputError,
+    MemoryStore,
+    read_text,
+    strip_ids,
+    text_hash,
+)
 from partners.persona import MEMORY_FILES, Partner
 from partners.tools import user_memory_file
 
@@ -59,6 +66,7 @@ class ReviewResult:
     journal: bool = False
     changes: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    reminders: list[str] = field(default_factory=list)
     note: str = ""
 
 
@@ -92,6 +100,28 @@ def parse_review(text: str) -> tuple[JournalEntry | None, list[dict[str, Any]]]:
     if not isinstance(ops, list):
         raise ReviewOutputError("'memory' must be a list of operations")
     return journal, [op for op in ops if isinstance(op, dict)]
+
+
+def parse_reminders(text: str, today: str) -> list[tuple[str, str]]:
+    """(date, about) pairs from the review's answer: future dates only, short texts."""
+    start, end = text.find("{"), text.rfind("}")
+    try:
+        data = json.loads(text[start : end + 1])
+    except json.JSONDecodeError:
+        return []
+    raw = data.get("reminders") if isinstance(data, dict) else None
+    found = []
+    for item in raw if isinstance(raw, list) else []:
+        if not isinstance(item, dict):
+            continue
+        day, about = str(item.get("date", "")), " ".join(str(item.get("about", "")).split())
+        try:
+            valid = datetime.fromisoformat(day).date().isoformat() == day
+        except ValueError:
+            valid = False
+        if valid and day >= today and about:
+            found.append((day, about[:120]))
+    return found
 
 
 def segment_text(rows: list[MessageRow], window_chars: int, timezone: ZoneInfo) -> str:
@@ -138,6 +168,8 @@ class Reviewer:
         self.notify_owner = notify_owner
         self.timezone = timezone
         self.clock: Callable[[], float] = time.time
+        self.on_reminders: Callable[[], Awaitable[object]] | None = None
+        """Called after a review stored new dated reminders (the scheduler plans them)."""
         self.timeout_seconds = REVIEW_TIMEOUT_SECONDS
         self._locks: dict[str, asyncio.Lock] = {}
         self._noticed: dict[str, float] = {}
@@ -283,6 +315,12 @@ class Reviewer:
             raise ReviewOutputError("empty answer")
         journal, ops = parse_review(completion.text)
         result = ReviewResult()
+        if session.user_key is not None and files:
+            for due, about in parse_reminders(completion.text, day):
+                if await self.store.add_reminder(partner.id, session.user_key, due, about):
+                    result.reminders.append(due)
+            if result.reminders and self.on_reminders is not None:
+                await self.on_reminders()
         await self._apply(session, ops, files, result)
         if journal is not None:
             who = await self._who(partner, session)
@@ -350,6 +388,9 @@ class Reviewer:
                 continue
             grouped.setdefault(name, []).append(op)
         source = f"review of session {session.id}"
+        forgotten: set[str] = set()
+        if USER_FILE in files and session.partner_id and session.user_key:
+            forgotten = await self.store.tombstones(session.partner_id, session.user_key)
         for name, file_ops in grouped.items():
             file = by_name[name]
             if await self._removes_too_much(file, file_ops):
@@ -357,6 +398,9 @@ class Reviewer:
                 logger.warning("review of %s: %s batch rejected (removal guard)", session.id, name)
                 continue
             for op in file_ops:
+                if forgotten and text_hash(str(op.get("text") or "")) in forgotten:
+                    result.skipped.append(f"{name}: the user asked to forget this")
+                    continue
                 try:
                     change = await self._apply_one(file, op, source)
                 except MemoryInputError as exc:

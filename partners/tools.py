@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.store import SearchHit, Store
-from partners.memory import MAX_ENTRY_CHARS, MemoryFile, MemoryInputError, MemoryStore
+from partners.memory import MAX_ENTRY_CHARS, MemoryFile, MemoryInputError, MemoryStore, text_hash
 from partners.persona import Partner
 
 SEARCH_DEFAULT_LIMIT = 30
@@ -160,7 +160,21 @@ async def partner_read(ctx: ToolContext, args: dict[str, Any]) -> str:
 async def partner_memorize(ctx: ToolContext, args: dict[str, Any]) -> str:
     if ctx.write_file is None:
         raise ToolError("memory is read-only in this conversation")
-    return await _apply_memory_op(ctx, ctx.write_file, args, "partner_memorize")
+    before = await _replaced_text(ctx, ctx.write_file, args)
+    answer = await _apply_memory_op(ctx, ctx.write_file, args, "partner_memorize")
+    if before is not None and ctx.partner is not None:
+        # a user's correction: the review must not write the old fact back
+        await ctx.store.add_tombstones(ctx.partner.id, ctx.actor, {text_hash(before)})
+    return answer
+
+
+async def _replaced_text(ctx: ToolContext, file: MemoryFile, args: dict[str, Any]) -> str | None:
+    """The text an edit or remove in a user's own file is about to replace."""
+    if args.get("op") not in ("edit", "remove") or not file.name.startswith("users/"):
+        return None
+    target = args.get("target_id")
+    entry = next((e for e in await ctx.memory.entries(file) if e.id == target), None)
+    return entry.text if entry else None
 
 
 async def partner_search(ctx: ToolContext, args: dict[str, Any]) -> str:

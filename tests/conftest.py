@@ -31,6 +31,7 @@ class RecordingChannel:
 
     def __init__(self, chunk_chars: int = 4000) -> None:
         self.sent: list[Outbound] = []
+        self.files: list[tuple[ChatRef, str, bytes, str]] = []
         self.typing_calls = 0
         self.chunk_chars = chunk_chars
         self.fail_next: list[DeliveryError] = []
@@ -58,6 +59,13 @@ class RecordingChannel:
     async def typing(self, chat: ChatRef) -> None:
         del chat
         self.typing_calls += 1
+
+    async def send_file(
+        self, chat: ChatRef, filename: str, data: bytes, caption: str
+    ) -> str | None:
+        self.files.append((chat, filename, data, caption))
+        await self.send(Outbound(chat, caption))
+        return f"file-{len(self.files)}"
 
     def open_stream(self, chat: ChatRef, reply_to: str | None) -> None:
         del chat, reply_to

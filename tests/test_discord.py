@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from bot.commands import COMMANDS
 from tests.discord_harness import (
     ALICE,
     BOB,
@@ -90,6 +91,15 @@ async def test_identify_carries_the_documented_intents(
     assert gateway.app.gateway.bot_usernames["discord"] == "companion"
 
 
+async def test_shards_auto_runs_the_auto_sharded_client(
+    gateways: DiscordGateways, fake: FakeDiscord
+) -> None:
+    gateway = await gateways.start(discord={"shards": "auto"})
+    assert fake.calls("GET", "/gateway/bot")  # AutoShardedClient asks for the shard count
+    assert [identify["shard"] for identify in fake.identifies] == [[0, 1]]
+    assert gateway.channel.connected
+
+
 async def test_slash_commands_are_synced_once_with_admin_hidden_by_default(
     gateways: DiscordGateways, fake: FakeDiscord
 ) -> None:
@@ -99,7 +109,11 @@ async def test_slash_commands_are_synced_once_with_admin_hidden_by_default(
     syncs = fake.calls("PUT", f"/applications/{fake.application_id}/commands")
     assert len(syncs) == 1  # not again on RESUME
     commands = {c["name"]: c for c in fake.commands[None]}
-    assert sorted(commands) == ["admin", "help", "new", "partner", "start"]
+    user_commands = [c.name for c in COMMANDS.values() if not c.owner_only]
+    assert sorted(commands) == sorted([*user_commands, "admin"])
+    for command in COMMANDS.values():  # a command that takes arguments offers an option
+        if command.usage and not command.owner_only and command.name != "partner":
+            assert [o["name"] for o in commands[command.name]["options"]] == ["args"]
     assert str(commands["admin"]["default_member_permissions"]) == "0"
     assert commands["help"]["default_member_permissions"] is None
     [option] = commands["partner"]["options"]

@@ -123,3 +123,34 @@ async def test_command_in_an_unbound_channel_ends_quietly(
     original = f"/webhooks/{fake.application_id}/{payload['token']}/messages/@original"
     deleted = await fake.wait_for_rest(lambda c: c.method == "DELETE" and c.path == original)
     assert deleted.ok
+
+
+async def test_a_command_that_answers_with_a_file_answers_the_interaction(
+    gateways: DiscordGateways, fake: FakeDiscord
+) -> None:
+    await gateways.start()
+    payload = await fake.interaction(name="export", user_id=ALICE)
+    _, followup = await answer_to(fake, payload)
+    [(filename, data)] = followup.files
+    assert filename and data
+    assert followup.json["content"]
+    assert fake.sent_messages() == []
+
+
+async def test_owner_sends_an_edited_persona_file_with_the_command_as_caption(
+    gateways: DiscordGateways, fake: FakeDiscord, tmp_path: Path
+) -> None:
+    await gateways.start()
+    owner_dm = fake.dm_channel_id(OWNER)
+    await fake.dm_message(user_id=OWNER, content="/admin partner edit example SOUL.md")
+    sent = await fake.wait_for_rest(lambda c: c.ok and c.path == f"/channels/{owner_dm}/messages")
+    put = sent.json["content"].splitlines()[-1]
+    assert put.startswith("/admin partner put example SOUL.md ") and sent.files
+    edited = b"- loves rainy afternoons\n"
+    await fake.dm_message(
+        user_id=OWNER, content=put, attachments=[{"filename": "SOUL.md", "data": edited}]
+    )
+    await fake.wait_until(lambda: len(fake.sent_messages(owner_dm)) == 2, TIMEOUT, "the answer")
+    assert "Saved SOUL.md" in fake.sent_messages(owner_dm)[1].json["content"]
+    soul = tmp_path / "data" / "partners" / "example" / "SOUL.md"
+    assert soul.read_bytes() == edited

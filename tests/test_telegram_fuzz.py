@@ -233,13 +233,8 @@ async def test_generated_updates_pass_the_receive_path_without_errors(
         errors = [r for r in caplog.records if r.name.startswith("adapters")]
         assert [r.getMessage() for r in errors if r.levelno >= logging.ERROR] == []
         assert gateway.app.dispatcher.turns_failed == 0
-        # not vacuous: many of them reached the model and got answers
-        print(len(payloads), len(fake_llm.requests), len(fake.sent("sendMessage")))
-        from collections import Counter
-
-        print(Counter((c.method, c.status) for c in fake.calls))
-        print(Counter(str(c.description)[:60] for c in fake.calls if c.status != 200))
-        print(Counter(r.getMessage()[:80] for r in caplog.records))
+        # not vacuous: many of them got an answer (a reply, a menu, a refusal, a polite line)
+        assert len(fake.sent("sendMessage")) >= 15 and fake.answered_callback_queries
     finally:
         await gateways.stop_all()
 
@@ -295,9 +290,7 @@ def test_any_markdown_renders_to_html_telegram_accepts(text: str) -> None:
 
 @settings(max_examples=1000, deadline=None, database=None)
 @given(markdown, st.integers(min_value=20, max_value=200))
-def test_any_markdown_splits_into_chunks_that_fit_and_lose_nothing(
-    text: str, limit: int
-) -> None:
+def test_any_markdown_splits_into_chunks_that_fit_and_lose_nothing(text: str, limit: int) -> None:
     chunks = split(text, limit)
     assert all(utf16_len(chunk) <= limit for chunk in chunks)
 

@@ -30,8 +30,9 @@ What it does, as Telegram does:
   to unknown messages, and reject ``message_thread_id=1`` (the General topic) in forums.
   Edits of unknown or unchanged messages fail like on Telegram ("message is not modified").
 * Faults: :meth:`FakeTelegram.fail_next`, :meth:`FakeTelegram.reject_entities_once`,
-  :meth:`FakeTelegram.delay_next`, :meth:`FakeTelegram.garble_next`, ``fail_ratio``,
-  ``stalled``, ``blocked_chats`` and ``per_chat_limit``.
+  :meth:`FakeTelegram.delay_next`, :meth:`FakeTelegram.garble_next`,
+  :meth:`FakeTelegram.hold_next`, ``fail_ratio``, ``stalled``, ``blocked_chats`` and
+  ``per_chat_limit``.
 
 Some error descriptions are Telegram's own wording; the ones Telegram does not document
 (marked "fake's wording" below) only promise the status code and the ``Bad Request:`` prefix.
@@ -64,6 +65,7 @@ __all__ = [
     "ApiError",
     "Call",
     "FakeTelegram",
+    "Hold",
     "REGISTERED_SECRET",
 ]
 
@@ -246,6 +248,22 @@ class _Fault:
     description: str = ""
     parameters: dict[str, Any] | None = None
     delay: float = 0.0
+
+
+@dataclass
+class Hold:
+    """A call :meth:`FakeTelegram.hold_next` keeps unanswered until :meth:`release` (or until
+    the client goes away: the call then ends with status 499)."""
+
+    method: str
+    predicate: Callable[[Call], bool]
+    after_effect: bool
+    arrived: asyncio.Event
+    released: asyncio.Event
+    call: Call | None = None
+
+    def release(self) -> None:
+        self.released.set()
 
 
 @dataclass
@@ -527,6 +545,7 @@ class FakeTelegram:
         self._file_seq = 0
         self._callback_seq = 0
         self._faults: dict[str, deque[_Fault]] = {}
+        self._holds: list[Hold] = []
         self._reject_entities = 0
         self._send_times: dict[int, deque[float]] = {}
         self._stalled = False
@@ -749,6 +768,40 @@ class FakeTelegram:
     def garble_next(self, method: str, *, count: int = 1) -> None:
         """Answer the next ``count`` calls of ``method`` with a 200 that is not JSON."""
         self._add_fault(method, _Fault("garbage", count))
+
+    def hold_next(
+        self,
+        method: str,
+        predicate: Callable[[Call], bool] | None = None,
+        *,
+        after_effect: bool = False,
+    ) -> Hold:
+        """Hold the next call of ``method`` that matches ``predicate`` unanswered.
+
+        By default it is held before it takes effect (nothing is sent). With ``after_effect``
+        it is held after: the message exists and ``call.result`` holds it, but the answer never
+        reaches the client if it goes away first (status 499) — a platform that sent a message
+        and lost the confirmation. ``hold.arrived`` is set when the call is being held.
+        """
+        hold = Hold(
+            method.lower(), predicate or (lambda _call: True), after_effect,
+            asyncio.Event(), asyncio.Event(),
+        )  # fmt: skip
+        self._holds.append(hold)
+        return hold
+
+    def _take_hold(self, method: str, call: Call) -> Hold | None:
+        for hold in self._holds:
+            if hold.method == method and hold.predicate(call):
+                self._holds.remove(hold)
+                return hold
+        return None
+
+    async def _held(self, hold: Hold, call: Call) -> None:
+        hold.call = call
+        hold.arrived.set()
+        self._notify()
+        await hold.released.wait()
 
     def reject_entities_once(self) -> None:
         """The next sendMessage/editMessageText with a parse_mode gets "can't parse entities"."""
@@ -1193,6 +1246,9 @@ class FakeTelegram:
         responder = self.responders.get(method)
         if handler is None and responder is None:
             raise ApiError(404, "Not Found")
+        hold = self._take_hold(method, call)
+        if hold is not None and not hold.after_effect:
+            await self._held(hold, call)
         fault = self._take_fault(method)
         if fault is not None and fault.kind == "delay":
             await self._sleep_unless_closing(fault.delay)
@@ -1212,6 +1268,9 @@ class FakeTelegram:
             result = handler.func(call)
             if handler.is_async:
                 result = await result
+        if hold is not None and hold.after_effect:
+            call.result = result
+            await self._held(hold, call)
         call.status, call.result = 200, result
         return web.json_response({"ok": True, "result": result})
 

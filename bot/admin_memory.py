@@ -1,0 +1,271 @@
+"""Owner commands about memory and conversations: read and edit memories, journals, reviews,
+undo, consults, referenced transcripts and the list of sessions.
+
+``/admin memory`` is administration: any partner's memory and the owner's own. It is not the
+user command ``/memory``, which shows anyone — the owner too — what the current partner keeps
+about them. Forgetting here is forgetting (DESIGN.md "Decisions"): the entry's text leaves the
+file, the journals and the changelog, and ``/admin undo`` cannot bring it back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from datetime import date, datetime
+
+from bot.admin_args import AdminError, in_dm, need, services, user_key_arg
+from bot.commands import CommandContext, CommandReply
+from bot.paging import paged, pop_page
+from bot.sessions import OWNER_AUDIENCE, Speaker
+from bot.store import MessageRow, SessionRow
+from bot.transcripts import MAX_REFERENCES, transcript_label
+from partners.journal import journal_file
+from partners.memory import Change, MemoryFile, read_text
+from partners.persona import Partner
+from partners.review import ReviewResult
+from partners.tools import user_memory_file
+
+ENTRY_ID = re.compile(r"^m_[0-9a-z]+$")
+CHANGE_ID = re.compile(r"^c_[0-9a-z]+$")
+SESSION_PREFIX = re.compile(r"^[0-9a-f]{6,32}$")
+CHAT_MARKER = re.compile(r"\s*<!--\s*chat:.*?-->")
+SHORT_ID = 8
+RECENT_DAYS = 7
+
+
+# ---- reading and editing memory -----------------------------------------------------------
+
+
+async def admin_memory(ctx: CommandContext) -> CommandReply:
+    page = pop_page(ctx.args)
+    command = " ".join(["/admin memory", *ctx.args])
+    if not ctx.args:
+        owner = await services(ctx).memory.read(services(ctx).owner_file)
+        text = "Your memory (every partner reads it, none writes it):\n" + _body(owner)
+        return paged(
+            text + "\n\nAdd: /admin remember <text> · remove: /admin forget <id>", command, page
+        )
+    partner = ctx.catalog.require(ctx.args[0])
+    if len(ctx.args) > 1:
+        key = user_key_arg(ctx, ctx.args[1])
+        text = await services(ctx).memory.read(user_memory_file(partner, key))
+        return paged(f"What {partner.name} keeps about {key}:\n" + _body(text), command, page)
+    own = await services(ctx).memory.read(MemoryFile(partner.dir, "MEMORY.md"))
+    users = await asyncio.to_thread(_user_files, partner)
+    lines = [f"{partner.name}'s own memory (MEMORY.md):", _body(own), ""]
+    if users:
+        lines.append(f"Per-user files ({len(users)}): " + ", ".join(users))
+        lines.append(f"Show one: /admin memory {partner.id} <platform:user id>")
+    lines.append(f"Remove an entry: /admin forget {partner.id} <id>")
+    return paged("\n".join(lines), command, page)
+
+
+def _body(text: str) -> str:
+    return text.strip() or "(empty)"
+
+
+def _user_files(partner: Partner) -> list[str]:
+    directory = partner.dir / "users"
+    return sorted(p.stem for p in directory.glob("*.md")) if directory.is_dir() else []
+
+
+async def admin_remember(ctx: CommandContext) -> CommandReply:
+    need(ctx, 1, "remember <text>")
+    result = await services(ctx).memory.add(
+        services(ctx).owner_file,
+        " ".join(ctx.args),
+        reason="remembered by the owner",
+        source="/admin remember",
+    )
+    if result.duplicate:
+        return CommandReply(f"Already in your memory (entry {result.entry_id or 'by hand'}).")
+    return CommandReply(f"Remembered (entry {result.entry_id}). Every partner can read it.")
+
+
+async def admin_forget(ctx: CommandContext) -> CommandReply:
+    need(ctx, 1, "forget <entry id> (yours) or forget <partner> <entry id>")
+    tools = services(ctx)
+    if len(ctx.args) == 1:
+        files, whose = [tools.owner_file], "your memory"
+        entry_id = ctx.args[0]
+    else:
+        partner = ctx.catalog.require(ctx.args[0])
+        files = await asyncio.to_thread(_partner_memory_files, partner)
+        whose, entry_id = f"{partner.name}'s memory", ctx.args[1]
+    if not ENTRY_ID.match(entry_id):
+        raise AdminError(f"{entry_id!r} is not an entry id; ids look like m_18c2f0a1b2c3d")
+    for file in files:
+        if any(e.id == entry_id for e in await tools.memory.entries(file)):
+            entry = await tools.memory.forget_entry(file, entry_id, source="/admin forget")
+            await tools.memory.scrub_changelog(
+                file.root, file.name, entry_ids={entry_id}, texts={entry.text}
+            )
+            await tools.memory.scrub_journals(file.root, texts={entry.text}, heading_marker=None)
+            return CommandReply(f"Forgotten: “{entry.text}” ({file.name}). This cannot be undone.")
+    raise AdminError(f"no entry {entry_id} in {whose}; /admin memory shows the ids")
+
+
+def _partner_memory_files(partner: Partner) -> list[MemoryFile]:
+    names = ["MEMORY.md", "USER.md", "IDENTITY.md", "SOUL.md"]
+    users = partner.dir / "users"
+    if users.is_dir():
+        names += [f"users/{p.name}" for p in sorted(users.glob("*.md"))]
+    return [MemoryFile(partner.dir, name) for name in names]
+
+
+async def admin_journal(ctx: CommandContext) -> CommandReply:
+    page = pop_page(ctx.args)
+    need(ctx, 1, "journal <partner> [YYYY-MM-DD]")
+    partner = ctx.catalog.require(ctx.args[0])
+    zone = partner.timezone(ctx.config.owner_timezone())
+    day = ctx.args[1] if len(ctx.args) > 1 else datetime.now(zone).date().isoformat()
+    try:
+        date.fromisoformat(day)
+    except ValueError:
+        raise AdminError(f"{day!r} is not a date; write it as YYYY-MM-DD") from None
+    text = await asyncio.to_thread(read_text, journal_file(partner, day).path)
+    if not text.strip():
+        days = await asyncio.to_thread(_journal_days, partner)
+        recent = ", ".join(days[-RECENT_DAYS:]) or "none yet"
+        return CommandReply(f"{partner.name} has no journal for {day}. Recent days: {recent}")
+    return paged(CHAT_MARKER.sub("", text).strip(), f"/admin journal {partner.id} {day}", page)
+
+
+def _journal_days(partner: Partner) -> list[str]:
+    directory = partner.dir / "memory"
+    return sorted(p.stem for p in directory.glob("*.md")) if directory.is_dir() else []
+
+
+async def admin_review(ctx: CommandContext) -> CommandReply:
+    need(ctx, 1, "review <partner>")
+    partner = ctx.catalog.require(ctx.args[0])
+    tools = services(ctx)
+    pending = await ctx.store.sessions_to_review(partner_id=partner.id)
+    if not pending:
+        return CommandReply(f"Nothing new to review for {partner.name}.")
+    results: list[ReviewResult] = []
+    for session in pending:
+        results.append(await tools.reviewer.review(session.id))
+    changes = {c.id: c for c in await tools.memory.changes(partner.dir)}
+    lines = [
+        f"Reviewed {len(pending)} session(s) of {partner.name}: "
+        f"{sum(r.journal for r in results)} journal entr(ies)."
+    ]
+    for result in results:
+        lines += [f"• {_describe(changes.get(cid), cid)}" for cid in result.changes]
+        lines += [f"• skipped: {reason}" for reason in result.skipped]
+        if result.note:
+            lines.append(f"• {result.note}")
+    if not any(r.changes for r in results):
+        lines.append("No memory changes.")
+    return CommandReply("\n".join(lines))
+
+
+def _describe(change: Change | None, change_id: str) -> str:
+    if change is None:
+        return change_id
+    text = change.new if change.new is not None else change.old
+    return f"{change.file} {change.op}: {text or ''} ({change.id})".replace(" : ", ": ")
+
+
+async def admin_undo(ctx: CommandContext) -> CommandReply:
+    need(ctx, 1, "undo <change id>")
+    change_id = ctx.args[0]
+    if not CHANGE_ID.match(change_id):
+        raise AdminError(f"{change_id!r} is not a change id; ids look like c_18c2f0a1b2c3d")
+    tools = services(ctx)
+    roots = [tools.owner_file.root, *(p.dir for p in ctx.catalog.all())]
+    for root in roots:
+        found = next((c for c in await tools.memory.changes(root) if c.id == change_id), None)
+        if found is None:
+            continue
+        result = await tools.memory.undo(root, change_id, source="/admin undo")
+        if result.change_id is None:
+            return CommandReply(f"{found.file} is already as it was before {change_id}.")
+        return CommandReply(f"Undid {change_id} ({found.file} {found.op}) as {result.change_id}.")
+    raise AdminError(
+        f"no change {change_id} in any changelog (each keeps the last "
+        f"{tools.memory.changelog_keep} records)"
+    )
+
+
+# ---- conversations -----------------------------------------------------------------------
+
+
+def _owner(ctx: CommandContext) -> Speaker:
+    sender = ctx.inbound.sender
+    return Speaker(sender.key, sender.display_name, True)
+
+
+async def admin_consult(ctx: CommandContext) -> CommandReply:
+    need(ctx, 2, "consult <partner> <question>")
+    in_dm(ctx, "consult")
+    partner = ctx.catalog.require(ctx.args[0])
+    chat = await ctx.store.chat(ctx.chat_key)
+    if chat is None:
+        raise AdminError("this chat is unknown; write to me once, then try again")
+    answer = await services(ctx).consult(chat, _owner(ctx), partner.id, " ".join(ctx.args[1:]))
+    return CommandReply(answer)
+
+
+async def admin_transcript(ctx: CommandContext) -> CommandReply:
+    need(ctx, 2, "transcript <partner> <session id>")
+    in_dm(ctx, "transcript")
+    partner = ctx.catalog.require(ctx.args[0])
+    referenced = await _session_arg(ctx, partner, ctx.args[1])
+    chat = await ctx.store.chat(ctx.chat_key)
+    if chat is None:
+        raise AdminError("this chat is unknown; write to me once, then try again")
+    label = transcript_label(partner.name, referenced.title)
+    first = MessageRow(
+        0, None, None, chat.chat_key, None, ctx.inbound.sender.key, ctx.inbound.sender.display_name,
+        "user", label, OWNER_AUDIENCE, "done", time.time(),
+    )  # fmt: skip
+    owner_session = await services(ctx).sessions.current(chat, None, _owner(ctx), first)
+    await ctx.store.add_transcript_ref(owner_session.id, referenced.id, MAX_REFERENCES)
+    count = (await ctx.store.message_counts([referenced.id])).get(referenced.id, 0)
+    text = (
+        f"Added “{label}” ({count} messages) to your assistant's context for this "
+        "conversation; /new drops it."
+    )
+    if chat.selected_partner:
+        text += " Your chat is set to a partner: /partner assistant talks with your assistant."
+    return CommandReply(text)
+
+
+async def _session_arg(ctx: CommandContext, partner: Partner, raw: str) -> SessionRow:
+    prefix = raw.lower()
+    if not SESSION_PREFIX.match(prefix):
+        raise AdminError(f"{raw!r} is not a session id; /admin sessions {partner.id} lists them")
+    found = await ctx.store.find_sessions(partner.id, prefix)
+    if not found:
+        raise AdminError(f"{partner.name} has no session {raw}; /admin sessions {partner.id}")
+    if len(found) > 1:
+        raise AdminError(f"{raw} matches several sessions; give more of the id")
+    return found[0]
+
+
+async def admin_sessions(ctx: CommandContext) -> CommandReply:
+    page = pop_page(ctx.args)
+    need(ctx, 1, "sessions <partner> [user]")
+    partner = ctx.catalog.require(ctx.args[0])
+    user_key = user_key_arg(ctx, ctx.args[1]) if len(ctx.args) > 1 else None
+    rows = await ctx.store.partner_sessions(partner.id, user_key)
+    if not rows:
+        who = f" with {user_key}" if user_key else ""
+        return CommandReply(f"{partner.name} has no sessions{who} yet.")
+    counts = await ctx.store.message_counts([r.id for r in rows])
+    zone = ctx.config.owner_timezone()
+    lines = [f"Sessions of {partner.name}, newest first (id · started · title · who · size):"]
+    for row in rows:
+        started = datetime.fromtimestamp(row.created_at, zone).strftime("%Y-%m-%d %H:%M")
+        state = "open" if row.ended_at is None else "ended"
+        who = row.user_key or row.chat_key
+        lines.append(
+            f"{row.id[:SHORT_ID]} · {started} · “{row.title or 'untitled'}” · {who} · "
+            f"{counts.get(row.id, 0)} messages, {state}"
+        )
+    lines.append(f"Reference one here: /admin transcript {partner.id} <id>")
+    command = " ".join(["/admin sessions", *ctx.args])
+    return paged("\n".join(lines), command, page)

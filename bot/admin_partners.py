@@ -1,0 +1,329 @@
+"""Owner commands about partners: cards, create/clone/delete, show, edit files from the DM,
+set preset.yml values, reload and export (seed 003's settings page, in IM form).
+
+Editing is a round trip of documents: ``partner edit`` sends a file whose caption carries its
+fingerprint; the owner sends the edited copy back with ``/admin partner put <id> <FILE>
+<fingerprint>`` as its caption. It is applied only while the file is still that version —
+otherwise the owner gets the current one, so a memory the review just wrote is never silently
+overwritten. preset.yml changes touch only the one line they set, comments included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import tarfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bot.admin_args import AdminError, file_reply, need, services
+from bot.commands import CommandContext, CommandReply
+from bot.config import check_timezone
+from bot.events import Choice
+from bot.paging import paged, pop_page
+from bot.store import MessageRow, SessionRow
+from partners.catalog import set_preset_value
+from partners.memory import FileChanged, MemoryFile, fingerprint
+from partners.persona import (
+    MAX_DESCRIPTION_CHARS,
+    MAX_NAME_CHARS,
+    PROMPT_FILES,
+    Partner,
+)
+
+CONFIRM = "confirm"
+MAX_EDIT_BYTES = 512 * 1024
+MAX_AVATAR_CHARS = 500
+PRESET_KEYS = ("name", "description", "avatar", "public", "timezone")
+TRUE_WORDS = ("true", "yes", "on")
+FALSE_WORDS = ("false", "no", "off")
+NEW_SESSIONS_NOTE = "It takes effect in new conversations; running ones keep their prompt."
+
+
+async def admin_partners(ctx: CommandContext) -> CommandReply:
+    page = pop_page(ctx.args)
+    tokens = await services(ctx).budget.tokens_today()
+    active = await ctx.store.last_activity()
+    bindings = await ctx.store.bindings()
+    cards = []
+    for p in ctx.catalog.all():
+        bound = sum(1 for b in bindings if b["partner_id"] == p.id)
+        visibility = "public" if p.preset.public else "hidden"
+        last = active.get(p.id)
+        when = datetime.fromtimestamp(last, UTC).strftime("%Y-%m-%d %H:%M UTC") if last else "never"
+        budget = p.preset.daily_token_budget
+        used = f"{tokens.get(p.id, 0)}" + (f" of {budget}" if budget else "")
+        cards.append(
+            f"{p.name} ({p.id}) — {p.preset.description or 'no description'}\n"
+            f"  memory: {p.preset.memory_scope}, {visibility}, bound chats: {bound}\n"
+            f"  last activity: {when}, tokens today: {used}"
+        )
+    for partner_id, error in ctx.catalog.errors.items():
+        cards.append(f"{partner_id}: NOT LOADED — {error}")
+    if not cards:
+        return CommandReply("No partners yet: /admin partner new <id> [name]")
+    return paged("\n\n".join(cards), "/admin partners", page)
+
+
+async def partner_new(ctx: CommandContext) -> CommandReply:
+    need(ctx, 1, "partner new <id> [name]")
+    name = " ".join(ctx.args[1:]) or None
+    created = await asyncio.to_thread(ctx.catalog.create, ctx.args[0], name)
+    return CommandReply(
+        f"Created {created.name} ({created.id}) from the template. Shape it with "
+        f"/admin partner edit {created.id} SOUL.md (and IDENTITY.md, SYSTEM.md...)."
+    )
+
+
+async def partner_clone(ctx: CommandContext) -> CommandReply:
+    need(ctx, 2, "partner clone <source id> <new id>")
+    cloned = await asyncio.to_thread(ctx.catalog.clone, ctx.args[0], ctx.args[1])
+    return CommandReply(
+        f"Cloned {ctx.args[0]} to {cloned.id}: persona and own memory, without journals or "
+        "what it knows about individual users."
+    )
+
+
+async def partner_delete(ctx: CommandContext) -> CommandReply:
+    need(ctx, 1, "partner delete <id>")
+    chosen = ctx.catalog.require(ctx.args[0])
+    confirmed = len(ctx.args) > 1 and ctx.args[1].lower() == CONFIRM
+    if not confirmed:
+        command = f"/admin partner delete {chosen.id} {CONFIRM}"
+        return CommandReply(
+            f"Delete {chosen.name} ({chosen.id})? Its directory moves to partners/.trash (nothing "
+            f"is erased) and nobody can pick it any more. Send {command} to go ahead.",
+            (Choice(f"Delete {chosen.name}", command),),
+        )
+    destination = await asyncio.to_thread(ctx.catalog.delete, chosen.id)
+    return CommandReply(f"Moved {chosen.name} to {destination}.")
+
+
+async def partner_show(ctx: CommandContext) -> CommandReply:
+    need(ctx, 1, "partner show <id>")
+    partner = ctx.catalog.require(ctx.args[0])
+    preset = partner.preset
+    lines = [
+        f"{partner.name} ({partner.id})",
+        f"description: {preset.description or '(none)'}",
+        f"memory scope: {preset.memory_scope}, public: {str(preset.public).lower()}",
+        f"model: {preset.model or 'default'}, timezone: {preset.timezone or 'owner'}",
+        f"avatar: {preset.avatar or '(none)'}",
+        f"daily token budget: {preset.daily_token_budget or 'none'}",
+        "files (name, characters, fingerprint):",
+    ]
+    for name in PROMPT_FILES:
+        data = await asyncio.to_thread(_read_bytes, partner.dir / name)
+        lines.append(f"  {name}: {len(data.decode('utf-8', 'replace'))}, {fingerprint(data)}")
+    users = await asyncio.to_thread(_count, partner.dir / "users")
+    days = await asyncio.to_thread(_count, partner.dir / "memory")
+    sessions = await ctx.store.partner_sessions(partner.id)
+    lines.append(f"per-user files: {users}, journal days: {days}, sessions: {len(sessions)}")
+    lines.append(f"Edit a file: /admin partner edit {partner.id} SOUL.md")
+    return CommandReply("\n".join(lines))
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
+def _read_local(path: str) -> bytes:
+    return Path(path).expanduser().read_bytes()
+
+
+def _count(directory: Path) -> int:
+    return sum(1 for _ in directory.glob("*.md")) if directory.is_dir() else 0
+
+
+def _file_arg(raw: str) -> str:
+    wanted = raw.upper().removesuffix(".MD") + ".md"
+    if wanted not in PROMPT_FILES:
+        raise AdminError(f"{raw!r} is not a partner file; choose one of {', '.join(PROMPT_FILES)}")
+    return wanted
+
+
+def _edit_reply(partner: Partner, name: str, data: bytes, intro: str) -> CommandReply:
+    version = fingerprint(data)
+    put = f"/admin partner put {partner.id} {name} {version}"
+    if not data:
+        return CommandReply(
+            f"{intro}{name} of {partner.name} is empty. Send the new text as a document with "
+            f"the caption {put}"
+        )
+    return CommandReply(
+        f"{intro}{name} of {partner.name}, version {version}. Edit it and send it back as a "
+        f"document with the caption:\n{put}",
+        attachment=(f"{partner.id}-{name}", data),
+    )
+
+
+async def partner_edit(ctx: CommandContext) -> CommandReply:
+    need(ctx, 2, f"partner edit <id> <{'|'.join(PROMPT_FILES)}>")
+    partner = ctx.catalog.require(ctx.args[0])
+    name = _file_arg(ctx.args[1])
+    data = await asyncio.to_thread(_read_bytes, partner.dir / name)
+    return _edit_reply(partner, name, data, "")
+
+
+async def partner_put(ctx: CommandContext) -> CommandReply:
+    need(ctx, 3, "partner put <id> <FILE> <fingerprint> (as the caption of the edited file)")
+    partner = ctx.catalog.require(ctx.args[0])
+    name = _file_arg(ctx.args[1])
+    data = await _uploaded(ctx)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AdminError(
+            f"the file is not UTF-8 text (byte {exc.start}); save it as UTF-8"
+        ) from exc
+    file = MemoryFile(partner.dir, name)
+    try:
+        result = await services(ctx).memory.replace_file(
+            file,
+            text,
+            ctx.args[2].lower(),
+            reason="edited by the owner",
+            source="/admin partner put",
+        )
+    except FileChanged as exc:
+        return _edit_reply(partner, name, exc.current, f"Not saved: {exc}. The current ")
+    if result.change_id is None:
+        return CommandReply(f"{name} of {partner.name} is unchanged: nothing to save.")
+    current = await asyncio.to_thread(_read_bytes, file.path)
+    return CommandReply(
+        f"Saved {name} of {partner.name} (change {result.change_id}, now version "
+        f"{fingerprint(current)}). {NEW_SESSIONS_NOTE}"
+    )
+
+
+async def _uploaded(ctx: CommandContext) -> bytes:
+    """The edited file: the message's document, or in the console a local path after the
+    fingerprint (only there: a chat command must never read files of the server)."""
+    if ctx.inbound.attachment is not None:
+        data = ctx.inbound.attachment[1]
+    elif ctx.inbound.chat.platform == "console" and len(ctx.args) > 3:
+        try:
+            data = await asyncio.to_thread(_read_local, " ".join(ctx.args[3:]))
+        except OSError as exc:
+            raise AdminError(f"cannot read {' '.join(ctx.args[3:])}: {exc.strerror}") from exc
+    else:
+        raise AdminError(
+            "send the edited file as a document, with this command as its caption "
+            "(in the console: add the file's path after the fingerprint)"
+        )
+    if len(data) > MAX_EDIT_BYTES:
+        raise AdminError(f"the file is {len(data)} bytes; the limit is {MAX_EDIT_BYTES}")
+    return data
+
+
+async def partner_set(ctx: CommandContext) -> CommandReply:
+    need(ctx, 3, f"partner set <id> <{'|'.join(PRESET_KEYS)}> <value>")
+    partner = ctx.catalog.require(ctx.args[0])
+    key = ctx.args[1].lower()
+    value = _preset_value(key, " ".join(ctx.args[2:]))
+    await asyncio.to_thread(set_preset_value, partner.dir / "preset.yml", key, value)
+    await asyncio.to_thread(ctx.catalog.reload)
+    if partner.id in ctx.catalog.errors:
+        return CommandReply(
+            f"Saved, but {partner.id} no longer loads: {ctx.catalog.errors[partner.id]}"
+        )
+    shown = str(value).lower() if isinstance(value, bool) else value or "(none)"
+    return CommandReply(f"{partner.id}: {key} is now {shown}.")
+
+
+def _preset_value(key: str, raw: str) -> str | bool:
+    """A validated preset.yml value (DESIGN.md "Data": name <= 60, description <= 200)."""
+    value = raw.strip()
+    if key == "name":
+        if not value or len(value) > MAX_NAME_CHARS:
+            raise AdminError(f"a name takes 1 to {MAX_NAME_CHARS} characters, not {len(value)}")
+        return value
+    if key == "description":
+        if len(value) > MAX_DESCRIPTION_CHARS:
+            raise AdminError(
+                f"a description takes at most {MAX_DESCRIPTION_CHARS} characters, not {len(value)}"
+            )
+        return value
+    if key == "avatar":
+        if value.lower() == "none":
+            return ""
+        if len(value) > MAX_AVATAR_CHARS or not value.startswith(("https://", "http://")):
+            raise AdminError("an avatar is an image URL (https://...), or none")
+        return value
+    if key == "public":
+        if value.lower() in TRUE_WORDS + FALSE_WORDS:
+            return value.lower() in TRUE_WORDS
+        raise AdminError(f"public takes true or false, not {value!r}")
+    if key == "timezone":
+        try:
+            check_timezone(value)
+        except ValueError as exc:
+            raise AdminError(str(exc)) from None
+        return value
+    raise AdminError(f"{key!r} cannot be set here; choose one of {', '.join(PRESET_KEYS)}")
+
+
+async def admin_reload(ctx: CommandContext) -> CommandReply:
+    await asyncio.to_thread(ctx.catalog.reload)
+    ids = ", ".join(p.id for p in ctx.catalog.all()) or "none"
+    lines = [f"Reloaded partners: {ids}. {NEW_SESSIONS_NOTE}"]
+    lines += [f"{pid}: NOT LOADED — {error}" for pid, error in ctx.catalog.errors.items()]
+    return CommandReply("\n".join(lines))
+
+
+async def admin_export(ctx: CommandContext) -> CommandReply:
+    need(ctx, 1, "export <partner>")
+    partner = ctx.catalog.require(ctx.args[0])
+    sessions = await ctx.store.partner_sessions(partner.id, limit=1_000_000)
+    messages = await ctx.store.partner_messages(partner.id)
+    lines = _session_lines(sessions, messages)
+    data = await asyncio.to_thread(_archive, partner, lines)
+    filename = f"{partner.id}-{time.strftime('%Y%m%d-%H%M%S')}.tar.gz"
+    text = f"Export of {partner.name}: its directory and {len(sessions)} sessions as JSONL"
+    reply = file_reply(text, filename, data)
+    if reply.attachment is None:
+        kept = ctx.config.data_dir / "exports" / filename
+        await asyncio.to_thread(_write, kept, data)
+        reply = file_reply(text, filename, data, kept_at=str(kept))
+    return reply
+
+
+def _session_lines(sessions: list[SessionRow], messages: list[MessageRow]) -> list[str]:
+    by_id = {s.id: s for s in sessions}
+    lines = []
+    for m in messages:
+        session = by_id.get(m.session_id or "")
+        record = {
+            "session": m.session_id,
+            "title": session.title if session else None,
+            "chat": m.chat_key,
+            "user": m.user_key,
+            "role": m.role,
+            "speaker": m.speaker,
+            "text": m.text,
+            "time": datetime.fromtimestamp(m.created_at, UTC).isoformat(),
+        }
+        lines.append(json.dumps(record, ensure_ascii=False))
+    return lines
+
+
+def _archive(partner: Partner, lines: list[str]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        archive.add(partner.dir, arcname=partner.id)
+        body = ("\n".join(lines) + "\n" if lines else "").encode("utf-8")
+        info = tarfile.TarInfo(f"{partner.id}/sessions.jsonl")
+        info.size = len(body)
+        info.mtime = int(time.time())
+        archive.addfile(info, io.BytesIO(body))
+    return buffer.getvalue()
+
+
+def _write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)

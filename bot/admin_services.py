@@ -1,0 +1,40 @@
+"""What the owner's ``/admin`` commands reach beyond an ordinary command: the memory store, the
+reviewer, consults, the channels, the scheduler, settings and cost control.
+
+Built once by ``build_app`` and handed to the gateway, which passes it on in every command's
+context; user commands never look at it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from adapters.base import Channel
+from bot.budget import Budget
+from bot.dispatcher import Dispatcher
+from bot.sessions import Sessions, Speaker
+from bot.settings import Settings
+from bot.store import ChatRow
+from partners.memory import MemoryFile, MemoryStore
+from partners.review import Reviewer
+
+Consult = Callable[[ChatRow, Speaker, str, str], Awaitable[str]]
+"""(owner chat, owner, partner id, question) -> "Name: answer" (TurnRunner.consult)."""
+
+
+@dataclass
+class AdminServices:
+    memory: MemoryStore
+    owner_file: MemoryFile
+    reviewer: Reviewer
+    consult: Consult
+    sessions: Sessions
+    dispatcher: Dispatcher
+    channels: dict[str, Channel]
+    next_runs: Callable[[], dict[str, datetime | None]]
+    settings: Settings
+    budget: Budget
+    started_at: float = field(default_factory=time.time)

@@ -1,0 +1,161 @@
+"""Owner commands about the running gateway: status, usage and cost, settings and backups."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from datetime import datetime, timedelta
+
+from bot.admin_args import AdminError, file_reply, need, services
+from bot.backup import write_backup
+from bot.commands import CommandContext, CommandReply
+from bot.paging import paged, pop_page
+from bot.sessions import OWNER_AUDIENCE
+from bot.settings import SETTABLE
+
+HOUR_SECONDS = 3600.0
+DEFAULT_USAGE_DAYS = 7
+MAX_USAGE_DAYS = 366
+TOKENS_PER_PRICE_UNIT = 1_000_000
+USAGE_KINDS = ("chat", "review", "consult", "checkin")
+
+
+def _ago(seconds: float) -> str:
+    minutes = int(seconds // 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min"
+    return f"{hours // 24} days"
+
+
+async def admin_status(ctx: CommandContext) -> CommandReply:
+    tools = services(ctx)
+    now = time.time()
+    zone = ctx.config.owner_timezone()
+    channels = ", ".join(
+        f"{name} {'connected' if channel.connected else 'DISCONNECTED'}"
+        for name, channel in tools.channels.items()
+    )
+    replies = await ctx.store.reply_counts(now - HOUR_SECONDS)
+    lines = [
+        f"Up {_ago(now - tools.started_at)}",
+        f"Channels: {channels or 'none'}",
+        f"Queue: {await ctx.store.pending_count()} message(s) waiting, "
+        f"{tools.dispatcher.active} chat(s) being answered",
+        f"Last hour: {sum(replies.values())} turns, {replies.get('notice', 0)} errors "
+        f"({tools.dispatcher.turns_failed} crashed turns since start)",
+    ]
+    reviews = await ctx.store.last_reviews()
+    lines.append("Last review:")
+    for partner in ctx.catalog.all():
+        last = reviews.get(partner.id)
+        when = f"{_ago(now - last)} ago" if last else "never"
+        lines.append(f"  {partner.name}: {when}")
+    runs = tools.next_runs()
+    lines.append("Next jobs:" if runs else "Next jobs: none (the scheduler is off)")
+    for job, at in sorted(runs.items()):
+        lines.append(
+            f"  {job}: {at.astimezone(zone):%Y-%m-%d %H:%M} " if at else f"  {job}: paused"
+        )
+    lines += await _cost_lines(ctx)
+    return CommandReply("\n".join(line.rstrip() for line in lines))
+
+
+async def _cost_lines(ctx: CommandContext) -> list[str]:
+    budget = services(ctx).budget
+    tokens = await budget.tokens_today()
+    lines = ["Budgets today:"]
+    for partner in ctx.catalog.all():
+        limit = partner.preset.daily_token_budget
+        if limit is None:
+            continue
+        used = tokens.get(partner.id, 0)
+        state = "RESTING (budget used up)" if used >= limit else "ok"
+        lines.append(f"  {partner.name}: {used} of {limit} tokens — {state}")
+    if len(lines) == 1:
+        lines[0] = "Budgets today: none set (preset.yml daily_token_budget)"
+    per_hour = ctx.config.access.user_messages_per_hour
+    if per_hour:
+        limited = await budget.rate_limited_users()
+        who = ", ".join(s.replace("|", " for ") for s in limited) or "nobody"
+        lines.append(f"Rate limit {per_hour} messages/hour; resting in the last hour: {who}")
+    return lines
+
+
+async def admin_usage(ctx: CommandContext) -> CommandReply:
+    page = pop_page(ctx.args)
+    days = DEFAULT_USAGE_DAYS
+    if ctx.args:
+        if not ctx.args[0].isdigit() or not 1 <= int(ctx.args[0]) <= MAX_USAGE_DAYS:
+            raise AdminError(f"usage takes a number of days from 1 to {MAX_USAGE_DAYS}")
+        days = int(ctx.args[0])
+    today = datetime.now(ctx.config.owner_timezone()).date()
+    since = (today - timedelta(days=days - 1)).isoformat()
+    rows = await ctx.store.usage(since)
+    if not rows:
+        return CommandReply(f"No model usage in the last {days} day(s).")
+    prices = (ctx.config.llm.price_prompt_per_million, ctx.config.llm.price_completion_per_million)
+    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    daily: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for row in rows:
+        who = "assistant" if row["partner_id"] == OWNER_AUDIENCE else row["partner_id"]
+        for bucket in (totals[who], daily[(row["day"], who, row["kind"])]):
+            bucket[0] += row["prompt_tokens"]
+            bucket[1] += row["completion_tokens"]
+    lines = [
+        f"Usage over the last {days} day(s) (prompt + completion tokens{_price_note(prices)}):"
+    ]
+    for who, (prompt, completion) in sorted(totals.items()):
+        lines.append(f"  {who}: {prompt} + {completion}{_cost(prices, prompt, completion)}")
+    lines.append("Per day and kind (" + ", ".join(USAGE_KINDS) + "):")
+    for (day, who, kind), (prompt, completion) in sorted(daily.items()):
+        lines.append(
+            f"  {day} {who} {kind}: {prompt} + {completion}{_cost(prices, prompt, completion)}"
+        )
+    return paged("\n".join(lines), f"/admin usage {days}", page)
+
+
+def _price_note(prices: tuple[float, float]) -> str:
+    if not any(prices):
+        return "; cost unknown: set llm.price_prompt_per_million and price_completion_per_million"
+    return f"; cost at {prices[0]} / {prices[1]} per million"
+
+
+def _cost(prices: tuple[float, float], prompt: int, completion: int) -> str:
+    if not any(prices):
+        return ""
+    cost = (prompt * prices[0] + completion * prices[1]) / TOKENS_PER_PRICE_UNIT
+    return f" ≈ {cost:.4f}"
+
+
+async def admin_settings(ctx: CommandContext) -> CommandReply:
+    settings = services(ctx).settings
+    if not ctx.args:
+        effective = settings.memory()
+        lines = ["Memory settings (set: /admin settings <key> <value>, or <key> default):"]
+        for key, meaning in SETTABLE.items():
+            value = getattr(effective, key)
+            shown = str(value).lower() if isinstance(value, bool) else value
+            lines.append(f"  {key} = {shown} ({settings.source(key)}) — {meaning}")
+        return CommandReply("\n".join(lines))
+    need(ctx, 2, "settings <key> <value>")
+    change = await settings.set(ctx.args[0].lower(), " ".join(ctx.args[1:]))
+    shown = str(change.value).lower() if isinstance(change.value, bool) else change.value
+    when = SETTABLE[change.key].rsplit("(", 1)[-1].rstrip(")")
+    if change.fell_back:
+        return CommandReply(
+            f"{change.key} = {' '.join(ctx.args[1:])!r} is not a positive number; "
+            f"using the default {shown}."
+        )
+    return CommandReply(f"{change.key} = {shown} (applies: {when}).")
+
+
+async def admin_backup(ctx: CommandContext) -> CommandReply:
+    target = await write_backup(ctx.config.data_dir, store=ctx.store)
+    data = await asyncio.to_thread(target.read_bytes)
+    return file_reply(
+        f"Backup of the data directory, also kept at {target}", target.name, data, str(target)
+    )
