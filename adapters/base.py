@@ -31,6 +31,11 @@ class DeliveryError(Exception):
         """The user cannot be written to (blocked the bot, closed DMs): stop writing first."""
 
 
+class NotStored(Exception):
+    """The gateway could not store an inbound message (a full disk, a failing database).
+    The channel must not confirm it to the platform, so that it is offered again later."""
+
+
 class ReplyStream(Protocol):
     """A reply shown while the model writes it (a Telegram draft, an edited message)."""
 
@@ -47,7 +52,9 @@ class ReplyStream(Protocol):
 class Receiver(Protocol):
     """The gateway as a channel sees it."""
 
-    async def receive(self, inbound: Inbound) -> None: ...
+    async def receive(self, inbound: Inbound) -> None:
+        """Store and route one inbound message; raises NotStored if it could not be stored."""
+        ...
 
     async def seen_update(self, platform: str, update_id: str) -> bool:
         """Record a platform update id (kept across restarts); True if it came before."""

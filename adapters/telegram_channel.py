@@ -52,7 +52,7 @@ from telegram.error import (
 from telegram.ext import AIORateLimiter, ExtBot
 from telegram.request import HTTPXRequest
 
-from adapters.base import DeliveryError, Receiver, ReplyStream
+from adapters.base import DeliveryError, NotStored, Receiver, ReplyStream
 from adapters.telegram_format import Rendered, render
 from adapters.telegram_format import split as split_markdown
 from adapters.telegram_streams import DraftStream, EditStream, retry_after_seconds
@@ -80,6 +80,10 @@ BACKOFF_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 60.0
 CONFIRM_TIMEOUT_SECONDS = 5.0
 UNSUPPORTED_REPLY = "Sorry — I can only read text for now. Could you write it down for me?"
+NOT_STORED_NOTICE = (
+    "I cannot store incoming Telegram messages: {error}. Is the disk full? They stay with "
+    "Telegram and are answered once they can be stored."
+)
 _draft_ids = itertools.count(1)
 
 
@@ -106,6 +110,7 @@ class TelegramChannel:
         self._offset: int | None = None
         self._webhook: WebhookServer | None = None
         self._last_poll_at: float | None = None
+        self._not_storing = False
 
     @property
     def connected(self) -> bool:
@@ -174,7 +179,7 @@ class TelegramChannel:
     # ---- polling ---------------------------------------------------------------------
 
     async def _poll_loop(self) -> None:
-        backoff = BACKOFF_SECONDS
+        backoff = unstored_wait = BACKOFF_SECONDS
         while not self._stopping.is_set():
             wait = 0.0
             try:
@@ -202,27 +207,36 @@ class TelegramChannel:
             else:
                 if updates is None:
                     return
-                if updates:
-                    await self._handle_batch(updates)
+                if not updates:
+                    continue
+                if await self._handle_batch(updates):
                     # Confirmed to Telegram by the next getUpdates, now that all are stored.
                     self._offset = max(u.update_id for u in updates) + 1
-                continue
+                    unstored_wait = BACKOFF_SECONDS
+                    continue
+                # Some could not be stored: the batch stays with Telegram and comes again
+                # (the updates that were stored are recognised and skipped then).
+                wait, unstored_wait = unstored_wait, min(unstored_wait * 2, MAX_BACKOFF_SECONDS)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), wait)
 
-    async def _handle_batch(self, updates: Sequence[Update]) -> None:
+    async def _handle_batch(self, updates: Sequence[Update]) -> bool:
         """Chats side by side, each chat's updates in order: one busy chat (or a slow
-        store) must not hold up the others, and order inside a chat is the conversation."""
+        store) must not hold up the others, and order inside a chat is the conversation.
+        False if some update could not be stored (its chat's later updates then wait)."""
         by_chat: dict[int | None, list[Update]] = defaultdict(list)
         for update in sorted(updates, key=lambda u: u.update_id):
             chat = update.effective_chat
             by_chat[chat.id if chat is not None else None].append(update)
 
-        async def in_order(chat_updates: list[Update]) -> None:
+        async def in_order(chat_updates: list[Update]) -> bool:
             for update in chat_updates:
-                await self.handle_update(update)
+                if not await self.handle_update(update):
+                    return False
+            return True
 
-        await asyncio.gather(*(in_order(chat_updates) for chat_updates in by_chat.values()))
+        stored = await asyncio.gather(*(in_order(updates) for updates in by_chat.values()))
+        return all(stored)
 
     async def _poll(self) -> tuple[Update, ...] | None:
         """One long poll; None when stopping. Raises PollStalled past the watchdog time."""
@@ -278,18 +292,20 @@ class TelegramChannel:
 
     # ---- one update (the per-update edge) --------------------------------------------
 
-    async def handle_payload(self, payload: dict[str, Any]) -> None:
-        """An update as JSON (webhook): parsed here so a malformed one only costs itself."""
+    async def handle_payload(self, payload: dict[str, Any]) -> bool:
+        """An update as JSON (webhook): parsed here so a malformed one only costs itself.
+        False if it could not be stored (Telegram must send it again)."""
         try:
             update = Update.de_json(payload, self.bot)
         except Exception:
             logger.exception("telegram: update %r not understood", payload.get("update_id"))
-            return
-        await self.handle_update(update)
+            return True
+        return await self.handle_update(update)
 
-    async def handle_update(self, update: Update) -> None:
+    async def handle_update(self, update: Update) -> bool:
         """Deduplicate, convert and hand over one update. Never raises: one bad update must
-        not stop the ones after it.
+        not stop the ones after it. False only if it could not be stored: it must then stay
+        with Telegram (not confirmed), to be offered again.
 
         The update id is recorded only once the update is handled (its message stored): a
         crash in between must leave it unrecorded, or the copy Telegram delivers again after
@@ -300,17 +316,39 @@ class TelegramChannel:
         try:
             if await self.receiver.update_seen(PLATFORM, update_id):
                 logger.info("telegram: update %s seen before; skipped", update_id)
-                return
+                return True
             event = await self.event_of(update)
             if isinstance(event, Inbound):
                 await self.receiver.receive(event)
             elif isinstance(event, Unsupported) and event.chat.is_dm:
                 await self.send(Outbound(event.chat, UNSUPPORTED_REPLY))
             await self.receiver.seen_update(PLATFORM, update_id)
+        except NotStored as exc:
+            await self._not_stored(update_id, exc)
+            return False
         except DeliveryError as exc:
             logger.warning("telegram: answer to update %s not sent: %s", update.update_id, exc)
         except Exception:
             logger.exception("telegram: update %s not handled", update.update_id)
+        if self._not_storing:
+            self._not_storing = False
+            logger.info("telegram: storing updates again")
+        return True
+
+    async def _not_stored(self, update_id: str, exc: Exception) -> None:
+        """Log every update left with Telegram; tell the owner once per stretch of trouble."""
+        logger.error(
+            "telegram: update %s not stored (%s); it stays with Telegram and comes again",
+            update_id,
+            exc,
+        )
+        if self._not_storing or self.receiver is None:
+            return
+        self._not_storing = True
+        try:
+            await self.receiver.notify_owner(PLATFORM, NOT_STORED_NOTICE.format(error=exc))
+        except Exception:
+            logger.exception("telegram: the owner could not be told")
 
     async def event_of(self, update: Update) -> Inbound | Unsupported | None:
         """What the update means for the gateway (answers a pressed button on the way)."""

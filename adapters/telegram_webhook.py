@@ -17,7 +17,8 @@ from aiohttp import web
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
-Handler = Callable[[dict[str, Any]], Awaitable[None]]
+Handler = Callable[[dict[str, Any]], Awaitable[bool]]
+"""Handles one update; False if it could not be stored (Telegram must send it again)."""
 
 
 class WebhookServer:
@@ -52,6 +53,7 @@ class WebhookServer:
             return web.Response(status=400)
         if not isinstance(payload, dict):
             return web.Response(status=400)
-        await self._handle(payload)
+        if not await self._handle(payload):
+            return web.Response(status=503)  # not stored: Telegram sends it again later
         # Only now, with the update stored, may Telegram forget it.
         return web.Response(status=200)

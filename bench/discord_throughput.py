@@ -29,10 +29,10 @@ import discord
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.discord_channel import DiscordChannel  # noqa: E402
+from bench.llm_process import llm_process  # noqa: E402
 from bot.app import build_app  # noqa: E402
 from bot.config import Config  # noqa: E402
 from tests.fakes.fake_discord import BOT_TOKEN, FakeDiscord, point_discord_at  # noqa: E402
-from tests.fakes.fake_llm import FakeLLM  # noqa: E402
 
 GUILD = 10
 FIRST_CHANNEL = 1_000
@@ -99,13 +99,13 @@ async def drive(fake: FakeDiscord, channels: list[int], per_channel: int) -> flo
 
 
 async def run_gateway(channel_count: int, per_channel: int) -> float:
-    async with FakeDiscord() as fake, FakeLLM() as llm:
+    async with FakeDiscord() as fake, llm_process() as llm_url:
         channels = world(fake, channel_count)
         restore = point_discord_at(fake)
         with tempfile.TemporaryDirectory() as data_dir:
             config = Config.model_validate(
                 {
-                    "llm": {"base_url": llm.base_url, "api_key": "x", "max_retries": 0},
+                    "llm": {"base_url": llm_url, "api_key": "x", "max_retries": 0},
                     "storage": {"data_dir": data_dir},
                     "owner": {"timezone": "UTC"},
                     "access": {"dm_policy": "open"},

@@ -28,9 +28,9 @@ from telegram import Update  # noqa: E402
 from telegram.ext import Application, ContextTypes, MessageHandler, filters  # noqa: E402
 
 from adapters.telegram_channel import TelegramChannel  # noqa: E402
+from bench.llm_process import llm_process  # noqa: E402
 from bot.app import build_app  # noqa: E402
 from bot.config import Config  # noqa: E402
-from tests.fakes.fake_llm import FakeLLM  # noqa: E402
 from tests.fakes.fake_telegram import TOKEN, FakeTelegram  # noqa: E402
 
 FIRST_CHAT = 100_001
@@ -92,11 +92,11 @@ async def drive(fake: FakeTelegram, chats: int, per_chat: int) -> float:
 
 
 async def run_gateway(chats: int, per_chat: int) -> float:
-    async with FakeTelegram() as fake, FakeLLM() as llm:
+    async with FakeTelegram() as fake, llm_process() as llm_url:
         with tempfile.TemporaryDirectory() as data_dir:
             config = Config.model_validate(
                 {
-                    "llm": {"base_url": llm.base_url, "api_key": "x", "max_retries": 0},
+                    "llm": {"base_url": llm_url, "api_key": "x", "max_retries": 0},
                     "storage": {"data_dir": data_dir},
                     "owner": {"timezone": "UTC"},
                     "access": {"dm_policy": "open"},

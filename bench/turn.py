@@ -16,20 +16,20 @@ count against the gateway.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import math
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.llm_process import llm_process  # noqa: E402
 from bot.app import build_app  # noqa: E402
 from bot.config import Config  # noqa: E402
 from bot.events import ChatRef, Inbound, Outbound, Sender  # noqa: E402
@@ -122,38 +122,6 @@ def timed_llm(app: Any) -> list[float]:
 
     app.llm.complete = wrapper
     return spent
-
-
-LLM_SERVER = """
-import asyncio, sys
-sys.path.insert(0, {root!r})
-from tests.fakes.fake_llm import FakeLLM, Reply
-
-async def main():
-    async with FakeLLM(lambda _r: Reply(text="ok", delay_seconds={delay})) as llm:
-        print(llm.base_url, flush=True)
-        await asyncio.Event().wait()
-
-asyncio.run(main())
-"""
-
-
-@contextlib.asynccontextmanager
-async def llm_process(delay: float) -> AsyncIterator[str]:
-    """A fake LLM in its own process; yields its base URL."""
-    root = ROOT
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        LLM_SERVER.format(root=root, delay=delay),
-        stdout=asyncio.subprocess.PIPE,
-    )
-    assert process.stdout is not None
-    try:
-        yield (await process.stdout.readline()).decode().strip()
-    finally:
-        process.kill()
-        await process.wait()
 
 
 async def added_latency(tmp: Path, base_url: str) -> tuple[float, float, int]:

@@ -62,8 +62,12 @@ OWNER_ERRORS = (
 """Problems the owner can fix: answered with their message, recorded as refused."""
 
 
-def _owner_command(name: str, usage: str, help_text: str, handler: Handler) -> Command:
-    return Command(name, usage, help_text, handler, owner_only=True)
+def _owner_command(
+    name: str, usage: str, help_text: str, handler: Handler, *, dm_only: bool = True
+) -> Command:
+    """Owner commands answer in the owner's DM: in a group, everyone would read the answer.
+    Only bind and unbind belong in groups."""
+    return Command(name, usage, help_text, handler, owner_only=True, dm_only=dm_only)
 
 
 ADMIN: dict[str, Command] = {
@@ -92,8 +96,10 @@ ADMIN: dict[str, Command] = {
             "change preset.yml",
             partner_set,
         ),
-        _owner_command("bind", "<partner>", "bind a partner to this group", admin_bind),
-        _owner_command("unbind", "[partner]", "unbind partners here", admin_unbind),
+        _owner_command(
+            "bind", "<partner>", "bind a partner to this group", admin_bind, dm_only=False
+        ),
+        _owner_command("unbind", "[partner]", "unbind partners here", admin_unbind, dm_only=False),
         _owner_command("approve", "<code>", "let a pairing user in", admin_approve),
         _owner_command("deny", "<code>", "refuse a pairing request", admin_deny),
         _owner_command("pending", "", "pairing requests waiting", admin_pending),
@@ -157,6 +163,8 @@ async def run_admin(ctx: CommandContext) -> CommandReply:
     arguments = list(ctx.args)
     outcome = "failed"
     try:
+        if command.dm_only and not ctx.inbound.chat.is_dm:
+            raise AdminError(f"/admin {command.name} works in your direct chat with me.")
         reply = await command.handler(ctx)
         outcome = "ok"
     except OWNER_ERRORS as exc:

@@ -31,11 +31,6 @@ def user_key_arg(ctx: CommandContext, raw: str) -> str:
     return raw if ":" in raw else f"{ctx.inbound.chat.platform}:{raw}"
 
 
-def in_dm(ctx: CommandContext, what: str) -> None:
-    if not ctx.inbound.chat.is_dm:
-        raise AdminError(f"/admin {what} works in your direct chat with me.")
-
-
 def file_reply(text: str, filename: str, data: bytes, kept_at: str | None = None) -> CommandReply:
     """Send a file when it is small enough, else say where it is."""
     size = f"{len(data) / (1024 * 1024):.1f} MB"

@@ -14,7 +14,7 @@ import re
 import time
 from datetime import date, datetime
 
-from bot.admin_args import AdminError, in_dm, need, services, user_key_arg
+from bot.admin_args import AdminError, need, services, user_key_arg
 from bot.commands import CommandContext, CommandReply
 from bot.paging import paged, pop_page
 from bot.sessions import OWNER_AUDIENCE, Speaker
@@ -166,7 +166,7 @@ def _describe(change: Change | None, change_id: str) -> str:
     if change is None:
         return change_id
     text = change.new if change.new is not None else change.old
-    return f"{change.file} {change.op}: {text or ''} ({change.id})".replace(" : ", ": ")
+    return f"{change.file} {change.op}: {text or '(no text)'} ({change.id})"
 
 
 async def admin_undo(ctx: CommandContext) -> CommandReply:
@@ -200,7 +200,6 @@ def _owner(ctx: CommandContext) -> Speaker:
 
 async def admin_consult(ctx: CommandContext) -> CommandReply:
     need(ctx, 2, "consult <partner> <question>")
-    in_dm(ctx, "consult")
     partner = ctx.catalog.require(ctx.args[0])
     chat = await ctx.store.chat(ctx.chat_key)
     if chat is None:
@@ -211,7 +210,6 @@ async def admin_consult(ctx: CommandContext) -> CommandReply:
 
 async def admin_transcript(ctx: CommandContext) -> CommandReply:
     need(ctx, 2, "transcript <partner> <session id>")
-    in_dm(ctx, "transcript")
     partner = ctx.catalog.require(ctx.args[0])
     referenced = await _session_arg(ctx, partner, ctx.args[1])
     chat = await ctx.store.chat(ctx.chat_key)

@@ -47,12 +47,13 @@ async def admin_partners(ctx: CommandContext) -> CommandReply:
     tokens = await services(ctx).budget.tokens_today()
     active = await ctx.store.last_activity()
     bindings = await ctx.store.bindings()
+    zone = ctx.config.owner_timezone()
     cards = []
     for p in ctx.catalog.all():
         bound = sum(1 for b in bindings if b["partner_id"] == p.id)
         visibility = "public" if p.preset.public else "hidden"
         last = active.get(p.id)
-        when = datetime.fromtimestamp(last, UTC).strftime("%Y-%m-%d %H:%M UTC") if last else "never"
+        when = f"{datetime.fromtimestamp(last, zone):%Y-%m-%d %H:%M}" if last else "never"
         budget = p.preset.daily_token_budget
         used = f"{tokens.get(p.id, 0)}" + (f" of {budget}" if budget else "")
         cards.append(

@@ -7,7 +7,7 @@ import time
 from collections import defaultdict
 from datetime import datetime, timedelta
 
-from bot.admin_args import AdminError, file_reply, need, services
+from bot.admin_args import MAX_SEND_BYTES, AdminError, file_reply, need, services
 from bot.backup import write_backup
 from bot.commands import CommandContext, CommandReply
 from bot.paging import paged, pop_page
@@ -155,7 +155,9 @@ async def admin_settings(ctx: CommandContext) -> CommandReply:
 
 async def admin_backup(ctx: CommandContext) -> CommandReply:
     target = await write_backup(ctx.config.data_dir, store=ctx.store)
+    size = (await asyncio.to_thread(target.stat)).st_size
+    if size > MAX_SEND_BYTES:
+        megabytes = size / (1024 * 1024)
+        return CommandReply(f"Backup written to {target} ({megabytes:.1f} MB, too big to send).")
     data = await asyncio.to_thread(target.read_bytes)
-    return file_reply(
-        f"Backup of the data directory, also kept at {target}", target.name, data, str(target)
-    )
+    return file_reply(f"Backup of the data directory, also kept at {target}", target.name, data)

@@ -8,10 +8,13 @@ partner are stored as context for the next answered turn, never answered.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import sqlite3
+from collections.abc import Iterator
 from dataclasses import replace
 
-from adapters.base import Channel, DeliveryError
+from adapters.base import Channel, DeliveryError, NotStored
 from bot.access import Access
 from bot.admin_services import AdminServices
 from bot.commands import CommandContext, CommandReply, parse_command, run_command
@@ -29,6 +32,15 @@ logger = logging.getLogger(__name__)
 
 MAX_INBOUND_CHARS = 16_000
 CUT_NOTE = "\n[message cut: it was longer than {limit} characters]"
+
+
+@contextlib.contextmanager
+def storing() -> Iterator[None]:
+    """The database refusing a write or read (a full disk, an I/O error) as NotStored."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        raise NotStored(f"the database cannot store it ({exc})") from exc
 
 
 class Gateway:
@@ -65,10 +77,12 @@ class Gateway:
             self.can_read_groups[platform] = can_read_groups
 
     async def seen_update(self, platform: str, update_id: str) -> bool:
-        return await self.store.seen_update(platform, update_id)
+        with storing():
+            return await self.store.seen_update(platform, update_id)
 
     async def update_seen(self, platform: str, update_id: str) -> bool:
-        return await self.store.update_seen(platform, update_id)
+        with storing():
+            return await self.store.update_seen(platform, update_id)
 
     async def partner_names(self, chat: ChatRef) -> list[tuple[str, str]]:
         return [(p.id, p.name) for p in await self._bound_partners(chat)]
@@ -84,7 +98,14 @@ class Gateway:
         return [(p.id, p.name) for p in self.catalog.public()]
 
     async def receive(self, inbound: Inbound) -> None:
-        """Handle one inbound message. Safe to call twice with the same message."""
+        """Handle one inbound message. Safe to call twice with the same message.
+
+        Raises NotStored when the database cannot take it (a full disk, an I/O error): the
+        channel leaves the message with the platform, to be offered again once it can."""
+        with storing():
+            await self._receive(inbound)
+
+    async def _receive(self, inbound: Inbound) -> None:
         sender, chat = inbound.sender, inbound.chat
         if len(inbound.text) > MAX_INBOUND_CHARS:
             inbound = replace(
@@ -134,7 +155,8 @@ class Gateway:
             addressed = True
         else:
             partner_id = self._group_partner(inbound, bound)
-            addressed = inbound.addressed
+            # with mention gating off, a bound partner answers everything said in the group
+            addressed = inbound.addressed or not self.config.access.mention_gating
         speaker = Speaker(inbound.sender.key, inbound.sender.display_name, is_owner)
         key = queue_key(chat.key, partner_id if isinstance(partner_id, str) else None)
         message = NewMessage(

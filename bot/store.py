@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -95,15 +95,25 @@ SCHEMA: list[str] = [
         audience TEXT NOT NULL,
         status TEXT NOT NULL,
         answers_upto INTEGER,
-        created_at REAL NOT NULL
+        created_at REAL NOT NULL,
+        terms TEXT,
+        scope TEXT
     );
     CREATE INDEX messages_pending ON messages (queue_key, id) WHERE status = 'pending';
     CREATE INDEX messages_delivering ON messages (id) WHERE status = 'delivering';
     CREATE INDEX messages_session ON messages (session_id, id);
     CREATE INDEX messages_chat ON messages (chat_key, id);
     CREATE VIRTUAL TABLE message_index USING fts5(
-        terms, scope, tokenize = 'unicode61 remove_diacritics 2'
+        terms, scope, content = 'messages', content_rowid = 'id',
+        tokenize = 'unicode61 remove_diacritics 2'
     );
+    CREATE TRIGGER messages_indexed AFTER INSERT ON messages WHEN new.terms IS NOT NULL BEGIN
+        INSERT INTO message_index (rowid, terms, scope) VALUES (new.id, new.terms, new.scope);
+    END;
+    CREATE TRIGGER messages_unindexed AFTER DELETE ON messages WHEN old.terms IS NOT NULL BEGIN
+        INSERT INTO message_index (message_index, rowid, terms, scope)
+        VALUES ('delete', old.id, old.terms, old.scope);
+    END;
     CREATE TABLE deliveries (
         message_id INTEGER NOT NULL,
         chunk INTEGER NOT NULL,
@@ -296,6 +306,8 @@ class NewMessage:
     user_key: str | None = None
     speaker: str = ""
     created_at: float | None = None
+    answers_upto: int | None = None
+    """For a reply: the last inbound message it answers (what it quotes)."""
 
 
 def new_session_id() -> str:
@@ -510,9 +522,11 @@ class Store:
         return cursor.rowcount == 0
 
     async def add_message(self, message: NewMessage) -> int | None:
-        """Record a message and index it; None if its dedup key was recorded before."""
-        ids = await self.add_messages([message])
-        return ids[0]
+        """Record a message and index it; None if its dedup key was recorded before.
+
+        One statement (a trigger fills the index), so one trip to the database thread."""
+        async with self._write_lock:
+            return await self._insert_message(message)
 
     async def add_messages(self, messages: Sequence[NewMessage]) -> list[int | None]:
         ids: list[int | None] = []
@@ -522,10 +536,12 @@ class Store:
         return ids
 
     async def _insert_message(self, m: NewMessage) -> int | None:
+        searchable = m.role in SEARCHABLE_ROLES and m.partner_id
         cursor = await self._db.execute(
             "INSERT OR IGNORE INTO messages (dedup_key, queue_key, session_id, partner_id,"
             " chat_key, platform_message_id, user_key, speaker, role, text, audience, status,"
-            " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " created_at, answers_upto, terms, scope)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 m.dedup_key,
                 m.queue_key,
@@ -540,20 +556,14 @@ class Store:
                 m.audience,
                 m.status,
                 m.created_at if m.created_at is not None else time.time(),
+                m.answers_upto,
+                index_terms(m.text) if searchable else None,
+                audience_token(m.partner_id, m.audience) if m.partner_id and searchable else None,
             ),
         )
         if cursor.rowcount == 0:
             return None
-        message_id = cursor.lastrowid
-        if m.role in SEARCHABLE_ROLES and m.partner_id:
-            await self._index(message_id, m.partner_id, m.audience, m.text)
-        return message_id
-
-    async def _index(self, message_id: int | None, partner_id: str, audience: str, text: str):
-        await self._db.execute(
-            "INSERT INTO message_index (rowid, terms, scope) VALUES (?, ?, ?)",
-            (message_id, index_terms(text), audience_token(partner_id, audience)),
-        )
+        return cursor.lastrowid
 
     async def pending_queue_keys(self) -> list[str]:
         return [
@@ -580,16 +590,14 @@ class Store:
         inbound_status: str = "done",
     ) -> int:
         """Close the inbound messages and record the reply, in one transaction."""
+        marks = ", ".join("?" for _ in inbound_ids)
         async with self._transaction():
-            await self._db.executemany(
-                "UPDATE messages SET status = ?, session_id = ? WHERE id = ?",
-                [(inbound_status, session_id, message_id) for message_id in inbound_ids],
-            )
-            reply_id = await self._insert_message(reply)
-            assert reply_id is not None
             await self._db.execute(
-                "UPDATE messages SET answers_upto = ? WHERE id = ?", (max(inbound_ids), reply_id)
+                f"UPDATE messages SET status = ?, session_id = ? WHERE id IN ({marks})",
+                (inbound_status, session_id, *inbound_ids),
             )
+            reply_id = await self._insert_message(replace(reply, answers_upto=max(inbound_ids)))
+            assert reply_id is not None
             await self._db.execute(
                 "UPDATE sessions SET last_active_at = ? WHERE id = ?", (time.time(), session_id)
             )
@@ -873,12 +881,8 @@ class Store:
             " AND status != 'pending'"
         )
         params = (partner_id, user_key, f"user:{user_key}", *roles)
-        async with self._transaction():
-            await self._db.execute(
-                f"DELETE FROM message_index WHERE rowid IN (SELECT id FROM messages WHERE {where})",
-                params,
-            )
-            cursor = await self._db.execute(f"DELETE FROM messages WHERE {where}", params)
+        # the delete trigger takes the rows out of the search index too
+        cursor = await self._write(f"DELETE FROM messages WHERE {where}", params)
         return cursor.rowcount
 
     async def forget_session_prompts(self, partner_id: str, user_key: str) -> None:

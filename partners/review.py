@@ -324,7 +324,7 @@ class Reviewer:
         await self._apply(session, ops, files, result)
         if journal is not None:
             who = await self._who(partner, session)
-            await self._write_journal(partner, session, journal, now, title, who)
+            await self._write_journal(partner, session, journal, now, title, who, rows[-1].id)
             result.journal = True
         return result
 
@@ -449,24 +449,36 @@ class Reviewer:
         now: datetime,
         title: str,
         who: str,
+        upto: int,
     ) -> None:
+        """Append the entry once per reviewed segment: a review cut off between this write
+        and its watermark runs again, and must not write a second entry for the same part."""
         day = now.date().isoformat()
-        block = render(entry, now, title, session.chat_key, who)
-        await self.memory.append(
-            journal_file(partner, day),
-            block,
-            header=day_header(day),
-            reason="journal",
-            source=f"review of session {session.id}",
-        )
+        file = journal_file(partner, day)
+        source = f"review of session {session.id} up to message {upto}"
+        if not await self._journal_written(partner, file, source):
+            block = render(entry, now, title, session.chat_key, who)
+            await self.memory.append(
+                file, block, header=day_header(day), reason="journal", source=source
+            )
         await self.store.add_message(
             NewMessage(
                 chat_key=session.chat_key,
                 role="journal",
                 text=entry.as_text(),
                 audience=session.audience,
+                dedup_key=f"journal:{session.id}:{upto}",
                 session_id=session.id,
                 partner_id=partner.id,
                 speaker="journal",
             )
         )
+
+    async def _journal_written(self, partner: Partner, file: MemoryFile, source: str) -> bool:
+        """Whether a journal block from ``source`` is in the file (its changelog record comes
+        first, so a record alone may be a write that never happened)."""
+        for change in reversed(await self.memory.changes(partner.dir)):
+            if change.op == "append" and change.file == file.name and change.source == source:
+                written = read_text(file.path).replace("\r\n", "\n")
+                return (change.new or "").rstrip("\n") in written
+        return False

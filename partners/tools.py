@@ -9,6 +9,7 @@ never writes it, and searches only history the current user may see.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ from typing import Any
 from bot.store import SearchHit, Store
 from partners.memory import MAX_ENTRY_CHARS, MemoryFile, MemoryInputError, MemoryStore, text_hash
 from partners.persona import Partner
+
+logger = logging.getLogger(__name__)
 
 SEARCH_DEFAULT_LIMIT = 30
 SEARCH_MAX_LIMIT = 100
@@ -131,6 +134,11 @@ async def _apply_memory_op(
             return f"removed (entry={target})"
     except MemoryInputError as exc:
         raise ToolError(str(exc)) from exc
+    except OSError as exc:
+        # A full disk: the file is left as it was (writes are atomic); the model can tell
+        # the user it could not save, and the owner finds the cause in the log.
+        logger.error("memory write to %s failed: %s", file.path, exc)
+        raise ToolError(f"could not save ({exc.strerror or exc}); nothing was changed") from exc
     raise ToolError(f"unknown op {op!r}; use add, edit or remove")
 
 

@@ -215,3 +215,13 @@ async def test_bind_works_in_a_group_and_refuses_a_dm_or_unknown_partner(harness
 async def test_expired_pairing_codes_are_not_listed(harness: Harness) -> None:
     await harness.app.store.create_pairing("GONE23", "test:78", -1)
     assert "No pairing requests" in await admin(harness, "/admin pending")
+
+
+async def test_owner_commands_other_than_bind_answer_only_in_a_dm(harness: Harness) -> None:
+    await harness.app.memory.add(harness.app.owner_file, "owner secret", reason="t", source="t")
+    await harness.app.store.bind("test", "g1", "example", "command")
+    await harness.send(group_message("g1", OWNER_ID, "/admin memory", name="Owner"))
+    await harness.settle()
+    [answer] = harness.channel.texts("g1")
+    assert answer == "/admin memory works in your direct chat with me."
+    assert (await harness.app.store.audit_rows())[0]["detail"]["outcome"].startswith("refused")

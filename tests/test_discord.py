@@ -131,7 +131,8 @@ async def test_dm_message_gets_the_partners_reply(
     gateways: DiscordGateways, fake: FakeDiscord, fake_llm: FakeLLM
 ) -> None:
     await gateways.start()
-    fake_llm.script(Reply(text="Hello Alice, nice to meet you", delay_seconds=0.2))
+    # slower than the gateway's typing delay, so the indicator shows
+    fake_llm.script(Reply(text="Hello Alice, nice to meet you", delay_seconds=1.0))
     await fake.dm_message(user_id=ALICE, content="hi there")
     dm = fake.dm_channel_id(ALICE)
     reply = await fake.wait_for_rest(posts_to(dm), TIMEOUT)

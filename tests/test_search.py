@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,10 @@ from bot.store import NewMessage, Store
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> Store:
-    return await Store.open(tmp_path / "db.sqlite")
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    opened = await Store.open(tmp_path / "db.sqlite")
+    yield opened
+    await opened.close()  # an open store's SQLite thread would keep pytest from exiting
 
 
 async def add(

@@ -211,3 +211,12 @@ async def test_unbound_group_is_ignored(harness: Harness) -> None:
     await harness.send(group_message("g9", 7, "Mira hello?"))
     await harness.settle()
     assert harness.llm.requests == [] and harness.channel.sent == []
+
+
+async def test_mention_gating_off_answers_every_group_message(harness_factory: Any) -> None:
+    harness = await harness_factory(access={"mention_gating": False})
+    await harness.app.store.bind("test", "g1", "example", "command")
+    harness.llm.script(Reply(text="I heard you"))
+    await harness.send(group_message("g1", 7, "just chatting here", addressed=False))
+    await harness.settle()
+    assert harness.channel.texts() == ["I heard you"]
