@@ -16,13 +16,12 @@ import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.channels import CountingChannel  # noqa: E402
 from bot.app import build_app  # noqa: E402
 from bot.config import Config  # noqa: E402
-from bot.events import ChatRef, Outbound  # noqa: E402
 from bot.store import NewMessage  # noqa: E402
 from partners.checkins import KIND_CHECKIN  # noqa: E402
 from tests.fakes.fake_llm import FakeLLM, Reply  # noqa: E402
@@ -40,41 +39,6 @@ proactive:
   max_per_week: 2
   idle_hours: 24
 """
-
-
-class CountingChannel:
-    platform = "bench"
-
-    def __init__(self) -> None:
-        self.sent = 0
-
-    async def start(self, receiver: Any) -> None:
-        del receiver
-
-    async def stop(self) -> None:
-        pass
-
-    def split(self, text: str) -> list[str]:
-        return [text]
-
-    async def send(self, message: Outbound) -> str:
-        del message
-        self.sent += 1
-        return "x"
-
-    async def send_file(self, chat: ChatRef, filename: str, data: bytes, caption: str) -> str:
-        del chat, filename, data, caption
-        return "x"
-
-    async def typing(self, chat: ChatRef) -> None:
-        del chat
-
-    def open_stream(self, chat: ChatRef, reply_to: str | None) -> None:
-        del chat, reply_to
-
-    @property
-    def connected(self) -> bool:
-        return True
 
 
 async def main() -> None:

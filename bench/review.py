@@ -22,9 +22,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.channels import CountingChannel  # noqa: E402
 from bot.app import build_app  # noqa: E402
 from bot.config import Config  # noqa: E402
-from bot.events import ChatRef, Inbound, Outbound, Sender  # noqa: E402
+from bot.events import ChatRef, Inbound, Sender  # noqa: E402
 from tests.fakes.fake_llm import FakeLLM, Reply  # noqa: E402
 
 TURNS = 200
@@ -38,33 +39,6 @@ TOPICS = [
     "couldn't sleep well, too much coffee probably",
     "we're planning a weekend in the mountains with friends",
 ]
-
-
-class NullChannel:
-    platform = "bench"
-
-    def __init__(self) -> None:
-        self.replies = 0
-
-    async def start(self, receiver: Any) -> None:
-        del receiver
-
-    async def stop(self) -> None:
-        pass
-
-    def split(self, text: str) -> list[str]:
-        return [text]
-
-    async def send(self, message: Outbound) -> str:
-        del message
-        self.replies += 1
-        return "x"
-
-    async def typing(self, chat: ChatRef) -> None:
-        del chat
-
-    def open_stream(self, chat: ChatRef, reply_to: str | None) -> None:
-        del chat, reply_to
 
 
 def responder(request: dict[str, Any]) -> Reply:
@@ -106,7 +80,7 @@ async def main() -> None:
                     "access": {"dm_policy": "open"},
                 }
             )
-            channel = NullChannel()
+            channel = CountingChannel()
             app = await build_app(config, {"bench": channel})
             await app.start()
             shift = [0.0]  # time moves on by the debounce after each turn: due reviews run now

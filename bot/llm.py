@@ -11,6 +11,7 @@ strings for the tool layer to validate.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -116,7 +117,7 @@ class LLMClient:
                 calls.append(ToolCall(call.id, function.name, function.arguments or ""))
         usage = response.usage
         return Completion(
-            text=message.content or "",
+            text=storable(message.content or ""),
             tool_calls=tuple(calls),
             usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else Usage(),
             model=response.model or request["model"],
@@ -157,7 +158,16 @@ class LLMClient:
             ToolCall(slot["id"] or f"call_{index}", slot["name"], slot["arguments"])
             for index, slot in sorted(calls.items())
         )
-        return Completion("".join(text), tool_calls, usage, model)
+        return Completion(storable("".join(text)), tool_calls, usage, model)
+
+
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """The model's text as UTF-8 can hold it: a lone surrogate (a broken ``\\ud83d`` escape
+    from a provider) becomes U+FFFD instead of failing the write of the reply, and the turn."""
+    return LONE_SURROGATE.sub("\ufffd", text)
 
 
 def _is_context_error(exc: openai.BadRequestError) -> bool:

@@ -144,4 +144,8 @@ def parse_arguments(raw: str) -> dict[str, Any]:
         raise ToolError("arguments must be a JSON object")
     if any("\x00" in str(v) for v in value.values()):
         raise ToolError("arguments must not contain NUL characters")
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate: no file or database can store it
+        raise ToolError("arguments must be valid Unicode (no lone \\ud800-style escapes)") from exc
     return value

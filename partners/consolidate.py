@@ -10,7 +10,6 @@ or a late, coalesced run never does it twice.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from partners.review import (
     REMOVAL_GUARD_SHARE,
     Reviewer,
     ReviewOutputError,
+    ask_for_json,
 )
 
 logger = logging.getLogger(__name__)
@@ -50,19 +50,6 @@ class NightlyResult:
 
 def prompt(name: str) -> str:
     return (resources.files("partners") / "prompts" / name).read_text("utf-8")
-
-
-def _json(text: str) -> dict[str, Any]:
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end <= start:
-        raise ReviewOutputError("no JSON object in the answer")
-    try:
-        data = json.loads(text[start : end + 1])
-    except json.JSONDecodeError as exc:
-        raise ReviewOutputError(f"invalid JSON ({exc.msg})") from exc
-    if not isinstance(data, dict):
-        raise ReviewOutputError("the answer is not a JSON object")
-    return data
 
 
 class Consolidator:
@@ -123,18 +110,7 @@ class Consolidator:
 
     async def _complete(self, partner: Partner, text: str, day: str) -> dict[str, Any]:
         model = self.settings().review_model or partner.preset.model or self.default_model
-        completion = await self.llm.complete(
-            [{"role": "user", "content": text}], model=model, json_mode=True
-        )
-        await self.store.add_usage(
-            day,
-            partner.id,
-            "review",
-            completion.model,
-            completion.usage.prompt_tokens,
-            completion.usage.completion_tokens,
-        )
-        return _json(completion.text)
+        return await ask_for_json(self.llm, self.store, partner.id, model, text, day)
 
     async def _consolidate(self, partner: Partner, file: MemoryFile) -> list[str]:
         entries = [e for e in await self.memory.entries(file) if e.id]

@@ -74,8 +74,10 @@ def review_prompt_template() -> str:
     return (resources.files("partners") / "prompts" / "review.md").read_text("utf-8")
 
 
-def parse_review(text: str) -> tuple[JournalEntry | None, list[dict[str, Any]]]:
-    """Read the model's JSON defensively: code fences, prose around it, missing parts."""
+def json_object(text: str) -> dict[str, Any]:
+    """The JSON object in a model's answer, read defensively: code fences or prose around it."""
+    if not text.strip():
+        raise ReviewOutputError("empty answer")
     start, end = text.find("{"), text.rfind("}")
     if start < 0 or end <= start:
         raise ReviewOutputError("no JSON object in the answer")
@@ -85,6 +87,29 @@ def parse_review(text: str) -> tuple[JournalEntry | None, list[dict[str, Any]]]:
         raise ReviewOutputError(f"invalid JSON ({exc.msg})") from exc
     if not isinstance(data, dict):
         raise ReviewOutputError("the answer is not a JSON object")
+    return data
+
+
+async def ask_for_json(
+    llm: LLMClient, store: Store, partner_id: str, model: str, prompt: str, day: str
+) -> dict[str, Any]:
+    """One JSON-mode call on behalf of memory upkeep, its tokens counted as "review"."""
+    completion = await llm.complete(
+        [{"role": "user", "content": prompt}], model=model, json_mode=True
+    )
+    await store.add_usage(
+        day,
+        partner_id,
+        "review",
+        completion.model,
+        completion.usage.prompt_tokens,
+        completion.usage.completion_tokens,
+    )
+    return json_object(completion.text)
+
+
+def parse_review(data: dict[str, Any]) -> tuple[JournalEntry | None, list[dict[str, Any]]]:
+    """The journal entry and memory operations of a review's answer; missing parts are empty."""
     journal = None
     raw = data.get("journal")
     if isinstance(raw, dict) and isinstance(raw.get("summary"), str) and raw["summary"].strip():
@@ -102,14 +127,9 @@ def parse_review(text: str) -> tuple[JournalEntry | None, list[dict[str, Any]]]:
     return journal, [op for op in ops if isinstance(op, dict)]
 
 
-def parse_reminders(text: str, today: str) -> list[tuple[str, str]]:
+def parse_reminders(data: dict[str, Any], today: str) -> list[tuple[str, str]]:
     """(date, about) pairs from the review's answer: future dates only, short texts."""
-    start, end = text.find("{"), text.rfind("}")
-    try:
-        data = json.loads(text[start : end + 1])
-    except json.JSONDecodeError:
-        return []
-    raw = data.get("reminders") if isinstance(data, dict) else None
+    raw = data.get("reminders")
     found = []
     for item in raw if isinstance(raw, list) else []:
         if not isinstance(item, dict):
@@ -300,23 +320,11 @@ class Reviewer:
         title = (chat.title if chat and chat.title else None) or session.title or "chat"
         prompt = self._prompt(partner, session, rows, files, day, title, settings)
         model = settings.review_model or partner.preset.model or self.default_model
-        completion = await self.llm.complete(
-            [{"role": "user", "content": prompt}], model=model, json_mode=True
-        )
-        await self.store.add_usage(
-            day,
-            partner.id,
-            "review",
-            completion.model,
-            completion.usage.prompt_tokens,
-            completion.usage.completion_tokens,
-        )
-        if not completion.text.strip():
-            raise ReviewOutputError("empty answer")
-        journal, ops = parse_review(completion.text)
+        answer = await ask_for_json(self.llm, self.store, partner.id, model, prompt, day)
+        journal, ops = parse_review(answer)
         result = ReviewResult()
         if session.user_key is not None and files:
-            for due, about in parse_reminders(completion.text, day):
+            for due, about in parse_reminders(answer, day):
                 if await self.store.add_reminder(partner.id, session.user_key, due, about):
                     result.reminders.append(due)
             if result.reminders and self.on_reminders is not None:
