@@ -27,6 +27,7 @@ import secrets
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from telegram import (
@@ -65,11 +66,14 @@ from adapters.telegram_updates import (
     update_event,
 )
 from adapters.telegram_webhook import WebhookServer
-from bot.commands import COMMANDS
+from bot.commands import COMMANDS, parse_command
 from bot.config import ConfigError, TelegramConfig
 from bot.events import ChatRef, Choice, Inbound, Outbound
 
 logger = logging.getLogger(__name__)
+
+MAX_COMMAND_FILE_BYTES = 1_000_000
+"""Persona files sent back for /admin partner put are small Markdown."""
 
 ALLOWED_UPDATES = ("message", "callback_query")
 GENERAL_TOPIC = "1"
@@ -302,6 +306,21 @@ class TelegramChannel:
             return True
         return await self.handle_update(update)
 
+    async def _command_file(self, message: Message) -> tuple[str, bytes] | None:
+        """The document sent with a command caption (an edited persona file), if small."""
+        document = message.document
+        if document is None or parse_command(message.caption or "") is None:
+            return None
+        if (document.file_size or 0) > MAX_COMMAND_FILE_BYTES:
+            return None  # the command answers that it needs the file
+        try:
+            file = await self.bot.get_file(document.file_id)
+            data = await file.download_as_bytearray()
+        except TelegramError as exc:
+            logger.warning("telegram: document %s not downloaded: %s", document.file_name, exc)
+            return None
+        return document.file_name or "document", bytes(data)
+
     async def handle_update(self, update: Update) -> bool:
         """Deduplicate, convert and hand over one update. Never raises: one bad update must
         not stop the ones after it. False only if it could not be stored: it must then stay
@@ -319,6 +338,8 @@ class TelegramChannel:
                 return True
             event = await self.event_of(update)
             if isinstance(event, Inbound):
+                if update.message is not None and update.message.document is not None:
+                    event = replace(event, attachment=await self._command_file(update.message))
                 await self.receiver.receive(event)
             elif isinstance(event, Unsupported) and event.chat.is_dm:
                 await self.send(Outbound(event.chat, UNSUPPORTED_REPLY))
@@ -501,9 +522,17 @@ def _build_bot(config: TelegramConfig) -> Bot:
     }
     if config.base_url:
         options["base_url"] = config.base_url  # PTB appends the token itself
+        options["base_file_url"] = file_url(config.base_url)
     if config.rate_limit:
         return ExtBot(rate_limiter=AIORateLimiter(), **options)
     return Bot(**options)
+
+
+def file_url(base_url: str) -> str:
+    """Where a self-hosted Bot API server serves files: ``…/bot`` becomes ``…/file/bot``
+    (Telegram's own layout), so downloads never leave for api.telegram.org."""
+    root, _, last = base_url.rstrip("/").rpartition("/")
+    return f"{root}/file/{last}" if root else f"{base_url.rstrip('/')}/file"
 
 
 def _placement(chat: ChatRef, reply_to: str | None) -> dict[str, Any]:

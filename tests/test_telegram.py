@@ -348,3 +348,20 @@ async def test_binding_without_privacy_mode_has_no_warning(
     )
     [answer] = await fake.wait_for_sent(chat_id=GROUP)
     assert texts([answer]) == ["Mira now answers here."]
+
+
+async def test_owner_edits_a_persona_file_by_sending_the_document_back(
+    gateways: TelegramGateways, fake: FakeTelegram
+) -> None:
+    gateway = await gateways.start()
+    fake.send_user_message(chat_id=OWNER, text="/admin partner edit example SOUL.md")
+    [sent] = await fake.wait_for_sent(chat_id=OWNER, method="sendDocument")
+    put = next(line for line in sent.params["caption"].splitlines() if "partner put" in line)
+    command = put[put.index("/admin partner put") :].split("`")[0].strip()
+    update = fake.message_update(chat_id=OWNER, caption=command, document=True)
+    edited = b"# Soul\r\nCalm and funny.\r\n"
+    fake.add_file(update["message"]["document"]["file_id"], edited)
+    fake.push_update(update)
+    await fake.wait_for_sent(lambda c: "Saved SOUL.md" in (c.text or ""), chat_id=OWNER)
+    soul = gateway.app.catalog.require("example").dir / "SOUL.md"
+    assert soul.read_bytes() == b"# Soul\nCalm and funny.\n"  # the file keeps its line endings
