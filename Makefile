@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 
-.PHONY: run test lint typecheck pytest bench clean
+.PHONY: run test lint typecheck pytest bench soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,17 @@ test: $(STAMP_DEV)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/pytest -q
+
+# The long whole-process runs (README, "Development"): kill -9 at random points of a turn
+# SOAK_KILLS times, then SOAK_MESSAGES messages over SOAK_CHATS chats against `companion run`.
+# `make test` runs the same tests with 5 kills and 500 messages over 50 chats.
+SOAK_KILLS ?= 50
+SOAK_MESSAGES ?= 20000
+SOAK_CHATS ?= 500
+
+soak: $(STAMP_DEV)
+	SOAK_KILLS=$(SOAK_KILLS) SOAK_MESSAGES=$(SOAK_MESSAGES) SOAK_CHATS=$(SOAK_CHATS) \
+		$(BIN)/pytest -q -s tests/e2e/test_kill9.py tests/e2e/test_soak.py
 
 bench: $(STAMP_DEV)
 	$(BIN)/python bench/search.py

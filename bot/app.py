@@ -142,19 +142,23 @@ class App:
             await asyncio.sleep(STATUS_INTERVAL_SECONDS)
 
     async def stop(self) -> None:
-        """Disconnect channels, let running turns finish, close everything; idempotent."""
+        """Let running turns finish, disconnect channels, close everything; idempotent.
+
+        Turns finish first: their replies go out through the channels, which must still be
+        connected (a closed Discord client cannot send). Messages that arrive meanwhile are
+        stored and wait, pending, for the next start."""
         if not self.lock.held:
             return
         if self.status_task is not None:
             self.status_task.cancel()
             await asyncio.gather(self.status_task, return_exceptions=True)
             await asyncio.to_thread(remove_status, self.config.data_dir)
+        await self.dispatcher.close(SHUTDOWN_GRACE_SECONDS)
         for channel in self.channels.values():
             try:
                 await channel.stop()
             except Exception:
                 logger.exception("channel %s did not stop cleanly", channel.platform)
-        await self.dispatcher.close(SHUTDOWN_GRACE_SECONDS)
         self.scheduler.shutdown()
         await self.reviewer.close()
         await self.llm.close()

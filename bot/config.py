@@ -106,8 +106,16 @@ class MemoryConfig(_Section):
     )
 
 
+def token_not_empty(value: SecretStr | None) -> SecretStr | None:
+    """An empty token would get as far as the platform's client and fail there with a trace."""
+    if value is not None and not value.get_secret_value().strip():
+        raise ValueError("is empty; set the bot token, or remove the key to run without it")
+    return value
+
+
 class TelegramConfig(_Section):
     token: SecretStr | None = None
+    _token = field_validator("token")(token_not_empty)
     base_url: str | None = None
     mode: Literal["polling", "webhook"] = "polling"
     webhook_listen: str = "127.0.0.1"
@@ -138,6 +146,7 @@ class TelegramConfig(_Section):
 
 class DiscordConfig(_Section):
     token: SecretStr | None = None
+    _token = field_validator("token")(token_not_empty)
     api_base: str | None = None
     gateway_url: str | None = None
     shards: Literal["auto"] | int | None = None

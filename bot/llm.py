@@ -10,6 +10,7 @@ strings for the tool layer to validate.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -106,22 +107,13 @@ class LLMClient:
             raise LLMUnavailable(f"the LLM endpoint failed: {exc}") from exc
 
     async def _complete(self, request: dict[str, Any]) -> Completion:
-        response = await self._client.post(CHAT_COMPLETIONS, body=request, cast_to=ChatCompletion)
-        if not response.choices:
-            raise LLMUnavailable("the LLM endpoint answered with no choices")
-        message = response.choices[0].message
-        calls = []
-        for call in message.tool_calls or ():
-            function = getattr(call, "function", None)  # custom (non-function) calls are skipped
-            if function is not None:
-                calls.append(ToolCall(call.id, function.name, function.arguments or ""))
-        usage = response.usage
-        return Completion(
-            text=storable(message.content or ""),
-            tool_calls=tuple(calls),
-            usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else Usage(),
-            model=response.model or request["model"],
-        )
+        try:
+            response = await self._client.post(
+                CHAT_COMPLETIONS, body=request, cast_to=ChatCompletion
+            )
+        except json.JSONDecodeError as exc:  # a proxy's HTML page, an empty body
+            raise NotACompletion(f"its answer is not JSON ({exc.msg})") from exc
+        return completion_of(response, request["model"])
 
     async def _stream(self, request: dict[str, Any], on_delta: Delta) -> Completion:
         body = {**request, "stream": True, "stream_options": {"include_usage": True}}
@@ -162,6 +154,51 @@ class LLMClient:
 
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class NotACompletion(LLMUnavailable):
+    """The endpoint answered 200 with something that is not a chat completion."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"the LLM endpoint answered with something that is not a chat completion: {what}"
+        )
+
+
+def completion_of(response: object, model: str) -> Completion:
+    """Our Completion from the SDK's response object, which the SDK builds without validating
+    it: every part read is checked, so a server's odd JSON (a bare error object, wrong types,
+    no message) costs the turn an apology, not a crash."""
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        raise NotACompletion("no choices")
+    message = getattr(choices[0], "message", None)
+    content = getattr(message, "content", None)
+    tool_calls = getattr(message, "tool_calls", None) or []
+    if message is None or not isinstance(content, str | None) or not isinstance(tool_calls, list):
+        raise NotACompletion("no message with text or tool calls")
+    calls = []
+    for call in tool_calls:
+        function = getattr(call, "function", None)  # custom (non-function) calls are skipped
+        if function is None:
+            continue
+        name, arguments = getattr(function, "name", None), getattr(function, "arguments", None)
+        if not isinstance(name, str) or not isinstance(arguments, str | None):
+            raise NotACompletion("a tool call without a name or with arguments that are not text")
+        calls.append(ToolCall(str(getattr(call, "id", "") or ""), name, arguments or ""))
+    reported = getattr(response, "usage", None)
+    prompt = getattr(reported, "prompt_tokens", None)
+    completion = getattr(reported, "completion_tokens", None)
+    usage = Usage()
+    if isinstance(prompt, int) and isinstance(completion, int):
+        usage = Usage(prompt, completion)
+    answered_by = getattr(response, "model", None)
+    return Completion(
+        text=storable(content or ""),
+        tool_calls=tuple(calls),
+        usage=usage,
+        model=answered_by if isinstance(answered_by, str) and answered_by else model,
+    )
 
 
 def storable(text: str) -> str:

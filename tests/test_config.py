@@ -74,6 +74,14 @@ def test_bad_secret_value_is_not_echoed(tmp_path: Path) -> None:
     assert "discord.token" in str(caught.value)
 
 
+def test_an_empty_token_is_named_not_passed_to_the_platform(tmp_path: Path) -> None:
+    path = write(tmp_path, '[telegram]\ntoken = ""\n[discord]\ntoken = " "\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, {})
+    assert "telegram.token: Value error, is empty" in str(caught.value)
+    assert "discord.token: Value error, is empty" in str(caught.value)
+
+
 def test_unknown_timezone_is_refused(tmp_path: Path) -> None:
     path = write(tmp_path, '[owner]\ntimezone = "Mars/Olympus"\n')
     with pytest.raises(ConfigError, match=r"owner\.timezone"):

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from bot.turns import APOLOGY
 from partners.memory import BULLET, ENTRY_ID, MemoryFile
 from tests.conftest import Harness, HarnessFactory, dm
-from tests.fakes.fake_llm import Reply, ToolCallSpec
+from tests.fakes.fake_llm import Malformed, Reply, ToolCallSpec
 
 USER = 42
 KNOWN_ENTRY = "- Alice likes jasmine tea <!-- m_1a2b3c4d5e6f7 -->\n"
@@ -53,6 +55,14 @@ broken_json = st.sampled_from(
 arguments = st.one_of(argument_dicts, broken_json, st.text(max_size=30))
 
 
+NOT_COMPLETIONS = [
+    {}, {"choices": []}, {"choices": [{}]}, {"error": {"message": "quota exceeded"}}, [1, 2],
+    "<html><body>502 Bad Gateway</body></html>", "", {"choices": [{"message": {"content": 5}}]},
+    {"choices": [{"message": {"content": None, "tool_calls": "none"}}]},
+    {"choices": [{"message": {"content": None, "tool_calls": [{"id": "c", "type": "function",
+                                                              "function": {"name": None}}]}}]},
+]  # fmt: skip
+"""200 answers that are not chat completions: a proxy's page, a bare error, wrong types."""
 SURROGATES = [
     Reply(tool_calls=[ToolCallSpec("partner_memorize", '{"op": "add", "text": "a \\ud800 b"}'),
                       ToolCallSpec("partner_search", '{"query": "\\udfff"}')]),
@@ -82,7 +92,10 @@ def model_turns(draw: st.DrawFn) -> list[Reply]:
     replies = [Reply(tool_calls=calls, text=draw(st.one_of(st.none(), st.text(max_size=20))))
                for calls in rounds]  # fmt: skip
     final = draw(st.one_of(st.none(), st.text(max_size=200), st.sampled_from(HOSTILE)))
-    return [*replies, Reply(text=final)]
+    last = draw(
+        st.one_of(st.just(Reply(text=final)), st.sampled_from(NOT_COMPLETIONS).map(Malformed))
+    )
+    return [*replies, last]
 
 
 async def test_any_model_answer_ends_in_one_reply_and_loses_nothing(
@@ -135,3 +148,14 @@ async def test_any_model_answer_ends_in_one_reply_and_loses_nothing(
     for path in app.config.data_dir.rglob("*.md"):
         for line in path.read_text(encoding="utf-8").splitlines():
             assert "<!-- m_" not in line or (BULLET.match(line) and ENTRY_ID.search(line)), line
+
+
+@pytest.mark.parametrize("body", NOT_COMPLETIONS)
+async def test_an_answer_that_is_not_a_completion_gets_one_apology(
+    harness: Harness, body: object
+) -> None:
+    harness.llm.script(Malformed(body))
+    await harness.send(dm(USER, "hello"))
+    await harness.settle()
+    assert harness.channel.texts() == [APOLOGY]
+    assert harness.app.dispatcher.turns_failed == 0

@@ -37,6 +37,7 @@ __all__ = [
     "FAKE_MODEL_ID",
     "Failure",
     "FakeLLM",
+    "Malformed",
     "Reply",
     "Responder",
     "ToolCallSpec",
@@ -109,7 +110,18 @@ class Failure:
     type: str | None = None
 
 
-Responder = Callable[[dict[str, Any]], Reply | Failure | Awaitable[Reply | Failure]]
+@dataclass
+class Malformed:
+    """A 200 answer that is not a proper completion, as a misbehaving proxy or local server
+    sends one: ``body`` goes out as it is (a dict or list as JSON, a string verbatim)."""
+
+    body: Any
+    content_type: str = "application/json"
+    delay_seconds: float = 0.0
+
+
+Outcome = Reply | Failure | Malformed
+Responder = Callable[[dict[str, Any]], Outcome | Awaitable[Outcome]]
 
 
 def _default_responder(request: dict[str, Any]) -> Reply:  # noqa: ARG001
@@ -159,7 +171,7 @@ class FakeLLM:
         self.request_headers: list[dict[str, str]] = []
         self.errors: list[BaseException] = []
         self.down: bool = False
-        self._queue: deque[Reply | Failure] = deque()
+        self._queue: deque[Outcome] = deque()
         self._counter = itertools.count(1)
         self._condition = asyncio.Condition()
         self._closing = asyncio.Event()
@@ -216,11 +228,11 @@ class FakeLLM:
 
     # -- test controls -----------------------------------------------------------------------
 
-    def script(self, *items: Reply | Failure) -> None:
+    def script(self, *items: Outcome) -> None:
         """Append replies/failures to the FIFO queue consumed before the responder."""
         for item in items:
-            if not isinstance(item, Reply | Failure):
-                raise TypeError(f"script() takes Reply or Failure items, got {item!r}")
+            if not isinstance(item, Reply | Failure | Malformed):
+                raise TypeError(f"script() takes Reply, Failure or Malformed, got {item!r}")
         self._queue.extend(items)
 
     @property
@@ -299,11 +311,14 @@ class FakeLLM:
             return self._error_response(Failure(503, "fake server is shutting down"))
         if isinstance(outcome, Failure):
             return self._error_response(outcome)
+        if isinstance(outcome, Malformed):
+            raw = outcome.body if isinstance(outcome.body, str) else json.dumps(outcome.body)
+            return web.Response(text=raw, content_type=outcome.content_type)
         if body.get("stream") is True:
             return await self._stream_reply(request, body, outcome)
         return self._json_response(self._completion(body, outcome))
 
-    async def _next_outcome(self, body: dict[str, Any]) -> Reply | Failure:
+    async def _next_outcome(self, body: dict[str, Any]) -> Outcome:
         if self._queue:
             return self._queue.popleft()
         responder = self.responder or _default_responder
@@ -314,7 +329,7 @@ class FakeLLM:
         except Exception as exc:
             self.errors.append(exc)
             return Failure(500, f"responder raised {exc!r}", type="server_error")
-        if not isinstance(result, Reply | Failure):
+        if not isinstance(result, Reply | Failure | Malformed):
             error = TypeError(f"responder must return Reply or Failure, got {result!r}")
             self.errors.append(error)
             return Failure(500, str(error), type="server_error")
