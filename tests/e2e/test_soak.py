@@ -30,7 +30,9 @@ WARM_UP_SHARE = 0.1
 """RSS "at the start" is read once this share of the messages is answered (imports, caches
 and the first sessions are in place by then)."""
 RSS_GROWTH_ALLOWED = 1.5
-OPEN_FILES_GROWTH_ALLOWED = 10
+OPEN_FILES_GROWTH_ALLOWED = 150
+"""The HTTP connection pools (up to 32 for Telegram sends, the LLM client's keep-alive pool)
+grow with how many chats are answered at once; a leak grows with every message."""
 REPLY_TIMEOUT_SECONDS = 120.0
 FORGET_LLM_REQUESTS_EVERY = 200
 
@@ -170,7 +172,8 @@ async def test_soak_every_message_answered_once_with_flat_memory(world: World) -
             if answered % tenth == 0:
                 figures.rss_series_mib.append(gateway.rss_kib() / 1024)
             if answered % FORGET_LLM_REQUESTS_EVERY == 0:
-                world.llm.requests.clear()  # the fake keeps every request body otherwise
+                world.llm.requests.clear()  # the fake keeps every request otherwise
+                world.llm.request_headers.clear()
 
     started = time.monotonic()
     await asyncio.gather(*(one_chat(chat) for chat in plan))
@@ -190,5 +193,7 @@ async def test_soak_every_message_answered_once_with_flat_memory(world: World) -
     assert gateway.errors() == []
     assert_no_secrets(gateway.output)
     assert figures.rss_end_kib <= figures.rss_start_kib * RSS_GROWTH_ALLOWED, figures.summary()
-    assert figures.open_files[1] <= figures.open_files[0] + OPEN_FILES_GROWTH_ALLOWED
+    assert figures.open_files[1] <= figures.open_files[0] + OPEN_FILES_GROWTH_ALLOWED, (
+        figures.summary()
+    )
     assert figures.threads[1] <= figures.threads[0] + 2, figures.summary()
