@@ -20,6 +20,7 @@ from typing import TextIO
 
 from adapters.base import Receiver
 from bot.events import ChatRef, Inbound, Outbound, Sender
+from bot.literal import unescape
 
 CONSOLE_CHAT = ChatRef("console", "console", "dm", title="console")
 CONSOLE_USER = Sender("console", "console", "you")
@@ -104,7 +105,8 @@ class ConsoleChannel:
     async def send(self, message: Outbound) -> str | None:
         self._stop_spinner()
         name = message.partner_name or "gateway"
-        self._write(f"{name}: {message.text}")
+        # Markdown is printed as written, so only its escapes need resolving (bot/literal.py)
+        self._write(f"{name}: {unescape(message.text)}")
         for choice in message.choices:
             self._write(f"  [{choice.label}] {choice.command}")
         self._replied.set()
