@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import bot.access
-from bot.commands import COMMANDS
+from bot.commands import COMMANDS, UNKNOWN
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.fakes.fake_telegram import FakeTelegram
 from tests.telegram_harness import (
@@ -256,6 +256,44 @@ async def test_group_chatter_is_context_and_a_mention_is_answered_with_it(
     assert reply.text == "It's by the door, Bob"
     request = all_text(fake_llm.requests[0])
     assert "umbrella" in request and "not addressed to you" in request
+
+
+async def test_a_typed_admin_gets_the_answer_an_unknown_command_gets(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    """DESIGN "Commands": a non-owner who tries /admin learns nothing. In a group a command
+    that is not a user command is chatter unless it names this bot (``/cmd@bot``): context,
+    silence, as on Discord; named, the answer is the unknown-command line for both."""
+    gateway = await gateways.start()
+    await gateway.app.store.bind("telegram", str(GROUP), "example", "command")
+    unaddressed = ["/admin partners", "/nosuchcommand"]
+    addressed = [f"/admin@{BOT_USERNAME} partners", f"/nosuchcommand@{BOT_USERNAME}"]
+    sent: dict[str, int] = {}
+    for text in unaddressed + addressed:
+        update = fake.send_user_message(
+            chat_id=GROUP, chat_type="supergroup", text=text, user_id=ALICE
+        )
+        sent[text] = update["message"]["message_id"]
+    fake_llm.script(Reply(text="Hello Alice"))
+    text = f"@{BOT_USERNAME} hello"
+    fake.send_user_message(
+        chat_id=GROUP,
+        chat_type="supergroup",
+        text=text,
+        user_id=ALICE,
+        entities=fake.mention_entity(text),
+    )
+    # one chat is handled in order: once this is answered, every probe before it was
+    await fake.wait_for_call(lambda c: c.method == "sendMessage" and c.text == "Hello Alice")
+    await gateway.app.dispatcher.idle()
+
+    def answers(message_id: int) -> list[str]:
+        return texts([c for c in fake.sent("sendMessage", GROUP) if replying_to(message_id)(c)])
+
+    assert [answers(sent[text]) for text in unaddressed] == [[], []]
+    assert [answers(sent[text]) for text in addressed] == [[UNKNOWN], [UNKNOWN]]
+    assert len(fake.sent("sendMessage", GROUP)) == 3
+    assert len(fake_llm.requests) == 1  # the chatter reached the model only as context
 
 
 async def test_a_reply_to_the_bot_addresses_it(
