@@ -4,8 +4,10 @@ gating, forum topics, several partners), unsupported messages and the command me
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import AsyncIterator
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,18 +69,48 @@ async def test_dm_message_gets_the_partners_reply(
     assert "You are Mira." in system_prompt(fake_llm.requests[0])
 
 
+@contextlib.contextmanager
+def database_locked(path: Path) -> Iterator[None]:
+    """Another writer holds the database's write lock: the gateway can read, not store."""
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        yield
+        other.execute("ROLLBACK")
+    finally:
+        other.close()
+
+
+def offsets(fake: FakeTelegram) -> list[int]:
+    return [int(c.params.get("offset") or 0) for c in fake.calls if c.method == "getUpdates"]
+
+
 async def test_dm_update_is_confirmed_only_after_it_is_stored(
-    gateways: TelegramGateways, fake: FakeTelegram
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
 ) -> None:
     gateway = await gateways.start()
-    update_id = fake.push_update(fake.message_update(chat_id=ALICE, text="remember me"))
-    await fake.wait_for_sent(chat_id=ALICE)
+    await fake.wait_for_pending_polls()
+    with database_locked(gateway.config.data_dir / "gateway.db"):
+        update_id = fake.push_update(fake.message_update(chat_id=ALICE, text="remember me"))
+        # storing it fails (the database stays locked past its busy timeout): the owner is
+        # told, and the poll asks Telegram again without confirming it
+        [notice] = await fake.wait_for_sent(chat_id=OWNER, timeout=20)
+        assert "cannot store incoming Telegram messages" in (notice.text or "")
+        since = len(fake.calls)
+        await fake.wait_for_call(lambda c: c.method == "getUpdates", since=since, timeout=10)
+        assert max(offsets(fake)) <= update_id
+        assert update_id in [u["update_id"] for u in fake.pending_updates]
+        assert await gateway.app.store.update_seen("telegram", str(update_id)) is False
+
+    fake_llm.script(Reply(text="I will"))
+    [reply] = await fake.wait_for_sent(chat_id=ALICE, timeout=15)
+    assert reply.text == "I will"
     confirming = await fake.wait_for_call(
         lambda c: c.method == "getUpdates" and (c.params.get("offset") or 0) > update_id,
         include_pending=True,
     )
     assert confirming.params["offset"] == update_id + 1
-    assert await gateway.app.store.seen_update("telegram", str(update_id)) is True
+    assert await gateway.app.store.update_seen("telegram", str(update_id)) is True
 
 
 async def test_command_menu_shows_admin_only_in_the_owners_chat(
