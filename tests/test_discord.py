@@ -226,6 +226,17 @@ async def test_a_typed_admin_gets_the_answer_an_unknown_command_gets(
     assert len(fake_llm.requests) == 1  # the chatter reached the model only as context
 
 
+async def test_the_owners_typed_admin_runs_in_a_channel_without_a_mention(
+    gateways: DiscordGateways, fake: FakeDiscord
+) -> None:
+    await gateways.start(bind=())
+    await fake.message_create(channel_id=CHANNEL, author_id=OWNER, content="/admin bind example")
+    [answer] = await fake.wait_until(
+        lambda: fake.sent_messages(CHANNEL), TIMEOUT, "the owner's answer"
+    )
+    assert answer.json["content"].startswith("Mira now answers here.")
+
+
 async def test_reply_to_the_bot_and_its_name_address_it(
     gateways: DiscordGateways, fake: FakeDiscord, fake_llm: FakeLLM
 ) -> None:
