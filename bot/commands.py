@@ -317,6 +317,16 @@ async def run_command(ctx: CommandContext, name: str) -> CommandReply:
     return await command.handler(ctx)
 
 
+def is_user_command(name: str) -> bool:
+    """Whether ``name`` is a command anyone may use. Typed in a group without naming the bot,
+    only these are meant for it: an unknown word, or ``/admin``, is chatter kept as context
+    (perhaps another bot's command), so a non-owner's /admin meets the same silence as any
+    unknown command and learns nothing. The owner's commands run wherever the owner types
+    them (the gateway checks that)."""
+    command = COMMANDS.get(name.lower())
+    return command is not None and not command.owner_only
+
+
 def parse_command(text: str, bot_username: str | None = None) -> tuple[str, list[str]] | None:
     """``/name@bot arg1 arg2`` -> (name, args); None if the text is not a command for us."""
     if not text.startswith("/") or len(text) < 2:

@@ -84,6 +84,10 @@ class Gateway:
         with storing():
             return await self.store.update_seen(platform, update_id)
 
+    async def reject_update(self, platform: str, update_id: str) -> None:
+        with storing():
+            await self.store.reject_update(platform, update_id)
+
     async def partner_names(self, chat: ChatRef) -> list[tuple[str, str]]:
         return [(p.id, p.name) for p in await self._bound_partners(chat)]
 
