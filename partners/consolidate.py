@@ -5,7 +5,9 @@ merges of duplicates and removal of entries contradicted by newer ones, by entry
 same guard rails as a review (no whole-file rewrite; a batch removing more than a quarter of a
 file of 8+ entries is refused). Then yesterday's journal gets a one-line summary at its top.
 A partner is consolidated at most once per day: the day is recorded in the store, so a restart
-or a late, coalesced run never does it twice.
+or a late, coalesced run never does it twice. Each file, the day line and each partner are
+separate pieces of work: one that fails (a broken answer, a full disk) is logged and the pass
+goes on with the rest.
 """
 
 from __future__ import annotations
@@ -46,6 +48,11 @@ class NightlyResult:
     reviews: int = 0
     changes: list[str] = field(default_factory=list)
     day_line: str | None = None
+    failed: list[str] = field(default_factory=list)
+    """What could not be done this night (file names, "day line"), each logged with why."""
+
+
+EXPECTED_FAILURES = (LLMError, ReviewOutputError)
 
 
 def prompt(name: str) -> str:
@@ -79,8 +86,8 @@ class Consolidator:
         for partner in self.catalog.all():
             try:
                 results.append(await self.nightly(partner))
-            except (LLMError, ReviewOutputError) as exc:
-                logger.warning("nightly pass for %s failed: %s", partner.id, exc)
+            except Exception:
+                logger.exception("nightly pass for %s failed", partner.id)
         return results
 
     async def nightly(self, partner: Partner, now: datetime | None = None) -> NightlyResult:
@@ -90,12 +97,20 @@ class Consolidator:
         if (await self.store.settings()).get(key) == today:
             return NightlyResult(partner.id, skipped=True)
         result = NightlyResult(partner.id)
-        for session in await self.store.sessions_to_review(partner_id=partner.id):
-            await self.reviewer.review(session.id)
-            result.reviews += 1
+        pending = await self.store.sessions_to_review(partner_id=partner.id)
+        await self.reviewer.review_each(pending)
+        result.reviews = len(pending)
         for file in self._files(partner):
-            result.changes += await self._consolidate(partner, file)
-        result.day_line = await self._day_line(partner, (now - timedelta(days=1)).date())
+            try:
+                result.changes += await self._consolidate(partner, file)
+            except Exception as exc:
+                _log_failure(f"consolidation of {partner.id}/{file.name}", exc)
+                result.failed.append(file.name)
+        try:
+            result.day_line = await self._day_line(partner, (now - timedelta(days=1)).date())
+        except Exception as exc:
+            _log_failure(f"day line of {partner.id}", exc)
+            result.failed.append("day line")
         await self.store.put_setting(key, today)
         return result
 
@@ -165,6 +180,15 @@ class Consolidator:
             file, DAY_LINE + line, reason="day summary", source="nightly"
         )
         return line
+
+
+def _log_failure(what: str, exc: Exception) -> None:
+    """A provider error or a broken answer is routine (a warning); anything else is a bug or
+    a full disk and gets its traceback."""
+    if isinstance(exc, EXPECTED_FAILURES):
+        logger.warning("%s failed: %s", what, exc)
+    else:
+        logger.exception("%s failed", what)
 
 
 def _json_ops(data: dict[str, Any]) -> list[dict[str, Any]]:

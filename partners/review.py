@@ -28,7 +28,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.config import MemoryConfig
-from bot.llm import LLMClient, LLMError
+from bot.llm import LLMClient, LLMError, storable
 from bot.store import MessageRow, NewMessage, SessionRow, Store
 from partners.catalog import PartnerCatalog
 from partners.journal import JournalEntry, day_header, journal_file, render, summaries_for_chat
@@ -53,6 +53,9 @@ OWNER_NOTICE_EVERY_SECONDS = 600.0
 MIN_HUMAN_CHARS = 20
 REMOVAL_GUARD_ENTRIES = 8
 REMOVAL_GUARD_SHARE = 0.25
+MAX_ANSWER_DEPTH = 8
+"""An answer nests 4 levels at most (answer, memory list, operation, value); deeper is broken."""
+MAX_REASON_CHARS = 300
 CUT_MARKER = "… (earlier part omitted)"
 USER_FILE = "USER_FILE"
 
@@ -85,9 +88,26 @@ def json_object(text: str) -> dict[str, Any]:
         data = json.loads(text[start : end + 1])
     except json.JSONDecodeError as exc:
         raise ReviewOutputError(f"invalid JSON ({exc.msg})") from exc
+    except RecursionError as exc:
+        raise ReviewOutputError("the JSON is nested too deeply") from exc
     if not isinstance(data, dict):
         raise ReviewOutputError("the answer is not a JSON object")
-    return data
+    return cleaned(data)
+
+
+def cleaned(value: Any, depth: int = 0) -> Any:
+    """``value`` with every text storable: a ``\\ud83d`` escape decodes to a lone surrogate,
+    which no file or database can hold, so it becomes U+FFFD before anything is written.
+    Nesting deeper than an answer needs is refused here rather than breaking a writer later."""
+    if depth > MAX_ANSWER_DEPTH:
+        raise ReviewOutputError("the JSON is nested too deeply")
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, list):
+        return [cleaned(item, depth + 1) for item in value]
+    if isinstance(value, dict):
+        return {storable(key): cleaned(item, depth + 1) for key, item in value.items()}
+    return value
 
 
 async def ask_for_json(
@@ -161,6 +181,10 @@ def segment_text(rows: list[MessageRow], window_chars: int, timezone: ZoneInfo) 
     return "\n".join(reversed(kept))
 
 
+def still_due(session: SessionRow, by: float) -> bool:
+    return session.review_due_at is not None and session.review_due_at <= by
+
+
 Notify = Callable[[str, str], Awaitable[None]]
 
 
@@ -225,9 +249,9 @@ class Reviewer:
 
     async def run_due(self) -> int:
         """Run every review whose time has come (the scheduler's sweep calls this too)."""
-        due = await self.store.due_reviews(self.clock())
-        for session in due:
-            await self.review(session.id)
+        now = self.clock()
+        due = await self.store.due_reviews(now)
+        await self.review_each(due, due_by=now)
         return len(due)
 
     async def review_idle(self) -> int:
@@ -236,9 +260,18 @@ class Reviewer:
             return 0
         idle_before = self.clock() - settings.idle_review_minutes * 60
         sessions = await self.store.sessions_to_review(idle_before=idle_before)
-        for session in sessions:
-            await self.review(session.id)
+        await self.review_each(sessions)
         return len(sessions)
+
+    async def review_each(self, sessions: list[SessionRow], due_by: float | None = None) -> None:
+        """Review sessions one after another. :meth:`review` counts its own failures; one
+        that cannot even be counted (the database refuses writes) is logged, and the other
+        sessions still get their review."""
+        for session in sessions:
+            try:
+                await self.review(session.id, due_by)
+            except Exception:
+                logger.exception("review of %s failed and could not be recorded", session.id)
 
     async def close(self) -> None:
         for task in list(self._tasks):
@@ -247,13 +280,18 @@ class Reviewer:
 
     # ---- one review --------------------------------------------------------------------
 
-    async def review(self, session_id: str) -> ReviewResult:
-        """Review what is new in one session; failures are counted, never raised."""
+    async def review(self, session_id: str, due_by: float | None = None) -> ReviewResult:
+        """Review what is new in one session; failures are counted, never raised (only a
+        failure to record one escapes). With ``due_by``, only if the review is still due by
+        then: two sweeps that listed the same due session review it once, and a failure
+        counts once."""
         lock = self._locks.setdefault(session_id, asyncio.Lock())
         async with lock:
             session = await self.store.session(session_id)
             if session is None or session.partner_id is None:
                 return ReviewResult(note="no such partner session")
+            if due_by is not None and not still_due(session, due_by):
+                return ReviewResult(note="not due any more")
             partner = self.catalog.get(session.partner_id)
             rows = await self.store.session_messages(session.id, after_id=session.reviewed_upto)
             if partner is None or not rows:
@@ -271,13 +309,19 @@ class Reviewer:
             except (LLMError, ReviewOutputError, TimeoutError) as exc:
                 await self._failed(partner, session, upto, exc)
                 return ReviewResult(note=f"failed: {exc}")
+            except Exception as exc:
+                # a full disk, text a writer refuses, a bug: still this review's failure alone,
+                # counted like the others so it is skipped after 3 and never stalls the sweep
+                logger.exception("review of %s raised", session.id)
+                await self._failed(partner, session, upto, exc)
+                return ReviewResult(note=f"failed: {exc}")
             await self.store.review_succeeded(session.id, upto)
             return result
 
     async def _failed(
         self, partner: Partner, session: SessionRow, upto: int, exc: BaseException
     ) -> None:
-        reason = str(exc) or type(exc).__name__
+        reason = storable(str(exc) or type(exc).__name__)[:MAX_REASON_CHARS]
         attempts = await self.store.review_failed(session.id, reason, self.clock() + RETRY_SECONDS)
         logger.warning("review of %s failed (attempt %d): %s", session.id, attempts, reason)
         if attempts < MAX_ATTEMPTS:
