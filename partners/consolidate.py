@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from importlib import resources
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -71,7 +71,10 @@ class Consolidator:
         settings: Callable[[], MemoryConfig],
         default_model: str,
         timezone: Callable[[Partner | None], ZoneInfo],
+        usage_day: Callable[[float], str],
     ) -> None:
+        """``timezone`` names a partner's calendar (its day, its journals); ``usage_day`` the
+        day a moment's tokens are booked on (the owner's, like every other kind of usage)."""
         self.store = store
         self.memory = memory
         self.catalog = catalog
@@ -80,6 +83,7 @@ class Consolidator:
         self.settings = settings
         self.default_model = default_model
         self.timezone = timezone
+        self.usage_day = usage_day
 
     async def run_all(self) -> list[NightlyResult]:
         results = []
@@ -97,17 +101,19 @@ class Consolidator:
         if (await self.store.settings()).get(key) == today:
             return NightlyResult(partner.id, skipped=True)
         result = NightlyResult(partner.id)
+        booked_on = self.usage_day(now.timestamp())
         pending = await self.store.sessions_to_review(partner_id=partner.id)
         await self.reviewer.review_each(pending)
         result.reviews = len(pending)
         for file in self._files(partner):
             try:
-                result.changes += await self._consolidate(partner, file)
+                result.changes += await self._consolidate(partner, file, booked_on)
             except Exception as exc:
                 _log_failure(f"consolidation of {partner.id}/{file.name}", exc)
                 result.failed.append(file.name)
         try:
-            result.day_line = await self._day_line(partner, (now - timedelta(days=1)).date())
+            yesterday = (now - timedelta(days=1)).date()
+            result.day_line = await self._day_line(partner, yesterday, booked_on)
         except Exception as exc:
             _log_failure(f"day line of {partner.id}", exc)
             result.failed.append("day line")
@@ -123,19 +129,18 @@ class Consolidator:
             ]
         return files
 
-    async def _complete(self, partner: Partner, text: str, day: str) -> dict[str, Any]:
+    async def _complete(self, partner: Partner, text: str, booked_on: str) -> dict[str, Any]:
         model = self.settings().review_model or partner.preset.model or self.default_model
-        return await ask_for_json(self.llm, self.store, partner.id, model, text, day)
+        return await ask_for_json(self.llm, self.store, partner.id, model, text, booked_on)
 
-    async def _consolidate(self, partner: Partner, file: MemoryFile) -> list[str]:
+    async def _consolidate(self, partner: Partner, file: MemoryFile, booked_on: str) -> list[str]:
         entries = [e for e in await self.memory.entries(file) if e.id]
         if len(entries) < 2:
             return []
         listing = "\n".join(f"{e.id}: {e.text}" for e in entries)
         text = prompt("consolidate.md").replace("{{partner}}", partner.name)
         text = text.replace("{{file}}", file.name).replace("{{entries}}", listing)
-        day = datetime.now(self.timezone(partner)).date().isoformat()
-        ops = _json_ops(await self._complete(partner, text, day))
+        ops = _json_ops(await self._complete(partner, text, booked_on))
         removals = sum(1 for op in ops if op.get("op") == "remove")
         if len(entries) >= REMOVAL_GUARD_ENTRIES and removals > len(entries) * REMOVAL_GUARD_SHARE:
             logger.warning(
@@ -166,13 +171,13 @@ class Consolidator:
                 changes.append(result.change_id)
         return changes
 
-    async def _day_line(self, partner: Partner, day: Any) -> str | None:
+    async def _day_line(self, partner: Partner, day: date, booked_on: str) -> str | None:
         file = journal_file(partner, day.isoformat())
         journal = read_text(file.path)
         if not journal.strip() or DAY_LINE in journal:
             return None
         text = prompt("day_summary.md").replace("{{journal}}", journal[-12000:])
-        data = await self._complete(partner, text, day.isoformat())
+        data = await self._complete(partner, text, booked_on)
         line = clip(str(data.get("summary") or ""))
         if not line:
             return None

@@ -111,14 +111,15 @@ def cleaned(value: Any, depth: int = 0) -> Any:
 
 
 async def ask_for_json(
-    llm: LLMClient, store: Store, partner_id: str, model: str, prompt: str, day: str
+    llm: LLMClient, store: Store, partner_id: str, model: str, prompt: str, usage_day: str
 ) -> dict[str, Any]:
-    """One JSON-mode call on behalf of memory upkeep, its tokens counted as "review"."""
+    """One JSON-mode call on behalf of memory upkeep, its tokens counted as "review" on
+    ``usage_day`` (the owner's calendar, :meth:`Config.usage_day`, not the partner's)."""
     completion = await llm.complete(
         [{"role": "user", "content": prompt}], model=model, json_mode=True
     )
     await store.add_usage(
-        day,
+        usage_day,
         partner_id,
         "review",
         completion.model,
@@ -201,7 +202,10 @@ class Reviewer:
         is_owner: Callable[[str], bool],
         notify_owner: Notify,
         timezone: Callable[[Partner | None], ZoneInfo],
+        usage_day: Callable[[float], str],
     ) -> None:
+        """``timezone`` names a partner's calendar (journals); ``usage_day`` the day a
+        moment's tokens are booked on (the owner's, like every other kind of usage)."""
         self.store = store
         self.memory = memory
         self.catalog = catalog
@@ -211,6 +215,7 @@ class Reviewer:
         self.is_owner = is_owner
         self.notify_owner = notify_owner
         self.timezone = timezone
+        self.usage_day = usage_day
         self.clock: Callable[[], float] = time.time
         self.on_reminders: Callable[[], Awaitable[object]] | None = None
         """Called after a review stored new dated reminders (the scheduler plans them)."""
@@ -356,15 +361,17 @@ class Reviewer:
         self, partner: Partner, session: SessionRow, rows: list[MessageRow]
     ) -> ReviewResult:
         settings = self.settings()
-        timezone = self.timezone(partner)
-        now = datetime.fromtimestamp(self.clock(), timezone)
+        moment = self.clock()
+        now = datetime.fromtimestamp(moment, self.timezone(partner))
         day = now.date().isoformat()
         files = self.writable_files(partner, session)
         chat = await self.store.chat(session.chat_key)
         title = (chat.title if chat and chat.title else None) or session.title or "chat"
         prompt = self._prompt(partner, session, rows, files, day, title, settings)
         model = settings.review_model or partner.preset.model or self.default_model
-        answer = await ask_for_json(self.llm, self.store, partner.id, model, prompt, day)
+        answer = await ask_for_json(
+            self.llm, self.store, partner.id, model, prompt, self.usage_day(moment)
+        )
         journal, ops = parse_review(answer)
         result = ReviewResult()
         if session.user_key is not None and files:

@@ -185,3 +185,14 @@ async def test_commands_report_and_validate(harness: Harness) -> None:
     texts = [m.text for m in harness.channel.sent]
     assert "unknown time zone" in texts[0]
     assert "are off" in texts[1]
+
+
+async def test_checkin_tokens_count_on_the_owners_day(harness: Harness) -> None:
+    # UTC+14: at noon UTC (the owner's zone) the partner's calendar is already on the next day
+    await setup(harness, preset=PRESET + "timezone: Pacific/Kiritimati\n")
+    budget = harness.app.runner.budget
+    assert budget is not None
+    budget.clock = lambda: NOON + 2 * DAY
+    harness.llm.script(Reply(text="How was the trip?", prompt_tokens=70, completion_tokens=8))
+    assert await run_at(harness, NOON + 2 * DAY) == {"sent": 1}
+    assert await budget.tokens_today() == {"example": 78}
