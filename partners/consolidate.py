@@ -2,8 +2,9 @@
 
 Consolidation reads MEMORY.md and each per-user file with two or more entries and asks for
 merges of duplicates and removal of entries contradicted by newer ones, by entry id, under the
-same guard rails as a review (no whole-file rewrite; a batch removing more than a quarter of a
-file of 8+ entries is refused). Then yesterday's journal gets a one-line summary at its top.
+same guard rails as a review (no whole-file rewrite; a batch removing or editing more than a
+quarter of a file of 8+ entries is refused). Then yesterday's journal gets a one-line summary
+at its top.
 A partner is consolidated at most once per day: the day is recorded in the store, so a restart
 or a late, coalesced run never does it twice. Each file, the day line and each partner are
 separate pieces of work: one that fails (a broken answer, a full disk) is logged and the pass
@@ -27,13 +28,7 @@ from partners.catalog import PartnerCatalog
 from partners.journal import clip, journal_file
 from partners.memory import MemoryFile, MemoryInputError, MemoryStore, read_text
 from partners.persona import Partner
-from partners.review import (
-    REMOVAL_GUARD_ENTRIES,
-    REMOVAL_GUARD_SHARE,
-    Reviewer,
-    ReviewOutputError,
-    ask_for_json,
-)
+from partners.review import Reviewer, ReviewOutputError, ask_for_json, removes_too_much
 
 logger = logging.getLogger(__name__)
 
@@ -141,8 +136,8 @@ class Consolidator:
         text = prompt("consolidate.md").replace("{{partner}}", partner.name)
         text = text.replace("{{file}}", file.name).replace("{{entries}}", listing)
         ops = _json_ops(await self._complete(partner, text, booked_on))
-        removals = sum(1 for op in ops if op.get("op") == "remove")
-        if len(entries) >= REMOVAL_GUARD_ENTRIES and removals > len(entries) * REMOVAL_GUARD_SHARE:
+        removing = sum(1 for op in ops if op.get("op") in ("remove", "edit"))
+        if removes_too_much(len(entries), removing):
             logger.warning(
                 "consolidation of %s/%s rejected: too many removals", partner.id, file.name
             )

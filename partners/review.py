@@ -10,8 +10,8 @@ What a review may write depends on whose conversation it was (DESIGN.md "Decisio
 writes): in ``per_user`` scope a user's conversation changes only that user's file and the
 partner's own files change only from the owner's conversations; group conversations of a
 per-user partner write the journal only. SYSTEM.md, AGENTS.md and the owner's memory are never
-reachable. Edits quote text that must appear exactly once; a batch that would remove more than
-a quarter of a file's entries (files of 8 entries or more) is refused.
+reachable. Edits quote text that must appear exactly once; a batch that would remove or replace
+more than a quarter of a file's entries (files of 8 entries or more) is refused.
 """
 
 from __future__ import annotations
@@ -71,6 +71,13 @@ class ReviewResult:
     skipped: list[str] = field(default_factory=list)
     reminders: list[str] = field(default_factory=list)
     note: str = ""
+
+
+def removes_too_much(entries: int, removing: int) -> bool:
+    """The removal guard (DESIGN.md "Decisions"): one review or consolidation batch may take
+    away at most a quarter of the entries of a file of 8 or more. A replace takes the old text
+    away as surely as a remove does, so ``removing`` counts both."""
+    return entries >= REMOVAL_GUARD_ENTRIES and removing > entries * REMOVAL_GUARD_SHARE
 
 
 def review_prompt_template() -> str:
@@ -453,7 +460,9 @@ class Reviewer:
         for name, file_ops in grouped.items():
             file = by_name[name]
             if await self._removes_too_much(file, file_ops):
-                result.skipped.append(f"{name}: batch would remove over 25% of its entries")
+                result.skipped.append(
+                    f"{name}: batch would remove or replace over 25% of its entries"
+                )
                 logger.warning("review of %s: %s batch rejected (removal guard)", session.id, name)
                 continue
             for op in file_ops:
@@ -471,10 +480,8 @@ class Reviewer:
 
     async def _removes_too_much(self, file: MemoryFile, ops: list[dict[str, Any]]) -> bool:
         entries = await self.memory.entries(file)
-        removals = sum(1 for op in ops if op.get("op") == "remove")
-        return (
-            len(entries) >= REMOVAL_GUARD_ENTRIES and removals > len(entries) * REMOVAL_GUARD_SHARE
-        )
+        removing = sum(1 for op in ops if op.get("op") in ("remove", "replace"))
+        return removes_too_much(len(entries), removing)
 
     async def _apply_one(self, file: MemoryFile, op: dict[str, Any], source: str) -> str | None:
         kind = op.get("op")
