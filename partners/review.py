@@ -28,6 +28,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.config import MemoryConfig
+from bot.literal import literal_line
 from bot.llm import LLMClient, LLMError, storable
 from bot.store import MessageRow, NewMessage, SessionRow, Store
 from partners.catalog import PartnerCatalog
@@ -349,7 +350,8 @@ class Reviewer:
             await self.notify_owner(
                 platform,
                 f"Memory review failed {attempts} times for {partner.name} (session "
-                f"“{session.title or session.id}”): {reason}. That part of the conversation "
+                f"“{literal_line(session.title or session.id)}”): {literal_line(reason)}. "
+                "That part of the conversation "
                 "was skipped; the messages are kept.",
             )
 

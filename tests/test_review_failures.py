@@ -9,6 +9,7 @@ import asyncio
 import json
 from typing import Any
 
+from adapters.telegram_format import render
 from bot.store import SessionRow
 from partners.memory import MemoryFile
 from partners.review import MAX_ATTEMPTS, RETRY_SECONDS
@@ -163,3 +164,21 @@ async def test_two_sweeps_at_once_count_one_failure_once(harness_factory: Any) -
     alice = await session(harness, sessions[42].id)
     assert alice.review_attempts == 1
     assert len(harness.llm.requests) == requests + len(USERS)
+
+
+async def test_the_owners_notice_shows_the_session_title_as_text(harness_factory: Any) -> None:
+    """The title is the user's first message: a link or emphasis in it stays literal."""
+    harness = await reviewing(harness_factory)
+    title = f"[verify](https://evil.example) **now** {STORIES[42]}"
+    due = await chat(harness, 42, title, name="Alice")
+    await harness.app.store.mark_review_due(due.id, 0)
+    answer_poison_for_alice(harness, TOO_DEEP_ANSWER)
+    start = harness.app.reviewer.clock()
+    for attempt in range(MAX_ATTEMPTS):
+        harness.app.reviewer.clock = lambda attempt=attempt: start + attempt * (RETRY_SECONDS + 1)
+        await harness.app.reviewer.run_due()
+
+    [notice] = owner_notices(harness)
+    rendered = render(notice)
+    assert "<a " not in rendered.html and "<b>" not in rendered.html
+    assert "“[verify](https://evil.example) **now** My" in rendered.plain
