@@ -174,12 +174,27 @@ class Checkins:
             rows = await self.store.checkin_candidates(partner.id, now - 86400, now - 7 * 86400)
             budget_spent = await self.over_budget(partner) if rows else False
             for row in rows:
-                user = self._candidate(partner, row)
-                reason = blocked_by(settings, user, now, budget_spent) or await self._checkin(
-                    partner, user.user_key, KIND_CHECKIN, None
-                )
+                reason = await self._one_user(partner, settings, row, now, budget_spent)
                 outcome[reason] = outcome.get(reason, 0) + 1
         return outcome
+
+    async def _one_user(
+        self,
+        partner: Partner,
+        settings: Proactive,
+        row: dict[str, Any],
+        now: float,
+        budget_spent: bool,
+    ) -> str:
+        """One user's check-in, gates first; what breaks for one user never stops the pass."""
+        try:
+            user = self._candidate(partner, row)
+            return blocked_by(settings, user, now, budget_spent) or await self._checkin(
+                partner, user.user_key, KIND_CHECKIN, None
+            )
+        except Exception:
+            logger.exception("check-in for %s by %s failed", row["user_key"], partner.id)
+            return "failed"
 
     def _candidate(self, partner: Partner, row: dict[str, Any]) -> Candidate:
         return Candidate(

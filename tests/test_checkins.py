@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from adapters.base import DeliveryError
+from partners.tools import user_memory_file
 from tests.conftest import Harness, dm
 from tests.fakes.fake_llm import Reply
 
@@ -209,3 +210,22 @@ async def test_checkin_tokens_count_on_the_owners_day(harness: Harness) -> None:
     harness.llm.script(Reply(text="How was the trip?", prompt_tokens=70, completion_tokens=8))
     assert await run_at(harness, NOON + 2 * DAY) == {"sent": 1}
     assert await budget.tokens_today() == {"example": 78}
+
+
+async def test_one_users_broken_file_never_stops_the_others_checkins(harness: Harness) -> None:
+    await setup(harness)
+    harness.llm.script(Reply(text="hi Bob!"))
+    await harness.send(dm(43, "hello", name="Bob"))
+    await harness.send(dm(43, "/checkins on", name="Bob"))
+    await harness.settle()
+    partner = harness.app.catalog.require("example")
+    user_memory_file(partner, "test:42").path.mkdir(parents=True)  # unreadable: a directory
+    harness.channel.sent.clear()
+
+    harness.llm.script(Reply(text="How is the cello going?"))
+    outcome = await run_at(harness, NOON + 2 * DAY)
+
+    assert outcome == {"failed": 1, "sent": 1}
+    assert [(m.chat.chat_id, m.text) for m in harness.channel.sent] == [
+        ("43", "How is the cello going?")
+    ]
