@@ -217,6 +217,10 @@ SCHEMA: list[str] = [
     """
     ALTER TABLE seen_updates ADD COLUMN status TEXT NOT NULL DEFAULT 'handled';
     """,
+    # 5: nothing stays pending forever: failed turn attempts per inbound message
+    """
+    ALTER TABLE messages ADD COLUMN turn_attempts INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 MESSAGE_COLUMNS = (
@@ -607,11 +611,12 @@ class Store:
     async def finish_turn(
         self,
         inbound_ids: Sequence[int],
-        session_id: str,
+        session_id: str | None,
         reply: NewMessage,
         inbound_status: str = "done",
     ) -> int:
-        """Close the inbound messages and record the reply, in one transaction."""
+        """Close the inbound messages and record the reply, in one transaction. Without a
+        session the inbound messages stay out of every session's history."""
         marks = ", ".join("?" for _ in inbound_ids)
         async with self._transaction():
             await self._db.execute(
@@ -624,6 +629,27 @@ class Store:
                 "UPDATE sessions SET last_active_at = ? WHERE id = ?", (time.time(), session_id)
             )
         return reply_id
+
+    async def count_failed_turn(self, message_ids: Sequence[int]) -> int:
+        """Count a turn that raised against each of its messages that is still pending; the
+        highest count, or 0 when none is pending any more (the turn had recorded its reply)."""
+        marks = ", ".join("?" for _ in message_ids)
+        pending = f"status = 'pending' AND id IN ({marks})"
+        async with self._transaction():
+            await self._db.execute(
+                f"UPDATE messages SET turn_attempts = turn_attempts + 1 WHERE {pending}",
+                tuple(message_ids),
+            )
+            cursor = await self._db.execute(
+                f"SELECT MAX(turn_attempts) FROM messages WHERE {pending}", tuple(message_ids)
+            )
+            row = await cursor.fetchone()
+        return int(row[0] or 0) if row else 0
+
+    async def turn_attempts(self, message_id: int) -> int:
+        """How many turns raised while this message waited for its answer."""
+        row = await self._one("SELECT turn_attempts FROM messages WHERE id = ?", (message_id,))
+        return int(row[0]) if row else 0
 
     async def assign_session(self, message_ids: Sequence[int], session_id: str) -> None:
         async with self._transaction():

@@ -10,7 +10,7 @@ import pytest
 from adapters.base import DeliveryError
 from bot.app import DataDirBusy, build_app
 from bot.events import Outbound
-from tests.conftest import Harness, dm
+from tests.conftest import Harness, RecordingChannel, dm
 from tests.fakes.fake_llm import Reply
 
 
@@ -73,6 +73,32 @@ async def test_restart_during_delivery_sends_only_the_missing_chunks(harness_fac
     second = await harness_factory(chunk_chars=10)
     await second.settle()
     assert second.channel.texts() == ["KLMNOPQRST"]
+    assert len(first.llm.requests) == 1
+
+
+async def test_failed_attempts_of_a_turn_count_across_a_restart(harness_factory: Any) -> None:
+    first = await harness_factory()
+    first.channel.fail_next_stream = [RuntimeError("preview broke"), RuntimeError("again")]
+    never = asyncio.Event()
+
+    async def hang(request: dict[str, Any]) -> Reply:
+        del request
+        await never.wait()
+        return Reply(text="too late")
+
+    first.llm.responder = hang
+    await first.send(dm(42, "still there?"))
+    await first.llm.wait_for_requests(1)  # two attempts failed; the third is under way
+    await crash(first)  # a crash is not a failed attempt: the third runs again after it
+
+    first.llm.responder = None
+    first.llm.script(Reply(text="a fourth attempt must not happen"))
+    broken = RecordingChannel()
+    broken.fail_next_stream = [RuntimeError("still broken")]
+    second = await harness_factory(channel=broken)
+    await second.settle()
+    [apology] = second.channel.texts()
+    assert apology.startswith("Sorry")
     assert len(first.llm.requests) == 1
 
 
