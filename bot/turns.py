@@ -24,7 +24,8 @@ from bot.chat import ChatLoop, TurnInput, history_window
 from bot.config import Config, MemoryConfig
 from bot.delivery import Delivery, PendingReply, chat_ref
 from bot.dispatcher import Worked
-from bot.llm import Delta, LLMError, storable
+from bot.events import storable
+from bot.llm import Delta, LLMError
 from bot.sessions import OWNER_AUDIENCE, Sessions, Speaker, audience_for, search_audiences
 from bot.store import ChatRow, MessageRow, NewMessage, SessionRow, Store
 from bot.tools import ToolRegistry, ToolSurface
