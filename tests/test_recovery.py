@@ -110,6 +110,30 @@ async def test_transient_delivery_failure_is_retried(harness: Harness) -> None:
     assert harness.channel.texts() == ["arrives anyway"]
 
 
+async def test_a_long_reply_refused_halfway_goes_on_from_the_refused_chunk(
+    harness_factory: Any,
+) -> None:
+    harness = await harness_factory(
+        chunk_chars=10, delivery={"first_pause_seconds": 0.01, "max_pause_seconds": 0.05}
+    )
+    refusals = 3
+    send = harness.channel.send
+
+    async def refuse_the_second_chunk(message: Outbound) -> str | None:
+        nonlocal refusals
+        if message.text == "abcdefghij" and refusals:
+            refusals -= 1
+            raise DeliveryError("502 Bad Gateway", retryable=True)
+        return await send(message)
+
+    harness.channel.send = refuse_the_second_chunk  # type: ignore[method-assign]
+    harness.llm.script(Reply(text="0123456789abcdefghijKLMNOPQRST"))
+    await harness.send(dm(42, "tell me a long thing"))
+    await harness.channel.wait_sent(3)
+    assert harness.channel.texts() == ["0123456789", "abcdefghij", "KLMNOPQRST"]
+    assert refusals == 0
+
+
 async def test_a_second_writer_stops_with_a_clear_message(harness: Harness) -> None:
     with pytest.raises(DataDirBusy, match="in use by a running gateway"):
         await build_app(harness.config, {})
