@@ -32,6 +32,10 @@ logger = logging.getLogger(__name__)
 
 MAX_INBOUND_CHARS = 16_000
 CUT_NOTE = "\n[message cut: it was longer than {limit} characters]"
+COMMAND_FAILED = (
+    "Sorry, that didn't work: something went wrong on my side. The owner can find the "
+    "details in the log; please try again later."
+)
 
 
 @contextlib.contextmanager
@@ -226,12 +230,20 @@ class Gateway:
             args=args,
             end_sessions=self.sessions.end_chat,
             notify_user=self.notify_user,
+            notify_owner=self.notify_owner,
             bot_can_read_groups=self.can_read_groups.get(inbound.chat.platform),
             partner=await self._current_partner(inbound.chat, is_owner),
             user_memory=self.user_memory,
             admin=self.admin if is_owner else None,
         )
-        reply: CommandReply = await run_command(ctx, name)
+        try:
+            reply = await run_command(ctx, name)
+        except sqlite3.OperationalError:
+            raise  # the database refused: the platform offers the message again (NotStored)
+        except Exception:
+            # one command is an outer edge: whatever broke, the sender gets an answer
+            logger.exception("command /%s from %s failed", name, inbound.sender.key)
+            reply = CommandReply(COMMAND_FAILED)
         if reply.attachment is not None:
             await self._send_file(inbound.chat, reply.attachment, reply.text)
             return

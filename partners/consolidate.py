@@ -22,7 +22,7 @@ from bot.config import MemoryConfig
 from bot.llm import LLMClient, LLMError
 from bot.store import Store
 from partners.catalog import PartnerCatalog
-from partners.journal import clip, journal_file
+from partners.journal import DAY_LINE, clip, journal_file
 from partners.memory import MemoryFile, MemoryInputError, MemoryStore, read_text
 from partners.persona import Partner
 from partners.review import (
@@ -36,7 +36,6 @@ from partners.review import (
 logger = logging.getLogger(__name__)
 
 DONE_KEY = "nightly:{partner}"
-DAY_LINE = "> Day: "
 
 
 @dataclass
