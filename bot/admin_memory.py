@@ -105,7 +105,8 @@ async def admin_forget(ctx: CommandContext) -> CommandReply:
                 tools.memory,
                 file.root,
                 texts={entry.text},
-                heading_marker=None,
+                user_key=None,
+                whole_entries=False,
                 source="/admin forget",
             )
             return CommandReply(f"Forgotten: “{entry.text}” ({file.name}). This cannot be undone.")

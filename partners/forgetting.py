@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from bot.store import ForgetOperation, Store
 from partners.catalog import PartnerCatalog
-from partners.journal import count_forgotten_in_journals, forget_in_journals, user_marker
+from partners.journal import count_forgotten_in_journals, forget_in_journals
 from partners.memory import MemoryInputError, MemoryStore, comparable, quotes, text_hash
 from partners.persona import Partner
 from partners.tools import user_memory_file
@@ -32,6 +32,7 @@ from partners.tools import user_memory_file
 logger = logging.getLogger(__name__)
 
 ENTRY, ALL, HISTORY = "entry", "all", "history"
+JOURNALS = "memory/"
 MESSAGE_ROLES = ("user", "assistant", "notice", "context", "journal")
 """What ``/forget history`` removes: the conversation, and the journal rows search finds."""
 
@@ -148,7 +149,11 @@ class Forgetting:
             entries=len(entries),
         )
         passages = await count_forgotten_in_journals(
-            self.memory, partner.dir, texts=set(texts), heading_marker=_marker(operation)
+            self.memory,
+            partner.dir,
+            texts=set(texts),
+            user_key=user_key,
+            whole_entries=kind == ALL,
         )
         rows = await self._journal_row_ids(operation)
         return replace(operation, passages=max(passages, len(rows)))
@@ -200,28 +205,33 @@ class Forgetting:
             self.memory,
             partner.dir,
             texts=set(operation.texts),
-            heading_marker=_marker(operation),
+            user_key=operation.user_key,
+            whole_entries=operation.kind == ALL,
             source=step_source(operation),
         )
 
     async def _changelog(self, operation: ForgetOperation, partner: Partner | None) -> None:
-        """Records of the user's file, records quoting the texts, and the journal blocks and
-        day lines this operation removed (found by its own text-less records, so a resumed
-        operation finds them too)."""
+        """Records of the user's file (by entry, by text, or all of them), and those of the
+        journal blocks and day lines this operation removed or changed (found by its own
+        text-less records, so a resumed operation finds them too)."""
         if partner is None:
             return
         touched = {
             change.file
             for change in await self.memory.changes(partner.dir)
-            if change.source == step_source(operation) and change.file.startswith("memory/")
+            if change.source == step_source(operation) and change.file.startswith(JOURNALS)
         }
+        own_file = user_memory_file(partner, operation.user_key).name
         await self.memory.scrub_changelog(
             partner.dir,
-            user_memory_file(partner, operation.user_key).name,
+            own_file,
             entry_ids=set(operation.entry_ids),
             texts=set(operation.texts),
             whole_file=operation.kind == ALL,
             gone_from=touched,
+            # journals by what left them (another user's passage quoting the same words is
+            # theirs, and stays with its record), other files are not the user's
+            quotes_in={own_file},
         )
 
     async def _journal_rows(self, operation: ForgetOperation, partner: Partner | None) -> None:
@@ -229,14 +239,16 @@ class Forgetting:
         await self.store.delete_messages(await self._journal_row_ids(operation))
 
     async def _journal_row_ids(self, operation: ForgetOperation) -> list[int]:
-        """Journal rows search finds that quote a forgotten text, and with ``all`` every row
-        written from the user's own conversations."""
+        """Journal rows search finds: with ``all`` every row from the user's own
+        conversations; rows quoting a forgotten text, unless another user's or the owner's
+        conversation wrote them (as in the journal files, those stay theirs)."""
         needles = [comparable(t) for t in operation.texts]
-        own = f"user:{operation.user_key}" if operation.kind == ALL else None
+        own = f"user:{operation.user_key}"
         return [
             row.id
             for row in await self.store.journal_messages(operation.partner_id)
-            if row.audience == own or quotes(row.text, needles)
+            if (row.audience == own and operation.kind == ALL)
+            or (quotes(row.text, needles) and (row.audience == own or _is_group(row.audience)))
         ]
 
     async def _reminders(self, operation: ForgetOperation, partner: Partner | None) -> None:
@@ -267,5 +279,6 @@ class Forgetting:
         await self.store.delete_messages(ids)
 
 
-def _marker(operation: ForgetOperation) -> str | None:
-    return user_marker(operation.user_key) if operation.kind == ALL else None
+def _is_group(audience: str) -> bool:
+    """A group's history (``chat:…``), as opposed to someone's DMs (``user:…``, ``owner``)."""
+    return audience.startswith("chat:")

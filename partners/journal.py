@@ -22,6 +22,7 @@ DAY_LINE = "> Day: "
 """Starts the one-line summary of the whole day that the nightly pass puts under the date."""
 CHAT_MARKER = "<!-- chat:{key} -->"
 HEADING = re.compile(r"^## ", re.M)
+HEADING_USER = re.compile(r"\(([^()\s]+)\)\s*<!-- chat:")
 SECTION_TITLES = {
     "discussed": "Discussed and resolved",
     "facts": "Key facts",
@@ -97,26 +98,39 @@ def journal_files(root: Path) -> list[MemoryFile]:
     return [MemoryFile(root, f"memory/{path.name}") for path in paths]
 
 
+def heading_user(heading: str) -> str | None:
+    """Whose conversation a journal heading names (see :func:`user_marker`), or None (a group,
+    a shared-scope partner). Read next to the chat marker, so a display name that contains
+    something like a marker cannot pass for another user."""
+    match = HEADING_USER.search(heading)
+    return match.group(1) if match else None
+
+
 def without_forgotten(
-    lines: list[str], needles: list[str], heading_marker: str | None
+    lines: list[str], needles: list[str], *, user_key: str | None, whole_entries: bool
 ) -> tuple[list[str], int]:
-    """A journal's lines without the entries whose heading names ``heading_marker`` and the
-    lines quoting a needle (:func:`comparable` texts), and how many passages went. Once
+    """A journal's lines without the forgotten text, and how many passages went.
+
+    With ``user_key``, the entries from that user's conversations go entirely if
+    ``whole_entries``, and entries from another user's conversations are theirs and stay as
+    they are; elsewhere every line quoting a needle (:func:`comparable` text) goes. Without
+    ``user_key`` (the owner forgetting an entry) quoting lines go from every entry. Once
     anything went, the day line goes too: it summarised the whole day, that part included."""
     kept: list[str] = []
     removed = 0
-    dropping = False
+    dropping = others = False
     for line in lines:
         if line.startswith("## "):
+            whose = heading_user(line) if user_key is not None else None
+            mine = user_key is not None and whose == user_key
+            others = whose is not None and whose != user_key
             # a heading that quotes the text takes its entry along, or the entry's body
             # would run on under the previous heading
-            dropping = quotes(line, needles) or (
-                heading_marker is not None and heading_marker in line
-            )
+            dropping = (whole_entries and mine) or (not others and quotes(line, needles))
             removed += dropping
         if dropping:
             continue
-        if quotes(line, needles):
+        if not others and quotes(line, needles):
             removed += 1
             continue
         kept.append(line)
@@ -136,7 +150,13 @@ def _single_blank_lines(lines: list[str]) -> list[str]:
 
 
 async def forget_in_journals(
-    memory: MemoryStore, root: Path, *, texts: set[str], heading_marker: str | None, source: str
+    memory: MemoryStore,
+    root: Path,
+    *,
+    texts: set[str],
+    user_key: str | None,
+    whole_entries: bool,
+    source: str,
 ) -> int:
     """Remove forgotten text from every journal of a partner (see :func:`without_forgotten`);
     returns the passages removed."""
@@ -146,7 +166,9 @@ async def forget_in_journals(
 
         def keep(lines: list[str]) -> list[str]:
             nonlocal removed
-            kept, count = without_forgotten(lines, needles, heading_marker)
+            kept, count = without_forgotten(
+                lines, needles, user_key=user_key, whole_entries=whole_entries
+            )
             removed += count
             return kept
 
@@ -155,7 +177,7 @@ async def forget_in_journals(
 
 
 async def count_forgotten_in_journals(
-    memory: MemoryStore, root: Path, *, texts: set[str], heading_marker: str | None
+    memory: MemoryStore, root: Path, *, texts: set[str], user_key: str | None, whole_entries: bool
 ) -> int:
     """The passages :func:`forget_in_journals` would remove, counted without writing. Each
     file is read strictly, so one that could not be rewritten fails here (UnreadableFile),
@@ -164,5 +186,7 @@ async def count_forgotten_in_journals(
     removed = 0
     for file in await asyncio.to_thread(journal_files, root):
         lines = (await memory.read(file, strict=True)).replace("\r\n", "\n").split("\n")
-        removed += without_forgotten(lines, needles, heading_marker)[1]
+        removed += without_forgotten(
+            lines, needles, user_key=user_key, whole_entries=whole_entries
+        )[1]
     return removed

@@ -423,12 +423,14 @@ class MemoryStore:
         texts: set[str],
         whole_file: bool = False,
         gone_from: set[str] | None = None,
+        quotes_in: set[str] | None = None,
     ) -> int:
         """Replace changelog records that hold forgotten text with text-less tombstones.
 
         A record holds it if it changed ``file_name`` (any record with ``whole_file``, else
-        one of ``entry_ids``), if its texts or reason quote one of ``texts``, or if it added a
-        block or line to one of the ``gone_from`` files (journals) that is no longer there."""
+        one of ``entry_ids``), if its texts or reason quote one of ``texts`` (only records of
+        the ``quotes_in`` files, if given), or if it added a block or line to one of the
+        ``gone_from`` files (journals) that is no longer there."""
         path = root / CHANGELOG
         needles = [comparable(t) for t in texts if t.strip()]
         present: dict[str, str] = {}
@@ -437,7 +439,8 @@ class MemoryStore:
             if record.get("file") == file_name and (whole_file or record.get("entry") in entry_ids):
                 return True
             body = "\n".join(str(record.get(key) or "") for key in ("old", "new", "reason"))
-            if quotes(body, needles):
+            counts = quotes_in is None or record.get("file") in quotes_in
+            if counts and quotes(body, needles):
                 return True
             added = record.get("new")
             return (

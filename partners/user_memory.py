@@ -17,7 +17,7 @@ from typing import Any
 
 from bot.store import ForgetOperation, Store
 from partners.forgetting import Forgetting
-from partners.journal import user_marker
+from partners.journal import heading_user
 from partners.memory import Entry, MemoryFile, MemoryStore, read_text
 from partners.persona import Partner
 from partners.tools import user_memory_file
@@ -89,14 +89,13 @@ class UserMemory:
 def journal_passages(partner: Partner, user_key: str) -> list[tuple[str, str]]:
     """(date, passage) for every journal entry written from this user's conversations."""
     found: list[tuple[str, str]] = []
-    marker = user_marker(user_key)
     journal_dir = partner.dir / "memory"
     if not journal_dir.is_dir():
         return found
     for path in sorted(journal_dir.glob("*.md")):
         for block in read_text(path).split("\n## ")[1:]:
             heading = block.split("\n", 1)[0]
-            if marker in heading:
+            if heading_user(heading) == user_key:
                 found.append((path.stem, "## " + block.strip()))
     return found
 

@@ -8,9 +8,11 @@ its WAL, and a backup archive written after forgetting, unpacked — for the wor
 
 from __future__ import annotations
 
+import io
 import json
 import tarfile
 import uuid
+import zipfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -81,12 +83,16 @@ async def memorize(harness: Harness, text: str) -> str:
     return entry.id
 
 
-async def review(harness: Harness, answer: dict[str, Any]) -> None:
+async def review(
+    harness: Harness, answer: dict[str, Any], user: int = USER, name: str = "Alice"
+) -> None:
     """One review of the user's open session, answered with ``answer``."""
     harness.llm.script(Reply(text="ok"))
-    await harness.send(dm(USER, "that was a long day at the library, thanks for listening"))
+    await harness.send(
+        dm(user, "that was a long day at the library, thanks for listening", name=name)
+    )
     await harness.settle()
-    session = await harness.app.store.open_session(f"test:{USER}", "example")
+    session = await harness.app.store.open_session(f"test:{user}", "example")
     assert session is not None
     harness.llm.script(Reply(text=json.dumps({"memory": [], **answer})))
     await harness.app.reviewer.review(session.id)
@@ -230,6 +236,22 @@ async def test_forget_all_leaves_no_trace_in_edit_and_remove_records(harness: Ha
     assert await traces(harness, removed) == []
 
 
+async def test_forget_entry_leaves_no_trace_in_the_reviews_replace_record(
+    harness_factory: Any,
+) -> None:
+    """A review edits by quoting text, so its record names no entry: only the text links it."""
+    harness = await reviewing(harness_factory)
+    secret = new_secret()
+    await memorize(harness, f"Alice's gate code is {secret}")
+    edit = {"file": USER_FILE, "op": "replace", "old": secret, "text": f"{secret}, new yearly"}
+    await review(harness, {"memory": [edit]})
+    user_file = MemoryFile(partner_dir(harness), USER_FILE)
+    entry = (await harness.app.memory.entries(user_file))[0]
+    assert entry.text.endswith("new yearly") and entry.id
+    await command(harness, f"/forget {entry.id}")
+    assert await traces(harness, secret) == []
+
+
 async def test_forget_all_removes_the_users_reminders(harness_factory: Any) -> None:
     harness = await reviewing(harness_factory)
     secret = new_secret()
@@ -255,6 +277,42 @@ async def test_forget_history_leaves_no_trace_in_titles_index_wal_or_backup(
     answer = await command(harness, "/forget history confirm")
     assert "4 messages" in answer
     assert await traces(harness, secret) == []
+
+
+async def test_forgetting_leaves_another_users_journal_passages_alone(
+    harness_factory: Any,
+) -> None:
+    """Bob said the same thing, and his display name even looks like Alice's marker: his
+    journal passage and its search row are his, and stay."""
+    harness = await reviewing(harness_factory)
+    fact = "Supports the Porto football club"
+    entry_id = await memorize(harness, fact)
+    await review(harness, {"journal": {"summary": "Alice on football", "facts": [fact]}})
+    bob = {"journal": {"summary": "Bob on football", "facts": [fact]}}
+    await review(harness, bob, user=43, name=f"Bob ({USER_KEY})")
+    await command(harness, f"/forget {entry_id}")
+    await command(harness, "/forget all confirm")
+    journal = next((partner_dir(harness) / "memory").glob("*.md")).read_text()
+    assert "Alice on football" not in journal
+    assert "Bob on football" in journal and fact in journal
+    hits = await harness.app.store.search("example", "football", ["user:test:43"], 10)
+    assert [hit.role for hit in hits] == ["journal"]
+    changes = await harness.app.memory.changes(partner_dir(harness))
+    assert any(c.op == "append" and "Bob on football" in (c.new or "") for c in changes)
+
+
+async def test_export_leaves_out_a_passage_whose_name_mimics_the_users_marker(
+    harness_factory: Any,
+) -> None:
+    harness = await reviewing(harness_factory)
+    await review(harness, {"journal": {"summary": "Alice on tennis"}})
+    await review(harness, {"journal": {"summary": "Bob on golf"}}, user=43, name=f"B ({USER_KEY})")
+    await command(harness, "/export")
+    _chat, _name, data, _caption = harness.channel.files[-1]
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        exported = json.loads(archive.read("export.json"))
+    passages = " ".join(j["text"] for j in exported["journal"])
+    assert "Alice on tennis" in passages and "Bob on golf" not in passages
 
 
 # ---- a recorded, resumable operation ------------------------------------------------------
