@@ -64,6 +64,11 @@ class Receiver(Protocol):
         """Whether :meth:`seen_update` recorded this update id (without recording it)."""
         ...
 
+    async def reject_update(self, platform: str, update_id: str) -> None:
+        """Record an update the channel could not read, as seen (it is skipped if it comes
+        again) and rejected (so it can be found); raises NotStored if it could not be."""
+        ...
+
     async def partner_names(self, chat: ChatRef) -> list[tuple[str, str]]:
         """(id, name) of the partners bound to a group chat, to tell who is addressed."""
         ...

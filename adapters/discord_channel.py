@@ -58,7 +58,7 @@ from adapters.discord_events import (
 )
 from bot.commands import parse_command
 from bot.config import ConfigError, DiscordConfig
-from bot.events import ChatRef, Outbound
+from bot.events import ChatRef, Inbound, Outbound
 
 logger = logging.getLogger(__name__)
 
@@ -286,15 +286,28 @@ class DiscordChannel:
             self.poster.remember_dm(chat.chat_id, message.channel)
         too_old = missed and message.created_at < self._answer_cutoff()
         if parse_command(event.text) is not None:
-            # Commands are not stored like messages: their ids are recorded instead, so a
-            # command fetched again after a reconnect never runs twice (a stale one never).
-            if too_old or await receiver.seen_update(PLATFORM, f"command:{event.message_id}"):
-                return
-            if message.attachments:
-                event = replace(event, attachment=await _command_file(message.attachments[0]))
+            await self._run_command(message, event, receiver, too_old)
+            return
         if too_old:
             event = replace(event, addressed=False)
         await receiver.receive(event)
+
+    async def _run_command(
+        self, message: discord.Message, event: Inbound, receiver: Receiver, too_old: bool
+    ) -> None:
+        """A typed command, at most once per message id (a stale missed one never).
+
+        Commands are not stored like messages: their ids are recorded instead, and only once
+        the command has run. A stop or crash in between leaves it unrecorded, so the catch-up
+        after the restart runs it again (a command cut off in its answer may answer twice;
+        one recorded first and cut off would never answer at all)."""
+        seen_key = f"command:{event.message_id}"
+        if too_old or await receiver.update_seen(PLATFORM, seen_key):
+            return
+        if message.attachments:
+            event = replace(event, attachment=await _command_file(message.attachments[0]))
+        await receiver.receive(event)
+        await receiver.seen_update(PLATFORM, seen_key)
 
     def _answer_cutoff(self) -> datetime:
         return discord.utils.utcnow() - timedelta(minutes=self.config.missed_max_age_minutes)

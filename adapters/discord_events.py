@@ -8,8 +8,8 @@ they need (the partners bound to a channel) and acts on the result.
   channel's id with ``thread_id`` set: bindings made on a channel cover its threads, and every
   thread is its own session.
 * In a server the bot is *addressed* by an @mention, a reply to one of its (or its persona
-  webhooks') messages, a command, or the name of a partner bound there. Anything else is
-  context for the next answered turn.
+  webhooks') messages, a user command (``/help``; an unknown one or ``/admin`` is chatter),
+  or the name of a partner bound there. Anything else is context for the next answered turn.
 * The bot's own messages, its webhooks' and its interaction responses are never events; other
   bots' messages only when ``discord.answer_bots`` is on.
 """
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import discord
 
-from bot.commands import COMMANDS, parse_command
+from bot.commands import is_user_command, parse_command
 from bot.events import ChatRef, Inbound, Sender
 
 PLATFORM = "discord"
@@ -130,11 +130,12 @@ def message_text(message: discord.Message) -> str:
 
 
 def addresses_bot(message: discord.Message, me: BotIdentity, own_webhooks: Container[int]) -> bool:
-    """An @mention of the bot, a reply to one of its messages, or a command."""
+    """An @mention of the bot, a reply to one of its messages, or a user command (not an
+    unknown one, nor ``/admin``: see :func:`bot.commands.is_user_command`)."""
     if me.user_id in message.raw_mentions or any(u.id == me.user_id for u in message.mentions):
         return True
     command = parse_command(message.content)
-    if command is not None and command[0] in COMMANDS:
+    if command is not None and is_user_command(command[0]):
         return True
     replied = _replied_message(message)
     return replied is not None and me.wrote(replied, own_webhooks)

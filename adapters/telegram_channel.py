@@ -7,6 +7,8 @@ returned for every update in it (chats side by side, each chat in order), and th
 (``adapters/telegram_webhook.py``) answers 200 only then. python-telegram-bot's own Updater and
 webhook server acknowledge before the handler has run, so neither is used. Update ids are
 recorded in the store, so an update delivered twice (also across a restart) is handled once.
+Each update is parsed on its own: one python-telegram-bot cannot read is logged, recorded as
+rejected and confirmed with its batch, whose other updates are handled as usual.
 
 A polling watchdog restarts a long poll that has not come back within ``watchdog_seconds``
 (a connection that hangs without an error). Network errors and flood waits back off and retry.
@@ -25,6 +27,7 @@ import itertools
 import logging
 import secrets
 import time
+import warnings
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
@@ -52,6 +55,7 @@ from telegram.error import (
 )
 from telegram.ext import AIORateLimiter, ExtBot
 from telegram.request import HTTPXRequest
+from telegram.warnings import PTBUserWarning
 
 from adapters.base import DeliveryError, NotStored, Receiver, ReplyStream
 from adapters.telegram_format import Rendered, render
@@ -83,6 +87,8 @@ POOL_TIMEOUT_SECONDS = 10.0
 BACKOFF_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 60.0
 CONFIRM_TIMEOUT_SECONDS = 5.0
+POLL_READ_MARGIN_SECONDS = 5.0
+"""How much longer than its own timeout a long poll's answer may take (PTB's default)."""
 UNSUPPORTED_REPLY = "Sorry — I can only read text for now. Could you write it down for me?"
 NOT_STORED_NOTICE = (
     "I cannot store incoming Telegram messages: {error}. Is the disk full? They stay with "
@@ -90,9 +96,18 @@ NOT_STORED_NOTICE = (
 )
 _draft_ids = itertools.count(1)
 
+# The poll reads getUpdates' answer unparsed (TelegramChannel._get_updates), and PTB warns that
+# it has a method for that endpoint: the one that parses the batch as a whole. (pytest resets
+# warning filters per test; pyproject.toml repeats this one for the tests.)
+warnings.filterwarnings("ignore", r"Please use 'Bot\.getUpdates'", PTBUserWarning)
+
 
 class PollStalled(Exception):
     """No getUpdates answer within the watchdog's time."""
+
+
+class UnreadableAnswer(Exception):
+    """getUpdates answered something other than a list of updates with ids."""
 
 
 class TelegramChannel:
@@ -205,7 +220,8 @@ class TelegramChannel:
                 logger.warning("telegram: getUpdates failed (%s); retrying in %.0f s", exc, backoff)
                 wait, backoff = backoff, min(backoff * 2, MAX_BACKOFF_SECONDS)
             except Exception:
-                # An update PTB cannot parse fails the whole batch: log it loudly, keep polling.
+                # Not a list of updates at all (each update is parsed on its own, later):
+                # log it loudly, keep polling.
                 logger.exception("telegram: getUpdates answer not understood")
                 wait, backoff = backoff, min(backoff * 2, MAX_BACKOFF_SECONDS)
             else:
@@ -215,7 +231,7 @@ class TelegramChannel:
                     continue
                 if await self._handle_batch(updates):
                     # Confirmed to Telegram by the next getUpdates, now that all are stored.
-                    self._offset = max(u.update_id for u in updates) + 1
+                    self._offset = max(_update_id(u) or 0 for u in updates) + 1
                     unstored_wait = BACKOFF_SECONDS
                     continue
                 # Some could not be stored: the batch stays with Telegram and comes again
@@ -224,14 +240,22 @@ class TelegramChannel:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), wait)
 
-    async def _handle_batch(self, updates: Sequence[Update]) -> bool:
-        """Chats side by side, each chat's updates in order: one busy chat (or a slow
-        store) must not hold up the others, and order inside a chat is the conversation.
-        False if some update could not be stored (its chat's later updates then wait)."""
+    async def _handle_batch(self, payloads: Sequence[dict[str, Any]]) -> bool:
+        """Each update parsed on its own: one that python-telegram-bot cannot read is
+        rejected, not its batch. Then chats side by side, each chat's updates in order: one
+        busy chat (or a slow store) must not hold up the others, and order inside a chat is
+        the conversation. False if some update could not be stored (its chat's later updates
+        then wait)."""
         by_chat: dict[int | None, list[Update]] = defaultdict(list)
-        for update in sorted(updates, key=lambda u: u.update_id):
+        unreadable: list[dict[str, Any]] = []
+        for payload in sorted(payloads, key=lambda p: _update_id(p) or 0):
+            update = self._parse(payload)
+            if update is None:
+                unreadable.append(payload)
+                continue
             chat = update.effective_chat
             by_chat[chat.id if chat is not None else None].append(update)
+        rejected = [await self._reject(payload) for payload in unreadable]
 
         async def in_order(chat_updates: list[Update]) -> bool:
             for update in chat_updates:
@@ -240,17 +264,11 @@ class TelegramChannel:
             return True
 
         stored = await asyncio.gather(*(in_order(updates) for updates in by_chat.values()))
-        return all(stored)
+        return all(rejected) and all(stored)
 
-    async def _poll(self) -> tuple[Update, ...] | None:
+    async def _poll(self) -> list[dict[str, Any]] | None:
         """One long poll; None when stopping. Raises PollStalled past the watchdog time."""
-        request = asyncio.create_task(
-            self.bot.get_updates(
-                offset=self._offset,
-                timeout=self.config.poll_timeout_seconds,
-                allowed_updates=ALLOWED_UPDATES,
-            )
-        )
+        request = asyncio.create_task(self._get_updates(self.config.poll_timeout_seconds))
         stopping = asyncio.create_task(self._stopping.wait())
         done, _ = await asyncio.wait(
             {request, stopping},
@@ -272,9 +290,29 @@ class TelegramChannel:
             return
         try:
             async with asyncio.timeout(CONFIRM_TIMEOUT_SECONDS):
-                await self.bot.get_updates(offset=self._offset, limit=1, timeout=0)
-        except (TelegramError, TimeoutError) as exc:
+                await self._get_updates(poll_seconds=0, limit=1)
+        except (TelegramError, TimeoutError, UnreadableAnswer) as exc:
             logger.info("telegram: final offset not confirmed (%s); duplicates are skipped", exc)
+
+    async def _get_updates(
+        self, poll_seconds: int, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """getUpdates' answer with each update still unparsed. python-telegram-bot's own
+        get_updates parses the batch as a whole: one update it cannot read fails them all,
+        the offset cannot advance, and the same batch comes back for ever."""
+        answer = await self.bot.do_api_request(
+            "getUpdates",
+            api_kwargs={
+                "offset": self._offset,
+                "limit": limit,
+                "timeout": poll_seconds,
+                "allowed_updates": list(ALLOWED_UPDATES),
+            },
+            read_timeout=poll_seconds + POLL_READ_MARGIN_SECONDS,
+        )
+        if not isinstance(answer, list) or any(_update_id(u) is None for u in answer):
+            raise UnreadableAnswer("getUpdates did not answer a list of updates with ids")
+        return answer
 
     # ---- webhook ---------------------------------------------------------------------
 
@@ -297,14 +335,40 @@ class TelegramChannel:
     # ---- one update (the per-update edge) --------------------------------------------
 
     async def handle_payload(self, payload: dict[str, Any]) -> bool:
-        """An update as JSON (webhook): parsed here so a malformed one only costs itself.
-        False if it could not be stored (Telegram must send it again)."""
-        try:
-            update = Update.de_json(payload, self.bot)
-        except Exception:
-            logger.exception("telegram: update %r not understood", payload.get("update_id"))
+        """An update as JSON (webhook): parsed on its own, so a malformed one only costs
+        itself. False if it could not be stored (Telegram must send it again)."""
+        if _update_id(payload) is None:
+            logger.warning("telegram: a webhook update without an update_id was ignored")
             return True
+        update = self._parse(payload)
+        if update is None:
+            return await self._reject(payload)
         return await self.handle_update(update)
+
+    def _parse(self, payload: dict[str, Any]) -> Update | None:
+        """The update as python-telegram-bot's object, or None if it cannot read it (a shape
+        from a newer Bot API, a damaged payload). Logged by its id: no URL, so no token."""
+        try:
+            return Update.de_json(payload, self.bot)
+        except Exception:
+            logger.exception(
+                "telegram: update %s not understood; recorded as rejected and skipped",
+                payload.get("update_id"),
+            )
+            return None
+
+    async def _reject(self, payload: dict[str, Any]) -> bool:
+        """Record an unreadable update as rejected: it is confirmed with its batch, skipped if
+        it comes again, and can be found. False if that could not be stored (it then stays
+        with Telegram and comes again)."""
+        assert self.receiver is not None
+        update_id = str(payload["update_id"])
+        try:
+            await self.receiver.reject_update(PLATFORM, update_id)
+        except NotStored as exc:
+            await self._not_stored(update_id, exc)
+            return False
+        return True
 
     async def _command_file(self, message: Message) -> tuple[str, bytes] | None:
         """The document sent with a command caption (an edited persona file), if small."""
@@ -508,6 +572,14 @@ class TelegramChannel:
 
 
 # ---- helpers ---------------------------------------------------------------------------
+
+
+def _update_id(payload: object) -> int | None:
+    """The ``update_id`` of a raw update, or None if it has none (nothing to confirm it by)."""
+    if not isinstance(payload, dict):
+        return None
+    update_id = payload.get("update_id")
+    return update_id if type(update_id) is int else None
 
 
 def _build_bot(config: TelegramConfig) -> Bot:

@@ -3,7 +3,9 @@
 Telegram's HTML accepts a handful of tags and rejects the whole message over one stray ``<``,
 so everything that is not a recognised Markdown construct is escaped: bold, italic,
 strikethrough, inline code, fenced code blocks (with their language), links and headings
-(shown bold) become tags; anything else stays text. If a construct is left unbalanced the
+(shown bold) become tags; a backslash escape (``\\*``) is the literal character, which is how
+text a user wrote is shown to the owner as it is (``bot/literal.py``); anything else stays
+text. If a construct is left unbalanced the
 result is still well-formed HTML, and :func:`render` checks that before returning it.
 
 Telegram counts a message's length after parsing, in UTF-16 code units, up to 4096. Rendering
@@ -26,7 +28,9 @@ NAME_PREFIX_RESERVE = 64
 """Room kept in every chunk for a partner's name ("Name: ", names are <= 60 characters)."""
 CHUNK_UTF16 = MAX_MESSAGE_UTF16 - NAME_PREFIX_RESERVE
 
-_INLINE_CODE = re.compile(r"(`+)(.+?)\1", re.DOTALL)
+_INLINE_CODE = re.compile(r"(?<!\\)(`+)(.+?)\1", re.DOTALL)
+_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+"""A CommonMark backslash escape: the punctuation after it is a literal character."""
 _LINK = re.compile(r"\[([^\[\]\n]+)\]\(([^()\s]+)\)")
 _BOLD_STAR = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
 _BOLD_UNDERSCORE = re.compile(r"(?<!\w)__(?=\S)(.+?)(?<=\S)__(?!\w)")
@@ -81,6 +85,7 @@ def _inline(text: str) -> str:
         return keep(f"<code>{html.escape(match.group(2).strip(), quote=False)}</code>")
 
     text = _INLINE_CODE.sub(code, text)
+    text = _ESCAPE.sub(lambda m: keep(html.escape(m.group(1), quote=False)), text)
     text = html.escape(text, quote=False)
 
     def link(match: re.Match[str]) -> str:

@@ -6,7 +6,8 @@ they need (the bot's identity, the partners bound to a group) and acts on the re
 * A private chat is a DM; a group or supergroup is a group; a forum topic is its own
   conversation (``thread_id``), so each topic keeps its own session.
 * In a group the bot is *addressed* by an @mention, a reply to one of its messages, a command
-  (``/cmd`` or ``/cmd@thisbot``), or the name of a partner bound to that chat. Anything else is
+  naming it (``/cmd@thisbot``) or a user command (``/help``; an unknown one or ``/admin`` is
+  chatter, as on Discord), or the name of a partner bound to that chat. Anything else is
   context for the next answered turn.
 * A photo's caption is its text. Other media (stickers, voice, files, ...) are
   :class:`Unsupported`: the channel answers with a short line in DMs and ignores them in groups.
@@ -22,6 +23,7 @@ from datetime import UTC, datetime
 
 from telegram import CallbackQuery, Chat, Message, MessageEntity, Update, User
 
+from bot.commands import is_user_command
 from bot.events import ChatRef, Inbound, Sender
 
 PLATFORM = "telegram"
@@ -125,7 +127,9 @@ def update_event(
 
 
 def addresses_bot(message: Message, me: BotIdentity) -> bool:
-    """An @mention, a reply to the bot, or a command in a group."""
+    """An @mention, a reply to the bot, a command naming it (``/cmd@thisbot``) or a user
+    command without a name (not an unknown one, nor ``/admin``: see
+    :func:`bot.commands.is_user_command`)."""
     handle = f"@{me.username}".casefold()
     entities = [
         *_fragments(message.text, message.entities),
@@ -137,10 +141,9 @@ def addresses_bot(message: Message, me: BotIdentity) -> bool:
         mentioned = entity.user.id if entity.user is not None else None
         if entity.type == MessageEntity.TEXT_MENTION and mentioned == me.user_id:
             return True
-        if entity.type == MessageEntity.BOT_COMMAND and entity.offset == 0:
-            _, _, target = fragment.partition("@")
-            if not target or target.casefold() == me.username.casefold():
-                return True
+        is_command = entity.type == MessageEntity.BOT_COMMAND and entity.offset == 0
+        if is_command and _command_for_us(fragment, me):
+            return True
     replied = message.reply_to_message
     # In a forum every topic message "replies" to the topic's creation message: not to us.
     return (
@@ -149,6 +152,14 @@ def addresses_bot(message: Message, me: BotIdentity) -> bool:
         and replied.from_user is not None
         and replied.from_user.id == me.user_id
     )
+
+
+def _command_for_us(command: str, me: BotIdentity) -> bool:
+    """``/cmd@thisbot``, or a user command that names no bot (see the module's docstring)."""
+    name, _, target = command.removeprefix("/").partition("@")
+    if target:
+        return target.casefold() == me.username.casefold()
+    return is_user_command(name)
 
 
 def _fragments(

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from bot.config import Config
 from bot.events import Sender
+from bot.literal import literal_line
 from bot.store import Store
 
 PAIRING_TTL_SECONDS = 3600
@@ -86,9 +87,10 @@ class Access:
             return DMVerdict(False, pairing_reply(code), code=code)
         code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
         await self.store.create_pairing(code, sender.key, PAIRING_TTL_SECONDS)
-        handle = f" @{sender.username}" if sender.username else ""
+        handle = f" @{literal_line(sender.username)}" if sender.username else ""
         notice = (
-            f"New pairing request from {sender.display_name}{handle} (id {sender.user_id} on "
+            f"New pairing request from {literal_line(sender.display_name)}{handle} "
+            f"(id {literal_line(sender.user_id)} on "
             f"{sender.platform}). Approve with /admin approve {code} or refuse with "
             f"/admin deny {code}. The code expires in 1 hour."
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from bot.access import AccessError
 from bot.admin_args import need, user_key_arg
 from bot.commands import CommandContext, CommandReply
+from bot.literal import literal_line
 
 
 async def admin_approve(ctx: CommandContext) -> CommandReply:
@@ -27,7 +28,8 @@ async def admin_pending(ctx: CommandContext) -> CommandReply:
     lines = []
     for row in rows:
         user = await ctx.store.user(row["user_key"]) or {}
-        lines.append(f"{row['code']} — {user.get('display_name', '?')} ({row['user_key']})")
+        name = literal_line(user.get("display_name") or "?")
+        lines.append(f"{row['code']} — {name} ({literal_line(row['user_key'])})")
     return CommandReply("Waiting for approval:\n" + "\n".join(lines))
 
 

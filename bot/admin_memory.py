@@ -16,6 +16,7 @@ from datetime import date, datetime
 
 from bot.admin_args import AdminError, need, services, user_key_arg
 from bot.commands import CommandContext, CommandReply
+from bot.literal import literal, literal_line
 from bot.paging import paged, pop_page
 from bot.sessions import OWNER_AUDIENCE, Speaker
 from bot.store import MessageRow, SessionRow
@@ -62,7 +63,8 @@ async def admin_memory(ctx: CommandContext) -> CommandReply:
 
 
 def _body(text: str) -> str:
-    return text.strip() or "(empty)"
+    """A memory file as it is on disk: what the model or a user wrote shows literally."""
+    return literal(text.strip()) or "(empty)"
 
 
 def _user_files(partner: Partner) -> list[str]:
@@ -109,7 +111,9 @@ async def admin_forget(ctx: CommandContext) -> CommandReply:
                 whole_entries=False,
                 source="/admin forget",
             )
-            return CommandReply(f"Forgotten: “{entry.text}” ({file.name}). This cannot be undone.")
+            return CommandReply(
+                f"Forgotten: “{literal(entry.text)}” ({file.name}). This cannot be undone."
+            )
     raise AdminError(f"no entry {entry_id} in {whose}; /admin memory shows the ids")
 
 
@@ -136,7 +140,8 @@ async def admin_journal(ctx: CommandContext) -> CommandReply:
         days = await asyncio.to_thread(_journal_days, partner)
         recent = ", ".join(days[-RECENT_DAYS:]) or "none yet"
         return CommandReply(f"{partner.name} has no journal for {day}. Recent days: {recent}")
-    return paged(CHAT_MARKER.sub("", text).strip(), f"/admin journal {partner.id} {day}", page)
+    journal = literal(CHAT_MARKER.sub("", text).strip())
+    return paged(journal, f"/admin journal {partner.id} {day}", page)
 
 
 def _journal_days(partner: Partner) -> list[str]:
@@ -161,9 +166,9 @@ async def admin_review(ctx: CommandContext) -> CommandReply:
     ]
     for result in results:
         lines += [f"• {_describe(changes.get(cid), cid)}" for cid in result.changes]
-        lines += [f"• skipped: {reason}" for reason in result.skipped]
+        lines += [f"• skipped: {literal(reason)}" for reason in result.skipped]
         if result.note:
-            lines.append(f"• {result.note}")
+            lines.append(f"• {literal(result.note)}")
     if not any(r.changes for r in results):
         lines.append("No memory changes.")
     return CommandReply("\n".join(lines))
@@ -173,7 +178,7 @@ def _describe(change: Change | None, change_id: str) -> str:
     if change is None:
         return change_id
     text = change.new if change.new is not None else change.old
-    return f"{change.file} {change.op}: {text or '(no text)'} ({change.id})"
+    return f"{change.file} {change.op}: {literal(text or '') or '(no text)'} ({change.id})"
 
 
 async def admin_undo(ctx: CommandContext) -> CommandReply:
@@ -230,8 +235,9 @@ async def admin_transcript(ctx: CommandContext) -> CommandReply:
     owner_session = await services(ctx).sessions.current(chat, None, _owner(ctx), first)
     await ctx.store.add_transcript_ref(owner_session.id, referenced.id, MAX_REFERENCES)
     count = (await ctx.store.message_counts([referenced.id])).get(referenced.id, 0)
+    shown = transcript_label(partner.name, literal_line(referenced.title))
     text = (
-        f"Added “{label}” ({count} messages) to your assistant's context for this "
+        f"Added “{shown}” ({count} messages) to your assistant's context for this "
         "conversation; /new drops it."
     )
     if chat.selected_partner:
@@ -268,7 +274,8 @@ async def admin_sessions(ctx: CommandContext) -> CommandReply:
         state = "open" if row.ended_at is None else "ended"
         who = row.user_key or row.chat_key
         lines.append(
-            f"{row.id[:SHORT_ID]} · {started} · “{row.title or 'untitled'}” · {who} · "
+            f"{row.id[:SHORT_ID]} · {started} · “{literal_line(row.title) or 'untitled'}” · "
+            f"{literal_line(who)} · "
             f"{counts.get(row.id, 0)} messages, {state}"
         )
     lines.append(f"Reference one here: /admin transcript {partner.id} <id>")

@@ -218,6 +218,7 @@ async def build_app(config: Config, channels: dict[str, Channel]) -> App:
         is_owner=is_owner,
         notify_owner=notify_owner,
         timezone=partner_zone,
+        usage_day=config.usage_day,
     )
     consolidator = Consolidator(
         store=store,
@@ -228,6 +229,7 @@ async def build_app(config: Config, channels: dict[str, Channel]) -> App:
         settings=settings.memory,
         default_model=config.llm.model,
         timezone=partner_zone,
+        usage_day=config.usage_day,
     )
     budget = Budget(store, config)
     proactive = ProactiveSender(store, delivery)
@@ -240,6 +242,7 @@ async def build_app(config: Config, channels: dict[str, Channel]) -> App:
         default_timezone=partner_zone,
         over_budget=budget.over_budget,
         send=proactive.send,
+        usage_day=config.usage_day,
     )
     scheduler = Scheduler(reviewer, consolidator, checkins, owner_zone, config.memory.nightly)
     reviewer.on_reminders = scheduler.plan_reminders

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from bot.access import Access
 from bot.config import Config, check_timezone
 from bot.events import Choice, Inbound
+from bot.literal import literal_line
 from bot.store import ForgetOperation, Store
 from partners.catalog import PartnerCatalog
 from partners.forgetting import ALL, ENTRY, HISTORY, ForgetInterrupted
@@ -291,16 +292,17 @@ def _forget_failure_texts(
     exc: UnreadableFile | ForgetInterrupted, user_key: str, partner: Partner
 ) -> tuple[str, str]:
     """(what the owner is told, what the user is told)."""
+    who, problem = literal_line(user_key), literal_line(str(exc))
     if isinstance(exc, UnreadableFile):
         return (
-            f"/forget from {user_key} with {partner.id} could not run: {exc} ({exc.path}). "
-            "The user was told; nothing was deleted.",
+            f"/forget from {who} with {partner.id} could not run: {problem} "
+            f"({literal_line(str(exc.path))}). The user was told; nothing was deleted.",
             f"I couldn't do that: a file where {partner.name} keeps its memories was edited by "
             "hand and is not readable text (not UTF-8). Nothing was deleted or changed. The "
             "owner has been told; once it is repaired, send the command again.",
         )
     return (
-        f"/forget from {user_key} with {partner.id} could not finish: {exc}. It is recorded "
+        f"/forget from {who} with {partner.id} could not finish: {problem}. It is recorded "
         "and finishes on the next start or the user's next /forget.",
         "I couldn't finish forgetting: the server could not change a file. What I started is "
         "recorded and will be finished (at the latest when I restart). The owner has been told.",
@@ -385,6 +387,16 @@ async def run_command(ctx: CommandContext, name: str) -> CommandReply:
     if command.dm_only and not ctx.inbound.chat.is_dm:
         return CommandReply(f"/{name} works in a direct message with me.")
     return await command.handler(ctx)
+
+
+def is_user_command(name: str) -> bool:
+    """Whether ``name`` is a command anyone may use. Typed in a group without naming the bot,
+    only these are meant for it: an unknown word, or ``/admin``, is chatter kept as context
+    (perhaps another bot's command), so a non-owner's /admin meets the same silence as any
+    unknown command and learns nothing. The owner's commands run wherever the owner types
+    them (the gateway checks that)."""
+    command = COMMANDS.get(name.lower())
+    return command is not None and not command.owner_only
 
 
 def parse_command(text: str, bot_username: str | None = None) -> tuple[str, list[str]] | None:

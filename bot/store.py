@@ -214,7 +214,11 @@ SCHEMA: list[str] = [
     CREATE INDEX messages_user_time ON messages (user_key, created_at);
     ALTER TABLE sessions ADD COLUMN reviewed_at REAL;
     """,
-    # 4: forgetting as a recorded operation: the intent first, then idempotent steps
+    # 4: platform updates the gateway could not read are recorded as rejected
+    """
+    ALTER TABLE seen_updates ADD COLUMN status TEXT NOT NULL DEFAULT 'handled';
+    """,
+    # 5: forgetting as a recorded operation: the intent first, then idempotent steps
     """
     CREATE TABLE forget_operations (
         id INTEGER PRIMARY KEY,
@@ -570,6 +574,24 @@ class Store:
             (platform, update_id, time.time()),
         )
         return cursor.rowcount == 0
+
+    async def reject_update(self, platform: str, update_id: str) -> None:
+        """Record a platform update the gateway could not read: skipped like a handled one
+        if it comes again, and listed by :meth:`rejected_updates`."""
+        await self._write(
+            "INSERT OR IGNORE INTO seen_updates (platform, update_id, seen_at, status)"
+            " VALUES (?, ?, ?, 'rejected')",
+            (platform, update_id, time.time()),
+        )
+
+    async def rejected_updates(self, platform: str) -> list[str]:
+        """Ids of the updates recorded by :meth:`reject_update`, oldest first."""
+        rows = await self._all(
+            "SELECT update_id FROM seen_updates WHERE platform = ? AND status = 'rejected'"
+            " ORDER BY seen_at, rowid",
+            (platform,),
+        )
+        return [str(row[0]) for row in rows]
 
     async def add_message(self, message: NewMessage) -> int | None:
         """Record a message and index it; None if its dedup key was recorded before.

@@ -143,7 +143,10 @@ class Checkins:
         default_timezone: Callable[[Partner], ZoneInfo],
         over_budget: Callable[[Partner], Awaitable[bool]],
         send: Send,
+        usage_day: Callable[[float], str],
     ) -> None:
+        """``usage_day`` names the day a moment's tokens are booked on (the owner's calendar,
+        the one ``over_budget`` reads), whatever the partner's or the user's zone."""
         self.store = store
         self.catalog = catalog
         self.llm = llm
@@ -151,6 +154,7 @@ class Checkins:
         self.default_timezone = default_timezone
         self.over_budget = over_budget
         self.send = send
+        self.usage_day = usage_day
         self.clock: Callable[[], float] = time.time
 
     def user_timezone(self, partner: Partner, name: str | None) -> ZoneInfo:
@@ -222,9 +226,8 @@ class Checkins:
             [{"role": "system", "content": persona}, {"role": "user", "content": context}],
             model=model,
         )
-        day = datetime.fromtimestamp(self.clock(), self.default_timezone(partner)).date()
         await self.store.add_usage(
-            day.isoformat(),
+            self.usage_day(self.clock()),
             partner.id,
             KIND_CHECKIN,
             completion.model,

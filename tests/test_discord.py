@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bot.commands import COMMANDS
+from bot.commands import COMMANDS, UNKNOWN
 from tests.discord_harness import (
     ALICE,
     BOB,
@@ -187,6 +187,54 @@ async def test_unaddressed_chatter_is_context_for_the_next_mention(
     assert reply.json["content"] == "Lovely, enjoy it!"
     assert reply.json["username"] == "Mira"
     assert "avatar_url" not in reply.json  # the example partner has no avatar
+
+
+async def test_a_typed_admin_gets_the_answer_an_unknown_command_gets(
+    gateways: DiscordGateways, fake: FakeDiscord, fake_llm: FakeLLM
+) -> None:
+    """DESIGN "Commands": a non-owner who tries /admin learns nothing. Without a mention a
+    command that is not a user command is chatter (context, silence); with one, the answer
+    is the unknown-command line for both."""
+    gateway = await gateways.start()
+    unaddressed = ["/admin partners", "/nosuchcommand"]
+    addressed = [f"/admin partners <@{BOT_ID}>", f"/nosuchcommand <@{BOT_ID}>"]
+    sent: dict[str, str] = {}
+    for text in unaddressed + addressed:
+        mentions = [BOT_ID] if text in addressed else []
+        message = await fake.message_create(
+            channel_id=CHANNEL, author_id=BOB, content=text, mentions=mentions
+        )
+        sent[text] = message["id"]
+    fake_llm.script(Reply(text="Hello Bob"))
+    await fake.message_create(
+        channel_id=CHANNEL, author_id=BOB, content=mention("hello"), mentions=[BOT_ID]
+    )
+    # one chat is handled in order: once this is answered, every probe before it was
+    await fake.wait_until(lambda: fake.webhook_messages(), TIMEOUT, "the reply to the mention")
+    await gateway.app.dispatcher.idle()
+
+    def answers(message_id: str) -> list[str]:
+        return [
+            c.json["content"]
+            for c in fake.sent_messages(CHANNEL)
+            if str((c.json.get("message_reference") or {}).get("message_id")) == message_id
+        ]
+
+    assert [answers(sent[text]) for text in unaddressed] == [[], []]
+    assert [answers(sent[text]) for text in addressed] == [[UNKNOWN], [UNKNOWN]]
+    assert len(fake.sent_messages(CHANNEL)) == 2
+    assert len(fake_llm.requests) == 1  # the chatter reached the model only as context
+
+
+async def test_the_owners_typed_admin_runs_in_a_channel_without_a_mention(
+    gateways: DiscordGateways, fake: FakeDiscord
+) -> None:
+    await gateways.start(bind=())
+    await fake.message_create(channel_id=CHANNEL, author_id=OWNER, content="/admin bind example")
+    [answer] = await fake.wait_until(
+        lambda: fake.sent_messages(CHANNEL), TIMEOUT, "the owner's answer"
+    )
+    assert answer.json["content"].startswith("Mira now answers here.")
 
 
 async def test_reply_to_the_bot_and_its_name_address_it(

@@ -220,3 +220,25 @@ async def test_messages_missed_while_away_are_answered_once_or_kept_as_context(
     await eventually(lambda: gateway.channel.catch_ups >= 2, "the catch-up after RESUMED")
     await gateway.app.dispatcher.idle()
     assert len(fake.webhook_messages()) == 2 and len(fake_llm.requests) == 2
+
+
+async def test_a_missed_command_cut_off_by_a_stop_runs_once_after_the_restart(
+    gateways: DiscordGateways, fake: FakeDiscord
+) -> None:
+    await gateways.start()
+    await gateways.stop_all()
+    await inject_while_away(fake, {"channel_id": CHANNEL, "author_id": BOB, "content": "/help"})
+    answer = fake.hold_next("POST", f"/channels/{CHANNEL}/messages")
+    await gateways.start()
+    await asyncio.wait_for(answer.arrived.wait(), TIMEOUT)  # the catch-up is answering it
+    await gateways.stop_all()  # the process ends before the answer went out
+
+    gateway = await gateways.start()
+    [help_text] = await fake.wait_until(
+        lambda: fake.sent_messages(CHANNEL), TIMEOUT, "the command to run again"
+    )
+    assert "/partner" in help_text.json["content"]
+    await eventually(lambda: gateway.channel.catch_ups >= 1, "the catch-up")
+    await fake.reconnect(wait=True)  # fetched once more after RESUMED: it ran, so it is skipped
+    await eventually(lambda: gateway.channel.catch_ups >= 2, "the catch-up after RESUMED")
+    assert len(fake.sent_messages(CHANNEL)) == 1

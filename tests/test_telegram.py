@@ -4,15 +4,17 @@ gating, forum topics, several partners), unsupported messages and the command me
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import AsyncIterator
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import bot.access
-from bot.commands import COMMANDS
+from bot.commands import COMMANDS, UNKNOWN
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.fakes.fake_telegram import FakeTelegram
 from tests.telegram_harness import (
@@ -67,18 +69,48 @@ async def test_dm_message_gets_the_partners_reply(
     assert "You are Mira." in system_prompt(fake_llm.requests[0])
 
 
+@contextlib.contextmanager
+def database_locked(path: Path) -> Iterator[None]:
+    """Another writer holds the database's write lock: the gateway can read, not store."""
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        yield
+        other.execute("ROLLBACK")
+    finally:
+        other.close()
+
+
+def offsets(fake: FakeTelegram) -> list[int]:
+    return [int(c.params.get("offset") or 0) for c in fake.calls if c.method == "getUpdates"]
+
+
 async def test_dm_update_is_confirmed_only_after_it_is_stored(
-    gateways: TelegramGateways, fake: FakeTelegram
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
 ) -> None:
     gateway = await gateways.start()
-    update_id = fake.push_update(fake.message_update(chat_id=ALICE, text="remember me"))
-    await fake.wait_for_sent(chat_id=ALICE)
+    await fake.wait_for_pending_polls()
+    with database_locked(gateway.config.data_dir / "gateway.db"):
+        update_id = fake.push_update(fake.message_update(chat_id=ALICE, text="remember me"))
+        # storing it fails (the database stays locked past its busy timeout): the owner is
+        # told, and the poll asks Telegram again without confirming it
+        [notice] = await fake.wait_for_sent(chat_id=OWNER, timeout=20)
+        assert "cannot store incoming Telegram messages" in (notice.text or "")
+        since = len(fake.calls)
+        await fake.wait_for_call(lambda c: c.method == "getUpdates", since=since, timeout=10)
+        assert max(offsets(fake)) <= update_id
+        assert update_id in [u["update_id"] for u in fake.pending_updates]
+        assert await gateway.app.store.update_seen("telegram", str(update_id)) is False
+
+    fake_llm.script(Reply(text="I will"))
+    [reply] = await fake.wait_for_sent(chat_id=ALICE, timeout=15)
+    assert reply.text == "I will"
     confirming = await fake.wait_for_call(
         lambda c: c.method == "getUpdates" and (c.params.get("offset") or 0) > update_id,
         include_pending=True,
     )
     assert confirming.params["offset"] == update_id + 1
-    assert await gateway.app.store.seen_update("telegram", str(update_id)) is True
+    assert await gateway.app.store.update_seen("telegram", str(update_id)) is True
 
 
 async def test_command_menu_shows_admin_only_in_the_owners_chat(
@@ -256,6 +288,44 @@ async def test_group_chatter_is_context_and_a_mention_is_answered_with_it(
     assert reply.text == "It's by the door, Bob"
     request = all_text(fake_llm.requests[0])
     assert "umbrella" in request and "not addressed to you" in request
+
+
+async def test_a_typed_admin_gets_the_answer_an_unknown_command_gets(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    """DESIGN "Commands": a non-owner who tries /admin learns nothing. In a group a command
+    that is not a user command is chatter unless it names this bot (``/cmd@bot``): context,
+    silence, as on Discord; named, the answer is the unknown-command line for both."""
+    gateway = await gateways.start()
+    await gateway.app.store.bind("telegram", str(GROUP), "example", "command")
+    unaddressed = ["/admin partners", "/nosuchcommand"]
+    addressed = [f"/admin@{BOT_USERNAME} partners", f"/nosuchcommand@{BOT_USERNAME}"]
+    sent: dict[str, int] = {}
+    for text in unaddressed + addressed:
+        update = fake.send_user_message(
+            chat_id=GROUP, chat_type="supergroup", text=text, user_id=ALICE
+        )
+        sent[text] = update["message"]["message_id"]
+    fake_llm.script(Reply(text="Hello Alice"))
+    text = f"@{BOT_USERNAME} hello"
+    fake.send_user_message(
+        chat_id=GROUP,
+        chat_type="supergroup",
+        text=text,
+        user_id=ALICE,
+        entities=fake.mention_entity(text),
+    )
+    # one chat is handled in order: once this is answered, every probe before it was
+    await fake.wait_for_call(lambda c: c.method == "sendMessage" and c.text == "Hello Alice")
+    await gateway.app.dispatcher.idle()
+
+    def answers(message_id: int) -> list[str]:
+        return texts([c for c in fake.sent("sendMessage", GROUP) if replying_to(message_id)(c)])
+
+    assert [answers(sent[text]) for text in unaddressed] == [[], []]
+    assert [answers(sent[text]) for text in addressed] == [[UNKNOWN], [UNKNOWN]]
+    assert len(fake.sent("sendMessage", GROUP)) == 3
+    assert len(fake_llm.requests) == 1  # the chatter reached the model only as context
 
 
 async def test_a_reply_to_the_bot_addresses_it(

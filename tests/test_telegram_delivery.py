@@ -14,7 +14,7 @@ import pytest
 
 from bot.events import ChatRef, Outbound
 from tests.fakes.fake_llm import FakeLLM, Reply
-from tests.fakes.fake_telegram import FakeTelegram, utf16_len
+from tests.fakes.fake_telegram import TOKEN, FakeTelegram, utf16_len
 from tests.telegram_harness import (
     BOT_USERNAME,
     GROUP,
@@ -24,6 +24,8 @@ from tests.telegram_harness import (
 )
 
 ALICE = 501
+BOB = 502
+CAROL = 503
 
 
 @pytest.fixture
@@ -169,6 +171,42 @@ async def test_an_update_delivered_twice_gets_one_reply(
     assert len(fake.sent("sendMessage", ALICE)) == 1
 
 
+async def test_an_update_that_cannot_be_parsed_is_rejected_and_its_batch_goes_on(
+    gateways: TelegramGateways,
+    fake: FakeTelegram,
+    fake_llm: FakeLLM,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gateway = await gateways.start()
+    fake_llm.responder = lambda request: Reply(text=f"re: {fake_llm.last_user_text(request)}")
+    await fake.wait_for_pending_polls()
+    fake.stalled = True  # hold the poll so all three arrive in one batch
+    fake.push_update(fake.message_update(chat_id=ALICE, text="before the bad one"))
+    malformed = fake.message_update(chat_id=CAROL, text="bold news")
+    # a shape this python-telegram-bot cannot parse (an entity without offset and length)
+    malformed["message"]["entities"] = [{"type": "bold"}]
+    bad_id = fake.push_update(malformed)
+    last_id = fake.push_update(fake.message_update(chat_id=BOB, text="after the bad one"))
+    fake.stalled = False
+
+    [before] = await fake.wait_for_sent(chat_id=ALICE, timeout=10)
+    [after] = await fake.wait_for_sent(chat_id=BOB, timeout=10)
+    assert (before.text or "").endswith("before the bad one")
+    assert (after.text or "").endswith("after the bad one")
+    confirming = await fake.wait_for_call(
+        lambda c: c.method == "getUpdates" and (c.params.get("offset") or 0) > last_id,
+        include_pending=True,
+    )
+    assert confirming.params["offset"] == last_id + 1
+    assert fake.pending_updates == []
+    assert await gateway.app.store.rejected_updates("telegram") == [str(bad_id)]
+    await settled(fake, gateway)
+    assert fake.sent("sendMessage", CAROL) == []
+    assert len(fake_llm.requests) == 2
+    assert f"update {bad_id} not understood" in caplog.text
+    assert TOKEN not in caplog.text
+
+
 async def test_a_crash_before_answering_gives_exactly_one_reply_after_restart(
     gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
 ) -> None:
@@ -249,6 +287,29 @@ async def test_webhook_answers_only_after_the_update_is_stored(
     assert await gateway.app.store.seen_update("telegram", "4001") is True
     release.set()
     await fake.wait_for_sent(chat_id=ALICE)
+
+
+async def test_webhook_rejects_an_update_it_cannot_parse_and_takes_the_next(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    port = free_port()
+    gateway = await gateways.start(
+        telegram={
+            "mode": "webhook",
+            "webhook_port": port,
+            "webhook_url": f"http://127.0.0.1:{port}/hook",
+        },
+    )
+    malformed = fake.message_update(chat_id=CAROL, text="bold news", update_id=4101)
+    malformed["message"]["entities"] = [{"type": "bold"}]  # python-telegram-bot cannot parse it
+    assert await fake.post_webhook(malformed) == 200  # recorded: Telegram may forget it
+    assert await gateway.app.store.rejected_updates("telegram") == ["4101"]
+    fake_llm.script(Reply(text="Still here"))
+    update = fake.message_update(chat_id=ALICE, text="hello?", update_id=4102)
+    assert await fake.post_webhook(update) == 200
+    [reply] = await fake.wait_for_sent(chat_id=ALICE)
+    assert reply.text == "Still here"
+    assert fake.sent("sendMessage", CAROL) == []
 
 
 async def test_polling_watchdog_restarts_a_hung_poll(

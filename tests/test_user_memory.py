@@ -255,12 +255,6 @@ async def test_memory_and_export_answer_on_a_file_in_another_encoding(harness: H
     assert path.read_bytes() == LATIN_1
 
 
-async def test_a_command_that_fails_unexpectedly_still_answers(harness: Harness) -> None:
-    (partner_dir(harness) / "users" / "test-42.md").mkdir(parents=True)
-    answer = await command(harness, 42, "/memory")
-    assert "Sorry, that didn't work" in answer
-
-
 async def test_forget_all_with_a_journal_in_another_encoding_forgets_nothing_yet(
     harness: Harness,
 ) -> None:

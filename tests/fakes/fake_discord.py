@@ -22,7 +22,7 @@ the test's own event loop::
 
 The fake keeps a small world (guilds, text channels, threads, users, DM channels, webhooks,
 message history, application commands, interactions), records every REST call, every IDENTIFY
-and RESUME, injects gateway events and REST failures.
+and RESUME, injects gateway events and REST failures, and holds REST requests unanswered.
 
 Discord behaviour it reproduces on purpose, so adapters meet it in tests:
 
@@ -84,6 +84,7 @@ __all__ = [
     "MANAGE_WEBHOOKS",
     "PRIVILEGED_INTENTS",
     "FakeDiscord",
+    "Hold",
     "RestCall",
     "point_discord_at",
 ]
@@ -240,6 +241,21 @@ class _Failure:
 
 
 @dataclass(eq=False)
+class Hold:
+    """A REST request :meth:`FakeDiscord.hold_next` keeps unanswered, before it takes effect,
+    until :meth:`release`. A client that goes away meanwhile cancels it: nothing happened."""
+
+    method: str
+    path_prefix: str
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+    call: RestCall | None = None
+
+    def release(self) -> None:
+        self.released.set()
+
+
+@dataclass(eq=False)
 class _Connection:
     ws: web.WebSocketResponse
     path: str
@@ -378,6 +394,7 @@ class FakeDiscord:
 
         # Machinery.
         self._failures: list[_Failure] = []
+        self._holds: list[Hold] = []
         self._sessions: dict[str, _Session] = {}
         self._connections: set[_Connection] = set()
         self._changed = asyncio.Event()
@@ -412,6 +429,8 @@ class FakeDiscord:
         self.cdn_base = f"http://{root}/cdn"
 
     async def close(self) -> None:
+        for hold in self._holds:
+            hold.release()
         for conn in list(self._connections):
             conn.closed_by_server = True
             with contextlib.suppress(Exception):
@@ -871,6 +890,14 @@ class FakeDiscord:
                 body=body,
             )
         )
+
+    def hold_next(self, method: str, path_prefix: str) -> Hold:
+        """Hold the next REST request matching method and path prefix unanswered, before it
+        takes effect (a message is not created), until the hold is released; ``arrived`` is
+        set once it is being held. A process stopped meanwhile never learns its outcome."""
+        hold = Hold(method.upper(), path_prefix)
+        self._holds.append(hold)
+        return hold
 
     # ------------------------------------------------------------------ assertions
 
@@ -1543,6 +1570,13 @@ class FakeDiscord:
                 return self._failure_answer(failure)
         return None
 
+    def _take_hold(self, method: str, path: str) -> Hold | None:
+        for hold in self._holds:
+            if hold.method == method and path.startswith(hold.path_prefix):
+                self._holds.remove(hold)
+                return hold
+        return None
+
     @staticmethod
     def _failure_answer(failure: _Failure) -> tuple[int, JSON, dict[str, str]]:
         headers: dict[str, str] = {}
@@ -1601,6 +1635,12 @@ class FakeDiscord:
             time=arrived,
             query=dict(request.query),
         )
+        hold = self._take_hold(method, path)
+        if hold is not None:
+            hold.call = call
+            hold.arrived.set()
+            self._notify()
+            await hold.released.wait()  # cancelled if the client goes away first
         extra_headers: dict[str, str] = {}
         failure = self._take_failure(method, path)
         if failure is not None:
