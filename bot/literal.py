@@ -8,7 +8,8 @@ pairing code included. So every such value goes through :func:`literal` (or
 :func:`literal_line` for one-line values like names):
 
 - Markdown punctuation is backslash-escaped (CommonMark escapes, which every channel honours:
-  Discord natively, Telegram in ``adapters/telegram_format.py``, the console by unescaping);
+  Discord natively, Telegram in ``adapters/telegram_format.py``, the console by unescaping),
+  and so is a ``-`` or ``+`` that starts a line, which would otherwise be a list bullet;
 - explicit bidi controls are removed and a value holding right-to-left letters is wrapped in
   an isolate (FSI ... PDI), so it cannot reorder the text around it.
 """
@@ -30,6 +31,8 @@ BIDI_CONTROLS = frozenset(
 FIRST_STRONG_ISOLATE = "\u2068"
 POP_DIRECTIONAL_ISOLATE = "\u2069"
 _LINE_BREAKS = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x85]+")
+_LIST_MARKER = re.compile(r"^([ \t]*)([-+])", re.MULTILINE)
+"""``-`` or ``+`` starting a line (``*`` is escaped everywhere): a bullet on Telegram."""
 _ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 
 
@@ -37,6 +40,7 @@ def literal(text: str) -> str:
     """``text`` as Markdown that renders as exactly these characters, bidi-isolated."""
     cleaned = "".join(ch for ch in text if ch not in BIDI_CONTROLS)
     escaped = "".join("\\" + ch if ch in ESCAPED else ch for ch in cleaned)
+    escaped = _LIST_MARKER.sub(r"\1\\\2", escaped)
     if any(unicodedata.bidirectional(ch) in ("R", "AL") for ch in cleaned):
         return FIRST_STRONG_ISOLATE + escaped + POP_DIRECTIONAL_ISOLATE
     return escaped
