@@ -2,8 +2,9 @@
 
 One process holds an OS lock on the data directory while it writes; a second writer (``companion
 chat`` while ``companion run`` runs) stops with a clear message. Start-up recovers what a crash
-left behind: replies recorded but not fully delivered are finished, and messages that never got
-a reply are answered — once; replies the platform refused keep their retry schedule.
+left behind: ``/forget`` operations cut off halfway are finished, replies recorded but not fully
+delivered are finished, and messages that never got a reply are answered — once; replies the
+platform refused keep their retry schedule.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from bot.turns import TurnRunner
 from partners.catalog import PartnerCatalog
 from partners.checkins import Checkins
 from partners.consolidate import Consolidator
+from partners.forgetting import Forgetting
 from partners.memory import MemoryFile, MemoryStore
 from partners.persona import Partner, size_report
 from partners.review import Reviewer
@@ -105,6 +107,7 @@ class App:
     reviewer: Reviewer
     consolidator: Consolidator
     checkins: Checkins
+    forgetting: Forgetting
     scheduler: Scheduler
     lock: DataDirLock
     channels: dict[str, Channel] = field(default_factory=dict)
@@ -118,6 +121,9 @@ class App:
         """Recover, then connect every channel."""
         for partner in self.catalog.all():
             logger.info(size_report(partner, self.config.memory.context_budget))
+        # before anything can read or write memory again: a crash mid-/forget is finished
+        if forgotten := await self.forgetting.finish_unfinished():
+            logger.info("recovered: %d interrupted /forget operations finished", forgotten)
         redelivered = await self.delivery.redeliver_pending()
         self.delivery.start()
         resumed = await self.dispatcher.recover()
@@ -272,9 +278,9 @@ async def build_app(config: Config, channels: dict[str, Channel]) -> App:
         memory_settings=settings.memory,
     )
     dispatcher = Dispatcher(store, runner.process, config.dispatch.max_concurrent_turns)
-    gateway = Gateway(
-        config, store, catalog, access, dispatcher, channels, sessions, UserMemory(store, memory)
-    )
+    forgetting = Forgetting(store, memory, catalog)
+    user_memory = UserMemory(store, memory, forgetting)
+    gateway = Gateway(config, store, catalog, access, dispatcher, channels, sessions, user_memory)
     gateway.admin = AdminServices(
         memory=memory,
         owner_file=owner_memory_file(config),
@@ -301,6 +307,7 @@ async def build_app(config: Config, channels: dict[str, Channel]) -> App:
         reviewer,
         consolidator,
         checkins,
+        forgetting,
         scheduler,
         lock,
         channels,

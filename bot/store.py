@@ -1,5 +1,6 @@
 """The gateway's database: users, chats, bindings, sessions, messages and their search index,
-the work queue, review state, usage and the audit log. All SQL of the project lives here.
+the work queue, review state, forget operations, usage and the audit log. All SQL of the
+project lives here.
 
 :class:`Store` is the interface the rest of the code sees; this SQLite implementation (WAL,
 versioned migrations applied at open) is the embedded default. The dispatcher's queue is rows
@@ -241,6 +242,28 @@ SCHEMA: list[str] = [
         DELETE FROM delivery_retries WHERE message_id = old.id;
     END;
     """,
+    # 7: forgetting as a recorded operation: the intent first, then idempotent steps
+    """
+    CREATE TABLE forget_operations (
+        id INTEGER PRIMARY KEY,
+        request TEXT UNIQUE,
+        partner_id TEXT NOT NULL,
+        user_key TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        entry_ids TEXT NOT NULL,
+        hashes TEXT NOT NULL,
+        texts TEXT,
+        session_ids TEXT NOT NULL,
+        entries INTEGER NOT NULL,
+        passages INTEGER NOT NULL,
+        messages INTEGER NOT NULL,
+        status TEXT NOT NULL DEFAULT 'running',
+        created_at REAL NOT NULL,
+        finished_at REAL
+    );
+    CREATE INDEX forget_operations_open ON forget_operations (partner_id, user_key)
+        WHERE status != 'done';
+    """,
 ]
 
 MESSAGE_COLUMNS = (
@@ -326,6 +349,30 @@ class SearchHit:
     text: str
     created_at: float
     platform_message_id: str | None
+
+
+@dataclass(frozen=True)
+class ForgetOperation:
+    """One ``/forget``: what to remove, recorded before anything is removed (DESIGN.md
+    "Forgetting is an operation, not a loop"). ``texts`` are what the steps search for; they
+    are cleared once the steps ran, when ``status`` moves from running to scrubbed; done
+    means the search index and the WAL were cleaned up too. The counts answer the user."""
+
+    partner_id: str
+    user_key: str
+    kind: str
+    request: str | None = None
+    """The command's platform message, so a redelivered command finds its operation."""
+    entry_ids: tuple[str, ...] = ()
+    hashes: tuple[str, ...] = ()
+    texts: tuple[str, ...] = ()
+    session_ids: tuple[str, ...] = ()
+    """Sessions whose title is one of the user's messages (``history``)."""
+    entries: int = 0
+    passages: int = 0
+    messages: int = 0
+    status: str = "running"
+    id: int = 0
 
 
 @dataclass(frozen=True)
@@ -418,6 +465,9 @@ class Store:
         await self._db.execute("PRAGMA synchronous = NORMAL")
         await self._db.execute("PRAGMA busy_timeout = 5000")
         await self._db.execute("PRAGMA foreign_keys = ON")
+        # deleted rows are overwritten, not left in free space: forgotten text must not stay
+        # readable in the file (some builds have this on by default, not all)
+        await self._db.execute("PRAGMA secure_delete = ON")
         row = await self._one("PRAGMA user_version")
         version = int(row[0]) if row else 0
         if version > len(SCHEMA):
@@ -1000,19 +1050,33 @@ class Store:
             (partner_id, user_key, f"user:{user_key}"),
         )
 
-    async def forget_user_messages(
+    async def user_message_ids(
         self, partner_id: str, user_key: str, roles: Sequence[str]
-    ) -> int:
-        """Delete a user's messages (of these roles) with a partner, and their index rows."""
+    ) -> list[int]:
+        """A user's finished messages (of these roles) with a partner, their DM replies too."""
         marks = ", ".join("?" for _ in roles)
-        where = (
-            f"partner_id = ? AND (user_key = ? OR audience = ?) AND role IN ({marks})"
-            " AND status != 'pending'"
+        rows = await self._all(
+            "SELECT id FROM messages WHERE partner_id = ? AND (user_key = ? OR audience = ?)"
+            f" AND role IN ({marks}) AND status != 'pending' ORDER BY id",
+            (partner_id, user_key, f"user:{user_key}", *roles),
         )
-        params = (partner_id, user_key, f"user:{user_key}", *roles)
-        # the delete trigger takes the rows out of the search index too
-        cursor = await self._write(f"DELETE FROM messages WHERE {where}", params)
-        return cursor.rowcount
+        return [row[0] for row in rows]
+
+    async def journal_messages(self, partner_id: str) -> list[MessageRow]:
+        """Every journal entry of a partner as search indexes it."""
+        return await self._messages(
+            "WHERE partner_id = ? AND role = 'journal' ORDER BY id", (partner_id,)
+        )
+
+    async def delete_messages(self, message_ids: Sequence[int]) -> int:
+        """The one way a message leaves the store: the row, and (by the delete trigger) its
+        search index entry. Returns how many were still there."""
+        deleted = 0
+        async with self._transaction():
+            for message_id in message_ids:
+                cursor = await self._db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
+                deleted += cursor.rowcount
+        return deleted
 
     async def forget_session_prompts(self, partner_id: str, user_key: str) -> None:
         """Frozen prompts hold the user's memory as it was: end those sessions and drop it."""
@@ -1021,6 +1085,133 @@ class Store:
             " end_reason = COALESCE(end_reason, 'forgotten') WHERE partner_id = ? AND user_key = ?",
             (time.time(), partner_id, user_key),
         )
+
+    async def sessions_titled_by(self, partner_id: str, user_key: str) -> list[str]:
+        """A user's DM sessions with a partner, and group sessions opened by their message:
+        a session's title is its first message."""
+        rows = await self._all(
+            "SELECT id FROM sessions WHERE partner_id = ? AND user_key = ? UNION"
+            " SELECT m.session_id FROM messages m WHERE m.partner_id = ? AND m.user_key = ?"
+            " AND m.role = 'user' AND m.session_id IS NOT NULL AND m.id = (SELECT MIN(f.id)"
+            " FROM messages f WHERE f.session_id = m.session_id AND f.role = 'user')",
+            (partner_id, user_key, partner_id, user_key),
+        )
+        return [row[0] for row in rows]
+
+    async def clear_session_titles(self, session_ids: Sequence[str]) -> None:
+        async with self._transaction():
+            await self._db.executemany(
+                "UPDATE sessions SET title = '' WHERE id = ?", [(s,) for s in session_ids]
+            )
+
+    async def user_reminders(self, partner_id: str, user_key: str) -> list[dict[str, Any]]:
+        rows = await self._all(
+            "SELECT * FROM reminders WHERE partner_id = ? AND user_key = ? ORDER BY id",
+            (partner_id, user_key),
+        )
+        return [dict(row) for row in rows]
+
+    async def delete_reminders(self, reminder_ids: Sequence[int]) -> None:
+        async with self._transaction():
+            await self._db.executemany(
+                "DELETE FROM reminders WHERE id = ?", [(r,) for r in reminder_ids]
+            )
+
+    async def begin_forget(self, operation: ForgetOperation) -> ForgetOperation:
+        """Record a forget operation and its tombstones, in one transaction, before anything
+        is removed (a ``request`` is recorded once: look it up first)."""
+        now = time.time()
+        async with self._transaction():
+            cursor = await self._db.execute(
+                "INSERT INTO forget_operations (request, partner_id, user_key, kind, entry_ids,"
+                " hashes, texts, session_ids, entries, passages, messages, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    operation.request,
+                    operation.partner_id,
+                    operation.user_key,
+                    operation.kind,
+                    json.dumps(operation.entry_ids),
+                    json.dumps(operation.hashes),
+                    json.dumps(operation.texts, ensure_ascii=False),
+                    json.dumps(operation.session_ids),
+                    operation.entries,
+                    operation.passages,
+                    operation.messages,
+                    now,
+                ),
+            )
+            await self._db.executemany(
+                "INSERT OR IGNORE INTO tombstones (partner_id, user_key, text_hash, created_at)"
+                " VALUES (?, ?, ?, ?)",
+                [(operation.partner_id, operation.user_key, h, now) for h in operation.hashes],
+            )
+        assert cursor.lastrowid is not None
+        return replace(operation, id=cursor.lastrowid)
+
+    async def forget_operation(self, request: str) -> ForgetOperation | None:
+        rows = await self._forget_operations("WHERE request = ?", (request,))
+        return rows[0] if rows else None
+
+    async def unfinished_forgets(
+        self, partner_id: str | None = None, user_key: str | None = None
+    ) -> list[ForgetOperation]:
+        """Operations a crash or a failed step left behind, oldest first."""
+        where, params = "WHERE status != 'done'", []
+        if partner_id is not None and user_key is not None:
+            where += " AND partner_id = ? AND user_key = ?"
+            params += [partner_id, user_key]
+        return await self._forget_operations(where + " ORDER BY id", params)
+
+    async def forget_scrubbed(self, operation_id: int) -> None:
+        """Every copy is gone: the operation keeps no text of its own any more."""
+        await self._write(
+            "UPDATE forget_operations SET status = 'scrubbed', texts = NULL WHERE id = ?",
+            (operation_id,),
+        )
+
+    async def forget_done(self, operation_id: int) -> None:
+        await self._write(
+            "UPDATE forget_operations SET status = 'done', texts = NULL, finished_at = ?"
+            " WHERE id = ?",
+            (time.time(), operation_id),
+        )
+
+    async def _forget_operations(self, where: str, params: Sequence[Any]) -> list[ForgetOperation]:
+        rows = await self._all(
+            "SELECT id, request, partner_id, user_key, kind, entry_ids, hashes, texts,"
+            f" session_ids, entries, passages, messages, status FROM forget_operations {where}",
+            params,
+        )
+        return [
+            ForgetOperation(
+                id=row["id"],
+                request=row["request"],
+                partner_id=row["partner_id"],
+                user_key=row["user_key"],
+                kind=row["kind"],
+                entry_ids=tuple(json.loads(row["entry_ids"])),
+                hashes=tuple(json.loads(row["hashes"])),
+                texts=tuple(json.loads(row["texts"] or "[]")),
+                session_ids=tuple(json.loads(row["session_ids"])),
+                entries=row["entries"],
+                passages=row["passages"],
+                messages=row["messages"],
+                status=row["status"],
+            )
+            for row in rows
+        ]
+
+    async def erase_deleted_text(self) -> bool:
+        """After forgetting: rebuild the search index's segments without the deleted rows'
+        terms (an FTS5 delete only adds a marker; the terms stay in the old segments until a
+        merge) and checkpoint the WAL into the database, truncating it, so no older page
+        image keeps the text either. False if a reader kept the checkpoint from finishing."""
+        async with self._write_lock:
+            await self._db.execute("INSERT INTO message_index (message_index) VALUES ('optimize')")
+            cursor = await self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            row = await cursor.fetchone()
+        return row is not None and row[0] == 0
 
     # ---- check-ins and reminders -------------------------------------------------------
 

@@ -25,7 +25,7 @@ from bot.config import MemoryConfig
 from bot.llm import LLMClient, LLMError
 from bot.store import Store
 from partners.catalog import PartnerCatalog
-from partners.journal import clip, journal_file
+from partners.journal import DAY_LINE, clip, journal_file
 from partners.memory import MemoryFile, MemoryInputError, MemoryStore, read_text
 from partners.persona import Partner
 from partners.review import Reviewer, ReviewOutputError, ask_for_json, removes_too_much
@@ -33,7 +33,6 @@ from partners.review import Reviewer, ReviewOutputError, ask_for_json, removes_t
 logger = logging.getLogger(__name__)
 
 DONE_KEY = "nightly:{partner}"
-DAY_LINE = "> Day: "
 
 
 @dataclass

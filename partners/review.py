@@ -32,7 +32,14 @@ from bot.literal import literal_line
 from bot.llm import LLMClient, LLMError, storable
 from bot.store import MessageRow, NewMessage, SessionRow, Store
 from partners.catalog import PartnerCatalog
-from partners.journal import JournalEntry, day_header, journal_file, render, summaries_for_chat
+from partners.journal import (
+    JournalEntry,
+    day_header,
+    journal_file,
+    render,
+    summaries_for_chat,
+    user_marker,
+)
 from partners.memory import (
     MemoryFile,
     MemoryInputError,
@@ -507,7 +514,7 @@ class Reviewer:
             return ""
         user = await self.store.user(session.user_key)
         name = (user or {}).get("display_name") or session.user_key
-        return f"{name} ({session.user_key})"
+        return f"{name} {user_marker(session.user_key)}"
 
     async def _write_journal(
         self,

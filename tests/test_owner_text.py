@@ -96,6 +96,12 @@ def test_an_escaped_character_renders_as_itself_and_code_keeps_its_backslashes()
     assert render(r"\*not italic\* and `C:\*`").html == "*not italic* and <code>C:\\*</code>"
 
 
+def test_a_value_that_starts_a_line_with_a_list_marker_is_no_bullet() -> None:
+    for text in ("- ", "+ 1", "note\n  - not a list"):
+        assert render(literal(text)).plain == text
+        assert unescape(literal(text)) == text
+
+
 @given(st.text(max_size=80))
 def test_any_text_made_literal_renders_as_exactly_that_text_on_telegram(text: str) -> None:
     visible = render(literal(text)).plain
