@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from bot.literal import unescape
 from partners.memory import MemoryFile, MemoryInputError
 from tests.conftest import OWNER_ID, Harness, dm
 from tests.fakes.fake_llm import Reply, ToolCallSpec
@@ -232,7 +233,7 @@ async def test_forget_on_a_file_in_another_encoding_answers_and_changes_nothing(
     assert path.read_bytes() == LATIN_1
     assert await harness.app.store.tombstones("example", "test:42") == set()
     assert await harness.app.store.unfinished_forgets() == []
-    notices = harness.channel.texts(str(OWNER_ID))
+    notices = [unescape(text) for text in harness.channel.texts(str(OWNER_ID))]
     assert len(notices) == 1 and "test-42.md" in notices[0] and "UTF-8" in notices[0]
     audit = await harness.app.store.audit_rows("forget_failed")
     assert [(row["actor"], row["detail"]["partner"]) for row in audit] == [("test:42", "example")]
