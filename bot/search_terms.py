@@ -3,7 +3,10 @@
 Case and accents are folded before indexing (SQLite 3.40's trigram tokenizer cannot remove
 diacritics and finds nothing under three characters). Runs of CJK characters, which have no
 spaces between words, are indexed as overlapping bigrams so a two-character word like 东京 is
-found inside a longer sentence; a query's CJK run becomes a phrase of its bigrams.
+found inside a longer sentence. A query's CJK run matches a message sharing *any* of its
+bigrams, so a question asked in other words still finds what was said; BM25 ranks messages that
+share more of them higher, and the run's exact phrase is one more OR'd term that boosts exact
+matches. Kana and Hangul are treated the same way.
 """
 
 from __future__ import annotations
@@ -116,6 +119,16 @@ def _quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
+def _cjk_terms(run: str) -> list[str]:
+    """Each bigram of a query's CJK run, then the whole run as a phrase: an exact match
+    scores on every bigram and again on the phrase."""
+    grams = _bigrams(run)
+    terms = [_quote(gram) for gram in grams]
+    if len(grams) > 1:
+        terms.append(_quote(" ".join(grams)))
+    return terms
+
+
 def match_expression(query: str) -> str | None:
     """An FTS5 expression: the OR of the query's meaningful terms, or None if it has none.
 
@@ -126,7 +139,7 @@ def match_expression(query: str) -> str | None:
         if not part:
             continue
         if _CJK_RUN.fullmatch(part):
-            terms.append(_quote(" ".join(_bigrams(part))))
+            terms.extend(_cjk_terms(part))
             continue
         for word in _WORD.findall(part):
             if len(word) < 2 and not word.isdigit():

@@ -112,3 +112,37 @@ async def test_fts_syntax_in_queries_is_harmless(store: Store) -> None:
     for query in ['"', "*", "NEAR(", "a AND", "col:x", ")(", "^start"]:
         await store.search("p", query, None, 10)
     assert len(await store.search("p", 'stars" OR "', None, 10)) == 1
+
+
+async def test_a_chinese_line_in_other_words_finds_what_was_said(store: Store) -> None:
+    said = await add(store, "我上周末去爬了香山，红叶特别漂亮。")
+    await add(store, "今天天气很好，我们去公园散步吧。")
+    hits = await store.search("p", "你还记得我之前说去哪座山看红叶了吗？", None, 10)
+    assert [h.message_id for h in hits][:1] == [said]
+
+
+async def test_more_shared_bigrams_rank_higher(store: Store) -> None:
+    shares_one = await add(store, "这部电影很好看")
+    shares_two = await add(store, "我想去东京看樱花")
+    hits = await store.search("p", "东京的樱花好看吗", None, 10)
+    assert [h.message_id for h in hits] == [shares_two, shares_one]
+
+
+async def test_the_exact_phrase_ranks_above_scattered_bigrams(store: Store) -> None:
+    # the same length and the same three bigrams; the scattered one is newer, so only the
+    # phrase term puts the exact match first
+    now = time.time()
+    exact = await add(store, "我在东京大学读书", created_at=now - 60)
+    scattered = await add(store, "东京京都大学京大", created_at=now)
+    hits = await store.search("p", "东京大学", None, 10)
+    assert [h.message_id for h in hits] == [exact, scattered]
+
+
+async def test_japanese_and_korean_lines_match_on_shared_bigrams(store: Store) -> None:
+    japanese = await add(store, "先週、京都の伏見稲荷に行ってきたよ。鳥居がすごかった。")
+    korean = await add(store, "지난 주말에 제주도 한라산에 올라갔어.")
+    await add(store, "今日はラーメンを食べた。")
+    hits = await store.search("p", "この前どこの稲荷に行ったって言ったっけ？", None, 10)
+    assert [h.message_id for h in hits][:1] == [japanese]
+    hits = await store.search("p", "내가 주말에 어느 산에 갔다고 했지?", None, 10)
+    assert [h.message_id for h in hits][:1] == [korean]
