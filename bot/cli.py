@@ -31,7 +31,7 @@ from bot.llm import configuration_problem, probe
 from bot.store import NewMessage, Store, StoreError
 from partners.catalog import PartnerCatalog
 from partners.memory import read_text
-from partners.persona import PartnerError
+from partners.persona import Partner, PartnerError
 from partners.tools import format_hit, user_memory_file
 
 logger = logging.getLogger("companion")
@@ -393,7 +393,7 @@ def cmd_import(config: Config, args: argparse.Namespace) -> int:
     ]
     lock = _locked(config)
     try:
-        added, skipped = asyncio.run(_import(config, partner.id, records))
+        added, skipped = asyncio.run(_import(config, partner, records))
     finally:
         lock.release()
     print(f"imported {added} messages into {partner.id} ({skipped} already there)")
@@ -401,12 +401,15 @@ def cmd_import(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _import(
-    config: Config, partner_id: str, records: list[dict[str, Any]]
+    config: Config, partner: Partner, records: list[dict[str, Any]]
 ) -> tuple[int, int]:
     store = await Store.open(config.data_dir / "gateway.db")
+    partner_id = partner.id
     sessions: dict[str, str] = {}
     messages: list[NewMessage] = []
     try:
+        # imported messages are stemmed in the partner's language, as the gateway would
+        await store.set_search_language(partner_id, partner.preset.language)
         for record in records:
             user = str(record["user"])
             user_key = user if ":" in user else f"import:{user}"

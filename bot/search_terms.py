@@ -7,12 +7,20 @@ found inside a longer sentence. A query's CJK run matches a message sharing *any
 bigrams, so a question asked in other words still finds what was said; BM25 ranks messages that
 share more of them higher, and the run's exact phrase is one more OR'd term that boosts exact
 matches. Kana and Hangul are treated the same way.
+
+Words of spaced scripts are stemmed (Snowball, in the partner's language, English by default),
+on the indexed text and on the query alike, so "joined" and "join", "names" and "named" meet.
+A word is stemmed with its accents (the stemmers expect them) and folded afterwards.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
+from collections.abc import Callable
+
+import snowballstemmer
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _CJK = (
@@ -89,6 +97,45 @@ STOPWORDS = frozenset(
 )
 
 
+DEFAULT_LANGUAGE = "english"
+STEM_CACHE_WORDS = 50_000
+"""Stems remembered per language: chat vocabulary repeats, and stemming is pure Python."""
+_LANGUAGE_NAMES = {
+    "ar": "arabic", "ca": "catalan", "cs": "czech", "da": "danish", "de": "german",
+    "deutsch": "german", "el": "greek", "en": "english", "es": "spanish", "espanol": "spanish",
+    "eu": "basque", "fi": "finnish", "fr": "french", "francais": "french", "ga": "irish",
+    "hi": "hindi", "hu": "hungarian", "hy": "armenian", "id": "indonesian", "it": "italian",
+    "italiano": "italian", "lt": "lithuanian", "nb": "norwegian", "ne": "nepali",
+    "nl": "dutch", "nn": "norwegian", "no": "norwegian", "pl": "polish", "portugues":
+    "portuguese", "pt": "portuguese", "ro": "romanian", "ru": "russian", "sr": "serbian",
+    "sv": "swedish", "ta": "tamil", "tr": "turkish",
+    # CJK text is indexed as bigrams whatever the language; words in Latin letters among it
+    # are most often English
+    "zh": "english", "chinese": "english", "ja": "english", "japanese": "english",
+    "ko": "english", "korean": "english",
+}  # fmt: skip
+
+
+def search_language(value: str) -> str:
+    """The stemmer for a preset's ``language:``: a Snowball name ("spanish"), an ISO 639-1
+    code ("es", "pt-BR") or the language's own name ("Deutsch"). ValueError if unknown."""
+    key = fold(value).strip().replace("_", "-").split("-")[0]
+    if key in snowballstemmer.algorithms() and key != "porter":
+        return key
+    if key in _LANGUAGE_NAMES:
+        return _LANGUAGE_NAMES[key]
+    known = ", ".join(a for a in snowballstemmer.algorithms() if a != "porter")
+    raise ValueError(
+        f"{value!r} is not a language search knows; use a code like 'en' or one of {known}"
+    )
+
+
+@functools.cache
+def _stemmer(language: str) -> Callable[[str], str]:
+    stem_word = snowballstemmer.stemmer(language).stemWord
+    return functools.lru_cache(maxsize=STEM_CACHE_WORDS)(stem_word)
+
+
 def fold(text: str) -> str:
     """Lower-case and strip accents: 'Café' and 'CAFE' both become 'cafe'."""
     decomposed = unicodedata.normalize("NFKD", text)
@@ -102,16 +149,27 @@ def _bigrams(run: str) -> list[str]:
     return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
-def index_terms(text: str) -> str:
-    """The text as the index stores it: folded words and CJK bigrams, space separated."""
+def _lower(text: str) -> str:
+    """Case folded, accents kept (for the stemmer)."""
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def _words(part: str, language: str) -> list[tuple[str, str]]:
+    """(folded word, folded stem) for each word of a spaced-script part of the text."""
+    stem = _stemmer(language)
+    return [(fold(word), fold(stem(word))) for word in _WORD.findall(part)]
+
+
+def index_terms(text: str, language: str = DEFAULT_LANGUAGE) -> str:
+    """The text as the index stores it: stemmed, folded words and CJK bigrams."""
     out: list[str] = []
-    for part in _SPLIT.split(fold(text)):
+    for part in _SPLIT.split(_lower(text)):
         if not part:
             continue
         if _CJK_RUN.fullmatch(part):
             out.extend(_bigrams(part))
         else:
-            out.extend(_WORD.findall(part))
+            out.extend(stem for _, stem in _words(part, language))
     return " ".join(out)
 
 
@@ -129,23 +187,23 @@ def _cjk_terms(run: str) -> list[str]:
     return terms
 
 
-def match_expression(query: str) -> str | None:
+def match_expression(query: str, language: str = DEFAULT_LANGUAGE) -> str | None:
     """An FTS5 expression: the OR of the query's meaningful terms, or None if it has none.
 
     Every term is quoted, so user text can never inject FTS5 syntax.
     """
     terms: list[str] = []
-    for part in _SPLIT.split(fold(query)):
+    for part in _SPLIT.split(_lower(query)):
         if not part:
             continue
         if _CJK_RUN.fullmatch(part):
             terms.extend(_cjk_terms(part))
             continue
-        for word in _WORD.findall(part):
+        for word, stem in _words(part, language):
             if len(word) < 2 and not word.isdigit():
                 continue
             if word in STOPWORDS:
                 continue
-            terms.append(_quote(word))
+            terms.append(_quote(stem))
     unique = list(dict.fromkeys(terms))
     return " OR ".join(unique) if unique else None

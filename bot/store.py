@@ -23,9 +23,19 @@ from typing import Any
 
 import aiosqlite
 
-from bot.search_terms import index_terms, match_expression
+from bot.search_terms import DEFAULT_LANGUAGE, index_terms, match_expression
 
-SCHEMA: list[str] = [
+
+@dataclass(frozen=True)
+class Migration:
+    """A schema step whose data must be recomputed in Python (search terms are made there):
+    ``sql`` runs first, then the Store method named ``then``, in the same transaction."""
+
+    sql: str
+    then: str
+
+
+SCHEMA: list[str | Migration] = [
     # 1: the core tables
     """
     CREATE TABLE users (
@@ -213,7 +223,25 @@ SCHEMA: list[str] = [
     CREATE INDEX messages_user_time ON messages (user_key, created_at);
     ALTER TABLE sessions ADD COLUMN reviewed_at REAL;
     """,
+    # 4: stemmed search terms in each partner's language; every message re-indexed
+    Migration(
+        """
+        CREATE TABLE search_languages (
+            partner_id TEXT PRIMARY KEY,
+            language TEXT NOT NULL
+        );
+        CREATE TRIGGER messages_reindexed AFTER UPDATE OF terms ON messages BEGIN
+            INSERT INTO message_index (message_index, rowid, terms, scope)
+            SELECT 'delete', old.id, old.terms, old.scope WHERE old.terms IS NOT NULL;
+            INSERT INTO message_index (rowid, terms, scope)
+            SELECT new.id, new.terms, new.scope WHERE new.terms IS NOT NULL;
+        END;
+        """,
+        then="_recompute_search_terms",
+    ),
 ]
+REINDEX_BATCH = 2000
+"""Messages re-indexed per round trip when search terms are recomputed."""
 
 MESSAGE_COLUMNS = (
     "id, session_id, partner_id, chat_key, platform_message_id, user_key, speaker, role, text, "
@@ -331,6 +359,8 @@ class Store:
         self._write_lock = asyncio.Lock()
         # what upsert_user/upsert_chat last wrote, so an unchanged name costs no write
         self._written: dict[tuple[str, str], tuple[Any, ...]] = {}
+        self._languages: dict[str, str] = {}
+        """Each partner's search language (stemmer); absent: the default."""
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[None]:
@@ -385,10 +415,24 @@ class Store:
             raise StoreError(
                 f"{self.path} was written by a newer version (schema {version}); upgrade first"
             )
-        for number, script in enumerate(SCHEMA[version:], start=version + 1):
-            await self._db.executescript(
-                f"BEGIN; {script}; PRAGMA user_version = {number}; COMMIT;"
-            )
+        for number, step in enumerate(SCHEMA[version:], start=version + 1):
+            await self._migrate(number, step)
+        rows = await self._all("SELECT partner_id, language FROM search_languages")
+        self._languages = {row[0]: row[1] for row in rows}
+
+    async def _migrate(self, number: int, step: str | Migration) -> None:
+        """One schema version, its Python part included, in one transaction."""
+        sql = step if isinstance(step, str) else step.sql
+        # executescript commits an open transaction first, so BEGIN goes inside the script
+        await self._db.executescript(f"BEGIN; {sql};")
+        try:
+            if isinstance(step, Migration):
+                await getattr(self, step.then)()
+            await self._db.execute(f"PRAGMA user_version = {number}")
+        except BaseException:
+            await self._db.execute("ROLLBACK")
+            raise
+        await self._db.execute("COMMIT")
 
     async def schema_version(self) -> int:
         row = await self._one("PRAGMA user_version")
@@ -557,7 +601,7 @@ class Store:
                 m.status,
                 m.created_at if m.created_at is not None else time.time(),
                 m.answers_upto,
-                index_terms(m.text) if searchable else None,
+                index_terms(m.text, self._language(m.partner_id)) if searchable else None,
                 audience_token(m.partner_id, m.audience) if m.partner_id and searchable else None,
             ),
         )
@@ -829,7 +873,7 @@ class Store:
 
         ``audiences=None`` searches all of the partner's history (shared memory scope).
         """
-        expression = match_expression(query)
+        expression = match_expression(query, self._language(partner_id))
         if expression is None or (audiences is not None and not audiences):
             return []
         terms = f"terms : ({expression})"
@@ -845,6 +889,57 @@ class Store:
             " ORDER BY bm25(message_index, 1.0, 0.0), m.created_at DESC LIMIT ?"
         )
         return [SearchHit(*row) for row in await self._all(sql, (terms, partner_id, limit))]
+
+    def _language(self, partner_id: str | None) -> str:
+        return self._languages.get(partner_id or "", DEFAULT_LANGUAGE)
+
+    async def set_search_language(self, partner_id: str, language: str) -> int:
+        """Stem this partner's history in ``language`` from now on (a Snowball name, see
+        ``search_language``); a change re-indexes what is stored. Returns messages re-indexed."""
+        if self._language(partner_id) == language:
+            return 0
+        async with self._transaction():
+            await self._db.execute(
+                "INSERT INTO search_languages (partner_id, language) VALUES (?, ?)"
+                " ON CONFLICT (partner_id) DO UPDATE SET language = excluded.language",
+                (partner_id, language),
+            )
+            self._languages[partner_id] = language
+            try:
+                return await self._recompute_search_terms(partner_id)
+            except BaseException:
+                self._languages = {
+                    row[0]: row[1]
+                    for row in await self._all("SELECT partner_id, language FROM search_languages")
+                }
+                raise
+
+    async def _recompute_search_terms(self, partner_id: str | None = None) -> int:
+        """Recompute the index terms of stored messages (all, or one partner's) in Python and
+        rewrite the rows whose terms changed; the update trigger rewrites the index. Runs
+        inside the caller's transaction."""
+        where = "terms IS NOT NULL AND id > ?"
+        params: list[Any] = []
+        if partner_id is not None:
+            where += " AND partner_id = ?"
+            params.append(partner_id)
+        changed, after = 0, 0
+        while True:
+            rows = await self._all(
+                f"SELECT id, partner_id, text, terms FROM messages WHERE {where}"
+                " ORDER BY id LIMIT ?",
+                (after, *params, REINDEX_BATCH),
+            )
+            if not rows:
+                return changed
+            updates = [
+                (terms, row[0])
+                for row in rows
+                if (terms := index_terms(row[2], self._language(row[1]))) != row[3]
+            ]
+            await self._db.executemany("UPDATE messages SET terms = ? WHERE id = ?", updates)
+            changed += len(updates)
+            after = rows[-1][0]
 
     # ---- what a user owns: forgetting and export -------------------------------------
 
