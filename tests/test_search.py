@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -10,6 +11,8 @@ import pytest
 
 from bot.search_terms import fold, index_terms, match_expression
 from bot.store import NewMessage, Store
+
+CHATS = itertools.count()
 
 
 @pytest.fixture
@@ -27,8 +30,12 @@ async def add(
     role: str = "user",
     created_at: float | None = None,
 ) -> int:
+    # each message in a chat of its own: these tests are about a message's own words, not
+    # its neighbours' (tests/test_search_context.py)
     message_id = await store.add_message(
-        NewMessage("c", role, text, audience, partner_id=partner, created_at=created_at)
+        NewMessage(
+            f"c{next(CHATS)}", role, text, audience, partner_id=partner, created_at=created_at
+        )
     )
     assert message_id is not None
     return message_id

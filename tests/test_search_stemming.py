@@ -3,6 +3,7 @@ in every index, old ones included (the migration and a language change re-index)
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -11,6 +12,8 @@ import pytest
 
 from bot.search_terms import index_terms, match_expression, search_language
 from bot.store import SCHEMA, NewMessage, Store
+
+CHATS = itertools.count()
 
 
 @pytest.fixture
@@ -21,8 +24,9 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
 
 
 async def add(store: Store, text: str, partner: str = "p") -> int:
+    # a chat of its own: no neighbours' words (tests/test_search_context.py)
     message_id = await store.add_message(
-        NewMessage("c", "user", text, "user:a", partner_id=partner)
+        NewMessage(f"c{next(CHATS)}", "user", text, "user:a", partner_id=partner)
     )
     assert message_id is not None
     return message_id
