@@ -331,7 +331,8 @@ def cmd_search(config: Config, args: argparse.Namespace) -> int:
                     )
                 )
             else:
-                print("\n".join(format_hit(h) for h in hits) or "no matches")
+                language = partner.preset.language
+                print("\n".join(format_hit(h, args.query, language) for h in hits) or "no matches")
         finally:
             await store.close()
 

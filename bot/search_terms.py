@@ -29,6 +29,8 @@ _CJK = (
     "\uac00-\ud7af"  # Hangul syllables
 )
 _CJK_RUN = re.compile(f"[{_CJK}]+")
+_TOKEN = re.compile(f"([{_CJK}]+)|[^\\W{_CJK}]+")
+"""A CJK run (group 1) or a word of other letters, as index_terms splits text."""
 _SPLIT = re.compile(f"([{_CJK}]+)")
 
 STOPWORDS = frozenset(
@@ -207,3 +209,61 @@ def match_expression(query: str, language: str = DEFAULT_LANGUAGE) -> str | None
             terms.append(_quote(stem))
     unique = list(dict.fromkeys(terms))
     return " OR ".join(unique) if unique else None
+
+
+def _query_keys(query: str, language: str) -> set[str]:
+    """What a query matches on: stems of its meaningful words and its CJK bigrams."""
+    keys: set[str] = set()
+    for part in _SPLIT.split(_lower(query)):
+        if _CJK_RUN.fullmatch(part):
+            keys.update(_bigrams(part))
+        elif part:
+            keys.update(stem for word, stem in _words(part, language) if word not in STOPWORDS)
+    return keys
+
+
+def _matched_spans(text: str, keys: set[str], language: str) -> list[tuple[int, int]]:
+    """(start, end) in ``text`` of every word or CJK bigram the query matches."""
+    stem = _stemmer(language)
+    spans: list[tuple[int, int]] = []
+    for token in _TOKEN.finditer(text):
+        if token.group(1):
+            for i, gram in enumerate(_bigrams(_lower(token.group(1)))):
+                if gram in keys:
+                    spans.append((token.start() + i, token.start() + i + len(gram)))
+        elif fold(stem(_lower(token.group()))) in keys:
+            spans.append(token.span())
+    return spans
+
+
+def _densest(spans: list[tuple[int, int]], reach: int) -> int:
+    """The index of the span that starts the run of spans, within ``reach`` characters,
+    holding the most of them (spans in text order)."""
+    best, best_count, end = 0, 0, 0
+    for i, (start, _) in enumerate(spans):
+        while end < len(spans) and spans[end][1] <= start + reach:
+            end += 1
+        if end - i > best_count:
+            best, best_count = i, end - i
+    return best
+
+
+def snippet(text: str, query: str, language: str = DEFAULT_LANGUAGE, width: int = 200) -> str:
+    """About ``width`` characters of ``text`` around the most words the query matched, with
+    "…" where it was cut; the whole text (spaces squeezed) if it is short enough. A message
+    found only through its neighbours' words shows its beginning."""
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    spans = _matched_spans(text, _query_keys(query, language), language)
+    start = 0
+    if spans:
+        # start a little before the densest run of matches
+        first = spans[_densest(spans, width * 3 // 4)][0]
+        start = max(0, min(first - width // 4, len(text) - width))
+        if start and (space := text.rfind(" ", start - 20, start)) > 0:
+            start = space + 1
+    end = min(len(text), start + width)
+    if end < len(text) and (space := text.rfind(" ", end - 20, end)) > start:
+        end = space
+    return ("…" if start else "") + text[start:end] + ("…" if end < len(text) else "")

@@ -935,11 +935,21 @@ class Store:
     # ---- search ----------------------------------------------------------------------
 
     async def search(
-        self, partner_id: str, query: str, audiences: Sequence[str] | None, limit: int
+        self,
+        partner_id: str,
+        query: str,
+        audiences: Sequence[str] | None,
+        limit: int,
+        *,
+        since: float | None = None,
+        until: float | None = None,
+        speaker: str | None = None,
     ) -> list[SearchHit]:
         """Best matches first (BM25, newer first on ties) among the given audiences.
 
         ``audiences=None`` searches all of the partner's history (shared memory scope).
+        ``since``/``until`` (epoch seconds, until exclusive) and ``speaker`` (a name, any
+        case) narrow the messages searched.
         """
         expression = match_expression(query, self._language(partner_id))
         if expression is None or (audiences is not None and not audiences):
@@ -954,9 +964,14 @@ class Store:
             " JOIN messages m ON m.id = message_index.rowid"
             " LEFT JOIN sessions s ON s.id = m.session_id"
             " WHERE message_index MATCH ? AND m.partner_id = ? AND m.status != 'pending'"
+            " AND m.created_at >= COALESCE(?, m.created_at)"
+            " AND m.created_at < COALESCE(?, m.created_at + 1)"
+            " AND m.speaker = COALESCE(?, m.speaker) COLLATE NOCASE"
             " ORDER BY bm25(message_index, 1.0, 0.0, ?, ?), m.created_at DESC LIMIT ?"
         )
-        params = (terms, partner_id, CONTEXT_WEIGHT, CONTEXT_WEIGHT, limit)
+        params = (
+            terms, partner_id, since, until, speaker, CONTEXT_WEIGHT, CONTEXT_WEIGHT, limit
+        )  # fmt: skip
         return [SearchHit(*row) for row in await self._all(sql, params)]
 
     def _language(self, partner_id: str | None) -> str:
