@@ -417,17 +417,7 @@ async def _import(
             audience = f"user:{user_key}"
             chat_key = f"import:{partner_id}:{record['session']}"
             if chat_key not in sessions:
-                session = await store.create_session(
-                    partner_id=partner_id,
-                    chat_key=chat_key,
-                    user_key=user_key,
-                    audience=audience,
-                    system_prompt="",
-                    kind="import",
-                    title=str(record.get("title") or record["text"])[:60],
-                )
-                await store.end_session(session.id, "imported")
-                sessions[chat_key] = session.id
+                sessions[chat_key] = await _import_session(store, partner_id, chat_key, record)
             ident = str(record.get("id") or f"{record['session']}:{len(messages)}")
             is_user = record["role"] == "user"
             messages.append(
@@ -450,6 +440,29 @@ async def _import(
         await store.close()
     added = sum(1 for i in ids if i is not None)
     return added, len(ids) - added
+
+
+async def _import_session(
+    store: Store, partner_id: str, chat_key: str, record: dict[str, Any]
+) -> str:
+    """The session an imported conversation goes into: the one an earlier import of the same
+    file made, or a new, ended one titled by its first record."""
+    earlier = await store.latest_session(chat_key, partner_id, kind="import")
+    if earlier is not None:
+        return earlier.id
+    user = str(record["user"])
+    user_key = user if ":" in user else f"import:{user}"
+    session = await store.create_session(
+        partner_id=partner_id,
+        chat_key=chat_key,
+        user_key=user_key,
+        audience=f"user:{user_key}",
+        system_prompt="",
+        kind="import",
+        title=str(record.get("title") or record["text"])[:60],
+    )
+    await store.end_session(session.id, "imported")
+    return session.id
 
 
 # ---- doctor and backup -----------------------------------------------------------------

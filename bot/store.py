@@ -801,11 +801,12 @@ class Store:
         )
         return rows[0] if rows else None
 
-    async def latest_session(self, chat_key: str, partner_id: str | None) -> SessionRow | None:
+    async def latest_session(
+        self, chat_key: str, partner_id: str | None, kind: str = "chat"
+    ) -> SessionRow | None:
         rows = await self._sessions(
-            "WHERE chat_key = ? AND partner_id IS ? AND kind = 'chat'"
-            " ORDER BY created_at DESC LIMIT 1",
-            (chat_key, partner_id),
+            "WHERE chat_key = ? AND partner_id IS ? AND kind = ? ORDER BY created_at DESC LIMIT 1",
+            (chat_key, partner_id, kind),
         )
         return rows[0] if rows else None
 
