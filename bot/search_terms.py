@@ -11,6 +11,10 @@ matches. Kana and Hangul are treated the same way.
 Words of spaced scripts are stemmed (Snowball, in the partner's language, English by default),
 on the indexed text and on the query alike, so "joined" and "join", "names" and "named" meet.
 A word is stemmed with its accents (the stemmers expect them) and folded afterwards.
+
+Every term carries a short tag of its audience (the store derives it), so the index keeps one
+doclist per term *and audience*: a search reads only the postings of the audiences it may see,
+and its cost follows the size of their history, not everyone's.
 """
 
 from __future__ import annotations
@@ -18,18 +22,19 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import snowballstemmer
 
-_WORD = re.compile(r"\w+", re.UNICODE)
+_WORD = re.compile(r"[^\W_]+")
+"""Letters and digits: the index's tokenizer splits on "_" too, and must see our terms whole."""
 _CJK = (
     "\u3040-\u30ff"  # Hiragana, Katakana
     "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs
     "\uac00-\ud7af"  # Hangul syllables
 )
 _CJK_RUN = re.compile(f"[{_CJK}]+")
-_TOKEN = re.compile(f"([{_CJK}]+)|[^\\W{_CJK}]+")
+_TOKEN = re.compile(f"([{_CJK}]+)|[^\\W_{_CJK}]+")
 """A CJK run (group 1) or a word of other letters, as index_terms splits text."""
 _SPLIT = re.compile(f"([{_CJK}]+)")
 
@@ -162,8 +167,9 @@ def _words(part: str, language: str) -> list[tuple[str, str]]:
     return [(fold(word), fold(stem(word))) for word in _WORD.findall(part)]
 
 
-def index_terms(text: str, language: str = DEFAULT_LANGUAGE) -> str:
-    """The text as the index stores it: stemmed, folded words and CJK bigrams."""
+def index_terms(text: str, language: str = DEFAULT_LANGUAGE, tag: str = "") -> str:
+    """The text as the index stores it: stemmed, folded words and CJK bigrams, each prefixed
+    with ``tag`` (letters and digits only, so the tokenizer keeps it on the term)."""
     out: list[str] = []
     for part in _SPLIT.split(_lower(text)):
         if not part:
@@ -172,41 +178,45 @@ def index_terms(text: str, language: str = DEFAULT_LANGUAGE) -> str:
             out.extend(_bigrams(part))
         else:
             out.extend(stem for _, stem in _words(part, language))
-    return " ".join(out)
+    return " ".join(tag + term for term in out)
 
 
 def _quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def _cjk_terms(run: str) -> list[str]:
+def _cjk_terms(run: str) -> list[list[str]]:
     """Each bigram of a query's CJK run, then the whole run as a phrase: an exact match
     scores on every bigram and again on the phrase."""
     grams = _bigrams(run)
-    terms = [_quote(gram) for gram in grams]
+    terms = [[gram] for gram in grams]
     if len(grams) > 1:
-        terms.append(_quote(" ".join(grams)))
+        terms.append(grams)
     return terms
 
 
-def match_expression(query: str, language: str = DEFAULT_LANGUAGE) -> str | None:
-    """An FTS5 expression: the OR of the query's meaningful terms, or None if it has none.
+def match_expression(
+    query: str, language: str = DEFAULT_LANGUAGE, tags: Sequence[str] = ("",)
+) -> str | None:
+    """An FTS5 expression: the OR of the query's meaningful terms under each of ``tags``
+    (the audiences searched), or None if it has none.
 
     Every term is quoted, so user text can never inject FTS5 syntax.
     """
-    terms: list[str] = []
+    phrases: list[list[str]] = []
     for part in _SPLIT.split(_lower(query)):
         if not part:
             continue
         if _CJK_RUN.fullmatch(part):
-            terms.extend(_cjk_terms(part))
+            phrases.extend(_cjk_terms(part))
             continue
         for word, stem in _words(part, language):
             if len(word) < 2 and not word.isdigit():
                 continue
             if word in STOPWORDS:
                 continue
-            terms.append(_quote(stem))
+            phrases.append([stem])
+    terms = [_quote(" ".join(tag + t for t in phrase)) for tag in tags for phrase in phrases]
     unique = list(dict.fromkeys(terms))
     return " OR ".join(unique) if unique else None
 

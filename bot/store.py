@@ -29,10 +29,12 @@ from bot.search_terms import DEFAULT_LANGUAGE, index_terms, match_expression
 @dataclass(frozen=True)
 class Migration:
     """A schema step whose data must be recomputed in Python (search terms are made there):
-    ``sql`` runs first, then the Store method named ``then``, in the same transaction."""
+    ``sql`` runs first, then the Store method named ``then``, then ``after`` (SQL that needs
+    the recomputed data, such as a new index and its triggers), in one transaction."""
 
     sql: str
     then: str
+    after: str = ""
 
 
 SCHEMA: list[str | Migration] = [
@@ -290,6 +292,65 @@ SCHEMA: list[str | Migration] = [
         WHERE new.terms IS NOT NULL;
     END;
     """,
+    # 6: index terms tagged with their audience, so a search reads only the doclists of the
+    # audiences it may see; search_scopes lists a partner's audiences for shared-scope search
+    Migration(
+        """
+        DROP TRIGGER messages_indexed;
+        DROP TRIGGER messages_unindexed;
+        DROP TRIGGER messages_reindexed;
+        DROP TABLE message_index;
+        CREATE TABLE search_scopes (
+            partner_id TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            PRIMARY KEY (partner_id, scope)
+        );
+        INSERT OR IGNORE INTO search_scopes (partner_id, scope)
+        SELECT DISTINCT partner_id, scope FROM messages WHERE scope IS NOT NULL;
+        """,
+        then="_rebuild_search_terms",
+        after="""
+        CREATE VIRTUAL TABLE message_index USING fts5(
+            terms, scope, before_terms, after_terms, content = 'messages',
+            content_rowid = 'id', tokenize = 'unicode61 remove_diacritics 2'
+        );
+        INSERT INTO message_index (rowid, terms, scope, before_terms, after_terms)
+        SELECT id, terms, scope, before_terms, after_terms FROM messages
+        WHERE terms IS NOT NULL;
+        -- a new message becomes the "after" of the one before it in its thread; the insert
+        -- itself carries its "before" (see Store._insert_message)
+        CREATE TRIGGER messages_indexed AFTER INSERT ON messages WHEN new.terms IS NOT NULL
+        BEGIN
+            INSERT INTO message_index (rowid, terms, scope, before_terms, after_terms)
+            VALUES (new.id, new.terms, new.scope, new.before_terms, new.after_terms);
+            INSERT OR IGNORE INTO search_scopes (partner_id, scope)
+            VALUES (new.partner_id, new.scope);
+            UPDATE messages SET after_terms = new.terms
+            WHERE new.role IN ('user', 'assistant', 'context') AND id = (
+                SELECT id FROM messages WHERE chat_key = new.chat_key
+                AND partner_id = new.partner_id AND audience = new.audience
+                AND terms IS NOT NULL AND role IN ('user', 'assistant', 'context')
+                AND id < new.id ORDER BY id DESC LIMIT 1
+            );
+        END;
+        CREATE TRIGGER messages_unindexed AFTER DELETE ON messages WHEN old.terms IS NOT NULL
+        BEGIN
+            INSERT INTO message_index (message_index, rowid, terms, scope, before_terms,
+                after_terms)
+            VALUES ('delete', old.id, old.terms, old.scope, old.before_terms, old.after_terms);
+        END;
+        CREATE TRIGGER messages_reindexed
+        AFTER UPDATE OF terms, scope, before_terms, after_terms ON messages BEGIN
+            INSERT INTO message_index (message_index, rowid, terms, scope, before_terms,
+                after_terms)
+            SELECT 'delete', old.id, old.terms, old.scope, old.before_terms, old.after_terms
+            WHERE old.terms IS NOT NULL;
+            INSERT INTO message_index (rowid, terms, scope, before_terms, after_terms)
+            SELECT new.id, new.terms, new.scope, new.before_terms, new.after_terms
+            WHERE new.terms IS NOT NULL;
+        END;
+        """,
+    ),
 ]
 THREAD_ROLES = ("user", "assistant", "context")
 """Roles that make up a conversation thread: each one is its neighbours' context. (The
@@ -312,6 +373,18 @@ SESSION_COLUMNS = (
 )
 SEARCHABLE_ROLES = ("user", "assistant", "context", "journal")
 """Roles partner_search can find; tool traffic and notices never are."""
+
+
+def _statements(script: str) -> list[str]:
+    """A script's statements, for running them one by one (a trigger body holds ';' of its
+    own, so sqlite3.complete_statement decides where each ends)."""
+    statements, pending = [], ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            statements.append(pending.strip())
+            pending = ""
+    return [s for s in statements if s]
 
 
 class StoreError(Exception):
@@ -406,6 +479,13 @@ def audience_token(partner_id: str, audience: str) -> str:
     return "a" + hashlib.sha1(f"{partner_id}\x00{audience}".encode()).hexdigest()[:16]
 
 
+def term_tag(scope: str) -> str:
+    """The prefix of every index term of one scope token's messages: an index term is per
+    audience, so a search reads only the postings of the audiences it may see. (Two audiences
+    sharing a tag would only share doclists; the scope filter still keeps them apart.)"""
+    return scope[1:9]
+
+
 class Store:
     """The store interface, implemented on SQLite through aiosqlite."""
 
@@ -486,11 +566,18 @@ class Store:
         try:
             if isinstance(step, Migration):
                 await getattr(self, step.then)()
+                if step.after:
+                    await self._execute_script(step.after)
             await self._db.execute(f"PRAGMA user_version = {number}")
         except BaseException:
             await self._db.execute("ROLLBACK")
             raise
         await self._db.execute("COMMIT")
+
+    async def _execute_script(self, script: str) -> None:
+        """Run several statements inside the open transaction (executescript would commit)."""
+        for statement in _statements(script):
+            await self._db.execute(statement)
 
     async def schema_version(self) -> int:
         row = await self._one("PRAGMA user_version")
@@ -640,6 +727,7 @@ class Store:
     async def _insert_message(self, m: NewMessage) -> int | None:
         searchable = m.role in SEARCHABLE_ROLES and m.partner_id
         threaded = searchable and m.role in THREAD_ROLES
+        scope = audience_token(m.partner_id, m.audience) if m.partner_id and searchable else None
         # the terms of the message before this one in its thread are its "before" context;
         # the insert trigger makes this one that message's "after"
         cursor = await self._db.execute(
@@ -665,8 +753,8 @@ class Store:
                 m.status,
                 m.created_at if m.created_at is not None else time.time(),
                 m.answers_upto,
-                index_terms(m.text, self._language(m.partner_id)) if searchable else None,
-                audience_token(m.partner_id, m.audience) if m.partner_id and searchable else None,
+                self._terms(m.text, m.partner_id, scope) if scope else None,
+                scope,
                 bool(threaded),
                 m.chat_key,
                 m.partner_id,
@@ -952,13 +1040,19 @@ class Store:
         ``since``/``until`` (epoch seconds, until exclusive) and ``speaker`` (a name, any
         case) narrow the messages searched.
         """
-        expression = match_expression(query, self._language(partner_id))
-        if expression is None or (audiences is not None and not audiences):
+        if audiences is None:
+            rows = await self._all(
+                "SELECT scope FROM search_scopes WHERE partner_id = ?", (partner_id,)
+            )
+            scopes = [row[0] for row in rows]
+        else:
+            scopes = [audience_token(partner_id, a) for a in audiences]
+        tags = [term_tag(scope) for scope in scopes]
+        expression = match_expression(query, self._language(partner_id), tags)
+        if expression is None or not scopes:
             return []
-        terms = f"{{terms before_terms after_terms}} : ({expression})"
-        if audiences is not None:
-            tokens = " OR ".join(f'"{audience_token(partner_id, a)}"' for a in audiences)
-            terms = f"scope : ({tokens}) AND {terms}"
+        tokens = " OR ".join(f'"{scope}"' for scope in scopes)
+        terms = f"scope : ({tokens}) AND {{terms before_terms after_terms}} : ({expression})"
         sql = (
             "SELECT m.id, COALESCE(s.title, ''), m.role, m.text, m.created_at,"
             " m.platform_message_id FROM message_index"
@@ -978,6 +1072,10 @@ class Store:
     def _language(self, partner_id: str | None) -> str:
         return self._languages.get(partner_id or "", DEFAULT_LANGUAGE)
 
+    def _terms(self, text: str, partner_id: str | None, scope: str) -> str:
+        """A message's index terms: stemmed in its partner's language, tagged with its scope."""
+        return index_terms(text, self._language(partner_id), term_tag(scope))
+
     async def set_search_language(self, partner_id: str, language: str) -> int:
         """Stem this partner's history in ``language`` from now on (a Snowball name, see
         ``search_language``); a change re-indexes what is stored. Returns messages re-indexed."""
@@ -991,7 +1089,9 @@ class Store:
             )
             self._languages[partner_id] = language
             try:
-                return await self._recompute_search_terms(partner_id)
+                count = await self._recompute_search_terms(partner_id)
+                await self._rewrite_neighbours(await self._threads("partner_id = ?", (partner_id,)))
+                return count
             except BaseException:
                 self._languages = {
                     row[0]: row[1]
@@ -1011,7 +1111,7 @@ class Store:
         changed, after = 0, 0
         while True:
             rows = await self._all(
-                f"SELECT id, partner_id, text, terms FROM messages WHERE {where}"
+                f"SELECT id, partner_id, scope, text, terms FROM messages WHERE {where}"
                 " ORDER BY id LIMIT ?",
                 (after, *params, REINDEX_BATCH),
             )
@@ -1020,11 +1120,17 @@ class Store:
             updates = [
                 (terms, row[0])
                 for row in rows
-                if (terms := index_terms(row[2], self._language(row[1]))) != row[3]
+                if (terms := self._terms(row[3], row[1], row[2])) != row[4]
             ]
             await self._db.executemany("UPDATE messages SET terms = ? WHERE id = ?", updates)
             changed += len(updates)
             after = rows[-1][0]
+
+    async def _rebuild_search_terms(self) -> None:
+        """Every message's terms and context columns recomputed (a migration step, run while
+        the index and its triggers are dropped)."""
+        await self._recompute_search_terms()
+        await self._rewrite_neighbours()
 
     async def _threads(self, where: str, params: Sequence[Any]) -> list[tuple[str, str, str]]:
         """The conversation threads (chat, partner, audience) that rows matching ``where``

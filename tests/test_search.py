@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -153,3 +154,27 @@ async def test_japanese_and_korean_lines_match_on_shared_bigrams(store: Store) -
     assert [h.message_id for h in hits][:1] == [japanese]
     hits = await store.search("p", "내가 주말에 어느 산에 갔다고 했지?", None, 10)
     assert [h.message_id for h in hits][:1] == [korean]
+
+
+async def test_words_joined_by_underscores_are_found_by_each_part(store: Store) -> None:
+    said = await add(store, "my wifi is called tea_house_guest")
+    assert [h.message_id for h in await store.search("p", "guest", None, 10)] == [said]
+
+
+def index_vocabulary(path: Path) -> set[str]:
+    db = sqlite3.connect(path)
+    try:
+        db.execute("CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, message_index, row)")
+        return {row[0] for row in db.execute("SELECT term FROM temp.vocab")}
+    finally:
+        db.close()
+
+
+async def test_each_audience_has_its_own_index_terms(store: Store) -> None:
+    # a search then reads only the doclists of the audiences it may see, not everyone's
+    await add(store, "garden", audience="user:alice")
+    await add(store, "garden", audience="user:bob")
+    terms = [t for t in index_vocabulary(store.path) if t.endswith("garden")]
+    assert len(terms) == 2 and "garden" not in terms
+    assert len(await store.search("p", "garden", ["user:alice"], 10)) == 1
+    assert len(await store.search("p", "garden", None, 10)) == 2

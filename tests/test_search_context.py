@@ -148,3 +148,11 @@ async def test_an_index_without_context_is_rebuilt_at_open(tmp_path: Path) -> No
         ]
     finally:
         await store.close()
+
+
+async def test_a_new_language_reaches_the_neighbours_columns_too(store: Store) -> None:
+    await say(store, "¿Adoptamos un perro?", role="assistant", user=None)
+    answer = await say(store, "Sí, uno pequeño")
+    assert await store.search("p", "adoptar", None, 10) == []
+    await store.set_search_language("p", "spanish")
+    assert answer in [h.message_id for h in await store.search("p", "adoptar", None, 10)]
