@@ -25,7 +25,7 @@ from bot.config import check_timezone
 from bot.events import Choice
 from bot.paging import paged, pop_page
 from bot.store import MessageRow, SessionRow
-from partners.catalog import set_preset_value
+from partners.catalog import apply_search_languages, set_preset_value
 from partners.memory import FileChanged, MemoryFile, fingerprint
 from partners.persona import (
     MAX_DESCRIPTION_CHARS,
@@ -294,6 +294,7 @@ def _preset_value(key: str, raw: str) -> str | bool:
 
 async def admin_reload(ctx: CommandContext) -> CommandReply:
     await asyncio.to_thread(ctx.catalog.reload)
+    await apply_search_languages(ctx.store, ctx.catalog)
     ids = ", ".join(p.id for p in ctx.catalog.all()) or "none"
     lines = [f"Reloaded partners: {ids}. {NEW_SESSIONS_NOTE}"]
     lines += [f"{pid}: NOT LOADED — {error}" for pid, error in ctx.catalog.errors.items()]

@@ -36,7 +36,7 @@ from bot.settings import Settings
 from bot.store import Store
 from bot.tools import default_registry
 from bot.turns import TurnRunner
-from partners.catalog import PartnerCatalog
+from partners.catalog import PartnerCatalog, apply_search_languages
 from partners.checkins import Checkins
 from partners.consolidate import Consolidator
 from partners.forgetting import Forgetting
@@ -192,6 +192,7 @@ async def build_app(config: Config, channels: dict[str, Channel]) -> App:
     created = await asyncio.to_thread(catalog.ensure_example)
     if created:
         logger.info("created the example partner %r in %s", created.id, created.dir)
+    await apply_search_languages(store, catalog)
     memory = MemoryStore(changelog_keep=config.memory.changelog_keep)
     llm = LLMClient(config.llm)
     registry = default_registry()

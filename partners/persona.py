@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo
 
 import yaml
 
+from bot.search_terms import DEFAULT_LANGUAGE, search_language
 from partners.memory import read_text, strip_ids
 
 logger = logging.getLogger(__name__)
@@ -64,6 +65,8 @@ class Preset:
     memory_scope: MemoryScope = "per_user"
     public: bool = True
     timezone: str | None = None
+    language: str = DEFAULT_LANGUAGE
+    """The stemmer for searching this partner's history (a Snowball language name)."""
     avatar: str | None = None
     tools_allow: tuple[str, ...] = ()
     tools_deny: tuple[str, ...] = ()
@@ -145,6 +148,11 @@ def load_preset(path: Path, partner_id: str) -> Preset:
             check_timezone(str(timezone))
         except ValueError as exc:
             raise PartnerError(f"{path}: timezone: {exc}") from exc
+    language = data.pop("language", None)
+    try:
+        language = search_language(str(language)) if language else DEFAULT_LANGUAGE
+    except ValueError as exc:
+        raise PartnerError(f"{path}: language: {exc}") from exc
     budget = data.pop("daily_token_budget", None)
     if budget is not None and (
         isinstance(budget, bool) or not isinstance(budget, int) or budget < 1
@@ -158,6 +166,7 @@ def load_preset(path: Path, partner_id: str) -> Preset:
         memory_scope=scope,
         public=bool(data.pop("public", True)),
         timezone=_optional_str(timezone),
+        language=language,
         avatar=_optional_str(data.pop("avatar", None)),
         tools_allow=tuple(str(p) for p in tools.get("allow") or ()),
         tools_deny=tuple(str(p) for p in tools.get("deny") or ()),

@@ -9,6 +9,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+from bot.store import Store
 from tests.fakes.fake_llm import FakeLLM, Reply
 
 COMPANION = [sys.executable, "-m", "bot.cli"]
@@ -156,13 +157,35 @@ async def test_import_then_search_json_round_trip(tmp_path: Path) -> None:
     assert "imported 0 messages" in out and "3 already there" in out
     code, out, _ = await companion(config, "search", "example", "东京", "--json")
     result = json.loads(out)
-    assert [hit["id"] for hit in result["results"]] == ["old-1"]
+    # the reply after it comes back too, below it, through its neighbour's words
+    assert [hit["id"] for hit in result["results"]] == ["old-1", "old-2"]
     assert result["results"][0]["session"] == "Trip"
     code, out, _ = await companion(
         config, "search", "example", "--user", "telegram:6", stdin="tokyo\nnothing here\n"
     )
     lines = [json.loads(line) for line in out.splitlines()]
     assert [[h["id"] for h in line["results"]] for line in lines] == [["old-3"], []]
+
+
+async def test_importing_the_same_file_again_adds_no_sessions(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "http://127.0.0.1:9/v1")
+    code, _, err = await companion(config, "partners", "new", "example")
+    assert code == 0, err
+    source = tmp_path / "history.jsonl"
+    lines = [
+        {"session": name, "user": "u1", "role": "user", "text": f"hello {name}", "time": 1.0}
+        for name in ("s1", "s2")
+    ]
+    source.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    for _ in range(3):
+        code, _, err = await companion(config, "import", "example", str(source))
+        assert code == 0, err
+    store = await Store.open(tmp_path / "data" / "gateway.db")
+    try:
+        sessions = await store.sessions_of("example")
+    finally:
+        await store.close()
+    assert sorted(s.title for s in sessions) == ["hello s1", "hello s2"]
 
 
 async def test_import_reports_the_bad_line(tmp_path: Path) -> None:
