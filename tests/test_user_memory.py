@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 from typing import Any
 
@@ -267,3 +268,27 @@ async def test_forget_all_with_a_journal_in_another_encoding_forgets_nothing_yet
     assert "not readable" in answer and "Nothing was deleted" in answer
     assert "Porto" in (partner_dir(harness) / "users" / "test-42.md").read_text()
     assert b"caf\xe9" in journal.read_bytes()
+
+
+async def test_export_holds_the_conversation_only_in_the_documented_format(
+    harness: Harness,
+) -> None:
+    """export.json: entries with id/text/saved, and the conversation (the user's words and the
+    partner's replies) — never tool traffic or notices — with times in UTC, text as written."""
+    await remember(harness, 42, "Alice läuft Marathons")
+    await command(harness, 42, "/export")
+    _, name, data, _ = harness.channel.files[-1]
+    assert re.fullmatch(r"example-\d{8}-my-data\.zip", name)
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        raw = archive.read("export.json").decode()
+    exported = json.loads(raw)
+    assert "läuft" in raw  # readable, not \u-escaped
+    [entry] = exported["memory"]
+    assert set(entry) == {"id", "text", "saved"} and entry["id"].startswith("m_")
+    assert entry["saved"] is not None and entry["saved"].endswith("+00:00")
+    assert [(m["role"], m["text"]) for m in exported["messages"]] == [
+        ("user", "please remember: Alice läuft Marathons"),
+        ("assistant", "noted"),
+    ]
+    assert all(m["time"].endswith("+00:00") for m in exported["messages"])
+    assert exported["partner"] == {"id": "example", "name": "Mira"}
