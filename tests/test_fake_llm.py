@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -432,3 +433,21 @@ async def test_close_is_idempotent() -> None:
     await llm.start()
     await llm.close()
     await llm.close()
+
+
+@pytest.mark.parametrize(
+    ("tools", "message"),
+    [
+        ([{"type": "function", "function": {"name": "x", "parameters": {"type": "array"}}}],
+         "schema must be a JSON Schema of 'type: \"object\"'"),
+        ([{"type": "function", "function": {"name": "bad name!"}}], "does not match pattern"),
+        ([{"type": "retrieval"}], "expected a function tool"),
+    ],
+)  # fmt: skip
+async def test_tools_the_real_api_refuses_get_a_400(tools: list[Any], message: str) -> None:
+    async with FakeLLM() as llm:
+        client = AsyncOpenAI(base_url=llm.base_url, api_key="x", max_retries=0)
+        with pytest.raises(openai.BadRequestError, match=re.escape(message)):
+            await client.chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "hi"}], tools=tools
+            )

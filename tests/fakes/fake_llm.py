@@ -25,6 +25,7 @@ import inspect
 import itertools
 import json
 import math
+import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -126,6 +127,35 @@ Responder = Callable[[dict[str, Any]], Outcome | Awaitable[Outcome]]
 
 def _default_responder(request: dict[str, Any]) -> Reply:  # noqa: ARG001
     return Reply(text="ok")
+
+
+_FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def _tools_problem(tools: Any) -> str | None:
+    """What OpenAI's API refuses in a request's ``tools`` (None: nothing): a tool that is not a
+    function with a valid name, or parameters that are not a JSON Schema of type object."""
+    if tools is None:
+        return None
+    if not isinstance(tools, list):
+        return "Invalid type for 'tools': expected an array."
+    for index, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(function, dict) or tool.get("type") != "function":
+            return f"Invalid value for 'tools[{index}]': expected a function tool."
+        name = function.get("name")
+        if not isinstance(name, str) or not _FUNCTION_NAME.match(name):
+            return f"Invalid 'tools[{index}].function.name': string does not match pattern."
+        parameters = function.get("parameters", {"type": "object", "properties": {}})
+        if not isinstance(parameters, dict) or parameters.get("type") != "object":
+            kind = parameters.get("type") if isinstance(parameters, dict) else None
+            return (
+                f"Invalid schema for function '{name}': schema must be a JSON Schema of "
+                f"'type: \"object\"', got 'type: \"{kind}\"'."
+            )
+        if not isinstance(parameters.get("properties", {}), dict):
+            return f"Invalid schema for function '{name}': 'properties' must be an object."
+    return None
 
 
 def _split(text: str, pieces: int) -> list[str]:
@@ -304,6 +334,8 @@ class FakeLLM:
             return self._error_response(
                 Failure(503, "service unavailable (simulated outage)", type="server_error")
             )
+        if problem := _tools_problem(body.get("tools")):
+            return self._error_response(Failure(400, problem))
 
         outcome = await self._next_outcome(body)
         await self._delay(outcome.delay_seconds)
