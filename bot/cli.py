@@ -13,7 +13,9 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
+import stat
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -146,10 +148,19 @@ def platform_channels(config: Config) -> dict[str, Channel]:
     return channels
 
 
+NO_CHANNEL = (
+    "no chat token is set (telegram.token, discord.token) and stdin is not a terminal, so there "
+    "is nobody to talk to: run `companion setup` to add a token, or start with a terminal "
+    "(docker run -it) to chat in the console"
+)
+
+
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
     del args
     channels = platform_channels(config)
     if not channels:
+        if not stdin_can_carry_input():
+            raise CLIError(NO_CHANNEL)
         print(
             "No Telegram or Discord token is set: opening the console so you can talk to a "
             "partner here. (Add a token to config.toml to go online.)",
@@ -157,6 +168,26 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
         )
         return asyncio.run(console_session(config, None))
     return asyncio.run(serve(config, channels))
+
+
+def stdin_can_carry_input() -> bool:
+    """Whether the console could ever read a line: a terminal, a pipe or a file with text.
+
+    A container started without ``-it`` and a service manager give the process /dev/null (or
+    no stdin at all): the console would end at once, exit 0, and a restart policy would start
+    it again forever. Pipes stay accepted, so ``echo hi | companion run`` still works."""
+    try:
+        descriptor = sys.stdin.fileno()
+        info = os.fstat(descriptor)
+    except (AttributeError, OSError, ValueError):
+        return False  # stdin closed or absent
+    if os.isatty(descriptor):
+        return True
+    if stat.S_ISCHR(info.st_mode):  # a device that is not a terminal: /dev/null
+        return False
+    if stat.S_ISREG(info.st_mode):
+        return info.st_size > 0
+    return True
 
 
 def cmd_chat(config: Config, args: argparse.Namespace) -> int:
