@@ -20,11 +20,13 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from adapters.base import Channel
 from adapters.console_channel import CONSOLE_CHAT, ConsoleChannel
+from bot import terminal
 from bot.app import App, DataDirBusy, DataDirLock, build_app, owner_memory_file
 from bot.backup import write_backup
 from bot.config import Config, ConfigError, load_config
@@ -33,7 +35,7 @@ from bot.llm import configuration_problem, probe
 from bot.store import NewMessage, Store, StoreError
 from partners.catalog import PartnerCatalog
 from partners.memory import read_text
-from partners.persona import PartnerError
+from partners.persona import PartnerError, check_partner_id
 from partners.tools import format_hit, user_memory_file
 
 logger = logging.getLogger("companion")
@@ -72,64 +74,114 @@ def setup_logging(verbose: int, quiet: bool) -> None:
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 
+IMPORT_FORMAT = """\
+FILE holds one JSON object per line:
+  session  any text that groups lines into one conversation (required)
+  user     who spoke with the partner: "telegram:123", "discord:456" or any name (required)
+  role     "user" or "assistant" (required)
+  text     what was said (required)
+  time     ISO 8601 ("2026-01-02T10:00:00Z") or epoch seconds (required)
+  title    the conversation's title (optional; default: its first text)
+  id       a stable id for the line, returned by `search --json` (optional)
+Example line:
+  {"session": "s1", "user": "telegram:5", "role": "user", "text": "We fly to Tokyo next week", \
+"time": "2026-01-02T10:00:00Z", "id": "old-1"}
+Importing the same file twice adds nothing.
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="companion", description=__doc__)
-    parser.add_argument("--config", help="config file (default: $COMPANION_CONFIG or config.toml)")
-    parser.add_argument("-v", "--verbose", action="count", default=0)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="companion",
+        description="AI companions with private long-term memory on Telegram, Discord and "
+        "this terminal. New here? Start with `companion setup`.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="config file (default: $COMPANION_CONFIG, else ./config.toml)",
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv: debug)")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", help="what to do (COMMAND --help: more)"
+    )
 
     run = sub.add_parser("run", help="run the gateway on every configured channel")
     run.set_defaults(handler=cmd_run)
 
     chat = sub.add_parser("chat", help="talk to a partner in this terminal, as the owner")
-    chat.add_argument("partner", nargs="?")
+    chat.add_argument(
+        "partner", nargs="?", help="partner id (default: [partners] default, else the first)"
+    )
     chat.set_defaults(handler=cmd_chat)
 
-    partners = sub.add_parser("partners", help="list, create, clone or delete partners")
-    psub = partners.add_subparsers(dest="action", required=True)
-    psub.add_parser("list").set_defaults(handler=cmd_partners_list)
-    pnew = psub.add_parser("new")
-    pnew.add_argument("id")
-    pnew.add_argument("--name")
-    pnew.set_defaults(handler=cmd_partners_new)
-    pclone = psub.add_parser("clone")
-    pclone.add_argument("source")
-    pclone.add_argument("id")
-    pclone.set_defaults(handler=cmd_partners_clone)
-    pdel = psub.add_parser("delete")
-    pdel.add_argument("id")
-    pdel.set_defaults(handler=cmd_partners_delete)
+    add_partner_commands(sub)
 
     memory = sub.add_parser("memory", help="show a partner's memory")
-    msub = memory.add_subparsers(dest="action", required=True)
-    mshow = msub.add_parser("show")
-    mshow.add_argument("partner")
-    mshow.add_argument("--user", help="also show this user's file (platform:id)")
+    msub = memory.add_subparsers(dest="action", required=True, metavar="ACTION", help="show")
+    mshow = msub.add_parser("show", help="the owner's shared memory and the partner's own")
+    mshow.add_argument("partner", help="partner id")
+    mshow.add_argument("--user", metavar="PLATFORM:ID", help="also show this user's file")
     mshow.set_defaults(handler=cmd_memory_show)
 
     search = sub.add_parser("search", help="search a partner's past conversations")
-    search.add_argument("partner")
+    search.add_argument("partner", help="partner id")
     search.add_argument("query", nargs="?", help="omit to read one query per line from stdin")
-    search.add_argument("--user", help="only what this user may see (platform:id)")
-    search.add_argument("--limit", type=int, default=30)
-    search.add_argument("--json", action="store_true")
+    search.add_argument("--user", metavar="PLATFORM:ID", help="only what this user may see")
+    search.add_argument("--limit", type=int, default=30, help="most hits to show (1-100)")
+    search.add_argument("--json", action="store_true", help="print JSON instead of text")
     search.set_defaults(handler=cmd_search)
 
-    imp = sub.add_parser("import", help="import past conversations from a JSONL file")
-    imp.add_argument("partner")
-    imp.add_argument("file")
+    imp = sub.add_parser(
+        "import",
+        help="import past conversations from a JSONL file",
+        epilog=IMPORT_FORMAT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    imp.add_argument("partner", help="partner id the conversations were with")
+    imp.add_argument("file", help="the JSONL file (format below)")
     imp.set_defaults(handler=cmd_import)
 
-    sub.add_parser("doctor", help="check config, data and the LLM endpoint").set_defaults(
-        handler=cmd_doctor
-    )
+    sub.add_parser(
+        "doctor", help="check config, data, partners, the LLM endpoint and chat tokens"
+    ).set_defaults(handler=cmd_doctor)
     backup = sub.add_parser("backup", help="write a consistent archive of the data")
-    backup.add_argument("file", nargs="?")
+    backup.add_argument("file", nargs="?", help="the .tar.gz to write (default: in data/backups)")
     backup.set_defaults(handler=cmd_backup)
     sub.add_parser(
         "health", help="exit 0 if a running gateway is alive and connected (for healthchecks)"
     ).set_defaults(handler=cmd_health)
     return parser
+
+
+def add_partner_commands(sub: Any) -> None:
+    partners = sub.add_parser("partners", help="list, create, clone or delete partners")
+    psub = partners.add_subparsers(
+        dest="action", required=True, metavar="ACTION", help="list, new, clone or delete"
+    )
+    psub.add_parser("list", help="every partner, and those that did not load").set_defaults(
+        handler=cmd_partners_list
+    )
+    pnew = psub.add_parser("new", help="create a partner from the template")
+    pnew.add_argument("id", help="its id: a-z, 0-9, - and _, up to 32 characters")
+    pnew.add_argument("--name", help="the name it goes by (asked if not given)")
+    pnew.set_defaults(handler=cmd_partners_new)
+    pclone = psub.add_parser("clone", help="copy a partner without journals or user memory")
+    pclone.add_argument("source", help="id of the partner to copy")
+    pclone.add_argument("id", help="id of the new partner")
+    pclone.set_defaults(handler=cmd_partners_clone)
+    pdel = psub.add_parser("delete", help="move a partner to data/partners/.trash")
+    pdel.add_argument("id", help="id of the partner to delete")
+    pdel.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    pdel.set_defaults(handler=cmd_partners_delete)
+
+
+def package_version() -> str:
+    try:
+        return metadata.version("companion-gateway")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed; run make)"
 
 
 # ---- run and chat ----------------------------------------------------------------------
@@ -288,12 +340,16 @@ def cmd_partners_list(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_partners_new(config: Config, args: argparse.Namespace) -> int:
+    check_partner_id(args.id)
+    name = args.name or terminal.ask(f"Name for the new partner {args.id!r}")
+    if not name:
+        raise CLIError(f"a new partner needs a name: companion partners new {args.id} --name NAME")
     lock = _locked(config)
     try:
-        partner = _catalog(config).create(args.id, args.name)
+        partner = _catalog(config).create(args.id, name)
     finally:
         lock.release()
-    print(f"created {partner.id} in {partner.dir}; edit its Markdown files to shape it")
+    print(f"created {partner.name} ({partner.id}) in {partner.dir}; edit its Markdown files")
     return 0
 
 
@@ -308,6 +364,16 @@ def cmd_partners_clone(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_partners_delete(config: Config, args: argparse.Namespace) -> int:
+    partner = _catalog(config).require(args.id)
+    if not args.yes:
+        answer = terminal.confirm(
+            f"Move {partner.name} ({partner.id}) and its memory to the trash?"
+        )
+        if answer is None:
+            raise CLIError("nothing deleted; to delete without a question add --yes")
+        if not answer:
+            print("nothing deleted", file=sys.stderr)
+            return 1
     lock = _locked(config)
     try:
         destination = _catalog(config).delete(args.id)
