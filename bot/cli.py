@@ -18,17 +18,19 @@ import signal
 import stat
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from adapters.base import Channel
 from adapters.console_channel import CONSOLE_CHAT, ConsoleChannel
-from bot import terminal
+from bot import pairing_terminal, terminal
+from bot.access import AccessError
 from bot.app import App, DataDirBusy, DataDirLock, build_app, owner_memory_file
 from bot.backup import write_backup
+from bot.claims import claim_notice
 from bot.config import Config, ConfigError, load_config
 from bot.health import check_health
 from bot.llm import configuration_problem, probe
@@ -41,6 +43,7 @@ from partners.tools import format_hit, user_memory_file
 logger = logging.getLogger("companion")
 
 EXIT_PROBLEM = 2
+T = TypeVar("T")
 
 
 class CLIError(Exception):
@@ -117,6 +120,20 @@ def build_parser() -> argparse.ArgumentParser:
     chat.set_defaults(handler=cmd_chat)
 
     add_partner_commands(sub)
+
+    pairing = sub.add_parser("pairing", help="decide pairing requests from this terminal")
+    pairsub = pairing.add_subparsers(
+        dest="action", required=True, metavar="ACTION", help="list, approve or deny"
+    )
+    pairsub.add_parser("list", help="the requests waiting, with their codes").set_defaults(
+        handler=cmd_pairing_list
+    )
+    papprove = pairsub.add_parser("approve", help="let a user in (they are told at once)")
+    papprove.add_argument("code", help="the code the user was given (case does not matter)")
+    papprove.set_defaults(handler=cmd_pairing_approve)
+    pdeny = pairsub.add_parser("deny", help="refuse a request")
+    pdeny.add_argument("code", help="the code the user was given (case does not matter)")
+    pdeny.set_defaults(handler=cmd_pairing_deny)
 
     memory = sub.add_parser("memory", help="show a partner's memory")
     msub = memory.add_subparsers(dest="action", required=True, metavar="ACTION", help="show")
@@ -285,15 +302,30 @@ def default_partner(app: App) -> str | None:
 
 async def serve(config: Config, channels: dict[str, Channel]) -> int:
     await check_llm(config, fatal=False)
-    app = await build_app(config, channels)
+    app = await build_app(config, channels, show_on_terminal)
     try:
         await app.start()
         logger.info("gateway running on %s", ", ".join(channels))
+        await offer_claims(app)
         await wait_for_stop(asyncio.Event())
     finally:
         logger.info("stopping")
         await app.stop()
     return 0
+
+
+def show_on_terminal(lines: list[str]) -> None:
+    terminal.announce(*lines)
+
+
+async def offer_claims(app: App) -> None:
+    """A claim code on the terminal for each connected platform that nobody owns yet."""
+    claims = app.gateway.claims
+    for platform in app.channels:
+        if claims.unclaimed(platform):
+            code = await claims.issue(platform)
+            username = app.gateway.bot_usernames.get(platform)
+            terminal.announce(*claim_notice(platform, code, username))
 
 
 async def wait_for_stop(done: asyncio.Event) -> None:
@@ -392,6 +424,43 @@ def cmd_memory_show(config: Config, args: argparse.Namespace) -> int:
     if args.user:
         text = read_text(user_memory_file(partner, args.user).path).strip()
         print(f"\n## About {args.user}\n" + (text or "(empty)"))
+    return 0
+
+
+# ---- pairing ---------------------------------------------------------------------------
+
+
+def _with_store(config: Config, work: Callable[[Store], Awaitable[T]]) -> T:
+    """Run ``work`` on the database, opened beside any running gateway."""
+
+    async def go() -> T:
+        store = await Store.open(config.data_dir / "gateway.db")
+        try:
+            return await work(store)
+        except AccessError as exc:
+            raise CLIError(pairing_terminal.terminal_hint(exc)) from None
+        finally:
+            await store.close()
+
+    return asyncio.run(go())
+
+
+def cmd_pairing_list(config: Config, args: argparse.Namespace) -> int:
+    del args
+    lines = _with_store(config, pairing_terminal.pending_lines)
+    print("\n".join(lines) if lines else "No pairing requests are waiting.")
+    return 0
+
+
+def cmd_pairing_approve(config: Config, args: argparse.Namespace) -> int:
+    user_key = _with_store(config, lambda store: pairing_terminal.approve(config, store, args.code))
+    print(f"approved {user_key}; a running gateway tells them within seconds")
+    return 0
+
+
+def cmd_pairing_deny(config: Config, args: argparse.Namespace) -> int:
+    user_key = _with_store(config, lambda store: pairing_terminal.deny(config, store, args.code))
+    print(f"refused the request from {user_key}")
     return 0
 
 
