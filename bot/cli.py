@@ -17,7 +17,6 @@ import os
 import signal
 import stat
 import sys
-import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
@@ -31,9 +30,11 @@ from bot.access import AccessError
 from bot.app import App, DataDirBusy, DataDirLock, build_app, owner_memory_file
 from bot.backup import write_backup
 from bot.claims import claim_notice
-from bot.config import Config, ConfigError, load_config
+from bot.config import Config, ConfigError, config_path, load_config
+from bot.doctor import TokenChecker, examine
 from bot.health import check_health
-from bot.llm import configuration_problem, probe
+from bot.llm import configuration_problem
+from bot.llm_check import check_endpoint
 from bot.store import NewMessage, Store, StoreError
 from partners.catalog import PartnerCatalog
 from partners.memory import read_text
@@ -264,7 +265,11 @@ def cmd_chat(config: Config, args: argparse.Namespace) -> int:
 
 
 async def check_llm(config: Config, fatal: bool) -> None:
-    problem = configuration_problem(config.llm) or await probe(config.llm)
+    """The endpoint's model list, without spending a call: enough to find a wrong address,
+    a missing /v1, an unknown model or a refused key before anyone writes."""
+    problem = (
+        configuration_problem(config.llm) or (await check_endpoint(config.llm, call=False)).problem
+    )
     if problem is None:
         return
     if fatal:
@@ -618,36 +623,25 @@ async def _import(
 
 
 def cmd_doctor(config: Config, args: argparse.Namespace) -> int:
-    del args
-    problems = 0
+    file = config_path(Path(args.config) if args.config else None)
+    findings = asyncio.run(examine(config, file if file.exists() else None, token_checks(config)))
+    for finding in findings:
+        print(finding.line())
+    return 1 if any(finding.ok is False for finding in findings) else 0
 
-    def line(ok: bool, text: str) -> None:
-        nonlocal problems
-        problems += 0 if ok else 1
-        print(f"{'ok ' if ok else 'BAD'} {text}")
 
-    line(True, f"config: llm.base_url={config.llm.base_url} model={config.llm.model}")
-    line(
-        config.llm.api_key is not None or "api.openai.com" not in config.llm.base_url,
-        f"llm.api_key: {'set (hidden)' if config.llm.api_key else 'not set'}",
-    )
-    for name, token in (("telegram", config.telegram.token), ("discord", config.discord.token)):
-        print(f"    {name}.token: {'set (hidden)' if token else 'not set'}")
-    data = config.data_dir
-    try:
-        data.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=data):
-            pass
-        line(True, f"data dir {data.resolve()} is writable")
-    except OSError as exc:
-        line(False, f"data dir {data}: {exc}")
-    catalog = _catalog(config)
-    line(not catalog.errors, f"partners: {', '.join(p.id for p in catalog.all()) or 'none yet'}")
-    for partner_id, error in catalog.errors.items():
-        print(f"    {partner_id}: {error}")
-    problem = configuration_problem(config.llm) or asyncio.run(probe(config.llm))
-    line(problem is None, problem or f"LLM endpoint {config.llm.base_url} answers")
-    return 1 if problems else 0
+def token_checks(config: Config) -> dict[str, TokenChecker]:
+    """A live check for each chat token that is set (the adapters know their platforms)."""
+    checks: dict[str, TokenChecker] = {}
+    if config.telegram.token is not None:
+        from adapters.telegram_check import check_telegram_token
+
+        checks["telegram"] = lambda: check_telegram_token(config.telegram)
+    if config.discord.token is not None:
+        from adapters.discord_check import check_discord_token
+
+        checks["discord"] = lambda: check_discord_token(config.discord)
+    return checks
 
 
 def cmd_health(config: Config, args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import ConfigError, load_config
+from bot.config import ConfigError, load_config, parse_config
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -118,3 +118,15 @@ def test_a_directory_where_the_config_file_should_be_is_named_with_the_fix(
         message = str(caught.value)
         assert "is a directory" in message and str(mounted) in message
         assert "\n" not in message
+
+
+def test_the_example_config_needs_no_openai_key_for_a_local_endpoint() -> None:
+    """Copied as it is and pointed at Ollama, it must not ask for a key Ollama does not need."""
+    example = Path(__file__).parent.parent / "config.example.toml"
+    text = example.read_text(encoding="utf-8").replace(
+        'base_url = "https://api.openai.com/v1"', 'base_url = "http://127.0.0.1:11434/v1"'
+    )
+    local = parse_config(text, example, {})
+    assert local.llm.api_key is None
+    hosted = parse_config(text, example, {"OPENAI_API_KEY": "sk-env"})
+    assert hosted.llm.api_key is not None and hosted.llm.api_key.get_secret_value() == "sk-env"
