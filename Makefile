@@ -1,11 +1,12 @@
-# Quick start: `make run` (set up and start the gateway) and `make test` (set up and run every check).
+# Quick start: `make setup` (write config.toml, checked live), `make run` (start the gateway) and
+# `make test` (set up and run every check).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 
-.PHONY: run test lint typecheck pytest bench soak clean
+.PHONY: setup run test lint typecheck pytest bench soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +19,9 @@ $(STAMP_RUN): pyproject.toml | $(BIN)/python
 $(STAMP_DEV): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@ $(STAMP_RUN)
+
+setup: $(STAMP_RUN)
+	$(BIN)/companion setup
 
 run: $(STAMP_RUN)
 	$(BIN)/companion run

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -23,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeVar
 
-from adapters.base import Channel
+from adapters.base import Channel, TokenCheck
 from adapters.console_channel import CONSOLE_CHAT, ConsoleChannel
 from bot import pairing_terminal, terminal
 from bot.access import AccessError
@@ -35,6 +36,7 @@ from bot.doctor import TokenChecker, examine
 from bot.health import check_health
 from bot.llm import configuration_problem
 from bot.llm_check import check_endpoint
+from bot.setup_wizard import SetupError, SetupOptions, run_setup
 from bot.store import NewMessage, Store, StoreError
 from partners.catalog import PartnerCatalog
 from partners.memory import read_text
@@ -56,9 +58,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup_logging(args.verbose if "verbose" in args else 0, quiet=args.command == "chat")
     try:
+        if args.command == "setup":  # writes the config: it may not exist or load yet
+            return cmd_setup(args)
         config = load_config(Path(args.config) if args.config else None)
         return int(args.handler(config, args) or 0)
-    except (ConfigError, CLIError, DataDirBusy, StoreError, PartnerError) as exc:
+    except (ConfigError, CLIError, DataDirBusy, StoreError, PartnerError, SetupError) as exc:
         print(f"companion: {exc}", file=sys.stderr)
         return EXIT_PROBLEM
     except KeyboardInterrupt:
@@ -110,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", help="what to do (COMMAND --help: more)"
     )
+
+    add_setup_command(sub)
 
     run = sub.add_parser("run", help="run the gateway on every configured channel")
     run.set_defaults(handler=cmd_run)
@@ -171,6 +177,61 @@ def build_parser() -> argparse.ArgumentParser:
         "health", help="exit 0 if a running gateway is alive and connected (for healthchecks)"
     ).set_defaults(handler=cmd_health)
     return parser
+
+
+SETUP_EXAMPLES = """\
+With no setting given, setup asks (answers may be piped in). With any, it asks nothing:
+  companion setup --llm-base-url http://127.0.0.1:11434/v1 --model llama3.2 \\
+      --telegram-token-env TELEGRAM_BOT_TOKEN
+  companion setup --data-dir /data --llm-base-url https://api.openai.com/v1 \\
+      --model gpt-4o-mini --api-key-env OPENAI_API_KEY --discord-token-env DISCORD_BOT_TOKEN
+Every value is checked live before the file is written; comments in it are kept.
+"""
+
+
+def add_setup_command(sub: Any) -> None:
+    setup = sub.add_parser(
+        "setup",
+        help="write or update config.toml, checking the endpoint and tokens live",
+        epilog=SETUP_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    setup.add_argument("--llm-base-url", metavar="URL", help="the OpenAI-compatible endpoint")
+    setup.add_argument("--model", help="the model for chat turns")
+    setup.add_argument(
+        "--api-key-env", metavar="VAR", help='write llm.api_key = "${VAR}" (hosted endpoints)'
+    )
+    setup.add_argument(
+        "--telegram-token-env", metavar="VAR", help='write telegram.token = "${VAR}"'
+    )
+    setup.add_argument("--discord-token-env", metavar="VAR", help='write discord.token = "${VAR}"')
+    setup.add_argument(
+        "--telegram-owner", metavar="ID", type=int, help="add your Telegram user id as owner"
+    )
+    setup.add_argument(
+        "--discord-owner", metavar="ID", type=int, help="add your Discord user id as owner"
+    )
+    setup.add_argument("--data-dir", metavar="DIR", help="storage.data_dir (in Docker: /data)")
+    setup.add_argument(
+        "--no-check", action="store_true", help="write without checking (an offline build)"
+    )
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    options = SetupOptions(
+        llm_base_url=args.llm_base_url,
+        model=args.model,
+        api_key_env=args.api_key_env,
+        telegram_token_env=args.telegram_token_env,
+        discord_token_env=args.discord_token_env,
+        telegram_owner=args.telegram_owner,
+        discord_owner=args.discord_owner,
+        data_dir=args.data_dir,
+        check=not args.no_check,
+    )
+    path = config_path(Path(args.config) if args.config else None)
+    asyncio.run(run_setup(path, options, token_checkers()))
+    return 0
 
 
 def add_partner_commands(sub: Any) -> None:
@@ -631,17 +692,25 @@ def cmd_doctor(config: Config, args: argparse.Namespace) -> int:
 
 
 def token_checks(config: Config) -> dict[str, TokenChecker]:
-    """A live check for each chat token that is set (the adapters know their platforms)."""
-    checks: dict[str, TokenChecker] = {}
-    if config.telegram.token is not None:
-        from adapters.telegram_check import check_telegram_token
+    """A live check for each chat token that is set."""
+    tokens = {"telegram": config.telegram.token, "discord": config.discord.token}
+    return {
+        platform: functools.partial(check, config)
+        for platform, check in token_checkers().items()
+        if tokens[platform] is not None
+    }
 
-        checks["telegram"] = lambda: check_telegram_token(config.telegram)
-    if config.discord.token is not None:
-        from adapters.discord_check import check_discord_token
 
-        checks["discord"] = lambda: check_discord_token(config.discord)
-    return checks
+def token_checkers() -> dict[str, Callable[[Config], Awaitable[TokenCheck]]]:
+    """Each platform's token check; the adapters know their platforms (imported here, when a
+    command needs them, so the other commands start without the chat SDKs)."""
+    from adapters.discord_check import check_discord_token
+    from adapters.telegram_check import check_telegram_token
+
+    return {
+        "telegram": lambda config: check_telegram_token(config.telegram),
+        "discord": lambda config: check_discord_token(config.discord),
+    }
 
 
 def cmd_health(config: Config, args: argparse.Namespace) -> int:

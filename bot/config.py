@@ -271,9 +271,9 @@ def read_config_text(file: Path, named: bool) -> str | None:
         ) from None
 
 
-def parse_config(text: str, file: Path, environ: dict[str, str]) -> Config:
+def parse_config(text: str, file: Path, environ: dict[str, str] | None = None) -> Config:
     """Validate config text; ``file`` only names it in messages."""
-    env = dict(environ)
+    env = dict(os.environ if environ is None else environ)
     try:
         raw: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -9,7 +9,6 @@ a running gateway; secrets are only ever said to be set or not.
 
 from __future__ import annotations
 
-import sqlite3
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from adapters.base import TokenCheck
 from bot.config import Config
 from bot.llm import configuration_problem
 from bot.llm_check import check_endpoint, is_local_endpoint
+from bot.store import Store
 from partners.catalog import PartnerCatalog
 
 TokenChecker = Callable[[], Awaitable[TokenCheck]]
@@ -46,7 +46,7 @@ async def examine(
     findings += await llm_findings(config)
     for platform, check in token_checks.items():
         findings += await token_findings(platform, check)
-    findings += owner_findings(config, list(token_checks))
+    findings += await owner_findings(config, list(token_checks))
     findings += [data_dir_finding(config.data_dir), *partner_findings(config.data_dir)]
     return findings
 
@@ -83,10 +83,10 @@ async def token_findings(platform: str, check: TokenChecker) -> list[Finding]:
     return findings
 
 
-def owner_findings(config: Config, platforms: list[str]) -> list[Finding]:
+async def owner_findings(config: Config, platforms: list[str]) -> list[Finding]:
     """An owner for each platform the gateway goes online on: config ids or a claim."""
     configured = {"telegram": config.owner.telegram_ids, "discord": config.owner.discord_ids}
-    claimed = claimed_owners(config.data_dir)
+    claimed = await claimed_owners(config.data_dir)
     findings = []
     for platform in platforms:
         owners = [f"{user_id} (config.toml)" for user_id in configured.get(platform, [])]
@@ -108,24 +108,25 @@ def owner_findings(config: Config, platforms: list[str]) -> list[Finding]:
     return findings
 
 
-def claimed_owners(data_dir: Path) -> list[tuple[str, str, str]]:
-    """(user key, platform, day claimed) from the database, read-only; none if it is absent
-    or older than claims."""
+async def claimed_owners(data_dir: Path) -> list[tuple[str, str, str]]:
+    """(user key, platform, day claimed); none before the database exists (doctor does not
+    create it)."""
     path = data_dir / DATABASE
     if not path.exists():
         return []
-    # A read-only look, like `companion search`: doctor never migrates or writes the database.
-    database = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    store = await Store.open(path)
     try:
-        rows = database.execute("SELECT user_key, platform, claimed_at FROM claimed_owners")
-        return [
-            (key, platform, datetime.fromtimestamp(at, UTC).date().isoformat())
-            for key, platform, at in rows
-        ]
-    except sqlite3.OperationalError:
-        return []
+        rows = await store.claimed_owners()
     finally:
-        database.close()
+        await store.close()
+    return [
+        (
+            row["user_key"],
+            row["platform"],
+            datetime.fromtimestamp(row["claimed_at"], UTC).date().isoformat(),
+        )
+        for row in rows
+    ]
 
 
 def data_dir_finding(data_dir: Path) -> Finding:

@@ -10,6 +10,7 @@ sequences in it.
 
 from __future__ import annotations
 
+import getpass
 import sys
 import unicodedata
 
@@ -17,16 +18,30 @@ YES = frozenset({"y", "yes"})
 RULE = "=" * 72
 
 
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
 def ask(question: str, default: str | None = None) -> str | None:
-    """One line typed in answer (``default`` for an empty line); None at the end of input."""
+    """One line typed in answer: ``default`` (or "") for an empty line, None at the end of
+    input."""
     shown = f"{question} [{default}]: " if default else f"{question}: "
     print(shown, end="", file=sys.stderr, flush=True)
     line = sys.stdin.readline()
     if not line:
         print(file=sys.stderr)
         return None
-    answer = line.strip()
-    return answer or default
+    return line.strip() or default or ""
+
+
+def ask_secret(question: str) -> str | None:
+    """Like :func:`ask`, without echoing what is typed at a terminal (tokens, keys)."""
+    if not sys.stdin.isatty():
+        return ask(question)
+    try:
+        return getpass.getpass(f"{question}: ", stream=sys.stderr).strip()
+    except EOFError:
+        return None
 
 
 def confirm(question: str) -> bool | None:
