@@ -4,6 +4,8 @@ Each line typed is one message through the same gateway, dispatcher and chat loo
 or Discord; the reply is printed as ``Name: text``. While the model works a small spinner runs
 on stderr (only when stderr is a terminal, so piped output stays clean). The channel waits for
 each reply before reading the next line, and reports end of input through :attr:`finished`.
+Files a reply carries are saved in the exports directory, never over a different file already
+there: the owner may be editing it.
 """
 
 from __future__ import annotations
@@ -116,9 +118,7 @@ class ConsoleChannel:
         self, chat: ChatRef, filename: str, data: bytes, caption: str
     ) -> str | None:
         del chat  # one console, one chat
-        self.exports.mkdir(parents=True, exist_ok=True)
-        path = self.exports / filename
-        await asyncio.to_thread(path.write_bytes, data)
+        path = await asyncio.to_thread(save_without_replacing, self.exports, filename, data)
         self._write(f"gateway: {caption}\n  saved to {path}")
         self._replied.set()
         return str(path)
@@ -150,3 +150,22 @@ class ConsoleChannel:
     def _write(self, text: str, newline: bool = True) -> None:
         self._out.write(text + ("\n" if newline else ""))
         self._out.flush()
+
+
+def save_without_replacing(directory: Path, filename: str, data: bytes) -> Path:
+    """Save ``data`` as ``filename`` in ``directory``; a different file of that name stays as
+    it is (it may hold the owner's unsent edits) and ``data`` goes to ``name-2.ext``,
+    ``name-3.ext``… instead. A file with the same bytes already there is used as it is."""
+    directory.mkdir(parents=True, exist_ok=True)
+    name = Path(filename)
+    path, number = directory / filename, 1
+    while True:
+        try:
+            with path.open("xb") as handle:  # exclusive: never truncates what is there
+                handle.write(data)
+            return path
+        except FileExistsError:
+            if path.read_bytes() == data:
+                return path
+        number += 1
+        path = directory / f"{name.stem}-{number}{name.suffix}"

@@ -241,6 +241,7 @@ async def build_app(
         is_owner=is_owner,
         notify_owner=notify_owner,
         timezone=partner_zone,
+        usage_day=config.usage_day,
     )
     consolidator = Consolidator(
         store=store,
@@ -251,6 +252,7 @@ async def build_app(
         settings=settings.memory,
         default_model=config.llm.model,
         timezone=partner_zone,
+        usage_day=config.usage_day,
     )
     budget = Budget(store, config)
     proactive = ProactiveSender(store, delivery)
@@ -263,6 +265,7 @@ async def build_app(
         default_timezone=partner_zone,
         over_budget=budget.over_budget,
         send=proactive.send,
+        usage_day=config.usage_day,
     )
     scheduler = Scheduler(reviewer, consolidator, checkins, owner_zone, config.memory.nightly)
     reviewer.on_reminders = scheduler.plan_reminders

@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import tomllib
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -205,6 +206,13 @@ class Config(_Section):
         if self.owner.timezone:
             return ZoneInfo(self.owner.timezone)
         return _machine_timezone()
+
+    def usage_day(self, when: float) -> str:
+        """The day tokens spent at ``when`` are booked on, and the day budgets read: the
+        owner's calendar for every kind (chat, consult, review, checkin), so a partner in
+        another time zone cannot spend outside its budget. Budgets reset at the owner's
+        midnight."""
+        return datetime.fromtimestamp(when, self.owner_timezone()).date().isoformat()
 
 
 def check_timezone(name: str) -> ZoneInfo:

@@ -22,6 +22,7 @@ from bot.commands import CommandContext, CommandReply, parse_command, run_comman
 from bot.config import Config
 from bot.dispatcher import Dispatcher
 from bot.events import ChatRef, Choice, Inbound, Outbound, Sender
+from bot.literal import literal_line
 from bot.sessions import Sessions, Speaker, audience_for
 from bot.store import ChatRow, NewMessage, Store
 from bot.terminal import printable
@@ -276,11 +277,38 @@ class Gateway:
             user_memory=self.user_memory,
             admin=self.admin if is_owner else None,
         )
-        reply: CommandReply = await run_command(ctx, name)
+        try:
+            reply = await run_command(ctx, name)
+        except sqlite3.OperationalError:
+            raise  # NotStored (see storing()): the platform offers the command again
+        except Exception as exc:
+            # the edge of one command: whatever broke, the sender gets an answer
+            logger.exception("/%s from %s failed", name, inbound.sender.key)
+            reply = await self._command_failed(inbound, name, exc, is_owner)
         if reply.attachment is not None:
             await self._send_file(inbound.chat, reply.attachment, reply.text)
             return
         await self.reply(inbound.chat, reply.text, inbound.message_id, reply.choices)
+
+    async def _command_failed(
+        self, inbound: Inbound, name: str, exc: Exception, is_owner: bool
+    ) -> CommandReply:
+        """Every command answers: a failure is audited, the owner is told, the sender gets a
+        short apology (the stored data stays as it was; nothing is retried behind their back)."""
+        problem = type(exc).__name__
+        await self.store.audit(
+            inbound.sender.key, "command_failed", command=name, error=f"{problem}: {exc}"
+        )
+        if not is_owner:
+            await self.notify_owner(
+                inbound.chat.platform,
+                f"/{literal_line(name)} from {literal_line(inbound.sender.key)} failed "
+                f"({problem}: {literal_line(str(exc))}). The log has the details.",
+            )
+        told = "The log has the details." if is_owner else "The owner has been told."
+        return CommandReply(
+            f"Sorry, /{name} didn't work because of a problem on my side ({problem}). {told}"
+        )
 
     async def _current_partner(self, chat: ChatRef, is_owner: bool) -> Partner | None:
         """Who this DM talks with (selected, else the default); None in groups."""

@@ -12,9 +12,9 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
-from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from adapters.base import Channel, ReplyStream
@@ -102,6 +102,8 @@ class TurnRunner:
         """Cost control, checked before any model call; None: no limits."""
         self.memory_settings = memory_settings or (lambda: config.memory)
         """The memory settings in effect (the owner may change them while running)."""
+        self.clock: Callable[[], float] = time.time
+        """When tokens are spent, for the day they are booked on."""
 
     async def process(self, key: str) -> bool:
         """Answer what is pending for one queue key; False if nothing was."""
@@ -386,9 +388,13 @@ class TurnRunner:
     async def _record_usage(
         self, partner: Partner | None, kind: str, model: str, prompt: int, completion: int
     ) -> None:
-        day = datetime.now(self.config.owner_timezone()).date().isoformat()
         await self.store.add_usage(
-            day, partner.id if partner else OWNER_AUDIENCE, kind, model, prompt, completion
+            self.config.usage_day(self.clock()),
+            partner.id if partner else OWNER_AUDIENCE,
+            kind,
+            model,
+            prompt,
+            completion,
         )
 
     @contextlib.asynccontextmanager

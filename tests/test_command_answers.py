@@ -1,0 +1,48 @@
+"""Every command answers (DESIGN.md "Decisions": nothing stays pending forever): whatever
+breaks inside a command, the sender gets a short apology, the owner is told and an audit row
+says what failed. The failure here is real: a per-user memory file that is a directory."""
+
+from __future__ import annotations
+
+from partners.tools import user_memory_file
+from tests.conftest import OWNER_ID, Harness, dm
+
+ALICE = 42
+
+
+def break_alices_file(harness: Harness) -> None:
+    """A per-user file that cannot be read at all (a directory where the file should be)."""
+    partner = harness.app.catalog.require("example")
+    user_memory_file(partner, f"test:{ALICE}").path.mkdir(parents=True)
+
+
+async def test_a_user_command_that_breaks_still_answers_and_the_owner_is_told(
+    harness: Harness,
+) -> None:
+    break_alices_file(harness)
+    await harness.send(dm(ALICE, "/memory"))
+    await harness.settle()
+    [answer] = harness.channel.texts(str(ALICE))
+    assert answer.startswith("Sorry, /memory didn't work because of a problem on my side")
+    assert "The owner has been told" in answer
+    [notice] = harness.channel.texts(str(OWNER_ID))
+    assert "/memory from test:42 failed (IsADirectoryError" in notice
+    [row] = await harness.app.store.audit_rows("command_failed")
+    assert row["actor"] == f"test:{ALICE}" and row["detail"]["command"] == "memory"
+
+
+async def test_an_owner_command_that_breaks_answers_the_owner_once(harness: Harness) -> None:
+    break_alices_file(harness)
+    await harness.send(dm(OWNER_ID, f"/admin memory example test:{ALICE}", name="Owner"))
+    await harness.settle()
+    [answer] = harness.channel.texts(str(OWNER_ID))
+    assert answer.startswith("Sorry, /admin didn't work because of a problem on my side")
+    assert "IsADirectoryError" in answer and "The log has the details" in answer
+
+
+async def test_the_next_command_of_the_same_user_is_served(harness: Harness) -> None:
+    break_alices_file(harness)
+    await harness.send(dm(ALICE, "/memory"))
+    await harness.send(dm(ALICE, "/help"))
+    await harness.settle()
+    assert harness.channel.texts(str(ALICE))[-1].startswith("/start")
