@@ -3,7 +3,7 @@
 One process holds an OS lock on the data directory while it writes; a second writer (``companion
 chat`` while ``companion run`` runs) stops with a clear message. Start-up recovers what a crash
 left behind: replies recorded but not fully delivered are finished, and messages that never got
-a reply are answered — once.
+a reply are answered — once; replies the platform refused keep their retry schedule.
 """
 
 from __future__ import annotations
@@ -123,6 +123,7 @@ class App:
         for partner in self.catalog.all():
             logger.info(size_report(partner, self.config.memory.context_budget))
         redelivered = await self.delivery.redeliver_pending()
+        self.delivery.start()
         resumed = await self.dispatcher.recover()
         if redelivered or resumed:
             logger.info(
@@ -174,6 +175,7 @@ class App:
             await asyncio.gather(self.status_task, return_exceptions=True)
             await asyncio.to_thread(remove_status, self.config.data_dir)
         await self.dispatcher.close(SHUTDOWN_GRACE_SECONDS)
+        await self.delivery.stop(SHUTDOWN_GRACE_SECONDS)
         for channel in self.channels.values():
             try:
                 await channel.stop()
@@ -220,16 +222,21 @@ async def build_app(
     claimed = {row["user_key"] for row in await store.claimed_owners()}
     is_owner = OwnerCheck(owner_keys(config) | claimed)
     access = Access(config, store, is_owner)
+
+    async def notify_owner(platform: str, text: str) -> None:
+        await gateway.notify_owner(platform, text)
+
     delivery = Delivery(
-        store, channels, lambda pid: (p.name, p.preset.avatar) if (p := catalog.get(pid)) else None
+        store,
+        channels,
+        lambda pid: (p.name, p.preset.avatar) if (p := catalog.get(pid)) else None,
+        config.delivery,
+        notify_owner,
     )
     owner_zone = config.owner_timezone()
 
     def partner_zone(partner: Partner | None) -> ZoneInfo:
         return partner.timezone(owner_zone) if partner else owner_zone
-
-    async def notify_owner(platform: str, text: str) -> None:
-        await gateway.notify_owner(platform, text)
 
     reviewer = Reviewer(
         store=store,

@@ -18,9 +18,10 @@ from __future__ import annotations
 import re
 import unicodedata
 
-ESCAPED = frozenset("\\`*_~[]()<>#|")
-"""The Markdown punctuation escaped: enough that no emphasis, code, link, heading, quote,
-table, HTML or spoiler can start from inside a value."""
+ESCAPED = frozenset("\\`*_~[]()<>#|-+=&")
+"""The Markdown punctuation escaped: enough that no emphasis, code, link, heading (ATX or
+setext), quote, list bullet, table, HTML, entity reference or spoiler can start from inside
+a value."""
 
 BIDI_CONTROLS = frozenset(
     "\u202a\u202b\u202c\u202d\u202e"  # LRE RLE PDF LRO RLO

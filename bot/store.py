@@ -217,7 +217,31 @@ SCHEMA: list[str] = [
     """
     ALTER TABLE seen_updates ADD COLUMN status TEXT NOT NULL DEFAULT 'handled';
     """,
-    # 5: owners who claimed a platform with a one-time code; approvals told to the user
+    # 5: nothing stays pending forever: failed turn attempts per inbound message
+    """
+    ALTER TABLE messages ADD COLUMN turn_attempts INTEGER NOT NULL DEFAULT 0;
+    """,
+    # 6: replies the platform refused for now, with their next attempt; a row lives only
+    # while its reply is being delivered
+    """
+    CREATE TABLE delivery_retries (
+        message_id INTEGER PRIMARY KEY,
+        attempts INTEGER NOT NULL,
+        first_failed_at REAL NOT NULL,
+        next_attempt_at REAL NOT NULL,
+        last_error TEXT NOT NULL
+    );
+    CREATE INDEX delivery_retries_due ON delivery_retries (next_attempt_at);
+    CREATE TRIGGER delivery_retry_settled AFTER UPDATE OF status ON messages
+    WHEN old.status = 'delivering' AND new.status != 'delivering' BEGIN
+        DELETE FROM delivery_retries WHERE message_id = new.id;
+    END;
+    CREATE TRIGGER delivery_retry_removed AFTER DELETE ON messages
+    WHEN old.status = 'delivering' BEGIN
+        DELETE FROM delivery_retries WHERE message_id = old.id;
+    END;
+    """,
+    # 7: owners who claimed a platform with a one-time code; approvals told to the user
     """
     CREATE TABLE claim_codes (
         code_hash TEXT PRIMARY KEY,
@@ -288,6 +312,17 @@ class SessionRow:
     review_attempts: int
     review_error: str | None
     review_due_at: float | None
+
+
+@dataclass(frozen=True)
+class DeliveryRetry:
+    """Where a reply the platform refused for now stands."""
+
+    message_id: int
+    attempts: int
+    first_failed_at: float
+    next_attempt_at: float
+    last_error: str
 
 
 @dataclass(frozen=True)
@@ -625,11 +660,12 @@ class Store:
     async def finish_turn(
         self,
         inbound_ids: Sequence[int],
-        session_id: str,
+        session_id: str | None,
         reply: NewMessage,
         inbound_status: str = "done",
     ) -> int:
-        """Close the inbound messages and record the reply, in one transaction."""
+        """Close the inbound messages and record the reply, in one transaction. Without a
+        session the inbound messages stay out of every session's history."""
         marks = ", ".join("?" for _ in inbound_ids)
         async with self._transaction():
             await self._db.execute(
@@ -643,6 +679,27 @@ class Store:
             )
         return reply_id
 
+    async def count_failed_turn(self, message_ids: Sequence[int]) -> int:
+        """Count a turn that raised against each of its messages that is still pending; the
+        highest count, or 0 when none is pending any more (the turn had recorded its reply)."""
+        marks = ", ".join("?" for _ in message_ids)
+        pending = f"status = 'pending' AND id IN ({marks})"
+        async with self._transaction():
+            await self._db.execute(
+                f"UPDATE messages SET turn_attempts = turn_attempts + 1 WHERE {pending}",
+                tuple(message_ids),
+            )
+            cursor = await self._db.execute(
+                f"SELECT MAX(turn_attempts) FROM messages WHERE {pending}", tuple(message_ids)
+            )
+            row = await cursor.fetchone()
+        return int(row[0] or 0) if row else 0
+
+    async def turn_attempts(self, message_id: int) -> int:
+        """How many turns raised while this message waited for its answer."""
+        row = await self._one("SELECT turn_attempts FROM messages WHERE id = ?", (message_id,))
+        return int(row[0]) if row else 0
+
     async def assign_session(self, message_ids: Sequence[int], session_id: str) -> None:
         async with self._transaction():
             await self._db.executemany(
@@ -650,8 +707,58 @@ class Store:
                 [(session_id, message_id) for message_id in message_ids],
             )
 
-    async def undelivered(self) -> list[MessageRow]:
-        return await self._messages("WHERE status = 'delivering' ORDER BY id", ())
+    async def interrupted_deliveries(self) -> list[int]:
+        """Replies a stop or crash cut off while they were being sent (none waits for a retry
+        of its own: those are the retry loop's)."""
+        rows = await self._all(
+            "SELECT id FROM messages WHERE status = 'delivering' AND id NOT IN"
+            " (SELECT message_id FROM delivery_retries) ORDER BY id"
+        )
+        return [int(row[0]) for row in rows]
+
+    async def delivery_retry(self, message_id: int) -> DeliveryRetry | None:
+        row = await self._one(
+            "SELECT message_id, attempts, first_failed_at, next_attempt_at, last_error"
+            " FROM delivery_retries WHERE message_id = ?",
+            (message_id,),
+        )
+        return DeliveryRetry(*row) if row else None
+
+    async def schedule_delivery_retry(self, retry: DeliveryRetry) -> None:
+        await self._write(
+            "INSERT OR REPLACE INTO delivery_retries (message_id, attempts, first_failed_at,"
+            " next_attempt_at, last_error) VALUES (?, ?, ?, ?, ?)",
+            (
+                retry.message_id,
+                retry.attempts,
+                retry.first_failed_at,
+                retry.next_attempt_at,
+                retry.last_error,
+            ),
+        )
+
+    async def chats_with_due_retries(self, now: float) -> list[str]:
+        """Chats with a reply whose next attempt is due, the one waiting longest first."""
+        rows = await self._all(
+            "SELECT m.chat_key FROM delivery_retries r JOIN messages m ON m.id = r.message_id"
+            " WHERE r.next_attempt_at <= ? AND m.status = 'delivering'"
+            " GROUP BY m.chat_key ORDER BY MIN(m.id)",
+            (now,),
+        )
+        return [str(row[0]) for row in rows]
+
+    async def next_delivery_retry_at(self) -> float | None:
+        row = await self._one("SELECT MIN(next_attempt_at) FROM delivery_retries")
+        return float(row[0]) if row and row[0] is not None else None
+
+    async def waiting_replies(self, chat_key: str, before_id: int | None = None) -> list[int]:
+        """Replies of a chat that wait for a retry (older than ``before_id``), oldest first."""
+        rows = await self._all(
+            "SELECT m.id FROM messages m JOIN delivery_retries r ON r.message_id = m.id"
+            " WHERE m.chat_key = ? AND m.id < ? AND m.status = 'delivering' ORDER BY m.id",
+            (chat_key, before_id if before_id is not None else 2**63 - 1),
+        )
+        return [int(row[0]) for row in rows]
 
     async def delivered_chunks(self, message_id: int) -> int:
         row = await self._one("SELECT COUNT(*) FROM deliveries WHERE message_id = ?", (message_id,))

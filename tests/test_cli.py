@@ -28,9 +28,14 @@ def write_config(tmp_path: Path, base_url: str, extra: str = "") -> Path:
 
 
 async def companion(
-    config: Path, *args: str, stdin: str = "", timeout: float = 60.0
+    config: Path,
+    *args: str,
+    stdin: str | bytes = "",
+    timeout: float = 60.0,
+    extra_env: dict[str, str] | None = None,
 ) -> tuple[int, str, str]:
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    env.update(extra_env or {})
     process = await asyncio.create_subprocess_exec(
         *COMPANION,
         "--config",
@@ -42,7 +47,8 @@ async def companion(
         cwd=ROOT,
         env=env,
     )
-    out, err = await asyncio.wait_for(process.communicate(stdin.encode()), timeout)
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    out, err = await asyncio.wait_for(process.communicate(data), timeout)
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
 
@@ -58,6 +64,20 @@ async def test_console_chat_end_to_end_through_stdin(tmp_path: Path) -> None:
     second = llm.requests[1]["messages"]
     assert any(m["role"] == "assistant" and m["content"] == "Hi! I'm Mira." for m in second)
     assert (tmp_path / "data" / "partners" / "example" / "SOUL.md").exists()
+
+
+async def test_console_line_that_is_not_utf8_still_gets_its_answer(tmp_path: Path) -> None:
+    """Under the C locale (a container without one) Python reads bytes that are not UTF-8 as
+    lone surrogates; the line is stored with U+FFFD in their place and answered."""
+    async with FakeLLM() as llm:
+        llm.script(Reply(text="Bonjour!"))
+        config = write_config(tmp_path, llm.base_url)
+        code, out, err = await companion(
+            config, "chat", stdin=b"caf\xe9 au lait\n", extra_env={"LC_ALL": "C"}, timeout=30
+        )
+    assert code == 0, err
+    assert "Mira: Bonjour!" in out
+    assert llm.last_user_text().endswith("caf\ufffd au lait")
 
 
 async def test_console_commands_work(tmp_path: Path) -> None:

@@ -130,3 +130,18 @@ def test_the_example_config_needs_no_openai_key_for_a_local_endpoint() -> None:
     assert local.llm.api_key is None
     hosted = parse_config(text, example, {"OPENAI_API_KEY": "sk-env"})
     assert hosted.llm.api_key is not None and hosted.llm.api_key.get_secret_value() == "sk-env"
+
+
+def test_delivery_pauses_that_shrink_are_refused_with_the_key_named(tmp_path: Path) -> None:
+    path = write(tmp_path, "[delivery]\nfirst_pause_seconds = 60\nmax_pause_seconds = 5\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, {})
+    message = str(caught.value)
+    assert "delivery.max_pause_seconds" in message
+    assert "at least first_pause_seconds (60)" in message
+
+
+def test_delivery_retry_time_must_be_positive(tmp_path: Path) -> None:
+    path = write(tmp_path, "[delivery]\nretry_minutes = 0\n")
+    with pytest.raises(ConfigError, match="delivery.retry_minutes"):
+        load_config(path, {})

@@ -112,3 +112,8 @@ def test_literal_text_unescapes_to_itself_in_the_console(text: str) -> None:
 def test_right_to_left_names_are_isolated_from_the_text_around_them() -> None:
     assert literal_line("שלום") == "\u2068שלום\u2069"
     assert literal_line("Alice") == "Alice"
+
+
+def test_line_starts_and_entities_in_literal_text_stay_text() -> None:
+    for text in ("- not a bullet", "+ nor this", "title\n===", "&amp; stays", "a\n---\nb"):
+        assert render(literal(text)).plain == text
