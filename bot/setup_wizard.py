@@ -129,6 +129,16 @@ class Wizard:
 
     # ---- interactive --------------------------------------------------------------------
 
+    def check_loads(self) -> None:
+        """The questions cannot mend everything (a variable that is not set, an unknown
+        key): a file that does not load is named before anything is asked."""
+        if not self.file.existed:
+            return
+        try:
+            self.config()
+        except ConfigError as exc:
+            raise SetupError(f"{exc}; fix that first (setup keeps the rest of the file)") from None
+
     async def interview(self) -> None:
         say(f"Setting up {self.file.path}. Enter keeps the value in [brackets].")
         await self.ask_llm()
@@ -286,6 +296,7 @@ async def run_setup(path: Path, options: SetupOptions, checkers: TokenCheckers) 
     """Ask (or take the options), check, write the file, then offer claim codes."""
     wizard = Wizard(ConfigFile(path), options, checkers)
     if options.interactive:
+        wizard.check_loads()
         await wizard.interview()
     else:
         await wizard.apply_options()

@@ -226,3 +226,15 @@ async def test_without_answers_it_stops_and_names_the_flags(
     assert code == 2
     assert "--llm-base-url" in err and "Traceback" not in err
     assert not config.exists()
+
+
+async def test_a_config_that_does_not_load_is_named_before_any_question(
+    tmp_path: Path, fake_llm: FakeLLM, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = existing_config(tmp_path, extra='\n[telegram]\ntoken = "${NOT_SET_ANYWHERE}"\n')
+    before = config.read_bytes()
+    code, err = await setup(config, capsys, answers=f"{fake_llm.base_url}\n{FAKE_MODEL_ID}\n")
+    assert code == 2
+    assert "NOT_SET_ANYWHERE" in err and "fix that first" in err
+    assert "LLM endpoint" not in err
+    assert config.read_bytes() == before
