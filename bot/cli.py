@@ -1,9 +1,10 @@
-"""The ``companion`` command: run the gateway, chat in the terminal, and look after the data.
+"""The ``companion`` command: set up, run the gateway, chat in the terminal, look after the data.
 
-``run`` and ``chat`` write and take the data directory's lock; ``search``, ``memory show``,
-``doctor``, ``backup`` and ``health`` only read and work beside a running gateway. Problems the
-owner can fix (config, a busy data directory, no LLM) end with one clear message and exit
-status 2.
+``setup`` writes config.toml (``bot/setup_wizard.py``). ``run`` and ``chat`` write and take the
+data directory's lock; ``search``, ``memory show``, ``pairing``, ``doctor``, ``backup`` and
+``health`` work beside a running gateway (``pairing`` writes its decisions to the shared
+database). Problems the owner can fix (config, a busy data directory, no LLM) end with one
+clear message and exit status 2.
 """
 
 from __future__ import annotations
