@@ -1,6 +1,12 @@
 # companion-gateway for a server: `companion run` as an unprivileged user, data in the /data
-# volume, the config mounted at /config/config.toml (README, "Deploying with Docker").
-FROM python:3.11-slim
+# volume, the config at /config/config.toml (README, "Deploying with Docker"; compose.yaml).
+#
+# The base image is pinned by digest, so two builds a month apart start from the same bytes:
+# python:3.11-slim as published for 3.11.16 (slim-trixie), the multi-architecture index. Bump it
+# on purpose, e.g. for security fixes:
+#   docker pull python:3.11-slim
+#   docker inspect --format '{{index .RepoDigests 0}}' python:3.11-slim
+FROM python:3.11-slim@sha256:9c900dea9e8fb7e16277c179b555cc72d29a352dbc33cff48ad5a0412fd5bfc7
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
@@ -9,15 +15,23 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     COMPANION_CONFIG=/config/config.toml
 
 WORKDIR /build
-COPY pyproject.toml README.md ./
+# Dependencies first, in a layer of their own: the ones pyproject.toml declares, held to the
+# versions in requirements.lock (those `make test` passed with). Only a change to either file
+# rebuilds this layer; a code change does not reinstall anything.
+COPY pyproject.toml requirements.lock ./
+RUN python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+        > requirements.txt \
+    && pip install -c requirements.lock -r requirements.txt
+
+COPY README.md ./
 COPY bot ./bot
 COPY adapters ./adapters
 COPY partners ./partners
-RUN pip install . && rm -rf /build
+RUN pip install --no-deps . && rm -rf /build
 
 RUN useradd --system --uid 10001 --home-dir /data --shell /usr/sbin/nologin companion \
     && mkdir -p /data /config \
-    && chown companion /data
+    && chown companion /data /config
 USER companion
 WORKDIR /data
 VOLUME ["/data"]
@@ -27,4 +41,7 @@ VOLUME ["/data"]
 HEALTHCHECK --interval=30s --timeout=10s --start-period=60s --retries=3 \
     CMD ["companion", "health"]
 
-ENTRYPOINT ["companion", "run"]
+# `docker run IMAGE` runs the gateway; `docker run -it IMAGE setup` (or doctor, pairing ...)
+# runs another command.
+ENTRYPOINT ["companion"]
+CMD ["run"]

@@ -1,23 +1,43 @@
-# Quick start: `make run` (set up and start the gateway) and `make test` (set up and run every check).
+# Quick start: `make setup` (write config.toml, checked live), `make run` (start the gateway) and
+# `make test` (set up and run every check).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 
-.PHONY: run test lint typecheck pytest bench soak clean
+.PHONY: setup run test lint typecheck pytest bench soak clean lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP_RUN): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e .
+LOCK := requirements.lock
+
+# Every install is held to the versions in $(LOCK), the ones `make test` passed with.
+$(STAMP_RUN): pyproject.toml $(LOCK) | $(BIN)/python
+	$(BIN)/pip install --quiet -c $(LOCK) -e .
 	touch $@
 
-$(STAMP_DEV): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[dev]'
+$(STAMP_DEV): pyproject.toml $(LOCK) | $(BIN)/python
+	$(BIN)/pip install --quiet -c $(LOCK) -e '.[dev]'
 	touch $@ $(STAMP_RUN)
+
+# Re-pin $(LOCK) to the newest versions pyproject.toml allows, in a scratch venv; then
+# `make clean test` and commit the lock with what made it change.
+LOCK_VENV := .venv-lock
+lock:
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LOCK_VENV)/bin/pip install --quiet -e '.[dev]'
+	sed -n '/^#/p' $(LOCK) > $(LOCK).new
+	$(LOCK_VENV)/bin/pip freeze --exclude-editable >> $(LOCK).new
+	mv $(LOCK).new $(LOCK)
+	rm -rf $(LOCK_VENV)
+
+setup: $(STAMP_RUN)
+	$(BIN)/companion setup
 
 run: $(STAMP_RUN)
 	$(BIN)/companion run

@@ -8,9 +8,24 @@ is the gateway's, so a restart never sends a confirmed chunk twice.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from bot.events import ChatRef, Inbound, Outbound
+
+
+@dataclass(frozen=True)
+class TokenCheck:
+    """What a platform said about a bot token, for ``companion setup`` and ``doctor``."""
+
+    problem: str | None
+    """One line naming what is wrong and the fix; None when the bot can go online."""
+    identity: str = ""
+    """How the platform shows the bot: "@companion_bot"."""
+    username: str | None = None
+    """The bot's username, for links (``t.me/<username>``)."""
+    notes: tuple[str, ...] = ()
+    """Further facts the owner needs: an invite URL, a setting worth knowing."""
 
 
 class DeliveryError(Exception):

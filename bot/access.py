@@ -23,6 +23,7 @@ PAIRING_TTL_SECONDS = 3600
 CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
 CODE_LENGTH = 6
 CONSOLE_OWNER = "console:console"
+APPROVED_WELCOME = "You're in! The owner approved you. Say hello."
 
 
 def owner_keys(config: Config) -> set[str]:
@@ -33,13 +34,20 @@ def owner_keys(config: Config) -> set[str]:
 
 
 class OwnerCheck:
-    """Whether a user key is the owner's (config ids, and the console user)."""
+    """Whether a user key is the owner's: config ids, claimed owners, and the console user.
+    One instance is shared by every part, so an owner who claims the bot counts at once."""
 
     def __init__(self, keys: set[str]) -> None:
         self.keys = keys
 
     def __call__(self, user_key: str) -> bool:
         return user_key in self.keys
+
+    def add(self, user_key: str) -> None:
+        self.keys.add(user_key)
+
+    def has_owner(self, platform: str) -> bool:
+        return any(key.partition(":")[0] == platform for key in self.keys)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.access import AccessError
+from bot.access import APPROVED_WELCOME, AccessError
 from bot.admin_args import need, user_key_arg
 from bot.commands import CommandContext, CommandReply
 from bot.literal import literal_line
@@ -11,7 +11,8 @@ from bot.literal import literal_line
 async def admin_approve(ctx: CommandContext) -> CommandReply:
     need(ctx, 1, "approve <code>")
     user_key = await ctx.access.approve(ctx.args[0])
-    await ctx.notify_user(user_key, "You're in! The owner approved you. Say hello.")
+    if await ctx.store.take_announcement(ctx.args[0].upper()):
+        await ctx.notify_user(user_key, APPROVED_WELCOME)
     return CommandReply(f"Approved {user_key}.")
 
 

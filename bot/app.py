@@ -23,10 +23,11 @@ from bot.access import Access, OwnerCheck, owner_keys
 from bot.admin_services import AdminServices
 from bot.budget import Budget
 from bot.chat import ChatLoop
+from bot.claims import OwnerClaims
 from bot.config import Config
 from bot.delivery import Delivery
 from bot.dispatcher import Dispatcher
-from bot.gateway import Gateway
+from bot.gateway import Announce, Gateway
 from bot.health import STATUS_INTERVAL_SECONDS, remove_status, write_status
 from bot.llm import LLMClient
 from bot.proactive import ProactiveSender
@@ -49,6 +50,8 @@ logger = logging.getLogger(__name__)
 
 LOCK_FILE = "gateway.lock"
 SHUTDOWN_GRACE_SECONDS = 20.0
+APPROVAL_POLL_SECONDS = 3.0
+"""How soon a user approved from the terminal hears it (one small query per round)."""
 
 
 class DataDirBusy(RuntimeError):
@@ -112,6 +115,7 @@ class App:
     lock: DataDirLock
     channels: dict[str, Channel] = field(default_factory=dict)
     status_task: asyncio.Task[None] | None = None
+    approvals_task: asyncio.Task[None] | None = None
 
     @property
     def owner_file(self) -> MemoryFile:
@@ -137,6 +141,9 @@ class App:
         for channel in self.channels.values():
             await channel.start(self.gateway)
         self.status_task = asyncio.create_task(self._report_status(), name="status file")
+        self.approvals_task = asyncio.create_task(
+            self._announce_approvals(), name="pairing approvals"
+        )
 
     async def _report_status(self) -> None:
         """Keep data/status.json fresh for ``companion health`` (a container healthcheck)."""
@@ -148,6 +155,16 @@ class App:
                 logger.warning("status file not written: %s", exc)
             await asyncio.sleep(STATUS_INTERVAL_SECONDS)
 
+    async def _announce_approvals(self) -> None:
+        """Tell users approved from the terminal (``companion pairing approve``, another
+        process writing to the shared database) that they are in."""
+        while True:
+            try:
+                await self.gateway.announce_approvals()
+            except Exception:
+                logger.exception("pairing approvals not announced")
+            await asyncio.sleep(APPROVAL_POLL_SECONDS)
+
     async def stop(self) -> None:
         """Let running turns finish, disconnect channels, close everything; idempotent.
 
@@ -156,6 +173,9 @@ class App:
         stored and wait, pending, for the next start."""
         if not self.lock.held:
             return
+        if self.approvals_task is not None:
+            self.approvals_task.cancel()
+            await asyncio.gather(self.approvals_task, return_exceptions=True)
         if self.status_task is not None:
             self.status_task.cancel()
             await asyncio.gather(self.status_task, return_exceptions=True)
@@ -178,8 +198,15 @@ def owner_memory_file(config: Config) -> MemoryFile:
     return MemoryFile(config.data_dir / "owner", "MEMORY.md")
 
 
-async def build_app(config: Config, channels: dict[str, Channel]) -> App:
-    """Open the data directory (taking its lock) and wire every part together."""
+def log_announcement(lines: list[str]) -> None:
+    logger.warning("%s", " ".join(line.strip() for line in lines))
+
+
+async def build_app(
+    config: Config, channels: dict[str, Channel], announce: Announce | None = None
+) -> App:
+    """Open the data directory (taking its lock) and wire every part together. ``announce``
+    shows a notice on the terminal (default: a log line)."""
     lock = DataDirLock(config.data_dir)
     lock.acquire()
     try:
@@ -199,7 +226,8 @@ async def build_app(config: Config, channels: dict[str, Channel]) -> App:
     settings = Settings(config.memory, store)
     await settings.load()
     sessions = Sessions(store, catalog, memory, settings.memory)
-    is_owner = OwnerCheck(owner_keys(config))
+    claimed = {row["user_key"] for row in await store.claimed_owners()}
+    is_owner = OwnerCheck(owner_keys(config) | claimed)
     access = Access(config, store, is_owner)
 
     async def notify_owner(platform: str, text: str) -> None:
@@ -281,7 +309,18 @@ async def build_app(config: Config, channels: dict[str, Channel]) -> App:
     dispatcher = Dispatcher(store, runner.process, config.dispatch.max_concurrent_turns)
     forgetting = Forgetting(store, memory, catalog)
     user_memory = UserMemory(store, memory, forgetting)
-    gateway = Gateway(config, store, catalog, access, dispatcher, channels, sessions, user_memory)
+    gateway = Gateway(
+        config,
+        store,
+        catalog,
+        access,
+        dispatcher,
+        channels,
+        sessions,
+        user_memory,
+        OwnerClaims(store, is_owner),
+        announce or log_announcement,
+    )
     gateway.admin = AdminServices(
         memory=memory,
         owner_file=owner_memory_file(config),

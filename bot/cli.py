@@ -1,9 +1,10 @@
-"""The ``companion`` command: run the gateway, chat in the terminal, and look after the data.
+"""The ``companion`` command: set up, run the gateway, chat in the terminal, look after the data.
 
-``run`` and ``chat`` write and take the data directory's lock; ``search``, ``memory show``,
-``doctor``, ``backup`` and ``health`` only read and work beside a running gateway. Problems the
-owner can fix (config, a busy data directory, no LLM) end with one clear message and exit
-status 2.
+``setup`` writes config.toml (``bot/setup_wizard.py``). ``run`` and ``chat`` write and take the
+data directory's lock; ``search``, ``memory show``, ``pairing``, ``doctor``, ``backup`` and
+``health`` work beside a running gateway (``pairing`` writes its decisions to the shared
+database). Problems the owner can fix (config, a busy data directory, no LLM) end with one
+clear message and exit status 2.
 """
 
 from __future__ import annotations
@@ -11,32 +12,42 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import logging
+import os
 import signal
+import stat
 import sys
-import tempfile
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
+from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from adapters.base import Channel
+from adapters.base import Channel, TokenCheck
 from adapters.console_channel import CONSOLE_CHAT, ConsoleChannel
+from bot import pairing_terminal, terminal
+from bot.access import AccessError
 from bot.app import App, DataDirBusy, DataDirLock, build_app, owner_memory_file
 from bot.backup import write_backup
-from bot.config import Config, ConfigError, load_config
+from bot.claims import claim_notice
+from bot.config import Config, ConfigError, config_path, load_config
+from bot.doctor import TokenChecker, examine
 from bot.health import check_health
-from bot.llm import configuration_problem, probe
+from bot.llm import configuration_problem
+from bot.llm_check import check_endpoint
+from bot.setup_wizard import SetupError, SetupOptions, run_setup
 from bot.store import NewMessage, Store, StoreError
 from partners.catalog import PartnerCatalog
 from partners.memory import read_text
-from partners.persona import Partner, PartnerError
+from partners.persona import Partner, PartnerError, check_partner_id
 from partners.tools import format_hit, user_memory_file
 
 logger = logging.getLogger("companion")
 
 EXIT_PROBLEM = 2
+T = TypeVar("T")
 
 
 class CLIError(Exception):
@@ -48,9 +59,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup_logging(args.verbose if "verbose" in args else 0, quiet=args.command == "chat")
     try:
+        if args.command == "setup":  # writes the config: it may not exist or load yet
+            return cmd_setup(args)
         config = load_config(Path(args.config) if args.config else None)
         return int(args.handler(config, args) or 0)
-    except (ConfigError, CLIError, DataDirBusy, StoreError, PartnerError) as exc:
+    except (ConfigError, CLIError, DataDirBusy, StoreError, PartnerError, SetupError) as exc:
         print(f"companion: {exc}", file=sys.stderr)
         return EXIT_PROBLEM
     except KeyboardInterrupt:
@@ -70,64 +83,185 @@ def setup_logging(verbose: int, quiet: bool) -> None:
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 
+IMPORT_FORMAT = """\
+FILE holds one JSON object per line:
+  session  any text that groups lines into one conversation (required)
+  user     who spoke with the partner: "telegram:123", "discord:456" or any name (required)
+  role     "user" or "assistant" (required)
+  text     what was said (required)
+  time     ISO 8601 ("2026-01-02T10:00:00Z") or epoch seconds (required)
+  title    the conversation's title (optional; default: its first text)
+  id       a stable id for the line, returned by `search --json` (optional)
+Example line:
+  {"session": "s1", "user": "telegram:5", "role": "user", "text": "We fly to Tokyo next week", \
+"time": "2026-01-02T10:00:00Z", "id": "old-1"}
+Importing the same file twice adds nothing.
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="companion", description=__doc__)
-    parser.add_argument("--config", help="config file (default: $COMPANION_CONFIG or config.toml)")
-    parser.add_argument("-v", "--verbose", action="count", default=0)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="companion",
+        description="AI companions with private long-term memory on Telegram, Discord and "
+        "this terminal. New here? Start with `companion setup`.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="config file (default: $COMPANION_CONFIG, else ./config.toml)",
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv: debug)")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", help="what to do (COMMAND --help: more)"
+    )
+
+    add_setup_command(sub)
 
     run = sub.add_parser("run", help="run the gateway on every configured channel")
     run.set_defaults(handler=cmd_run)
 
     chat = sub.add_parser("chat", help="talk to a partner in this terminal, as the owner")
-    chat.add_argument("partner", nargs="?")
+    chat.add_argument(
+        "partner", nargs="?", help="partner id (default: [partners] default, else the first)"
+    )
     chat.set_defaults(handler=cmd_chat)
 
-    partners = sub.add_parser("partners", help="list, create, clone or delete partners")
-    psub = partners.add_subparsers(dest="action", required=True)
-    psub.add_parser("list").set_defaults(handler=cmd_partners_list)
-    pnew = psub.add_parser("new")
-    pnew.add_argument("id")
-    pnew.add_argument("--name")
-    pnew.set_defaults(handler=cmd_partners_new)
-    pclone = psub.add_parser("clone")
-    pclone.add_argument("source")
-    pclone.add_argument("id")
-    pclone.set_defaults(handler=cmd_partners_clone)
-    pdel = psub.add_parser("delete")
-    pdel.add_argument("id")
-    pdel.set_defaults(handler=cmd_partners_delete)
+    add_partner_commands(sub)
+
+    pairing = sub.add_parser("pairing", help="decide pairing requests from this terminal")
+    pairsub = pairing.add_subparsers(
+        dest="action", required=True, metavar="ACTION", help="list, approve or deny"
+    )
+    pairsub.add_parser("list", help="the requests waiting, with their codes").set_defaults(
+        handler=cmd_pairing_list
+    )
+    papprove = pairsub.add_parser("approve", help="let a user in (they are told at once)")
+    papprove.add_argument("code", help="the code the user was given (case does not matter)")
+    papprove.set_defaults(handler=cmd_pairing_approve)
+    pdeny = pairsub.add_parser("deny", help="refuse a request")
+    pdeny.add_argument("code", help="the code the user was given (case does not matter)")
+    pdeny.set_defaults(handler=cmd_pairing_deny)
 
     memory = sub.add_parser("memory", help="show a partner's memory")
-    msub = memory.add_subparsers(dest="action", required=True)
-    mshow = msub.add_parser("show")
-    mshow.add_argument("partner")
-    mshow.add_argument("--user", help="also show this user's file (platform:id)")
+    msub = memory.add_subparsers(dest="action", required=True, metavar="ACTION", help="show")
+    mshow = msub.add_parser("show", help="the owner's shared memory and the partner's own")
+    mshow.add_argument("partner", help="partner id")
+    mshow.add_argument("--user", metavar="PLATFORM:ID", help="also show this user's file")
     mshow.set_defaults(handler=cmd_memory_show)
 
     search = sub.add_parser("search", help="search a partner's past conversations")
-    search.add_argument("partner")
+    search.add_argument("partner", help="partner id")
     search.add_argument("query", nargs="?", help="omit to read one query per line from stdin")
-    search.add_argument("--user", help="only what this user may see (platform:id)")
-    search.add_argument("--limit", type=int, default=30)
-    search.add_argument("--json", action="store_true")
+    search.add_argument("--user", metavar="PLATFORM:ID", help="only what this user may see")
+    search.add_argument("--limit", type=int, default=30, help="most hits to show (1-100)")
+    search.add_argument("--json", action="store_true", help="print JSON instead of text")
     search.set_defaults(handler=cmd_search)
 
-    imp = sub.add_parser("import", help="import past conversations from a JSONL file")
-    imp.add_argument("partner")
-    imp.add_argument("file")
+    imp = sub.add_parser(
+        "import",
+        help="import past conversations from a JSONL file",
+        epilog=IMPORT_FORMAT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    imp.add_argument("partner", help="partner id the conversations were with")
+    imp.add_argument("file", help="the JSONL file (format below)")
     imp.set_defaults(handler=cmd_import)
 
-    sub.add_parser("doctor", help="check config, data and the LLM endpoint").set_defaults(
-        handler=cmd_doctor
-    )
+    sub.add_parser(
+        "doctor", help="check config, data, partners, the LLM endpoint and chat tokens"
+    ).set_defaults(handler=cmd_doctor)
     backup = sub.add_parser("backup", help="write a consistent archive of the data")
-    backup.add_argument("file", nargs="?")
+    backup.add_argument("file", nargs="?", help="the .tar.gz to write (default: in data/backups)")
     backup.set_defaults(handler=cmd_backup)
     sub.add_parser(
         "health", help="exit 0 if a running gateway is alive and connected (for healthchecks)"
     ).set_defaults(handler=cmd_health)
     return parser
+
+
+SETUP_EXAMPLES = """\
+With no setting given, setup asks (answers may be piped in). With any, it asks nothing:
+  companion setup --llm-base-url http://127.0.0.1:11434/v1 --model llama3.2 \\
+      --telegram-token-env TELEGRAM_BOT_TOKEN
+  companion setup --data-dir /data --llm-base-url https://api.openai.com/v1 \\
+      --model gpt-4o-mini --api-key-env OPENAI_API_KEY --discord-token-env DISCORD_BOT_TOKEN
+Every value is checked live before the file is written; comments in it are kept.
+"""
+
+
+def add_setup_command(sub: Any) -> None:
+    setup = sub.add_parser(
+        "setup",
+        help="write or update config.toml, checking the endpoint and tokens live",
+        epilog=SETUP_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    setup.add_argument("--llm-base-url", metavar="URL", help="the OpenAI-compatible endpoint")
+    setup.add_argument("--model", help="the model for chat turns")
+    setup.add_argument(
+        "--api-key-env", metavar="VAR", help='write llm.api_key = "${VAR}" (hosted endpoints)'
+    )
+    setup.add_argument(
+        "--telegram-token-env", metavar="VAR", help='write telegram.token = "${VAR}"'
+    )
+    setup.add_argument("--discord-token-env", metavar="VAR", help='write discord.token = "${VAR}"')
+    setup.add_argument(
+        "--telegram-owner", metavar="ID", type=int, help="add your Telegram user id as owner"
+    )
+    setup.add_argument(
+        "--discord-owner", metavar="ID", type=int, help="add your Discord user id as owner"
+    )
+    setup.add_argument("--data-dir", metavar="DIR", help="storage.data_dir (in Docker: /data)")
+    setup.add_argument(
+        "--no-check", action="store_true", help="write without checking (an offline build)"
+    )
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    options = SetupOptions(
+        llm_base_url=args.llm_base_url,
+        model=args.model,
+        api_key_env=args.api_key_env,
+        telegram_token_env=args.telegram_token_env,
+        discord_token_env=args.discord_token_env,
+        telegram_owner=args.telegram_owner,
+        discord_owner=args.discord_owner,
+        data_dir=args.data_dir,
+        check=not args.no_check,
+    )
+    path = config_path(Path(args.config) if args.config else None)
+    asyncio.run(run_setup(path, options, token_checkers()))
+    return 0
+
+
+def add_partner_commands(sub: Any) -> None:
+    partners = sub.add_parser("partners", help="list, create, clone or delete partners")
+    psub = partners.add_subparsers(
+        dest="action", required=True, metavar="ACTION", help="list, new, clone or delete"
+    )
+    psub.add_parser("list", help="every partner, and those that did not load").set_defaults(
+        handler=cmd_partners_list
+    )
+    pnew = psub.add_parser("new", help="create a partner from the template")
+    pnew.add_argument("id", help="its id: a-z, 0-9, - and _, up to 32 characters")
+    pnew.add_argument("--name", help="the name it goes by (asked if not given)")
+    pnew.set_defaults(handler=cmd_partners_new)
+    pclone = psub.add_parser("clone", help="copy a partner without journals or user memory")
+    pclone.add_argument("source", help="id of the partner to copy")
+    pclone.add_argument("id", help="id of the new partner")
+    pclone.set_defaults(handler=cmd_partners_clone)
+    pdel = psub.add_parser("delete", help="move a partner to data/partners/.trash")
+    pdel.add_argument("id", help="id of the partner to delete")
+    pdel.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    pdel.set_defaults(handler=cmd_partners_delete)
+
+
+def package_version() -> str:
+    try:
+        return metadata.version("companion-gateway")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed; run make)"
 
 
 # ---- run and chat ----------------------------------------------------------------------
@@ -146,10 +280,19 @@ def platform_channels(config: Config) -> dict[str, Channel]:
     return channels
 
 
+NO_CHANNEL = (
+    "no chat token is set (telegram.token, discord.token) and stdin is not a terminal, so there "
+    "is nobody to talk to: run `companion setup` to add a token, or start with a terminal "
+    "(docker run -it) to chat in the console"
+)
+
+
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
     del args
     channels = platform_channels(config)
     if not channels:
+        if not stdin_can_carry_input():
+            raise CLIError(NO_CHANNEL)
         print(
             "No Telegram or Discord token is set: opening the console so you can talk to a "
             "partner here. (Add a token to config.toml to go online.)",
@@ -159,12 +302,36 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
     return asyncio.run(serve(config, channels))
 
 
+def stdin_can_carry_input() -> bool:
+    """Whether the console could ever read a line: a terminal, a pipe or a file with text.
+
+    A container started without ``-it`` and a service manager give the process /dev/null (or
+    no stdin at all): the console would end at once, exit 0, and a restart policy would start
+    it again forever. Pipes stay accepted, so ``echo hi | companion run`` still works."""
+    try:
+        descriptor = sys.stdin.fileno()
+        info = os.fstat(descriptor)
+    except (AttributeError, OSError, ValueError):
+        return False  # stdin closed or absent
+    if os.isatty(descriptor):
+        return True
+    if stat.S_ISCHR(info.st_mode):  # a device that is not a terminal: /dev/null
+        return False
+    if stat.S_ISREG(info.st_mode):
+        return info.st_size > 0
+    return True
+
+
 def cmd_chat(config: Config, args: argparse.Namespace) -> int:
     return asyncio.run(console_session(config, args.partner))
 
 
 async def check_llm(config: Config, fatal: bool) -> None:
-    problem = configuration_problem(config.llm) or await probe(config.llm)
+    """The endpoint's model list, without spending a call: enough to find a wrong address,
+    a missing /v1, an unknown model or a refused key before anyone writes."""
+    problem = (
+        configuration_problem(config.llm) or (await check_endpoint(config.llm, call=False)).problem
+    )
     if problem is None:
         return
     if fatal:
@@ -202,15 +369,30 @@ def default_partner(app: App) -> str | None:
 
 async def serve(config: Config, channels: dict[str, Channel]) -> int:
     await check_llm(config, fatal=False)
-    app = await build_app(config, channels)
+    app = await build_app(config, channels, show_on_terminal)
     try:
         await app.start()
         logger.info("gateway running on %s", ", ".join(channels))
+        await offer_claims(app)
         await wait_for_stop(asyncio.Event())
     finally:
         logger.info("stopping")
         await app.stop()
     return 0
+
+
+def show_on_terminal(lines: list[str]) -> None:
+    terminal.announce(*lines)
+
+
+async def offer_claims(app: App) -> None:
+    """A claim code on the terminal for each connected platform that nobody owns yet."""
+    claims = app.gateway.claims
+    for platform in app.channels:
+        if claims.unclaimed(platform):
+            code = await claims.issue(platform)
+            username = app.gateway.bot_usernames.get(platform)
+            terminal.announce(*claim_notice(platform, code, username))
 
 
 async def wait_for_stop(done: asyncio.Event) -> None:
@@ -257,12 +439,16 @@ def cmd_partners_list(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_partners_new(config: Config, args: argparse.Namespace) -> int:
+    check_partner_id(args.id)
+    name = args.name or terminal.ask(f"Name for the new partner {args.id!r}")
+    if not name:
+        raise CLIError(f"a new partner needs a name: companion partners new {args.id} --name NAME")
     lock = _locked(config)
     try:
-        partner = _catalog(config).create(args.id, args.name)
+        partner = _catalog(config).create(args.id, name)
     finally:
         lock.release()
-    print(f"created {partner.id} in {partner.dir}; edit its Markdown files to shape it")
+    print(f"created {partner.name} ({partner.id}) in {partner.dir}; edit its Markdown files")
     return 0
 
 
@@ -277,6 +463,16 @@ def cmd_partners_clone(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_partners_delete(config: Config, args: argparse.Namespace) -> int:
+    partner = _catalog(config).require(args.id)
+    if not args.yes:
+        answer = terminal.confirm(
+            f"Move {partner.name} ({partner.id}) and its memory to the trash?"
+        )
+        if answer is None:
+            raise CLIError("nothing deleted; to delete without a question add --yes")
+        if not answer:
+            print("nothing deleted", file=sys.stderr)
+            return 1
     lock = _locked(config)
     try:
         destination = _catalog(config).delete(args.id)
@@ -295,6 +491,43 @@ def cmd_memory_show(config: Config, args: argparse.Namespace) -> int:
     if args.user:
         text = read_text(user_memory_file(partner, args.user).path).strip()
         print(f"\n## About {args.user}\n" + (text or "(empty)"))
+    return 0
+
+
+# ---- pairing ---------------------------------------------------------------------------
+
+
+def _with_store(config: Config, work: Callable[[Store], Awaitable[T]]) -> T:
+    """Run ``work`` on the database, opened beside any running gateway."""
+
+    async def go() -> T:
+        store = await Store.open(config.data_dir / "gateway.db")
+        try:
+            return await work(store)
+        except AccessError as exc:
+            raise CLIError(pairing_terminal.terminal_hint(exc)) from None
+        finally:
+            await store.close()
+
+    return asyncio.run(go())
+
+
+def cmd_pairing_list(config: Config, args: argparse.Namespace) -> int:
+    del args
+    lines = _with_store(config, pairing_terminal.pending_lines)
+    print("\n".join(lines) if lines else "No pairing requests are waiting.")
+    return 0
+
+
+def cmd_pairing_approve(config: Config, args: argparse.Namespace) -> int:
+    user_key = _with_store(config, lambda store: pairing_terminal.approve(config, store, args.code))
+    print(f"approved {user_key}; a running gateway tells them within seconds")
+    return 0
+
+
+def cmd_pairing_deny(config: Config, args: argparse.Namespace) -> int:
+    user_key = _with_store(config, lambda store: pairing_terminal.deny(config, store, args.code))
+    print(f"refused the request from {user_key}")
     return 0
 
 
@@ -469,36 +702,33 @@ async def _import_session(
 
 
 def cmd_doctor(config: Config, args: argparse.Namespace) -> int:
-    del args
-    problems = 0
+    file = config_path(Path(args.config) if args.config else None)
+    findings = asyncio.run(examine(config, file if file.exists() else None, token_checks(config)))
+    for finding in findings:
+        print(finding.line())
+    return 1 if any(finding.ok is False for finding in findings) else 0
 
-    def line(ok: bool, text: str) -> None:
-        nonlocal problems
-        problems += 0 if ok else 1
-        print(f"{'ok ' if ok else 'BAD'} {text}")
 
-    line(True, f"config: llm.base_url={config.llm.base_url} model={config.llm.model}")
-    line(
-        config.llm.api_key is not None or "api.openai.com" not in config.llm.base_url,
-        f"llm.api_key: {'set (hidden)' if config.llm.api_key else 'not set'}",
-    )
-    for name, token in (("telegram", config.telegram.token), ("discord", config.discord.token)):
-        print(f"    {name}.token: {'set (hidden)' if token else 'not set'}")
-    data = config.data_dir
-    try:
-        data.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=data):
-            pass
-        line(True, f"data dir {data.resolve()} is writable")
-    except OSError as exc:
-        line(False, f"data dir {data}: {exc}")
-    catalog = _catalog(config)
-    line(not catalog.errors, f"partners: {', '.join(p.id for p in catalog.all()) or 'none yet'}")
-    for partner_id, error in catalog.errors.items():
-        print(f"    {partner_id}: {error}")
-    problem = configuration_problem(config.llm) or asyncio.run(probe(config.llm))
-    line(problem is None, problem or f"LLM endpoint {config.llm.base_url} answers")
-    return 1 if problems else 0
+def token_checks(config: Config) -> dict[str, TokenChecker]:
+    """A live check for each chat token that is set."""
+    tokens = {"telegram": config.telegram.token, "discord": config.discord.token}
+    return {
+        platform: functools.partial(check, config)
+        for platform, check in token_checkers().items()
+        if tokens[platform] is not None
+    }
+
+
+def token_checkers() -> dict[str, Callable[[Config], Awaitable[TokenCheck]]]:
+    """Each platform's token check; the adapters know their platforms (imported here, when a
+    command needs them, so the other commands start without the chat SDKs)."""
+    from adapters.discord_check import check_discord_token
+    from adapters.telegram_check import check_telegram_token
+
+    return {
+        "telegram": lambda config: check_telegram_token(config.telegram),
+        "discord": lambda config: check_discord_token(config.discord),
+    }
 
 
 def cmd_health(config: Config, args: argparse.Namespace) -> int:

@@ -260,19 +260,49 @@ def config_path(explicit: Path | None = None, environ: dict[str, str] | None = N
 
 
 def load_config(path: Path | None = None, environ: dict[str, str] | None = None) -> Config:
-    """Read and validate the config. A missing default file means "all defaults"."""
+    """Read and validate the config. A missing default file means "all defaults"; a file
+    named by ``--config`` or ``$COMPANION_CONFIG`` must exist."""
     env = dict(os.environ if environ is None else environ)
     file = config_path(path, env)
-    raw: dict[str, Any] = {}
-    if file.exists():
-        try:
-            raw = tomllib.loads(file.read_text(encoding="utf-8"))
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{file}: not valid TOML ({exc}); fix the syntax there") from exc
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"{file}: not UTF-8 text; save it as UTF-8") from exc
-    elif path is not None:
-        raise ConfigError(f"{file}: no such file; copy config.example.toml there and edit it")
+    text = read_config_text(file, named=path is not None or CONFIG_PATH_ENV in env)
+    return parse_config(text or "", file, env)
+
+
+def read_config_text(file: Path, named: bool) -> str | None:
+    """The file's text; None if it is absent and was not ``named`` explicitly.
+
+    A config mounted into a container is the usual way to get these wrong: a file missing on
+    the host (silently ignored, it would run on defaults) or a bind mount that Docker made a
+    directory because its source did not exist."""
+    if file.is_dir():
+        raise ConfigError(
+            f"{file} is a directory, not a config file (Docker creates one when a bind-mounted "
+            "file does not exist on the host); mount the config.toml file itself"
+        )
+    if not file.exists():
+        if not named:
+            return None
+        raise ConfigError(
+            f"{file}: no such file (named by --config or {CONFIG_PATH_ENV}); create it with "
+            "`companion setup`, or copy config.example.toml there"
+        )
+    try:
+        return file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{file}: not UTF-8 text; save it as UTF-8") from exc
+    except OSError as exc:
+        raise ConfigError(
+            f"{file}: cannot be read ({exc.strerror}); check its permissions"
+        ) from None
+
+
+def parse_config(text: str, file: Path, environ: dict[str, str] | None = None) -> Config:
+    """Validate config text; ``file`` only names it in messages."""
+    env = dict(os.environ if environ is None else environ)
+    try:
+        raw: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{file}: not valid TOML ({exc}); fix the syntax there") from exc
     raw = _expand_env(raw, env, file, ())
     llm = raw.setdefault("llm", {}) if isinstance(raw.get("llm", {}), dict) else None
     if llm is not None and "api_key" not in llm and env.get(DEFAULT_API_KEY_ENV):

@@ -11,19 +11,21 @@ from __future__ import annotations
 import contextlib
 import logging
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from adapters.base import Channel, DeliveryError, NotStored
-from bot.access import Access
+from bot.access import APPROVED_WELCOME, Access
 from bot.admin_services import AdminServices
+from bot.claims import CLAIM_COMMANDS, CLAIM_REFUSED, CLAIMED, OwnerClaims
 from bot.commands import CommandContext, CommandReply, parse_command, run_command
 from bot.config import Config
 from bot.dispatcher import Dispatcher
-from bot.events import ChatRef, Choice, Inbound, Outbound
+from bot.events import ChatRef, Choice, Inbound, Outbound, Sender
 from bot.literal import literal_line
 from bot.sessions import Sessions, Speaker, audience_for
 from bot.store import ChatRow, NewMessage, Store
+from bot.terminal import printable
 from bot.turns import queue_key
 from partners.catalog import PartnerCatalog
 from partners.persona import Partner
@@ -31,6 +33,7 @@ from partners.user_memory import UserMemory
 
 logger = logging.getLogger(__name__)
 
+Announce = Callable[[list[str]], None]
 MAX_INBOUND_CHARS = 16_000
 CUT_NOTE = "\n[message cut: it was longer than {limit} characters]"
 
@@ -55,8 +58,13 @@ class Gateway:
         channels: dict[str, Channel],
         sessions: Sessions,
         user_memory: UserMemory,
+        claims: OwnerClaims,
+        announce: Announce,
     ) -> None:
         self.config = config
+        self.claims = claims
+        self.announce = announce
+        """Shows lines on the terminal that runs the gateway (pairing with no owner)."""
         self.store = store
         self.catalog = catalog
         self.access = access
@@ -127,10 +135,12 @@ class Gateway:
         bound = [] if chat.is_dm else await self._bound_partners(chat)
         command = parse_command(inbound.text, self.bot_usernames.get(chat.platform))
         if chat.is_dm:
+            if command and await self._claim(inbound, *command):
+                return
             verdict = await self.access.check_dm(sender)
             if not verdict.allowed:
-                if verdict.owner_notice:
-                    await self.notify_owner(chat.platform, verdict.owner_notice)
+                if verdict.owner_notice and verdict.code:
+                    await self._pairing_notice(sender, verdict.owner_notice, verdict.code)
                 if verdict.reply:
                     await self.reply(chat, verdict.reply, inbound.message_id)
                 return
@@ -142,6 +152,37 @@ class Gateway:
             await self._command(inbound, command[0], command[1], is_owner)
             return
         await self._converse(inbound, is_owner, bound)
+
+    async def _claim(self, inbound: Inbound, name: str, args: list[str]) -> bool:
+        """``/claim CODE`` (or the deep link's ``/start CODE``) in a DM while nobody owns this
+        platform: answered here, whatever the code. True if it was such a claim."""
+        platform = inbound.chat.platform
+        if name not in CLAIM_COMMANDS or len(args) != 1 or not self.claims.unclaimed(platform):
+            return False
+        claimed = await self.claims.redeem(inbound.sender, args[0])
+        text = CLAIMED.format(platform=platform.capitalize()) if claimed else CLAIM_REFUSED
+        await self.reply(inbound.chat, text, inbound.message_id)
+        return True
+
+    async def _pairing_notice(self, sender: Sender, notice: str, code: str) -> None:
+        """A new pairing request goes to the owner's DM; with no owner to reach, to the
+        terminal, where it cannot be missed among log lines."""
+        if self._owner_reachable():
+            await self.notify_owner(sender.platform, notice)
+            return
+        handle = f" @{sender.username}" if sender.username else ""
+        self.announce(
+            [
+                f"PAIRING REQUEST from {printable(sender.display_name + handle)} "
+                f"({printable(sender.key)}), and no owner to approve it in chat.",
+                f"    let them in:  companion pairing approve {code}",
+                f"    refuse:       companion pairing deny {code}",
+                "Is it you? Claim the bot instead with the /claim code printed at start-up.",
+            ]
+        )
+
+    def _owner_reachable(self) -> bool:
+        return any(key.partition(":")[0] in self.channels for key in self.access.is_owner.keys)
 
     async def _bound_partners(self, chat: ChatRef) -> list[Partner]:
         rows = await self.store.bindings(chat.platform, chat.chat_id)
@@ -307,6 +348,12 @@ class Gateway:
             except DeliveryError as exc:
                 logger.warning("notice to %s not delivered: %s", chat.key, exc)
                 return
+
+    async def announce_approvals(self) -> None:
+        """Tell each user approved elsewhere (the terminal) that they are in, exactly once."""
+        for request in await self.store.unannounced_approvals():
+            if await self.store.take_announcement(request["code"]):
+                await self.notify_user(request["user_key"], APPROVED_WELCOME)
 
     async def notify_user(self, user_key: str, text: str) -> None:
         platform, _, user_id = user_key.partition(":")

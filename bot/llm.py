@@ -216,24 +216,3 @@ def configuration_problem(config: LLMConfig) -> str | None:
     if config.api_key is None and config.base_url.rstrip("/") == DEFAULT_BASE_URL:
         return f"No LLM is configured: {SETUP_HINT}."
     return None
-
-
-async def probe(config: LLMConfig, wait_seconds: float = 5.0) -> str | None:
-    """None if the endpoint answers (any HTTP answer but 401 counts), else the problem."""
-    client = openai.AsyncOpenAI(
-        base_url=config.base_url,
-        api_key=config.api_key.get_secret_value() if config.api_key else NO_KEY,
-        timeout=wait_seconds,
-        max_retries=0,
-    )
-    try:
-        await client.models.list()
-    except openai.AuthenticationError:
-        return f"{config.base_url} refused the API key: check OPENAI_API_KEY or llm.api_key."
-    except openai.APIConnectionError:
-        return f"cannot reach the LLM endpoint {config.base_url}: {SETUP_HINT}."
-    except openai.APIStatusError:
-        return None
-    finally:
-        await client.close()
-    return None

@@ -402,6 +402,24 @@ SCHEMA: list[str | Migration] = [
         END;
         """,
     ),
+    # 11: owners who claimed a platform with a one-time code; approvals told to the user
+    """
+    CREATE TABLE claim_codes (
+        code_hash TEXT PRIMARY KEY,
+        platform TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        used_at REAL,
+        used_by TEXT
+    );
+    CREATE TABLE claimed_owners (
+        user_key TEXT PRIMARY KEY,
+        platform TEXT NOT NULL UNIQUE,
+        claimed_at REAL NOT NULL
+    );
+    ALTER TABLE pairing_requests ADD COLUMN announced_at REAL;
+    UPDATE pairing_requests SET announced_at = created_at WHERE status = 'approved';
+    """,
 ]
 THREAD_ROLES = ("user", "assistant", "context")
 """Roles that make up a conversation thread: each one is its neighbours' context. (The
@@ -1847,6 +1865,76 @@ class Store:
             " GROUP BY partner_id"
         )
         return {row[0]: float(row[1]) for row in rows}
+
+    # ---- owner claims and pairing decisions from the terminal ----------------------------
+
+    async def add_claim_code(self, code_hash: str, platform: str, ttl_seconds: float) -> None:
+        now = time.time()
+        await self._write(
+            "INSERT INTO claim_codes (code_hash, platform, created_at, expires_at)"
+            " VALUES (?, ?, ?, ?)",
+            (code_hash, platform, now, now + ttl_seconds),
+        )
+
+    async def live_claim_codes(self, platform: str) -> list[str]:
+        """Hashes of the codes that may still claim ``platform`` (unused, unexpired)."""
+        rows = await self._all(
+            "SELECT code_hash FROM claim_codes WHERE platform = ? AND used_at IS NULL"
+            " AND expires_at > ?",
+            (platform, time.time()),
+        )
+        return [row[0] for row in rows]
+
+    async def redeem_claim(self, code_hash: str, platform: str, user_key: str) -> bool:
+        """Make ``user_key`` the owner of ``platform`` with a live code, in one transaction:
+        False if the code is no longer live or the platform has been claimed meanwhile. Every
+        other code for the platform is used up with it."""
+        now = time.time()
+        async with self._transaction():
+            taken = await self._db.execute_fetchall(
+                "SELECT 1 FROM claimed_owners WHERE platform = ?", (platform,)
+            )
+            if list(taken):
+                return False
+            cursor = await self._db.execute(
+                "UPDATE claim_codes SET used_at = ?, used_by = ? WHERE code_hash = ?"
+                " AND platform = ? AND used_at IS NULL AND expires_at > ?",
+                (now, user_key, code_hash, platform, now),
+            )
+            if cursor.rowcount != 1:
+                return False
+            await self._db.execute(
+                "INSERT INTO claimed_owners (user_key, platform, claimed_at) VALUES (?, ?, ?)",
+                (user_key, platform, now),
+            )
+            await self._db.execute(
+                "UPDATE claim_codes SET used_at = ? WHERE platform = ? AND used_at IS NULL",
+                (now, platform),
+            )
+        return True
+
+    async def claimed_owners(self) -> list[dict[str, Any]]:
+        rows = await self._all(
+            "SELECT user_key, platform, claimed_at FROM claimed_owners ORDER BY claimed_at"
+        )
+        return [dict(row) for row in rows]
+
+    async def unannounced_approvals(self) -> list[dict[str, Any]]:
+        """Pairing requests approved (from the terminal) whose user has not been told yet."""
+        rows = await self._all(
+            "SELECT * FROM pairing_requests WHERE status = 'approved' AND announced_at IS NULL"
+            " ORDER BY created_at"
+        )
+        return [dict(row) for row in rows]
+
+    async def take_announcement(self, code: str) -> bool:
+        """Claim the telling of an approval: True for exactly one caller."""
+        cursor = await self._write(
+            "UPDATE pairing_requests SET announced_at = ? WHERE code = ?"
+            " AND status = 'approved' AND announced_at IS NULL",
+            (time.time(), code),
+        )
+        return cursor.rowcount == 1
 
     # ---- maintenance -----------------------------------------------------------------
 

@@ -8,6 +8,7 @@ or what it knows about individual users.
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import time
 from importlib import resources
@@ -91,7 +92,7 @@ class PartnerCatalog:
         shutil.copytree(template_dir(), target)
         (target / "memory").mkdir(exist_ok=True)
         if name:
-            set_preset_value(target / "preset.yml", "name", name)
+            rename_template(target, name)
         self.reload()
         return self.require(partner_id)
 
@@ -129,6 +130,20 @@ async def apply_search_languages(store: Store, catalog: PartnerCatalog) -> None:
             logger.info(
                 "re-indexed %d messages of %s for %s", count, partner.id, partner.preset.language
             )
+
+
+def rename_template(directory: Path, name: str) -> None:
+    """Give a fresh copy of the template its own name: in preset.yml's ``name`` and wherever
+    the template's name appears in its files (comments and persona text alike)."""
+    preset = directory / "preset.yml"
+    template_name = str(yaml.safe_load(preset.read_text(encoding="utf-8")).get("name", ""))
+    if template_name:
+        pattern = re.compile(rf"\b{re.escape(template_name)}\b")
+        for path in directory.iterdir():
+            if path.is_file() and path.suffix in (".yml", ".md"):
+                text = path.read_text(encoding="utf-8")
+                path.write_text(pattern.sub(lambda _: name, text), encoding="utf-8", newline="")
+    set_preset_value(preset, "name", name)
 
 
 def set_preset_value(path: Path, key: str, value: str | bool) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import ConfigError, load_config
+from bot.config import ConfigError, load_config, parse_config
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -15,10 +15,11 @@ def write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def test_no_config_file_means_defaults_and_env_key(tmp_path: Path) -> None:
-    config = load_config(
-        None, {"COMPANION_CONFIG": str(tmp_path / "none.toml"), "OPENAI_API_KEY": "sk-env"}
-    )
+def test_no_config_file_means_defaults_and_env_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no config.toml here, and none named
+    config = load_config(None, {"OPENAI_API_KEY": "sk-env"})
     assert config.llm.model == "gpt-4o-mini"
     assert config.llm.api_key is not None
     assert config.llm.api_key.get_secret_value() == "sk-env"
@@ -93,6 +94,42 @@ def test_example_config_is_valid() -> None:
     config = load_config(example, {"OPENAI_API_KEY": "sk-x"})
     assert config.access.dm_policy == "pairing"
     assert config.dispatch.max_concurrent_turns == 64
+
+
+def test_companion_config_naming_a_missing_file_stops_with_the_variable_named(
+    tmp_path: Path,
+) -> None:
+    missing = tmp_path / "config" / "config.toml"
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, {"COMPANION_CONFIG": str(missing)})
+    message = str(caught.value)
+    assert str(missing) in message and "COMPANION_CONFIG" in message
+    assert "companion setup" in message
+
+
+def test_a_directory_where_the_config_file_should_be_is_named_with_the_fix(
+    tmp_path: Path,
+) -> None:
+    mounted = tmp_path / "config.toml"
+    mounted.mkdir()
+    for explicit, environ in ((mounted, {}), (None, {"COMPANION_CONFIG": str(mounted)})):
+        with pytest.raises(ConfigError) as caught:
+            load_config(explicit, environ)
+        message = str(caught.value)
+        assert "is a directory" in message and str(mounted) in message
+        assert "\n" not in message
+
+
+def test_the_example_config_needs_no_openai_key_for_a_local_endpoint() -> None:
+    """Copied as it is and pointed at Ollama, it must not ask for a key Ollama does not need."""
+    example = Path(__file__).parent.parent / "config.example.toml"
+    text = example.read_text(encoding="utf-8").replace(
+        'base_url = "https://api.openai.com/v1"', 'base_url = "http://127.0.0.1:11434/v1"'
+    )
+    local = parse_config(text, example, {})
+    assert local.llm.api_key is None
+    hosted = parse_config(text, example, {"OPENAI_API_KEY": "sk-env"})
+    assert hosted.llm.api_key is not None and hosted.llm.api_key.get_secret_value() == "sk-env"
 
 
 def test_delivery_pauses_that_shrink_are_refused_with_the_key_named(tmp_path: Path) -> None:

@@ -117,6 +117,10 @@ INTENT_DIRECT_MESSAGE_REACTIONS = 1 << 13
 INTENT_DIRECT_MESSAGE_TYPING = 1 << 14
 INTENT_MESSAGE_CONTENT = 1 << 15
 PRIVILEGED_INTENTS = INTENT_GUILD_MEMBERS | INTENT_GUILD_PRESENCES | INTENT_MESSAGE_CONTENT
+# Application flags (GET /oauth2/applications/@me) for the privileged intents switched on.
+APP_FLAG_GATEWAY_PRESENCE_LIMITED = 1 << 13
+APP_FLAG_GATEWAY_GUILD_MEMBERS_LIMITED = 1 << 15
+APP_FLAG_GATEWAY_MESSAGE_CONTENT_LIMITED = 1 << 19
 
 # Gateway opcodes.
 OP_DISPATCH = 0
@@ -1807,6 +1811,18 @@ class FakeDiscord:
         limit = {"total": 1000, "remaining": 999, "reset_after": 14_400_000, "max_concurrency": 1}
         return 200, {"url": self.gateway_url, "shards": 1, "session_start_limit": limit}
 
+    def _application_flags(self) -> int:
+        """The Developer Portal's intent switches as application flags: a bot in fewer than
+        100 servers gets the ``_LIMITED`` variants."""
+        flags = 0
+        if self.allowed_privileged_intents & INTENT_MESSAGE_CONTENT:
+            flags |= APP_FLAG_GATEWAY_MESSAGE_CONTENT_LIMITED
+        if self.allowed_privileged_intents & INTENT_GUILD_MEMBERS:
+            flags |= APP_FLAG_GATEWAY_GUILD_MEMBERS_LIMITED
+        if self.allowed_privileged_intents & INTENT_GUILD_PRESENCES:
+            flags |= APP_FLAG_GATEWAY_PRESENCE_LIMITED
+        return flags
+
     async def _get_application(self, _call: RestCall, _m: dict[str, str]) -> tuple[int, JSON]:
         return 200, {
             "id": str(self.application_id),
@@ -1820,7 +1836,7 @@ class FakeDiscord:
             "verify_key": "0" * 64,
             "owner": copy.deepcopy(self._users[self.owner_id]),
             "team": None,
-            "flags": 0,
+            "flags": self._application_flags(),
             "tags": [],
             "redirect_uris": [],
             "interactions_endpoint_url": None,

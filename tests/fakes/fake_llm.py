@@ -197,6 +197,14 @@ class FakeLLM:
 
     def __init__(self, responder: Responder | None = None) -> None:
         self.responder: Responder | None = responder
+        #: What ``GET /v1/models`` lists; None answers 404, as endpoints without a list do.
+        self.models: list[str] | None = [FAKE_MODEL_ID]
+        #: Chat completions for a model not in ``models`` get 404 ``model_not_found``.
+        self.reject_unknown_models = False
+        #: When set, every request needs ``Authorization: Bearer <api_key>`` or gets 401.
+        self.api_key: str | None = None
+        #: ``GET /v1/models`` requests (they are not in :attr:`requests`).
+        self.model_list_requests = 0
         self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []
         self.errors: list[BaseException] = []
@@ -308,11 +316,28 @@ class FakeLLM:
 
     # -- handlers ----------------------------------------------------------------------------
 
-    async def _handle_models(self, request: web.Request) -> web.Response:  # noqa: ARG002
+    def _unauthorized(self, request: web.Request) -> web.Response | None:
+        """The 401 OpenAI sends for a missing or wrong key, when :attr:`api_key` is set."""
+        if self.api_key is None:
+            return None
+        if request.headers.get("Authorization") == f"Bearer {self.api_key}":
+            return None
+        return self._error_response(
+            Failure(401, "Incorrect API key provided", code="invalid_api_key")
+        )
+
+    async def _handle_models(self, request: web.Request) -> web.Response:
+        self.model_list_requests += 1
+        refused = self._unauthorized(request)
+        if refused is not None:
+            return refused
+        if self.models is None:
+            return self._error_response(Failure(404, "Not Found"))
         body = {
             "object": "list",
             "data": [
-                {"id": FAKE_MODEL_ID, "object": "model", "created": 0, "owned_by": "fake-llm"}
+                {"id": model, "object": "model", "created": 0, "owned_by": "fake-llm"}
+                for model in self.models
             ],
         }
         return self._json_response(body)
@@ -330,6 +355,14 @@ class FakeLLM:
             self.request_headers.append(dict(request.headers))
             self._condition.notify_all()
 
+        refused = self._unauthorized(request)
+        if refused is not None:
+            return refused
+        model = body.get("model")
+        if self.reject_unknown_models and model not in (self.models or []):
+            return self._error_response(
+                Failure(404, f"The model `{model}` does not exist", code="model_not_found")
+            )
         if self.down:
             return self._error_response(
                 Failure(503, "service unavailable (simulated outage)", type="server_error")

@@ -1,0 +1,155 @@
+"""``companion doctor``: what would break a first run, found before the first message.
+
+One line per finding: ``ok`` or ``BAD`` (each failure names its fix), or an indented fact. It
+checks the LLM endpoint live (reachable, ``/v1``, the model, the key), each chat token with its
+platform, that every enabled platform has an owner (in config.toml or claimed), that the data
+directory is writable and that every partner directory loads. It only reads, so it works beside
+a running gateway; secrets are only ever said to be set or not.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from adapters.base import TokenCheck
+from bot.config import Config
+from bot.llm import configuration_problem
+from bot.llm_check import check_endpoint, is_local_endpoint
+from bot.store import Store
+from partners.catalog import PartnerCatalog
+
+TokenChecker = Callable[[], Awaitable[TokenCheck]]
+DATABASE = "gateway.db"
+
+
+@dataclass(frozen=True)
+class Finding:
+    ok: bool | None
+    """True ok, False a problem, None a fact worth showing."""
+    text: str
+
+    def line(self) -> str:
+        mark = {True: "ok ", False: "BAD", None: "   "}[self.ok]
+        return f"{mark} {self.text}"
+
+
+async def examine(
+    config: Config, config_file: Path | None, token_checks: Mapping[str, TokenChecker]
+) -> list[Finding]:
+    """Every check, in the order a first run meets them. ``token_checks`` has one checker
+    per platform whose token is set."""
+    findings = [config_finding(config_file)]
+    findings += await llm_findings(config)
+    for platform, check in token_checks.items():
+        findings += await token_findings(platform, check)
+    findings += await owner_findings(config, list(token_checks))
+    findings += [data_dir_finding(config.data_dir), *partner_findings(config.data_dir)]
+    return findings
+
+
+def config_finding(config_file: Path | None) -> Finding:
+    if config_file is None:
+        return Finding(None, "config: no config.toml here, so all defaults; `companion setup`")
+    return Finding(True, f"config: {config_file}")
+
+
+async def llm_findings(config: Config) -> list[Finding]:
+    llm = config.llm
+    findings = [Finding(None, f"llm.base_url = {llm.base_url}, llm.model = {llm.model}")]
+    if llm.api_key is not None:
+        findings.append(Finding(True, "llm.api_key: set (hidden)"))
+    elif is_local_endpoint(llm.base_url):
+        findings.append(Finding(True, "llm.api_key: not set (not needed for this local endpoint)"))
+    else:
+        findings.append(Finding(None, "llm.api_key: not set (a hosted endpoint will say so)"))
+    problem = configuration_problem(llm) or (await check_endpoint(llm)).problem
+    answers = f"LLM endpoint {llm.base_url.rstrip('/')} answers with model {llm.model}"
+    findings.append(Finding(problem is None, problem or answers))
+    return findings
+
+
+async def token_findings(platform: str, check: TokenChecker) -> list[Finding]:
+    result = await check()
+    findings = [Finding(None, f"{platform}.token: set (hidden)")]
+    if result.identity:
+        findings.append(Finding(True, f"{platform}: the token works for {result.identity}"))
+    if result.problem:
+        findings.append(Finding(False, result.problem))
+    findings += [Finding(None, f"{platform}: {note}") for note in result.notes]
+    return findings
+
+
+async def owner_findings(config: Config, platforms: list[str]) -> list[Finding]:
+    """An owner for each platform the gateway goes online on: config ids or a claim."""
+    configured = {"telegram": config.owner.telegram_ids, "discord": config.owner.discord_ids}
+    claimed = await claimed_owners(config.data_dir)
+    findings = []
+    for platform in platforms:
+        owners = [f"{user_id} (config.toml)" for user_id in configured.get(platform, [])]
+        owners += [
+            f"{user_key.partition(':')[2]} (claimed {day})"
+            for user_key, owner_platform, day in claimed
+            if owner_platform == platform
+        ]
+        if owners:
+            findings.append(Finding(True, f"{platform} owner: {', '.join(owners)}"))
+            continue
+        findings.append(
+            Finding(
+                False,
+                f"nobody owns the bot on {platform}: start `companion run` and send the bot the "
+                f"/claim code it prints (or set owner.{platform}_ids in config.toml)",
+            )
+        )
+    return findings
+
+
+async def claimed_owners(data_dir: Path) -> list[tuple[str, str, str]]:
+    """(user key, platform, day claimed); none before the database exists (doctor does not
+    create it)."""
+    path = data_dir / DATABASE
+    if not path.exists():
+        return []
+    store = await Store.open(path)
+    try:
+        rows = await store.claimed_owners()
+    finally:
+        await store.close()
+    return [
+        (
+            row["user_key"],
+            row["platform"],
+            datetime.fromtimestamp(row["claimed_at"], UTC).date().isoformat(),
+        )
+        for row in rows
+    ]
+
+
+def data_dir_finding(data_dir: Path) -> Finding:
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=data_dir):
+            pass
+    except OSError as exc:
+        return Finding(
+            False,
+            f"data dir {data_dir} is not writable ({exc.strerror}): fix its owner or "
+            "permissions, or set storage.data_dir",
+        )
+    return Finding(True, f"data dir {data_dir.resolve()} is writable")
+
+
+def partner_findings(data_dir: Path) -> list[Finding]:
+    catalog = PartnerCatalog(data_dir / "partners")
+    catalog.reload()
+    names = ", ".join(p.id for p in catalog.all()) or "none yet (the example is made at start)"
+    findings = [Finding(True, f"partners: {names}")]
+    findings += [
+        Finding(False, f"partner {partner_id} does not load: {error}")
+        for partner_id, error in catalog.errors.items()
+    ]
+    return findings

@@ -1,0 +1,187 @@
+"""`companion doctor` checks what breaks a first run — the LLM endpoint (reachable, /v1, the
+model, the key), each chat token, an owner for each enabled platform, the data directory and
+the partners — with one line per failure naming the fix. Real clients against the fakes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from bot.cli import main
+from bot.store import Store
+from tests.fakes.fake_discord import BOT_TOKEN, FakeDiscord, point_discord_at
+from tests.fakes.fake_llm import FAKE_MODEL_ID, FakeLLM
+from tests.fakes.fake_telegram import TOKEN, FakeTelegram
+from tests.test_llm_check import refused_port
+
+
+@pytest.fixture
+async def telegram() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram(bot_username="mira_home_bot") as fake:
+        yield fake
+
+
+@pytest.fixture
+async def discord_fake() -> AsyncIterator[FakeDiscord]:
+    async with FakeDiscord(application_id=4321) as fake:
+        restore = point_discord_at(fake)
+        try:
+            yield fake
+        finally:
+            restore()
+
+
+@pytest.fixture(autouse=True)
+def no_openai_key(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The key (and config) of whoever runs the tests stays out of them."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("COMPANION_CONFIG", raising=False)
+    yield
+
+
+def write_config(tmp_path: Path, llm: str, body: str = "") -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(
+        f'[llm]\nbase_url = "{llm}"\nmodel = "{FAKE_MODEL_ID}"\nmax_retries = 0\n'
+        f'[storage]\ndata_dir = "{tmp_path / "data"}"\n{body}',
+        encoding="utf-8",
+    )
+    return path
+
+
+async def doctor(config: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
+    capsys.readouterr()
+    code = await asyncio.to_thread(main, ["--config", str(config), "doctor"])
+    out = capsys.readouterr().out
+    return code, out.splitlines()
+
+
+def bad(lines: list[str]) -> list[str]:
+    return [line for line in lines if line.startswith("BAD")]
+
+
+async def test_a_good_setup_is_all_ok_and_shows_what_the_owner_needs(
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    telegram: FakeTelegram,
+    discord_fake: FakeDiscord,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = write_config(
+        tmp_path,
+        fake_llm.base_url,
+        f'[owner]\ntelegram_ids = [42]\ndiscord_ids = [1]\n[telegram]\ntoken = "{TOKEN}"\n'
+        f'base_url = "{telegram.base_url}"\n[discord]\ntoken = "{BOT_TOKEN}"\n'
+        f'api_base = "{discord_fake.api_base}"\n',
+    )
+    code, lines = await doctor(config, capsys)
+    text = "\n".join(lines)
+    assert code == 0, text
+    assert bad(lines) == []
+    assert "llm.api_key: not set (not needed for this local endpoint)" in text
+    assert f"LLM endpoint {fake_llm.base_url} answers with model {FAKE_MODEL_ID}" in text
+    assert "telegram: the token works for @mira_home_bot" in text
+    assert "client_id=4321" in text and "permissions=277562330112" in text
+    assert "telegram owner: 42 (config.toml)" in text
+    assert TOKEN not in text and BOT_TOKEN not in text
+
+
+@pytest.mark.parametrize(
+    ("case", "fix"),
+    [
+        ("no /v1", "llm.base_url = "),
+        ("unknown model", "Set llm.model to one of them"),
+        ("401", "set llm.api_key"),
+        ("refused", "connection refused"),
+    ],
+)
+async def test_each_wrong_endpoint_is_one_bad_line_with_the_fix(
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    capsys: pytest.CaptureFixture[str],
+    case: str,
+    fix: str,
+) -> None:
+    url = fake_llm.base_url
+    if case == "no /v1":
+        url = url.removesuffix("/v1")
+    elif case == "unknown model":
+        fake_llm.models = ["llama3.2:latest"]
+    elif case == "401":
+        fake_llm.api_key = "sk-needed"
+    else:
+        url = f"http://127.0.0.1:{refused_port()}/v1"
+    code, lines = await doctor(write_config(tmp_path, url), capsys)
+    assert code == 1
+    [line] = bad(lines)
+    assert fix in line
+
+
+async def test_a_rejected_chat_token_is_named(
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    telegram: FakeTelegram,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = write_config(
+        tmp_path,
+        fake_llm.base_url,
+        '[owner]\ntelegram_ids = [42]\n[telegram]\ntoken = "999:WRONG"\n'
+        f'base_url = "{telegram.base_url}"\n',
+    )
+    code, lines = await doctor(config, capsys)
+    assert code == 1
+    [line] = bad(lines)
+    assert "telegram.token was rejected" in line and "@BotFather" in line
+    assert "WRONG" not in "\n".join(lines)
+
+
+async def test_the_message_content_intent_switched_off_is_named(
+    tmp_path: Path, fake_llm: FakeLLM, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with FakeDiscord(allowed_privileged_intents=0) as fake:
+        restore = point_discord_at(fake)
+        try:
+            config = write_config(
+                tmp_path,
+                fake_llm.base_url,
+                f'[owner]\ndiscord_ids = [1]\n[discord]\ntoken = "{BOT_TOKEN}"\n'
+                f'api_base = "{fake.api_base}"\n',
+            )
+            code, lines = await doctor(config, capsys)
+        finally:
+            restore()
+    assert code == 1
+    [line] = bad(lines)
+    assert "Message Content Intent" in line and "Developer Portal" in line
+
+
+async def test_an_enabled_platform_without_an_owner_is_bad_until_claimed(
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    telegram: FakeTelegram,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = write_config(
+        tmp_path,
+        fake_llm.base_url,
+        f'[telegram]\ntoken = "{TOKEN}"\nbase_url = "{telegram.base_url}"\n',
+    )
+    code, lines = await doctor(config, capsys)
+    assert code == 1
+    [line] = bad(lines)
+    assert "nobody owns the bot on telegram" in line and "/claim" in line
+    assert "owner.telegram_ids" in line
+
+    store = await Store.open(tmp_path / "data" / "gateway.db")
+    await store.add_claim_code("hash", "telegram", 60)
+    assert await store.redeem_claim("hash", "telegram", "telegram:777")
+    await store.close()
+    code, lines = await doctor(config, capsys)
+    assert code == 0, lines
+    today = datetime.now(UTC).date().isoformat()
+    assert any(f"telegram owner: 777 (claimed {today})" in line for line in lines)

@@ -1,0 +1,86 @@
+"""What the image and a fresh machine install: the versions the tests passed with.
+
+No Docker engine runs here, so the Dockerfile and compose.yaml are read, not built: the base
+image pinned by digest, dependencies installed from the lock in a layer of their own before the
+code is copied, and the compose service with its volumes, env file and healthcheck."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).parent.parent
+LOCK = ROOT / "requirements.lock"
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def requirement_name(requirement: str) -> str:
+    match = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement)
+    assert match, requirement
+    return canonical(match.group(0))
+
+
+def locked() -> dict[str, str]:
+    pins = {}
+    for line in LOCK.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version, f"requirements.lock: {line!r} is not pinned with =="
+            pins[canonical(name)] = version.strip()
+    return pins
+
+
+def test_the_lock_pins_every_declared_dependency() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    declared = [*project["dependencies"], *project["optional-dependencies"]["dev"]]
+    missing = {requirement_name(r) for r in declared} - locked().keys()
+    assert missing == set(), "add them to requirements.lock (make lock)"
+
+
+def test_the_installed_versions_are_the_locked_ones() -> None:
+    """make installs with the lock as constraints: a drift means the lock no longer says what
+    the tests ran with."""
+    drift = {}
+    for name, version in locked().items():
+        try:
+            installed = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue  # a dependency of another platform or Python
+        if installed != version:
+            drift[name] = (version, installed)
+    assert drift == {}
+
+
+def test_the_image_starts_from_a_pinned_base_and_installs_dependencies_before_code() -> None:
+    lines = (ROOT / "Dockerfile").read_text(encoding="utf-8").splitlines()
+    [base] = [line for line in lines if line.startswith("FROM ")]
+    assert re.fullmatch(r"FROM python:3\.11-slim@sha256:[0-9a-f]{64}", base)
+    install_deps = next(i for i, line in enumerate(lines) if "-c requirements.lock" in line)
+    first_code = next(i for i, line in enumerate(lines) if line.startswith("COPY bot"))
+    copied_before = [line for line in lines[:install_deps] if line.startswith("COPY ")]
+    assert install_deps < first_code
+    assert copied_before == ["COPY pyproject.toml requirements.lock ./"]
+
+
+def test_make_installs_with_the_lock() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    installs = [line for line in makefile.splitlines() if "pip install" in line and "-e " in line]
+    project_installs = [line for line in installs if "LOCK_VENV" not in line]
+    assert project_installs and all("-c $(LOCK)" in line for line in project_installs)
+
+
+def test_the_compose_service_has_its_volumes_env_file_and_healthcheck() -> None:
+    compose = yaml.safe_load((ROOT / "compose.yaml").read_text(encoding="utf-8"))
+    service = compose["services"]["companion"]
+    mounts = {volume.split(":")[1] for volume in service["volumes"]}
+    assert {"/data", "/config"} <= mounts
+    assert service["env_file"][0]["path"] == ".env"
+    assert service["healthcheck"]["test"] == ["CMD", "companion", "health"]
+    assert set(compose["volumes"]) == {v.split(":")[0] for v in service["volumes"]}
