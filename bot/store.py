@@ -241,6 +241,27 @@ SCHEMA: list[str] = [
         DELETE FROM delivery_retries WHERE message_id = old.id;
     END;
     """,
+    # 7: voice and images. A message's media are referenced by platform file id (never their
+    # bytes); a reply's actions (reactions, stickers, speaking it) wait here for delivery.
+    # Deleting a message (/forget history) takes its media references with it.
+    """
+    CREATE TABLE media (
+        message_id INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        ref TEXT NOT NULL,
+        mime TEXT,
+        seconds REAL,
+        bytes INTEGER,
+        filename TEXT,
+        state TEXT NOT NULL DEFAULT 'new',
+        PRIMARY KEY (message_id, kind, ref)
+    );
+    CREATE TRIGGER media_removed AFTER DELETE ON messages BEGIN
+        DELETE FROM media WHERE message_id = old.id;
+    END;
+    ALTER TABLE users ADD COLUMN voice_mode TEXT;
+    ALTER TABLE usage ADD COLUMN units REAL NOT NULL DEFAULT 0;
+    """,
 ]
 
 MESSAGE_COLUMNS = (
@@ -329,6 +350,31 @@ class SearchHit:
 
 
 @dataclass(frozen=True)
+class MediaRow:
+    """A voice note or photo of a message (by platform file id), or an action of a reply:
+    ``react`` (an emoji), ``sticker`` (a file id), ``speak`` (send it as a voice bubble)."""
+
+    message_id: int
+    kind: str
+    ref: str
+    mime: str | None = None
+    seconds: float | None = None
+    bytes: int | None = None
+    filename: str | None = None
+    state: str = "new"
+
+
+@dataclass(frozen=True)
+class NewMedia:
+    kind: str
+    ref: str
+    mime: str | None = None
+    seconds: float | None = None
+    bytes: int | None = None
+    filename: str | None = None
+
+
+@dataclass(frozen=True)
 class NewMessage:
     """A message to record. ``dedup_key`` makes a repeated platform message a no-op."""
 
@@ -347,6 +393,8 @@ class NewMessage:
     created_at: float | None = None
     answers_upto: int | None = None
     """For a reply: the last inbound message it answers (what it quotes)."""
+    media: tuple[NewMedia, ...] = ()
+    """Stored with the message, in the same statement batch: a file id is never lost."""
 
 
 def new_session_id() -> str:
@@ -393,6 +441,11 @@ class Store:
     async def _write(self, sql: str, params: Sequence[Any] = ()) -> aiosqlite.Cursor:
         async with self._write_lock:
             return await self._db.execute(sql, params)
+
+    async def _write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            async with self._transaction():
+                await self._db.executemany(sql, rows)
 
     @classmethod
     async def open(cls, path: Path) -> Store:
@@ -585,6 +638,11 @@ class Store:
         async with self._write_lock:
             return await self._insert_message(message)
 
+    async def add_message_with_media(self, message: NewMessage) -> int | None:
+        """:meth:`add_message` for a message with media: both in one transaction."""
+        async with self._transaction():
+            return await self._insert_message(message)
+
     async def add_messages(self, messages: Sequence[NewMessage]) -> list[int | None]:
         ids: list[int | None] = []
         async with self._transaction():
@@ -620,7 +678,18 @@ class Store:
         )
         if cursor.rowcount == 0:
             return None
-        return cursor.lastrowid
+        message_id = cursor.lastrowid
+        assert message_id is not None
+        if m.media:
+            await self._db.executemany(
+                "INSERT OR IGNORE INTO media (message_id, kind, ref, mime, seconds, bytes,"
+                " filename) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (message_id, x.kind, x.ref, x.mime, x.seconds, x.bytes, x.filename)
+                    for x in m.media
+                ],
+            )
+        return message_id
 
     async def pending_queue_keys(self) -> list[str]:
         return [
@@ -760,6 +829,87 @@ class Store:
         )
         return rows[0] if rows else None
 
+    # ---- media ---------------------------------------------------------------------------
+
+    async def media_for(self, message_ids: Sequence[int]) -> dict[int, list[MediaRow]]:
+        """The media (or reply actions) of these messages, in the order they were stored."""
+        if not message_ids:
+            return {}
+        marks = ", ".join("?" for _ in message_ids)
+        rows = await self._all(
+            "SELECT message_id, kind, ref, mime, seconds, bytes, filename, state FROM media"
+            f" WHERE message_id IN ({marks}) ORDER BY rowid",
+            tuple(message_ids),
+        )
+        found: dict[int, list[MediaRow]] = {}
+        for row in rows:
+            found.setdefault(int(row[0]), []).append(MediaRow(*row))
+        return found
+
+    async def add_media(self, message_id: int, media: Sequence[NewMedia]) -> None:
+        await self._write_many(
+            "INSERT OR IGNORE INTO media (message_id, kind, ref, mime, seconds, bytes, filename)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(message_id, x.kind, x.ref, x.mime, x.seconds, x.bytes, x.filename) for x in media],
+        )
+
+    async def set_media_state(self, message_id: int, kind: str, ref: str, state: str) -> None:
+        await self._write(
+            "UPDATE media SET state = ? WHERE message_id = ? AND kind = ? AND ref = ?",
+            (state, message_id, kind, ref),
+        )
+
+    async def set_message_text(self, message_id: int, text: str) -> None:
+        """Replace a message's text (a transcript, a photo's description), index included."""
+        async with self._transaction():
+            cursor = await self._db.execute(
+                "SELECT partner_id, role, audience, terms, scope FROM messages WHERE id = ?",
+                (message_id,),
+            )
+            row = await cursor.fetchone()
+            if row is None:
+                return
+            partner_id, role, audience, old_terms, old_scope = row
+            if old_terms is not None:
+                await self._db.execute(
+                    "INSERT INTO message_index (message_index, rowid, terms, scope)"
+                    " VALUES ('delete', ?, ?, ?)",
+                    (message_id, old_terms, old_scope),
+                )
+            searchable = role in SEARCHABLE_ROLES and partner_id
+            terms = index_terms(text) if searchable else None
+            scope = audience_token(partner_id, audience) if searchable else None
+            await self._db.execute(
+                "UPDATE messages SET text = ?, terms = ?, scope = ? WHERE id = ?",
+                (text, terms, scope, message_id),
+            )
+            if terms is not None:
+                await self._db.execute(
+                    "INSERT INTO message_index (rowid, terms, scope) VALUES (?, ?, ?)",
+                    (message_id, terms, scope),
+                )
+
+    async def reply_for_platform_message(
+        self, chat_key: str, platform_message_id: str
+    ) -> MessageRow | None:
+        """The reply one of whose chunks is this platform message, if any."""
+        rows = await self._messages(
+            "WHERE chat_key = ? AND role = 'assistant' AND id IN (SELECT message_id FROM"
+            " deliveries WHERE platform_message_id = ?) ORDER BY id DESC LIMIT 1",
+            (chat_key, platform_message_id),
+        )
+        return rows[0] if rows else None
+
+    async def voice_mode(self, user_key: str) -> str | None:
+        row = await self._one("SELECT voice_mode FROM users WHERE user_key = ?", (user_key,))
+        return row[0] if row else None
+
+    async def set_voice_mode(self, user_key: str, mode: str) -> None:
+        await self._write(
+            "UPDATE users SET voice_mode = ?, updated_at = ? WHERE user_key = ?",
+            (mode, time.time(), user_key),
+        )
+
     async def mark_delivered(self, message_id: int) -> None:
         await self._write("UPDATE messages SET status = 'delivered' WHERE id = ?", (message_id,))
 
@@ -790,6 +940,17 @@ class Store:
         rows = await self._messages(
             "WHERE chat_key = ? AND role = 'context' AND id > ? ORDER BY id DESC LIMIT ?",
             (chat_key, after_id, limit),
+        )
+        return rows[::-1]
+
+    async def recent_reactions(
+        self, chat_key: str, partner_id: str | None, after_id: int, limit: int
+    ) -> list[MessageRow]:
+        """Users' reactions to a partner's messages since ``after_id``, oldest first."""
+        rows = await self._messages(
+            "WHERE chat_key = ? AND partner_id IS ? AND role = 'reaction' AND id > ?"
+            " ORDER BY id DESC LIMIT ?",
+            (chat_key, partner_id, after_id, limit),
         )
         return rows[::-1]
 
@@ -1131,6 +1292,30 @@ class Store:
             " completion_tokens = completion_tokens + excluded.completion_tokens",
             (day, partner_id, kind, model, prompt, completion),
         )
+
+    async def add_units(
+        self, day: str, partner_id: str, kind: str, model: str, units: float
+    ) -> None:
+        """Usage that is not tokens: transcribed seconds, spoken characters, images."""
+        await self._write(
+            "INSERT INTO usage (day, partner_id, kind, model, calls, units)"
+            " VALUES (?, ?, ?, ?, 1, ?)"
+            " ON CONFLICT (day, partner_id, kind, model) DO UPDATE SET calls = calls + 1,"
+            " units = units + excluded.units",
+            (day, partner_id, kind, model, units),
+        )
+
+    async def units_on(self, day: str) -> dict[str, dict[str, float]]:
+        """Units (seconds, characters, images) used on one day, per partner and kind."""
+        rows = await self._all(
+            "SELECT partner_id, kind, SUM(units) FROM usage WHERE day = ? AND units > 0"
+            " GROUP BY partner_id, kind",
+            (day,),
+        )
+        found: dict[str, dict[str, float]] = {}
+        for row in rows:
+            found.setdefault(row[0], {})[row[1]] = float(row[2] or 0)
+        return found
 
     async def usage(self, since_day: str) -> list[dict[str, Any]]:
         return [

@@ -159,7 +159,7 @@ async def test_attachment_without_text_is_answered_politely_in_a_dm(
 ) -> None:
     await gateways.start()
     await fake.dm_message(
-        user_id=ALICE, content="", attachments=[{"filename": "voice.ogg", "data": b"OggS"}]
+        user_id=ALICE, content="", attachments=[{"filename": "notes.zip", "data": b"PK"}]
     )
     reply = await fake.wait_for_rest(posts_to(fake.dm_channel_id(ALICE)), TIMEOUT)
     assert "only read text" in reply.json["content"]
