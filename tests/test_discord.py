@@ -27,7 +27,9 @@ from tests.discord_harness import (
     posts_to,
 )
 from tests.fakes.fake_discord import (
+    INTENT_DIRECT_MESSAGE_REACTIONS,
     INTENT_DIRECT_MESSAGES,
+    INTENT_GUILD_MESSAGE_REACTIONS,
     INTENT_GUILD_MESSAGES,
     INTENT_GUILDS,
     INTENT_MESSAGE_CONTENT,
@@ -85,7 +87,14 @@ async def test_identify_carries_the_documented_intents(
 ) -> None:
     gateway = await gateways.start()
     [identify] = fake.identifies
-    wanted = INTENT_GUILDS | INTENT_GUILD_MESSAGES | INTENT_DIRECT_MESSAGES | INTENT_MESSAGE_CONTENT
+    wanted = (
+        INTENT_GUILDS
+        | INTENT_GUILD_MESSAGES
+        | INTENT_DIRECT_MESSAGES
+        | INTENT_MESSAGE_CONTENT
+        | INTENT_GUILD_MESSAGE_REACTIONS
+        | INTENT_DIRECT_MESSAGE_REACTIONS
+    )
     assert identify["intents"] == wanted
     assert gateway.channel.connected
     assert gateway.app.gateway.bot_usernames["discord"] == "companion"
