@@ -43,6 +43,7 @@ bench: $(STAMP_DEV)
 	$(BIN)/python bench/search.py
 	$(BIN)/python bench/turn.py
 	$(BIN)/python bench/discord_throughput.py
+	$(BIN)/python bench/media.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -69,6 +69,8 @@ class PendingReply:
     partner_id: str | None
     reply_to: str | None
     delivered_chunks: int = 0
+    actions: tuple[MediaRow, ...] | None = None
+    """Its reactions, stickers and ``speak`` (None: look them up in the store)."""
 
 
 class Delivery:
@@ -265,7 +267,11 @@ class Delivery:
     ) -> int:
         """Reactions, stickers and the voice message, each once; returns how many chunks the
         voice message delivered (1 when it carried the whole text as its caption)."""
-        actions = (await self.store.media_for([reply.message_id])).get(reply.message_id, [])
+        actions = reply.actions
+        if actions is None:
+            actions = tuple(
+                (await self.store.media_for([reply.message_id])).get(reply.message_id, [])
+            )
         pending = [a for a in actions if a.state == "new"]
         if not pending or not isinstance(channel, MediaChannel):
             return 0

@@ -90,6 +90,8 @@ class MediaReader:
         self.channels = channels
         self.spent: list[Spent] = []
         """What the last :meth:`prepare` cost, for the caller to book."""
+        self._states: dict[tuple[int, str, str], str] = {}
+        """States the last :meth:`prepare` gave media (as stored)."""
 
     def sees_images(self, partner: Partner | None) -> bool:
         wanted = partner.preset.extra.get("vision") if partner is not None else None
@@ -106,6 +108,7 @@ class MediaReader:
     ) -> Prepared:
         """Transcribe, describe or attach the media of ``pending``; see the module docstring."""
         self.spent = []
+        self._states = {}
         media = await self.store.media_for([row.id for row in pending])
         prepared = Prepared([])
         for row in pending:
@@ -114,7 +117,7 @@ class MediaReader:
                 row = await self._read(platform, partner, row, item, prepared)
             if any(r.id == row.id for r in prepared.unheard):
                 continue
-            items = (await self.store.media_for([row.id])).get(row.id, []) if items else []
+            items = [replace(i, state=self._states.get(_key(i), i.state)) for i in items]
             if note := _note(items, self.sees_images(partner)):
                 prepared.notes[row.id] = note
             prepared.rows.append(row)
@@ -135,6 +138,10 @@ class MediaReader:
             return await self._see(platform, partner, row, item, prepared)
         return row
 
+    async def _set_state(self, item: MediaRow, state: str) -> None:
+        await self.store.set_media_state(item.message_id, item.kind, item.ref, state)
+        self._states[_key(item)] = state
+
     # ---- voice -------------------------------------------------------------------------
 
     async def _hear(
@@ -142,13 +149,13 @@ class MediaReader:
     ) -> MessageRow:
         transcript = await self._transcribe(platform, row, item)
         if transcript is None:
-            await self.store.set_media_state(row.id, item.kind, item.ref, FAILED)
+            await self._set_state(item, FAILED)
             if not row.text.strip():
                 prepared.unheard.append(row)
             return row
         text = f"{transcript}\n\n{row.text}".strip() if row.text.strip() else transcript
-        await self.store.set_message_text(row.id, text)
-        await self.store.set_media_state(row.id, item.kind, item.ref, DONE)
+        await self.store.set_message_text(row.id, text, (item.kind, item.ref, DONE))
+        self._states[_key(item)] = DONE
         return _with_text(row, text)
 
     async def _transcribe(self, platform: str, row: MessageRow, item: MediaRow) -> str | None:
@@ -194,7 +201,7 @@ class MediaReader:
         data = await self._download(platform, item)
         url = await self._image_url(row, data) if data is not None else None
         if url is None:
-            await self.store.set_media_state(row.id, item.kind, item.ref, FAILED)
+            await self._set_state(item, FAILED)
             return row
         if sees:
             self.spent.append(Spent("image", self.config.llm.model, 1))
@@ -205,8 +212,8 @@ class MediaReader:
             return row
         text = DESCRIBED.format(description=description)
         text = f"{text}\n{row.text}".strip()
-        await self.store.set_message_text(row.id, text)
-        await self.store.set_media_state(row.id, item.kind, item.ref, DONE)
+        await self.store.set_message_text(row.id, text, (item.kind, item.ref, DONE))
+        self._states[_key(item)] = DONE
         return _with_text(row, text)
 
     async def _image_url(self, row: MessageRow, data: bytes) -> str | None:
@@ -259,6 +266,10 @@ def _note(items: list[MediaRow], sees: bool) -> str:
         elif item.kind == PHOTO:
             notes.append(PHOTO_NOTE if sees or item.state == DONE else UNSEEN_PHOTO_NOTE)
     return ", ".join(notes)
+
+
+def _key(item: MediaRow) -> tuple[int, str, str]:
+    return item.message_id, item.kind, item.ref
 
 
 def _with_text(row: MessageRow, text: str) -> MessageRow:

@@ -859,9 +859,17 @@ class Store:
             (state, message_id, kind, ref),
         )
 
-    async def set_message_text(self, message_id: int, text: str) -> None:
-        """Replace a message's text (a transcript, a photo's description), index included."""
+    async def set_message_text(
+        self, message_id: int, text: str, media: tuple[str, str, str] | None = None
+    ) -> None:
+        """Replace a message's text (a transcript, a photo's description), index included;
+        ``media`` (kind, ref, state) is the state of the medium it came from, set with it."""
         async with self._transaction():
+            if media is not None:
+                await self._db.execute(
+                    "UPDATE media SET state = ? WHERE message_id = ? AND kind = ? AND ref = ?",
+                    (media[2], message_id, media[0], media[1]),
+                )
             cursor = await self._db.execute(
                 "SELECT partner_id, role, audience, terms, scope FROM messages WHERE id = ?",
                 (message_id,),

@@ -30,7 +30,7 @@ from bot.events import storable
 from bot.llm import Delta, LLMError
 from bot.media import MediaReader, Prepared
 from bot.sessions import OWNER_AUDIENCE, Sessions, Speaker, audience_for, search_audiences
-from bot.store import ChatRow, MessageRow, NewMedia, NewMessage, SessionRow, Store
+from bot.store import ChatRow, MediaRow, MessageRow, NewMedia, NewMessage, SessionRow, Store
 from bot.tools import ToolRegistry, ToolSurface
 from bot.transcripts import load_transcripts
 from bot.voice_replies import VoiceReplies
@@ -183,8 +183,14 @@ class TurnRunner:
             "failed" if reply.role == "notice" else "done",
         )
         partner_id = conversation.partner.id if conversation.partner else None
+        actions = tuple(MediaRow(reply_id, m.kind, m.ref) for m in reply.media)
         pending_reply = PendingReply(
-            reply_id, conversation.chat, reply.text, partner_id, pending[-1].platform_message_id
+            reply_id,
+            conversation.chat,
+            reply.text,
+            partner_id,
+            pending[-1].platform_message_id,
+            actions=actions,
         )
         await self.delivery.send(pending_reply, stream)
         if conversation.partner is not None:
