@@ -118,9 +118,10 @@ async def run(turns: int) -> None:
                     )
                 rss_growth = peak_rss_mib() - rss_before
                 await app.dispatcher.idle()
-                audio_kept = (data_dir / "audio").exists() or voice_note[100:400] in (
-                    data_dir / "gateway.db"
-                ).read_bytes()
+                kept = data_dir / "partners" / "example" / "audio"
+                audio_kept = (
+                    kept.exists() or voice_note[100:400] in (data_dir / "gateway.db").read_bytes()
+                )
                 photo = photo_jpeg()
                 llm.requests.clear()
                 await one_turn(fake, PHOTO_CHAT, "sendMessage", photo=True, media=photo)

@@ -296,7 +296,11 @@ class Delivery:
     async def _speak(
         self, reply: PendingReply, channel: MediaChannel, text: str, chunks: list[str]
     ) -> int:
-        audio = await self.voice.audio(text, reply.partner_id) if self.voice else None
+        if self.voice is None:
+            return 0
+        with contextlib.suppress(DeliveryError):  # "recording a voice message…" is a courtesy
+            await channel.recording(chat_ref(reply.chat))
+        audio = await self.voice.audio(text, reply.partner_id)
         if audio is None:
             return 0
         whole = len(chunks) == 1 and utf16_len(text) <= channel.caption_limit

@@ -72,6 +72,8 @@ class Prepared:
     """Voice notes without words: not transcribed, and no caption to answer instead."""
     spoken: bool = False
     """The newest message was spoken (a voice reply fits, in /voice auto)."""
+    partner_dir: Path | None = None
+    """Where ``speech.keep_audio`` keeps voice notes (the partner's directory)."""
 
 
 class MediaReader:
@@ -110,7 +112,7 @@ class MediaReader:
         self.spent = []
         self._states = {}
         media = await self.store.media_for([row.id for row in pending])
-        prepared = Prepared([])
+        prepared = Prepared([], partner_dir=partner.dir if partner is not None else None)
         for row in pending:
             items = media.get(row.id, [])
             for item in items:
@@ -147,7 +149,7 @@ class MediaReader:
     async def _hear(
         self, platform: str, row: MessageRow, item: MediaRow, prepared: Prepared
     ) -> MessageRow:
-        transcript = await self._transcribe(platform, row, item)
+        transcript = await self._transcribe(platform, row, item, prepared.partner_dir)
         if transcript is None:
             await self._set_state(item, FAILED)
             if not row.text.strip():
@@ -158,7 +160,9 @@ class MediaReader:
         self._states[_key(item)] = DONE
         return _with_text(row, text)
 
-    async def _transcribe(self, platform: str, row: MessageRow, item: MediaRow) -> str | None:
+    async def _transcribe(
+        self, platform: str, row: MessageRow, item: MediaRow, partner_dir: Path | None
+    ) -> str | None:
         if not self.speech.can_transcribe:
             return None
         audio = await self._download(platform, item)
@@ -175,15 +179,9 @@ class MediaReader:
             Spent("transcription", self.speech.config.stt_model or "", item.seconds or 0)
         )
         if self.speech.config.keep_audio:
-            await asyncio.to_thread(self._keep, row.id, item, audio)
+            folder = audio_dir(partner_dir or Path(self.config.data_dir))
+            await asyncio.to_thread(_keep, folder, row.id, item, audio)
         return transcript or "…"
-
-    def _keep(self, message_id: int, item: MediaRow, audio: bytes) -> None:
-        """``speech.keep_audio``: the note beside the database, named by its message id."""
-        folder = Path(self.config.data_dir) / "audio"
-        folder.mkdir(parents=True, exist_ok=True)
-        suffix = Path(item.filename or "voice.ogg").suffix or ".ogg"
-        (folder / f"{message_id}{suffix}").write_bytes(audio)
 
     # ---- photos ------------------------------------------------------------------------
 
@@ -266,6 +264,18 @@ def _note(items: list[MediaRow], sees: bool) -> str:
         elif item.kind == PHOTO:
             notes.append(PHOTO_NOTE if sees or item.state == DONE else UNSEEN_PHOTO_NOTE)
     return ", ".join(notes)
+
+
+def audio_dir(owner_dir: Path) -> Path:
+    """Where kept voice notes live: ``audio/<message id>.<ext>`` in the partner's directory
+    (the data directory for the owner's assistant), so /forget finds them."""
+    return owner_dir / "audio"
+
+
+def _keep(folder: Path, message_id: int, item: MediaRow, audio: bytes) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    suffix = Path(item.filename or "voice.ogg").suffix or ".ogg"
+    (folder / f"{message_id}{suffix}").write_bytes(audio)
 
 
 def _key(item: MediaRow) -> tuple[int, str, str]:

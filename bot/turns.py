@@ -29,7 +29,14 @@ from bot.dispatcher import Worked
 from bot.events import storable
 from bot.llm import Delta, LLMError
 from bot.media import MediaReader, Prepared
-from bot.sessions import OWNER_AUDIENCE, Sessions, Speaker, audience_for, search_audiences
+from bot.sessions import (
+    OWNER_AUDIENCE,
+    TITLE_CHARS,
+    Sessions,
+    Speaker,
+    audience_for,
+    search_audiences,
+)
 from bot.store import ChatRow, MediaRow, MessageRow, NewMedia, NewMessage, SessionRow, Store
 from bot.tools import ToolRegistry, ToolSurface
 from bot.transcripts import load_transcripts
@@ -164,6 +171,9 @@ class TurnRunner:
         if not prepared.rows:
             await self._unheard(conversation, session, pending)
             return
+        if not session.title:  # a session opened by a voice note is titled by its transcript
+            title = " ".join(prepared.rows[0].text.split())[:TITLE_CHARS]
+            await self.store.set_session_title(session.id, title)
         speak = self.voice is not None and await self.voice.wanted(
             conversation.speaker.user_key, prepared.spoken
         )
@@ -517,7 +527,7 @@ class TurnRunner:
             output.usage.prompt_tokens,
             output.usage.completion_tokens,
         )
-        answer = output.text or EMPTY_ANSWER
+        answer = markers.strip(output.text) or EMPTY_ANSWER  # no marker reaches the owner
         await self.store.add_message(
             NewMessage(
                 chat.chat_key,

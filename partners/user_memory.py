@@ -8,11 +8,13 @@ a later review never writes the same fact back, and ``/admin undo`` has nothing 
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import zipfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from bot.store import MediaRow, Store
@@ -20,6 +22,8 @@ from partners.memory import Entry, MemoryFile, MemoryStore, read_text, text_hash
 from partners.persona import Partner
 from partners.tools import user_memory_file
 
+KEPT_AUDIO = "audio"
+"""Where ``speech.keep_audio`` keeps voice notes in a partner's directory (bot/media.py)."""
 JOURNAL_ROLES = ("journal",)
 MESSAGE_ROLES = ("user", "assistant", "notice", "context", "journal", "reaction")
 
@@ -71,9 +75,12 @@ class UserMemory:
         return ForgetReport(len(entries), max(passages, journal_rows), 0)
 
     async def forget_history(self, partner: Partner, user_key: str) -> int:
-        """Their messages and the partner's replies to them, from history and the index."""
+        """Their messages and the partner's replies to them, from history and the index, with
+        their voice notes' transcripts and image references (and the audio, if kept)."""
+        ids = [m.id for m in await self.store.user_messages(partner.id, user_key)]
         count = await self.store.forget_user_messages(partner.id, user_key, MESSAGE_ROLES)
         await self.store.forget_session_prompts(partner.id, user_key)
+        await asyncio.to_thread(forget_kept_audio, partner.dir / KEPT_AUDIO, ids)
         return count
 
     async def _scrub(
@@ -119,6 +126,16 @@ class UserMemory:
             archive.writestr("summary.md", summary_markdown(data))
         stamp = datetime.now(UTC).strftime("%Y%m%d")
         return f"{partner.id}-{stamp}-my-data.zip", buffer.getvalue()
+
+
+def forget_kept_audio(folder: Path, message_ids: list[int]) -> None:
+    """Remove the voice notes ``speech.keep_audio`` kept for these messages."""
+    if not folder.is_dir():
+        return
+    wanted = {str(i) for i in message_ids}
+    for path in folder.iterdir():
+        if path.stem in wanted:
+            path.unlink(missing_ok=True)
 
 
 def media_fields(media: list[MediaRow]) -> dict[str, Any]:

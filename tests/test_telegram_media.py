@@ -4,6 +4,7 @@ server (chat, transcriptions, speech)."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import zipfile
@@ -78,6 +79,8 @@ async def test_voice_note_is_transcribed_and_answered_with_a_voice_bubble_in_aut
     assert voice.params["caption"] == "The <b>sea</b>! Was it windy?"
     assert [s.input for s in fake_llm.speeches] == ["The sea! Was it windy?"]
     assert voice.files["voice"][1].startswith(b"OggS")
+    actions = [c.params["action"] for c in fake.sent("sendChatAction", ALICE)]
+    assert "record_voice" in actions  # while the reply was being spoken
     assert fake.sent("sendMessage", ALICE) == []
     # the transcript is the text of record; the file id stays in the stored row
     store = gateway.app.store
@@ -87,7 +90,7 @@ async def test_voice_note_is_transcribed_and_answered_with_a_voice_bubble_in_aut
     assert row.text == "I walked by the sea today"
     media = (await store.media_for([row.id]))[row.id]
     assert media[0].ref == update["message"]["voice"]["file_id"]
-    assert not (gateways.data_dir / "audio").exists()  # the audio is not kept
+    assert not (gateways.data_dir / "partners" / "example" / "audio").exists()  # not kept
 
 
 async def test_after_voice_off_a_voice_note_gets_a_text_reply(
@@ -440,3 +443,75 @@ async def test_usage_counts_seconds_heard_characters_spoken_and_images(
     [report] = await fake.wait_for_sent(lambda c: "heard" in (c.text or ""), chat_id=OWNER)
     assert "transcription: 45 s heard ≈ 0.0045" in (report.text or "")
     assert "image: 1 images" in (report.text or "")
+
+
+async def test_a_voice_note_is_stored_before_it_is_heard_and_holds_up_no_other_chat(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await gateways.start(speech=SPEECH)
+    fake_llm.transcription_gate = asyncio.Event()
+    fake_llm.script_transcripts("slow words")
+    update = fake.send_user_message(chat_id=ALICE, voice=True, media=VOICE)
+    await fake_llm.wait_for_transcriptions(1)
+    # while Alice's note is being transcribed, it is stored already, with its file id
+    [row] = await user_rows(gateway.app.store, ALICE)
+    assert row.status == "pending" and row.text == ""
+    [media] = (await gateway.app.store.media_for([row.id]))[row.id]
+    assert media.ref == update["message"]["voice"]["file_id"]
+    # ... and Bob, in his own chat, is answered meanwhile
+    fake_llm.script(Reply(text="Hi Bob"))
+    fake.send_user_message(chat_id=BOB, text="hello", first_name="Bob")
+    await fake.wait_for_sent(chat_id=BOB)
+    assert fake.sent("sendVoice", ALICE) == [] and fake.sent("sendMessage", ALICE) == []
+    fake_llm.script(Reply(text="Heard you"))
+    fake_llm.transcription_gate.set()
+    [voice] = await fake.wait_for_sent(chat_id=ALICE, method="sendVoice")
+    assert voice.params["caption"] == "Heard you"
+
+
+async def test_keep_audio_keeps_the_voice_note_until_history_is_forgotten(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await gateways.start(speech={"stt_model": "whisper-1", "keep_audio": True})
+    fake_llm.script(Reply(text="Kept"))
+    fake.send_user_message(chat_id=ALICE, voice=True, media=VOICE)
+    await fake.wait_for_sent(chat_id=ALICE)
+    [row] = await user_rows(gateway.app.store, ALICE)
+    kept = gateways.data_dir / "partners" / "example" / "audio" / f"{row.id}.ogg"
+    assert kept.read_bytes() == VOICE
+    fake.send_user_message(chat_id=ALICE, text="/forget history confirm")
+    await fake.wait_for_sent(chat_id=ALICE, count=2)
+    assert not kept.exists()
+
+
+async def test_a_streamed_preview_never_shows_a_marker(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await gateways.start(telegram={"stream": True})
+    group = -100888
+    await gateway.app.store.bind("telegram", str(group), "example", "command")
+    fake_llm.script(Reply(text="[[react:👍]] Sounds like a plan, let's do it [[sticker:none]]"))
+    text = f"@{BOT_USERNAME} shall we?"
+    fake.send_user_message(
+        chat_id=group, chat_type="supergroup", text=text, entities=fake.mention_entity(text)
+    )
+    await fake.wait_until(lambda: fake.reactions, description="the reaction")
+    await settled(fake, gateway)
+    edits = ("sendMessage", "editMessageText")
+    shown = [
+        c.text or "" for c in fake.calls if c.method in edits and c.params.get("chat_id") == group
+    ]
+    assert shown and all("[[" not in t and "react" not in t for t in shown)
+    assert any("Sounds like a plan, let's do it" in t for t in shown)
+
+
+async def test_a_session_opened_by_a_voice_note_is_titled_by_its_transcript(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await gateways.start(speech={"stt_model": "whisper-1"})
+    fake_llm.script_transcripts("planning a trip to Kyoto")
+    fake_llm.script(Reply(text="How exciting"))
+    fake.send_user_message(chat_id=ALICE, voice=True, media=VOICE)
+    await fake.wait_for_sent(chat_id=ALICE)
+    [session] = await gateway.app.store.partner_sessions("example")
+    assert session.title == "planning a trip to Kyoto"

@@ -264,6 +264,8 @@ class FakeLLM:
         """While true, both audio endpoints answer 503 (a speech server that is down)."""
         self.transcription_text: Callable[[TranscriptionRequest], str] = lambda _r: "hello"
         """The transcript when none is scripted."""
+        self.transcription_gate: asyncio.Event | None = None
+        """While set to an unset Event, transcriptions are held (recorded, not answered)."""
         self._transcripts: deque[str | Failure] = deque()
         self._queue: deque[Outcome] = deque()
         self._counter = itertools.count(1)
@@ -339,6 +341,16 @@ class FakeLLM:
     def queued(self) -> int:
         """Number of scripted items not consumed yet."""
         return len(self._queue)
+
+    async def wait_for_transcriptions(
+        self,
+        n: int,
+        timeout: float = 5.0,  # noqa: ASYNC109 - the public API takes a timeout
+    ) -> list[TranscriptionRequest]:
+        """Wait until at least ``n`` transcription requests arrived; return all so far."""
+        async with asyncio.timeout(timeout), self._condition:
+            await self._condition.wait_for(lambda: len(self.transcriptions) >= n)
+        return list(self.transcriptions)
 
     async def wait_for_requests(
         self,
@@ -444,6 +456,8 @@ class FakeLLM:
         async with self._condition:
             self.transcriptions.append(entry)
             self._condition.notify_all()
+        if self.transcription_gate is not None:
+            await self.transcription_gate.wait()
         if self.speech_down:
             return self._error_response(Failure(503, "speech server unavailable"))
         if not entry.model:
