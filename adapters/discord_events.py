@@ -29,7 +29,7 @@ from bot.commands import is_user_command, parse_command
 from bot.events import ChatRef, Inbound, Sender
 
 PLATFORM = "discord"
-UNSUPPORTED_REPLY = "Sorry — I can only read text for now. Could you write it down for me?"
+UNSUPPORTED_REPLY = "Sorry — I can't open that kind of file. Could you write it down for me?"
 CONVERSATION_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
 
 

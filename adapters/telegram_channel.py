@@ -90,7 +90,7 @@ MAX_BACKOFF_SECONDS = 60.0
 CONFIRM_TIMEOUT_SECONDS = 5.0
 POLL_READ_MARGIN_SECONDS = 5.0
 """How much longer than its own timeout a long poll's answer may take (PTB's default)."""
-UNSUPPORTED_REPLY = "Sorry — I can only read text for now. Could you write it down for me?"
+UNSUPPORTED_REPLY = "Sorry — I can't open that kind of file. Could you write it down for me?"
 NOT_STORED_NOTICE = (
     "I cannot store incoming Telegram messages: {error}. Is the disk full? They stay with "
     "Telegram and are answered once they can be stored."

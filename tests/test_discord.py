@@ -171,7 +171,7 @@ async def test_attachment_without_text_is_answered_politely_in_a_dm(
         user_id=ALICE, content="", attachments=[{"filename": "notes.zip", "data": b"PK"}]
     )
     reply = await fake.wait_for_rest(posts_to(fake.dm_channel_id(ALICE)), TIMEOUT)
-    assert "only read text" in reply.json["content"]
+    assert "can't open that kind of file" in reply.json["content"]
     assert fake_llm.requests == []
 
 

@@ -246,7 +246,7 @@ async def test_unsupported_messages_get_a_polite_line_in_dms_and_silence_in_grou
     await gateway.app.store.bind("telegram", str(GROUP), "example", "command")
     fake.send_user_message(chat_id=ALICE, document=True)
     [answer] = await fake.wait_for_sent(chat_id=ALICE)
-    assert "only read text" in (answer.text or "")
+    assert "can't open that kind of file" in (answer.text or "")
     fake.send_user_message(chat_id=GROUP, chat_type="supergroup", voice=True, user_id=ALICE)
     fake.send_user_message(chat_id=ALICE, photo=True, caption="what a sunset")
     await fake.wait_for_sent(chat_id=ALICE, count=2)
