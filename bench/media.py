@@ -1,9 +1,10 @@
 """Voice and photo turns against the same turn as text, in one run, with zero-latency fakes.
 
 The whole gateway runs on the real python-telegram-bot and openai clients against the fake Bot
-API and the fake OpenAI-compatible server (chat, transcriptions, speech), all in this process.
-Each figure is the time from the update being queued at the fake Bot API to the reply
-arriving there: with zero-latency fakes that is all gateway (and fake) work.
+API (in this process, as in the throughput benchmarks) and the fake OpenAI-compatible server
+(chat, transcriptions, speech) in a process of its own (``bench/llm_process.py``), as a real
+endpoint would be. Each figure is the time from the update being queued at the fake Bot API
+to the reply arriving there: with zero-latency fakes that is gateway (and fake Bot API) work.
 
 * text turn: a short text in, a 500-character text reply out;
 * voice turn: a 1-minute OGG/Opus voice note in (downloaded, transcribed), the same
@@ -33,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from PIL import Image  # noqa: E402
 
 from adapters.telegram_channel import TelegramChannel  # noqa: E402
+from bench.llm_process import llm_process  # noqa: E402
 from bot.app import App, build_app  # noqa: E402
 from partners.catalog import PartnerCatalog  # noqa: E402
 from tests.conftest import make_config  # noqa: E402
@@ -77,14 +79,14 @@ def photo_jpeg() -> bytes:
     return out.getvalue()
 
 
-async def start(fake: FakeTelegram, llm: FakeLLM, data_dir: Path) -> App:
+async def start(fake: FakeTelegram, llm_url: str, data_dir: Path) -> App:
     catalog = PartnerCatalog(data_dir / "partners")
     catalog.ensure_example()
     with (data_dir / "partners" / "example" / "preset.yml").open("a") as preset:
         preset.write("vision: true\n")
     config = make_config(
         data_dir,
-        llm.base_url,
+        llm_url,
         telegram={"token": TOKEN, "base_url": fake.base_url, "poll_timeout_seconds": 1},
         speech={"stt_model": "whisper-1", "tts_model": "tts-1"},
     )
@@ -93,18 +95,17 @@ async def start(fake: FakeTelegram, llm: FakeLLM, data_dir: Path) -> App:
     return app
 
 
-async def run(turns: int) -> None:
+async def timed_turns(turns: int) -> tuple[list[float], list[float], float, bool]:
+    """Text and voice turns, alternated so that the machine's load weighs on both alike."""
     voice_note = make_ogg_opus(60)
-    async with FakeTelegram() as fake, FakeLLM(reply_to_everything) as llm:
-        llm.transcription_text = lambda _request: "I walked along the river for an hour today."
+    async with FakeTelegram() as fake, llm_process(text=REPLY) as llm_url:
         with tempfile.TemporaryDirectory() as tmp:
             data_dir = Path(tmp) / "data"
-            app = await start(fake, llm, data_dir)
+            app = await start(fake, llm_url, data_dir)
             try:
                 # warm up both paths (sessions, connections, imports)
                 await one_turn(fake, TEXT_CHAT, "sendMessage", text="hello")
                 await one_turn(fake, VOICE_CHAT, "sendVoice", voice=True, media=voice_note)
-                # alternated, so that the machine's load weighs on both alike
                 text_times, voice_times = [], []
                 rss_before = peak_rss_mib()
                 for _ in range(turns):
@@ -119,15 +120,29 @@ async def run(turns: int) -> None:
                 rss_growth = peak_rss_mib() - rss_before
                 await app.dispatcher.idle()
                 kept = data_dir / "partners" / "example" / "audio"
-                audio_kept = (
-                    kept.exists() or voice_note[100:400] in (data_dir / "gateway.db").read_bytes()
-                )
-                photo = photo_jpeg()
-                llm.requests.clear()
-                await one_turn(fake, PHOTO_CHAT, "sendMessage", photo=True, media=photo)
-                request_bytes = len(json.dumps(llm.requests[-1]).encode())
+                database = (data_dir / "gateway.db").read_bytes()
+                audio_kept = kept.exists() or voice_note[100:400] in database
             finally:
                 await app.stop()
+    return text_times, voice_times, rss_growth, audio_kept
+
+
+async def photo_request_bytes(photo: bytes) -> int:
+    """The size of the chat request that carries ``photo`` to a vision partner."""
+    async with FakeTelegram() as fake, FakeLLM(reply_to_everything) as llm:
+        with tempfile.TemporaryDirectory() as tmp:
+            app = await start(fake, llm.base_url, Path(tmp) / "data")
+            try:
+                await one_turn(fake, PHOTO_CHAT, "sendMessage", photo=True, media=photo)
+            finally:
+                await app.stop()
+        return len(json.dumps(llm.requests[-1]).encode())
+
+
+async def run(turns: int) -> None:
+    text_times, voice_times, rss_growth, audio_kept = await timed_turns(turns)
+    photo = photo_jpeg()
+    request_bytes = await photo_request_bytes(photo)
     text_ms = statistics.median(text_times) * 1000
     voice_ms = statistics.median(voice_times) * 1000
     print(f"turns per kind: {turns}")

@@ -298,9 +298,10 @@ class Delivery:
     ) -> int:
         if self.voice is None:
             return 0
-        with contextlib.suppress(DeliveryError):  # "recording a voice message…" is a courtesy
-            await channel.recording(chat_ref(reply.chat))
-        audio = await self.voice.audio(text, reply.partner_id)
+        # "recording a voice message…" is shown while the reply is spoken, not before it
+        _, audio = await asyncio.gather(
+            self._recording(channel, reply.chat), self.voice.audio(text, reply.partner_id)
+        )
         if audio is None:
             return 0
         whole = len(chunks) == 1 and utf16_len(text) <= channel.caption_limit
@@ -319,6 +320,11 @@ class Delivery:
             return 0
         await self.store.record_chunk(reply.message_id, 0, voice_id)
         return 1
+
+    @staticmethod
+    async def _recording(channel: MediaChannel, chat: ChatRow) -> None:
+        with contextlib.suppress(DeliveryError):  # a courtesy: the reply goes out regardless
+            await channel.recording(chat_ref(chat))
 
     async def _send_chunk(self, channel: Channel, outbound: Outbound) -> str | None:
         """One chunk, short flood waits waited out; anything else that goes wrong is a

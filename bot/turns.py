@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from adapters.base import Channel, ReplyStream
+from adapters.base import Channel, MediaChannel, ReplyStream
 from bot import markers
 from bot.access import OwnerCheck
 from bot.budget import Budget
@@ -174,10 +174,12 @@ class TurnRunner:
         if not session.title:  # a session opened by a voice note is titled by its transcript
             title = " ".join(prepared.rows[0].text.split())[:TITLE_CHARS]
             await self.store.set_session_title(session.id, title)
-        speak = self.voice is not None and await self.voice.wanted(
-            conversation.speaker.user_key, prepared.spoken
-        )
         channel = self.channels.get(conversation.chat.platform)
+        speak = (
+            self.voice is not None
+            and isinstance(channel, MediaChannel)
+            and await self.voice.wanted(conversation.speaker.user_key, prepared.spoken)
+        )
         stream = None
         if channel is not None and not speak:  # a spoken reply is sent whole, not previewed
             stream = channel.open_stream(

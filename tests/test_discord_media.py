@@ -190,3 +190,29 @@ async def test_a_spoken_reply_in_a_server_channel_comes_from_the_partners_webhoo
     assert sent.json["content"] == "La la la" and sent.json["username"] == "Mira"
     assert [name for name, _ in sent.files] == ["reply.ogg"]
     assert "(voice message)] sing me something" in fake_llm.last_user_text()
+
+
+async def test_without_speech_a_voice_message_gets_one_polite_line(
+    gateways: DiscordGateways, fake: FakeDiscord, fake_llm: FakeLLM
+) -> None:
+    await gateways.start()
+    await fake.dm_message(
+        user_id=ALICE, content="", flags=FLAG_VOICE_MESSAGE, attachments=[voice_message()]
+    )
+    reply = await fake.wait_for_rest(posts_to(fake.dm_channel_id(ALICE)), TIMEOUT)
+    assert "can't listen to voice messages" in reply.json["content"]
+    assert fake_llm.requests == [] and fake_llm.transcriptions == []
+
+
+async def test_a_voice_message_over_the_limit_is_refused_clearly(
+    gateways: DiscordGateways, fake: FakeDiscord, fake_llm: FakeLLM
+) -> None:
+    gateway = await gateways.start(speech={**SPEECH, "max_seconds": 60})
+    long_note = {**voice_message(), "duration_secs": 600.0}
+    await fake.dm_message(
+        user_id=ALICE, content="", flags=FLAG_VOICE_MESSAGE, attachments=[long_note]
+    )
+    reply = await fake.wait_for_rest(posts_to(fake.dm_channel_id(ALICE)), TIMEOUT)
+    assert "10 minutes long" in reply.json["content"]
+    assert await gateway.app.store.user_messages("example", f"discord:{ALICE}") == []
+    assert fake_llm.transcriptions == []

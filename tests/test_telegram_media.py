@@ -515,3 +515,35 @@ async def test_a_session_opened_by_a_voice_note_is_titled_by_its_transcript(
     await fake.wait_for_sent(chat_id=ALICE)
     [session] = await gateway.app.store.partner_sessions("example")
     assert session.title == "planning a trip to Kyoto"
+
+
+async def test_audio_files_and_video_notes_are_heard_like_voice_notes(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    await gateways.start(speech={"stt_model": "whisper-1"})
+    fake_llm.script_transcripts("a song I wrote", "hello from the round video")
+    fake_llm.script(Reply(text="Lovely song"), Reply(text="Nice to see you"))
+    fake.send_user_message(chat_id=ALICE, audio=True, media=b"ID3 an mp3")
+    await fake.wait_for_sent(chat_id=ALICE)
+    fake.send_user_message(chat_id=ALICE, video_note=True, media=b"an mp4")
+    await fake.wait_for_sent(chat_id=ALICE, count=2)
+    assert [(t.format, t.data) for t in fake_llm.transcriptions] == [
+        ("mp3", b"ID3 an mp3"),
+        ("mp4", b"an mp4"),
+    ]
+    assert "(voice message)] hello from the round video" in fake_llm.last_user_text()
+
+
+async def test_an_image_sent_as_a_file_is_a_photo(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    preset_lines(gateways, "vision: true")
+    await gateways.start()
+    update = fake.message_update(chat_id=ALICE, document=True)
+    document = update["message"]["document"]
+    fake.add_file(document["file_id"], png(), "documents/full.png")
+    document.update(mime_type="image/png", file_name="full.png")
+    fake.push_update(update)
+    fake_llm.script(Reply(text="Sharp picture"))
+    await fake.wait_for_sent(chat_id=ALICE)
+    assert len(fake_llm.image_parts) == 1

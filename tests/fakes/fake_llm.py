@@ -499,7 +499,7 @@ class FakeLLM:
         if entry.response_format != "opus":
             # the fake makes only Opus; a real server would also make mp3, aac, flac, wav, pcm
             return self._error_response(Failure(400, "the fake speaks only response_format=opus"))
-        audio = make_ogg_opus(max(0.2, len(entry.input) * SPEECH_SECONDS_PER_CHAR))
+        audio = make_ogg_opus(round(max(0.2, len(entry.input) * SPEECH_SECONDS_PER_CHAR), 1))
         return web.Response(body=audio, content_type="audio/ogg")
 
     async def _next_outcome(self, body: dict[str, Any]) -> Outcome:

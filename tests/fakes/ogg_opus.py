@@ -11,6 +11,7 @@ whose granule position counts 48 kHz samples).
 
 from __future__ import annotations
 
+import functools
 import struct
 
 SAMPLE_RATE = 48_000
@@ -53,8 +54,10 @@ def _page(packets: list[bytes], granule: int, serial: int, sequence: int, flags:
     return bytes(page)
 
 
+@functools.lru_cache(maxsize=64)
 def make_ogg_opus(seconds: float = 1.0, serial: int = 0x5EED) -> bytes:
-    """A mono OGG/Opus file of ``seconds`` of silence."""
+    """A mono OGG/Opus file of ``seconds`` of silence (made once per length: the fakes
+    answer with it, and a fake should cost no time)."""
     head = b"OpusHead" + struct.pack("<BBHIhB", 1, 1, PRE_SKIP, SAMPLE_RATE, 0, 0)
     vendor = b"companion-gateway tests"
     tags = b"OpusTags" + struct.pack("<I", len(vendor)) + vendor + struct.pack("<I", 0)
