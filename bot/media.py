@@ -74,6 +74,10 @@ class Prepared:
     """The newest message was spoken (a voice reply fits, in /voice auto)."""
     partner_dir: Path | None = None
     """Where ``speech.keep_audio`` keeps voice notes (the partner's directory)."""
+    spent: list[Spent] = field(default_factory=list)
+    """What reading the media cost, for the turn to book."""
+    states: dict[tuple[int, str, str], str] = field(default_factory=dict)
+    """States this reading gave the media (as stored)."""
 
 
 class MediaReader:
@@ -90,10 +94,6 @@ class MediaReader:
         self.speech = speech
         self.llm = llm
         self.channels = channels
-        self.spent: list[Spent] = []
-        """What the last :meth:`prepare` cost, for the caller to book."""
-        self._states: dict[tuple[int, str, str], str] = {}
-        """States the last :meth:`prepare` gave media (as stored)."""
 
     def sees_images(self, partner: Partner | None) -> bool:
         wanted = partner.preset.extra.get("vision") if partner is not None else None
@@ -108,9 +108,9 @@ class MediaReader:
     async def prepare(
         self, platform: str, partner: Partner | None, pending: list[MessageRow]
     ) -> Prepared:
-        """Transcribe, describe or attach the media of ``pending``; see the module docstring."""
-        self.spent = []
-        self._states = {}
+        """Transcribe, describe or attach the media of ``pending``; see the module docstring.
+        Turns of different chats run side by side: everything of one reading is in its
+        :class:`Prepared`, nothing in the reader."""
         media = await self.store.media_for([row.id for row in pending])
         prepared = Prepared([], partner_dir=partner.dir if partner is not None else None)
         for row in pending:
@@ -119,7 +119,7 @@ class MediaReader:
                 row = await self._read(platform, partner, row, item, prepared)
             if any(r.id == row.id for r in prepared.unheard):
                 continue
-            items = [replace(i, state=self._states.get(_key(i), i.state)) for i in items]
+            items = [replace(i, state=prepared.states.get(_key(i), i.state)) for i in items]
             if note := _note(items, self.sees_images(partner)):
                 prepared.notes[row.id] = note
             prepared.rows.append(row)
@@ -140,28 +140,28 @@ class MediaReader:
             return await self._see(platform, partner, row, item, prepared)
         return row
 
-    async def _set_state(self, item: MediaRow, state: str) -> None:
+    async def _set_state(self, item: MediaRow, state: str, prepared: Prepared) -> None:
         await self.store.set_media_state(item.message_id, item.kind, item.ref, state)
-        self._states[_key(item)] = state
+        prepared.states[_key(item)] = state
 
     # ---- voice -------------------------------------------------------------------------
 
     async def _hear(
         self, platform: str, row: MessageRow, item: MediaRow, prepared: Prepared
     ) -> MessageRow:
-        transcript = await self._transcribe(platform, row, item, prepared.partner_dir)
+        transcript = await self._transcribe(platform, row, item, prepared)
         if transcript is None:
-            await self._set_state(item, FAILED)
+            await self._set_state(item, FAILED, prepared)
             if not row.text.strip():
                 prepared.unheard.append(row)
             return row
         text = f"{transcript}\n\n{row.text}".strip() if row.text.strip() else transcript
         await self.store.set_message_text(row.id, text, (item.kind, item.ref, DONE))
-        self._states[_key(item)] = DONE
+        prepared.states[_key(item)] = DONE
         return _with_text(row, text)
 
     async def _transcribe(
-        self, platform: str, row: MessageRow, item: MediaRow, partner_dir: Path | None
+        self, platform: str, row: MessageRow, item: MediaRow, prepared: Prepared
     ) -> str | None:
         if not self.speech.can_transcribe:
             return None
@@ -175,11 +175,11 @@ class MediaReader:
         except SpeechError as exc:
             logger.warning("voice note %d not transcribed: %s", row.id, exc)
             return None
-        self.spent.append(
+        prepared.spent.append(
             Spent("transcription", self.speech.config.stt_model or "", item.seconds or 0)
         )
         if self.speech.config.keep_audio:
-            folder = audio_dir(partner_dir or Path(self.config.data_dir))
+            folder = audio_dir(prepared.partner_dir or Path(self.config.data_dir))
             await asyncio.to_thread(_keep, folder, row.id, item, audio)
         return transcript or "…"
 
@@ -199,19 +199,19 @@ class MediaReader:
         data = await self._download(platform, item)
         url = await self._image_url(row, data) if data is not None else None
         if url is None:
-            await self._set_state(item, FAILED)
+            await self._set_state(item, FAILED, prepared)
             return row
         if sees:
-            self.spent.append(Spent("image", self.config.llm.model, 1))
+            prepared.spent.append(Spent("image", self.config.llm.model, 1))
             prepared.images.setdefault(row.id, []).append(url)
             return row
-        description = await self._describe(url)
+        description = await self._describe(url, prepared)
         if description is None:
             return row
         text = DESCRIBED.format(description=description)
         text = f"{text}\n{row.text}".strip()
         await self.store.set_message_text(row.id, text, (item.kind, item.ref, DONE))
-        self._states[_key(item)] = DONE
+        prepared.states[_key(item)] = DONE
         return _with_text(row, text)
 
     async def _image_url(self, row: MessageRow, data: bytes) -> str | None:
@@ -222,7 +222,7 @@ class MediaReader:
             logger.warning("photo of message %d is not an image: %s", row.id, exc)
             return None
 
-    async def _describe(self, url: str) -> str | None:
+    async def _describe(self, url: str, prepared: Prepared) -> str | None:
         model = self.config.llm.vision_model
         content = [
             {"type": "text", "text": describe_prompt()},
@@ -236,7 +236,7 @@ class MediaReader:
             logger.warning("photo not described by %s: %s", model, exc)
             return None
         usage = completion.usage
-        self.spent.append(
+        prepared.spent.append(
             Spent("image", completion.model, 1, usage.prompt_tokens, usage.completion_tokens)
         )
         return " ".join(completion.text.split()) or None

@@ -316,7 +316,7 @@ class TurnRunner:
             )
         partner_id = conversation.partner.id if conversation.partner else OWNER_AUDIENCE
         day = self.config.usage_day(self.clock())
-        for spent in self.media.spent:
+        for spent in prepared.spent:
             if spent.prompt_tokens or spent.completion_tokens:
                 await self.store.add_usage(
                     day, partner_id, spent.kind, spent.model,

@@ -547,3 +547,24 @@ async def test_an_image_sent_as_a_file_is_a_photo(
     fake_llm.script(Reply(text="Sharp picture"))
     await fake.wait_for_sent(chat_id=ALICE)
     assert len(fake_llm.image_parts) == 1
+
+
+async def test_media_of_chats_answered_side_by_side_is_booked_once_each(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    preset_lines(gateways, "vision: true")
+    gateway = await gateways.start(speech={"stt_model": "whisper-1"})
+    fake_llm.transcription_gate = asyncio.Event()
+    fake.send_user_message(chat_id=ALICE, voice=True, media=VOICE, duration=7)
+    await fake_llm.wait_for_transcriptions(1)
+    fake_llm.script(Reply(text="Nice photo, Bob"))
+    fake.send_user_message(chat_id=BOB, photo=True, media=png(), first_name="Bob")
+    await fake.wait_for_sent(chat_id=BOB)
+    fake_llm.script(Reply(text="Heard you, Alice"))
+    fake_llm.transcription_gate.set()
+    await fake.wait_for_sent(chat_id=ALICE)
+    await settled(fake, gateway)
+    rows = await gateway.app.store.usage("2000-01-01")
+    units = {row["kind"]: row["units"] for row in rows if row["units"]}
+    assert units == {"transcription": 7, "image": 1}
+    assert "image_url" not in request_text(fake_llm.requests[-1])  # Alice's turn: no photo
