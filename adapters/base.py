@@ -9,9 +9,9 @@ is the gateway's, so a restart never sends a confirmed chunk twice.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-from bot.events import ChatRef, Inbound, Outbound
+from bot.events import ChatRef, Inbound, Outbound, Reaction
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,10 @@ class DeliveryError(Exception):
         """The user cannot be written to (blocked the bot, closed DMs): stop writing first."""
 
 
+class MediaTooBig(Exception):
+    """A file is over the platform's download limit (Telegram bots: 20 MB)."""
+
+
 class NotStored(Exception):
     """The gateway could not store an inbound message (a full disk, a failing database).
     The channel must not confirm it to the platform, so that it is offered again later."""
@@ -69,6 +73,10 @@ class Receiver(Protocol):
 
     async def receive(self, inbound: Inbound) -> None:
         """Store and route one inbound message; raises NotStored if it could not be stored."""
+        ...
+
+    async def receive_reaction(self, reaction: Reaction) -> None:
+        """Note a user's reaction (context for the partner's next turn, no model call)."""
         ...
 
     async def seen_update(self, platform: str, update_id: str) -> bool:
@@ -148,4 +156,37 @@ class Channel(Protocol):
 
     def open_stream(self, chat: ChatRef, reply_to: str | None) -> ReplyStream | None:
         """A live preview for the next reply in ``chat``, or None (not streaming here)."""
+        ...
+
+
+@runtime_checkable
+class MediaChannel(Protocol):
+    """What a channel offers for voice, images, stickers and reactions (Telegram, Discord).
+    A channel without it (the console) answers in text and ignores the rest."""
+
+    caption_limit: int
+    """The longest text a voice message carries as its caption."""
+    max_download_bytes: int
+
+    async def download(self, ref: str) -> bytes:
+        """The bytes of a file the platform holds (a file id, an attachment URL). Raises
+        MediaTooBig over :attr:`max_download_bytes`, DeliveryError if it cannot be fetched."""
+        ...
+
+    async def send_voice(self, message: Outbound, audio: bytes) -> str | None:
+        """Send OGG/Opus audio as a voice message with ``message.text`` as its caption (may
+        be empty); returns the platform's message id. Raises DeliveryError."""
+        ...
+
+    async def react(self, chat: ChatRef, message_id: str, emoji: str) -> None:
+        """React to a message with one emoji; raises DeliveryError (also for an emoji the
+        platform does not allow)."""
+        ...
+
+    async def send_sticker(self, chat: ChatRef, sticker: str) -> str | None:
+        """Send a sticker by the platform's id for it. Raises DeliveryError."""
+        ...
+
+    async def recording(self, chat: ChatRef) -> None:
+        """Show that a voice message is being recorded (once; the caller refreshes it)."""
         ...

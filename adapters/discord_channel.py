@@ -35,6 +35,7 @@ import discord.gateway
 import discord.http
 import yarl
 
+from adapters import discord_media
 from adapters.base import DeliveryError, Receiver, ReplyStream
 from adapters.chat_locks import ChatLocks
 from adapters.chunking import split as split_markdown
@@ -58,7 +59,7 @@ from adapters.discord_events import (
 )
 from bot.commands import parse_command
 from bot.config import ConfigError, DiscordConfig
-from bot.events import ChatRef, Inbound, Outbound
+from bot.events import ChatRef, Inbound, Outbound, Reaction
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +89,9 @@ def build_client(config: DiscordConfig, guild_ready_timeout: float) -> discord.C
     intents.guild_messages = True
     intents.dm_messages = True
     intents.message_content = True
+    # users' reactions to a partner's messages are context for its next turn
+    intents.guild_reactions = True
+    intents.dm_reactions = True
     options: dict[str, Any] = {
         "intents": intents,
         "allowed_mentions": NO_PINGS,  # the default for every send; each send sets its own too
@@ -246,6 +250,31 @@ class DiscordChannel:
         @client.event
         async def on_message(message: discord.Message) -> None:
             await self.handle_message(message)
+
+        @client.event
+        async def on_raw_reaction_add(payload: discord.RawReactionActionEvent) -> None:
+            await self.handle_reaction(payload)
+
+    async def handle_reaction(self, payload: discord.RawReactionActionEvent) -> None:
+        """A user's reaction, handed to the gateway as context (the per-event edge)."""
+        if self.receiver is None or self.me is None or payload.user_id == self.me.user_id:
+            return
+        try:
+            reaction = await self._reaction(payload)
+            if reaction is not None:
+                await self.receiver.receive_reaction(reaction)
+        except Exception:
+            logger.exception("discord: reaction on %s not handled", payload.message_id)
+
+    async def _reaction(self, payload: discord.RawReactionActionEvent) -> Reaction | None:
+        user = payload.member or self.client.get_user(payload.user_id)
+        if user is None:
+            user = await self.client.fetch_user(payload.user_id)
+        if payload.guild_id is None:
+            chat: ChatRef | None = ChatRef(PLATFORM, str(user.id), "dm")
+        else:
+            chat = chat_of(await self.poster.channel(payload.channel_id), user)
+        return discord_media.reaction_event(payload, chat, user) if chat else None
 
     def _in_background(self, work: Coroutine[Any, Any, None], name: str) -> None:
         task = asyncio.create_task(work, name=name)
@@ -426,6 +455,44 @@ class DiscordChannel:
             await self.poster.typing(chat)
         except (discord.HTTPException, aiohttp.ClientError, TimeoutError) as exc:
             raise delivery_error(exc) from exc
+
+    # ---- media (adapters/discord_media.py) ---------------------------------------------
+
+    caption_limit = MAX_MESSAGE_CHARS
+    max_download_bytes = discord_media.MAX_DOWNLOAD_BYTES
+
+    async def download(self, ref: str) -> bytes:
+        try:
+            return await discord_media.download(ref)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise delivery_error(exc) from exc
+
+    async def send_voice(self, message: Outbound, audio: bytes) -> str | None:
+        async def post() -> discord.Message:
+            return await self.poster.post(message, discord_media.voice_file(audio))
+
+        return await self._delivering(message.chat, post)
+
+    async def react(self, chat: ChatRef, message_id: str, emoji: str) -> None:
+        async def post() -> discord.Message:
+            place = await self.poster.messageable(chat)
+            message = place.get_partial_message(int(message_id))  # type: ignore[attr-defined]
+            await message.add_reaction(emoji)
+            return message
+
+        await self._delivering(chat, post)
+
+    async def send_sticker(self, chat: ChatRef, sticker: str) -> str | None:
+        async def post() -> discord.Message:
+            place = await self.poster.messageable(chat)
+            # any object with the sticker's id will do: discord.py sends only the ids
+            ids = [discord.Object(id=int(sticker))]
+            return await place.send(stickers=ids)  # type: ignore[arg-type]
+
+        return await self._delivering(chat, post)
+
+    async def recording(self, chat: ChatRef) -> None:
+        await self.typing(chat)
 
     def open_stream(self, chat: ChatRef, reply_to: str | None) -> ReplyStream | None:
         """DMs only: in servers the reply speaks through a persona webhook whose name and

@@ -163,24 +163,35 @@ class Poster:
     def remember_dm(self, user_id: str, channel: discord.DMChannel) -> None:
         self._dm_channels[user_id] = channel
 
-    async def post(self, message: Outbound) -> discord.Message:
+    async def post(self, message: Outbound, file: discord.File | None = None) -> discord.Message:
+        """One chunk (with ``file``: a voice reply's audio beside its text)."""
+        extra: dict[str, Any] = {"file": file} if file is not None else {}
         if message.chat.is_dm:
             channel = await self.dm_channel(message.chat.chat_id)
-            return await channel.send(message.text, allowed_mentions=NO_PINGS)
+            return await channel.send(message.text, allowed_mentions=NO_PINGS, **extra)
         target, parent = await self.group_target(message.chat)
         text = message.text
         if message.partner_name:
             hook = await self._webhooks.get(parent) if parent is not None else None
             if hook is not None and parent is not None:
-                return await self._as_persona(hook, parent, message)
+                return await self._as_persona(hook, parent, message, extra)
             text = f"**{message.partner_name}:** {text}"
         reply_to = message.reply_to_message_id
         if reply_to and reply_to.isdigit():
             reference = discord.MessageReference(
                 message_id=int(reply_to), channel_id=target.id, fail_if_not_exists=False
             )
-            return await target.send(text, reference=reference, allowed_mentions=REPLY_PING)
-        return await target.send(text, allowed_mentions=NO_PINGS)
+            return await target.send(
+                text, reference=reference, allowed_mentions=REPLY_PING, **extra
+            )
+        return await target.send(text, allowed_mentions=NO_PINGS, **extra)
+
+    async def messageable(self, chat: ChatRef) -> discord.abc.Messageable:
+        """Where a chat's messages are (a user's DM, a channel, a thread)."""
+        if chat.is_dm:
+            return await self.dm_channel(chat.chat_id)
+        target, _ = await self.group_target(chat)
+        return target
 
     async def post_file(self, chat: ChatRef, caption: str, file: discord.File) -> discord.Message:
         """A document, sent as the bot (a persona does not hand out files)."""
@@ -192,12 +203,16 @@ class Poster:
         return await target.send(caption, file=file, allowed_mentions=NO_PINGS)
 
     async def _as_persona(
-        self, hook: discord.Webhook, parent: discord.TextChannel, message: Outbound
+        self,
+        hook: discord.Webhook,
+        parent: discord.TextChannel,
+        message: Outbound,
+        extra: dict[str, Any] | None = None,
     ) -> discord.Message:
         """The partner's own name and avatar. Webhook messages cannot reference another
         message, so the reply stands on its own."""
         assert message.partner_name is not None
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = dict(extra or {})
         if message.chat.thread_id:
             options["thread"] = discord.Object(id=int(message.chat.thread_id))
         avatar = avatar_url(message.partner_avatar)

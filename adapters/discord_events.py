@@ -12,6 +12,8 @@ they need (the partners bound to a channel) and acts on the result.
   or the name of a partner bound there. Anything else is context for the next answered turn.
 * The bot's own messages, its webhooks' and its interaction responses are never events; other
   bots' messages only when ``discord.answer_bots`` is on.
+* A voice message, audio or image attachment comes as :class:`~bot.events.Media`, stickers as
+  ``[sticker NAME]`` (``adapters/discord_media.py``).
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from dataclasses import dataclass
 
 import discord
 
+from adapters.discord_media import attachment_kind, media_of, sticker_text
 from bot.commands import is_user_command, parse_command
 from bot.events import ChatRef, Inbound, Sender
 
 PLATFORM = "discord"
-UNSUPPORTED_REPLY = "Sorry — I can only read text for now. Could you write it down for me?"
+UNSUPPORTED_REPLY = "Sorry — I can't open that kind of file. Could you write it down for me?"
 CONVERSATION_TYPES = frozenset({discord.MessageType.default, discord.MessageType.reply})
 
 
@@ -95,7 +98,8 @@ def message_event(
     if chat is None:
         return None
     text = message_text(message)
-    if not text.strip():
+    media = media_of(message) if parse_command(text) is None else None
+    if not text.strip() and media is None:
         return Unsupported(chat, str(message.id)) if message.attachments else None
     addressed, hint = True, None
     if not chat.is_dm:
@@ -115,6 +119,7 @@ def message_event(
         reply_to_message_id=str(reference.message_id)
         if reference and reference.message_id
         else None,
+        media=media,
     )
 
 
@@ -123,7 +128,9 @@ def message_text(message: discord.Message) -> str:
     a line naming each attachment, which the partner cannot open. A command stays as typed:
     its file (``/admin partner put``) is handed over as the attachment itself."""
     text = message.clean_content
-    names = [a.filename for a in message.attachments]
+    if message.stickers:
+        text = f"{text} {sticker_text(message)}".strip()
+    names = [a.filename for a in message.attachments if attachment_kind(message, a) is None]
     if text.strip() and names and parse_command(text) is None:
         text += "\n[attached: " + ", ".join(names) + "]"
     return text

@@ -60,6 +60,7 @@ from telegram.warnings import PTBUserWarning
 from adapters.base import DeliveryError, NotStored, Receiver, ReplyStream
 from adapters.telegram_format import Rendered, render
 from adapters.telegram_format import split as split_markdown
+from adapters.telegram_media import MAX_CAPTION_UTF16, MAX_DOWNLOAD_BYTES, TelegramMedia
 from adapters.telegram_streams import DraftStream, EditStream, retry_after_seconds
 from adapters.telegram_updates import (
     GROUP_TYPES,
@@ -72,14 +73,14 @@ from adapters.telegram_updates import (
 from adapters.telegram_webhook import WebhookServer
 from bot.commands import COMMANDS, parse_command
 from bot.config import ConfigError, TelegramConfig
-from bot.events import ChatRef, Choice, Inbound, Outbound
+from bot.events import ChatRef, Choice, Inbound, Outbound, Reaction
 
 logger = logging.getLogger(__name__)
 
 MAX_COMMAND_FILE_BYTES = 1_000_000
 """Persona files sent back for /admin partner put are small Markdown."""
 
-ALLOWED_UPDATES = ("message", "callback_query")
+ALLOWED_UPDATES = ("message", "callback_query", "message_reaction")
 GENERAL_TOPIC = "1"
 MAX_CALLBACK_DATA_BYTES = 64
 SEND_POOL_SIZE = 32
@@ -89,7 +90,7 @@ MAX_BACKOFF_SECONDS = 60.0
 CONFIRM_TIMEOUT_SECONDS = 5.0
 POLL_READ_MARGIN_SECONDS = 5.0
 """How much longer than its own timeout a long poll's answer may take (PTB's default)."""
-UNSUPPORTED_REPLY = "Sorry — I can only read text for now. Could you write it down for me?"
+UNSUPPORTED_REPLY = "Sorry — I can't open that kind of file. Could you write it down for me?"
 NOT_STORED_NOTICE = (
     "I cannot store incoming Telegram messages: {error}. Is the disk full? They stay with "
     "Telegram and are answered once they can be stored."
@@ -112,6 +113,8 @@ class UnreadableAnswer(Exception):
 
 class TelegramChannel:
     platform = PLATFORM
+    caption_limit = MAX_CAPTION_UTF16
+    max_download_bytes = MAX_DOWNLOAD_BYTES
 
     def __init__(self, config: TelegramConfig, owner_ids: Sequence[int] = ()) -> None:
         if config.token is None:
@@ -121,6 +124,7 @@ class TelegramChannel:
         # Built now (no I/O) because replies left over from a crash are re-delivered before
         # the channels start: send() must work from the first moment.
         self.bot = _build_bot(config)
+        self.media = TelegramMedia(self.bot, delivery_error)
         self.receiver: Receiver | None = None
         self.me: BotIdentity | None = None
         self.watchdog_restarts = 0
@@ -401,7 +405,9 @@ class TelegramChannel:
                 logger.info("telegram: update %s seen before; skipped", update_id)
                 return True
             event = await self.event_of(update)
-            if isinstance(event, Inbound):
+            if isinstance(event, Reaction):
+                await self.receiver.receive_reaction(event)
+            elif isinstance(event, Inbound):
                 if update.message is not None and update.message.document is not None:
                     event = replace(event, attachment=await self._command_file(update.message))
                 await self.receiver.receive(event)
@@ -435,7 +441,7 @@ class TelegramChannel:
         except Exception:
             logger.exception("telegram: the owner could not be told")
 
-    async def event_of(self, update: Update) -> Inbound | Unsupported | None:
+    async def event_of(self, update: Update) -> Inbound | Unsupported | Reaction | None:
         """What the update means for the gateway (answers a pressed button on the way)."""
         assert self.receiver is not None and self.me is not None
         if update.callback_query is not None:
@@ -529,6 +535,26 @@ class TelegramChannel:
             )
         except TelegramError as exc:
             raise delivery_error(exc) from exc
+
+    # ---- media (adapters/telegram_media.py) --------------------------------------------
+
+    async def download(self, ref: str) -> bytes:
+        await self.bot.initialize()
+        return await self.media.download(ref)
+
+    async def send_voice(self, message: Outbound, audio: bytes) -> str | None:
+        await self.bot.initialize()
+        where = _placement(message.chat, message.reply_to_message_id)
+        return await self.media.send_voice(int(message.chat.chat_id), audio, message.text, where)
+
+    async def react(self, chat: ChatRef, message_id: str, emoji: str) -> None:
+        await self.media.react(chat, message_id, emoji)
+
+    async def send_sticker(self, chat: ChatRef, sticker: str) -> str | None:
+        return await self.media.send_sticker(int(chat.chat_id), sticker, _placement(chat, None))
+
+    async def recording(self, chat: ChatRef) -> None:
+        await self.media.recording(chat)
 
     # ---- streaming -------------------------------------------------------------------
 

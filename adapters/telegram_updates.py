@@ -9,22 +9,38 @@ they need (the bot's identity, the partners bound to a group) and acts on the re
   naming it (``/cmd@thisbot``) or a user command (``/help``; an unknown one or ``/admin`` is
   chatter, as on Discord), or the name of a partner bound to that chat. Anything else is
   context for the next answered turn.
-* A photo's caption is its text. Other media (stickers, voice, files, ...) are
-  :class:`Unsupported`: the channel answers with a short line in DMs and ignores them in groups.
+* Voice notes, audio files and video notes come as voice :class:`~bot.events.Media`, photos
+  (and image documents) as photo media, by file id, with the caption as text; a sticker comes
+  as its emoji and set name (``[sticker 😂 from set …]``); custom emoji are in the text as
+  their alt emoji already. Other media (files, videos, ...) are :class:`Unsupported`: the
+  channel answers with a short line in DMs and ignores them in groups.
+* A ``message_reaction`` update (a user set an emoji on a message) is a
+  :class:`~bot.events.Reaction`.
 * A pressed inline button arrives as its ``callback_data``, a command, typed by that user.
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
-from telegram import CallbackQuery, Chat, Message, MessageEntity, Update, User
+from telegram import (
+    CallbackQuery,
+    Chat,
+    Message,
+    MessageEntity,
+    MessageReactionUpdated,
+    ReactionTypeEmoji,
+    Update,
+    User,
+)
+from telegram.warnings import PTBDeprecationWarning
 
-from bot.commands import is_user_command
-from bot.events import ChatRef, Inbound, Sender
+from bot.commands import is_user_command, parse_command
+from bot.events import ChatRef, Inbound, Media, Reaction, Sender
 
 PLATFORM = "telegram"
 PRIVATE = Chat.PRIVATE
@@ -74,10 +90,14 @@ def message_event(
     if chat is None or user is None or user.is_bot:
         return None  # channel posts, anonymous admins, and bots (ours included): no loops
     text = message.text if message.text is not None else message.caption
-    if not text:
+    media = media_of(message)
+    if message.sticker is not None:
+        text = sticker_text(message)
+    if not text and media is None:
         if message.effective_attachment is None:
             return None  # service messages: members joining, pins, topic edits
         return Unsupported(chat, str(message.message_id))
+    text = text or ""
     addressed, hint = True, None
     if not chat.is_dm:
         hint = named_partner(text, partners)
@@ -92,7 +112,77 @@ def message_event(
         addressed=addressed,
         partner_hint=hint,
         reply_to_message_id=str(replied.message_id) if replied is not None else None,
+        media=media,
     )
+
+
+def media_of(message: Message) -> Media | None:
+    """A voice note (voice, audio, video note) or a photo (the largest size, or an image
+    sent as a document), by file id; None for anything else."""
+    spoken = message.voice or message.audio or message.video_note
+    if spoken is not None:
+        return Media(
+            "voice",
+            spoken.file_id,
+            getattr(spoken, "mime_type", None) or ("video/mp4" if message.video_note else None),
+            _seconds(spoken),
+            spoken.file_size,
+            getattr(spoken, "file_name", None) or _voice_name(message),
+        )
+    if message.photo:
+        largest = max(message.photo, key=lambda p: p.width * p.height)
+        return Media("photo", largest.file_id, "image/jpeg", size=largest.file_size)
+    document = message.document
+    is_image = document is not None and (document.mime_type or "").startswith("image/")
+    if document is not None and is_image and parse_command(message.caption or "") is None:
+        return Media(
+            "photo", document.file_id, document.mime_type, None, document.file_size,
+            document.file_name,
+        )  # fmt: skip
+    return None
+
+
+def _voice_name(message: Message) -> str:
+    """The name a transcription endpoint goes by to tell the format (Telegram sends none)."""
+    return "video-note.mp4" if message.video_note is not None else "voice.ogg"
+
+
+def _seconds(medium: object) -> float | None:
+    """A medium's duration, whether PTB gives it as int seconds or a timedelta."""
+    with warnings.catch_warnings():
+        # PTB 22 warns that the int form will become a timedelta: both are handled here.
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        value = getattr(medium, "duration", None)
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return float(value) if isinstance(value, int | float) else None
+
+
+def sticker_text(message: Message) -> str:
+    """A sticker as text the partner can read: ``[sticker 😂 from set Cats]``."""
+    sticker = message.sticker
+    assert sticker is not None
+    emoji = f" {sticker.emoji}" if sticker.emoji else ""
+    where = f" from set {sticker.set_name}" if sticker.set_name else ""
+    return f"[sticker{emoji}{where}]"
+
+
+def reaction_event(update: MessageReactionUpdated) -> Reaction | None:
+    """A user's new emoji reaction; None for removals, anonymous reactions, custom emoji."""
+    chat = update.chat
+    user = update.user
+    if user is None or user.is_bot:
+        return None
+    emoji = next((r.emoji for r in update.new_reaction if isinstance(r, ReactionTypeEmoji)), None)
+    if emoji is None:
+        return None
+    if chat.type == PRIVATE:
+        where = ChatRef(PLATFORM, str(chat.id), "dm", title=chat.full_name or None)
+    elif chat.type in GROUP_TYPES:
+        where = ChatRef(PLATFORM, str(chat.id), "group", title=chat.title)
+    else:
+        return None
+    return Reaction(where, sender_of(user), str(update.message_id), emoji, _utc(update.date))
 
 
 def callback_event(query: CallbackQuery) -> Inbound | None:
@@ -118,7 +208,9 @@ def callback_event(query: CallbackQuery) -> Inbound | None:
 
 def update_event(
     update: Update, me: BotIdentity, partners: Sequence[tuple[str, str]] = ()
-) -> Inbound | Unsupported | None:
+) -> Inbound | Unsupported | Reaction | None:
+    if update.message_reaction is not None:
+        return reaction_event(update.message_reaction)
     if update.callback_query is not None:
         return callback_event(update.callback_query)
     if update.message is not None:

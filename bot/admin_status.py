@@ -18,7 +18,9 @@ HOUR_SECONDS = 3600.0
 DEFAULT_USAGE_DAYS = 7
 MAX_USAGE_DAYS = 366
 TOKENS_PER_PRICE_UNIT = 1_000_000
-USAGE_KINDS = ("chat", "review", "consult", "checkin")
+USAGE_KINDS = ("chat", "review", "consult", "checkin", "image")
+MEDIA_UNITS = {"transcription": "s heard", "speech": "characters spoken", "image": "images"}
+"""Usage that is not tokens (bot/media.py, bot/voice_replies.py), with its unit."""
 
 
 def _ago(seconds: float) -> str:
@@ -112,10 +114,34 @@ async def admin_usage(ctx: CommandContext) -> CommandReply:
         lines.append(f"  {who}: {prompt} + {completion}{_cost(prices, prompt, completion)}")
     lines.append("Per day and kind (" + ", ".join(USAGE_KINDS) + "):")
     for (day, who, kind), (prompt, completion) in sorted(daily.items()):
-        lines.append(
-            f"  {day} {who} {kind}: {prompt} + {completion}{_cost(prices, prompt, completion)}"
-        )
+        if prompt or completion or kind not in MEDIA_UNITS:
+            lines.append(
+                f"  {day} {who} {kind}: {prompt} + {completion}{_cost(prices, prompt, completion)}"
+            )
+    lines += _media_lines(ctx, rows)
     return paged("\n".join(lines), f"/admin usage {days}", page)
+
+
+def _media_lines(ctx: CommandContext, rows: list[dict]) -> list[str]:
+    """Seconds transcribed, characters spoken and images seen, per day and partner."""
+    units: dict[tuple[str, str, str], float] = defaultdict(float)
+    for row in rows:
+        if row.get("units") and row["kind"] in MEDIA_UNITS:
+            who = "assistant" if row["partner_id"] == OWNER_AUDIENCE else row["partner_id"]
+            units[(row["day"], who, row["kind"])] += row["units"]
+    if not units:
+        return []
+    speech, llm = ctx.config.speech, ctx.config.llm
+    price = {
+        "transcription": speech.price_per_minute / 60,
+        "speech": speech.price_per_million_chars / TOKENS_PER_PRICE_UNIT,
+        "image": llm.price_per_image,
+    }
+    lines = ["Voice and images (set prices in [speech] and llm.price_per_image):"]
+    for (day, who, kind), amount in sorted(units.items()):
+        cost = f" ≈ {amount * price[kind]:.4f}" if price[kind] else ""
+        lines.append(f"  {day} {who} {kind}: {amount:g} {MEDIA_UNITS[kind]}{cost}")
+    return lines
 
 
 def _price_note(prices: tuple[float, float]) -> str:

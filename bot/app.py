@@ -30,13 +30,16 @@ from bot.dispatcher import Dispatcher
 from bot.gateway import Announce, Gateway
 from bot.health import STATUS_INTERVAL_SECONDS, remove_status, write_status
 from bot.llm import LLMClient
+from bot.media import MediaReader
 from bot.proactive import ProactiveSender
 from bot.scheduler import Scheduler
 from bot.sessions import Sessions
 from bot.settings import Settings
+from bot.speech import SpeechClient
 from bot.store import Store
 from bot.tools import default_registry
 from bot.turns import TurnRunner
+from bot.voice_replies import VoiceReplies
 from partners.catalog import PartnerCatalog, apply_search_languages
 from partners.checkins import Checkins
 from partners.consolidate import Consolidator
@@ -102,6 +105,7 @@ class App:
     memory: MemoryStore
     catalog: PartnerCatalog
     llm: LLMClient
+    speech: SpeechClient
     dispatcher: Dispatcher
     delivery: Delivery
     gateway: Gateway
@@ -190,6 +194,7 @@ class App:
         self.scheduler.shutdown()
         await self.reviewer.close()
         await self.llm.close()
+        await self.speech.close()
         await self.store.close()
         self.lock.release()
 
@@ -233,12 +238,21 @@ async def build_app(
     async def notify_owner(platform: str, text: str) -> None:
         await gateway.notify_owner(platform, text)
 
+    speech = SpeechClient(config.speech, config.llm)
+
+    def voice_of(partner_id: str | None) -> str | None:
+        partner = catalog.get(partner_id) if partner_id else None
+        voice = partner.preset.extra.get("voice") if partner else None
+        return str(voice) if voice else None
+
+    voice = VoiceReplies(speech, store, voice_of, config.usage_day)
     delivery = Delivery(
         store,
         channels,
         lambda pid: (p.name, p.preset.avatar) if (p := catalog.get(pid)) else None,
         config.delivery,
         notify_owner,
+        voice,
     )
     owner_zone = config.owner_timezone()
 
@@ -305,6 +319,8 @@ async def build_app(
         reviewer,
         budget=budget,
         memory_settings=settings.memory,
+        media=MediaReader(config, store, speech, llm, channels),
+        voice=voice,
     )
     dispatcher = Dispatcher(store, runner.process, config.dispatch.max_concurrent_turns)
     forgetting = Forgetting(store, memory, catalog)
@@ -339,6 +355,7 @@ async def build_app(
         memory,
         catalog,
         llm,
+        speech,
         dispatcher,
         delivery,
         gateway,

@@ -51,7 +51,20 @@ class Budget:
         return now.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
 
     async def tokens_today(self) -> dict[str, int]:
-        return await self.store.tokens_on(self.today())
+        """Tokens per partner today, voice and images counted at their token rates."""
+        tokens = dict(await self.store.tokens_on(self.today()))
+        for partner_id, kinds in (await self.store.units_on(self.today())).items():
+            tokens[partner_id] = tokens.get(partner_id, 0) + self.media_tokens(kinds)
+        return tokens
+
+    def media_tokens(self, units: dict[str, float]) -> int:
+        """What seconds heard, characters spoken and images seen count for in a budget."""
+        speech, llm = self.config.speech, self.config.llm
+        return round(
+            units.get("transcription", 0) / 60 * speech.budget_tokens_per_minute
+            + units.get("speech", 0) / 1000 * speech.budget_tokens_per_thousand_chars
+            + units.get("image", 0) * llm.budget_tokens_per_image
+        )
 
     async def over_budget(self, partner: Partner) -> bool:
         limit = partner.preset.daily_token_budget

@@ -10,8 +10,8 @@ A provider's context-length error trims the history and retries once.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 
 FINAL_ANSWER_NOTE = "(Tool limit reached for this turn: answer now with what you have.)"
 GROUP_CONTEXT_NOTE = "Recent messages in this group that were not addressed to you:"
+REACTIONS_NOTE = "Since your last reply (no answer needed for these alone):"
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,12 @@ class TurnInput:
     timezone: ZoneInfo = field(default_factory=lambda: ZoneInfo("UTC"))
     transcript: str | None = None
     """A referenced third-party transcript placed before the new messages, if any."""
+    notes: Mapping[int, str] = field(default_factory=dict)
+    """Message id -> how it is marked for the model ("voice message", "photo", ...)."""
+    images: Mapping[int, Sequence[str]] = field(default_factory=dict)
+    """Message id -> image part URLs sent with it (new messages only, this turn only)."""
+    reactions: Sequence[MessageRow] = ()
+    """Users' reactions to the partner's messages since its last reply."""
 
 
 @dataclass(frozen=True)
@@ -49,11 +56,13 @@ class TurnOutput:
     calls: int
 
 
-def envelope(row: MessageRow, timezone: ZoneInfo, is_group: bool) -> str:
-    """How a stored user message is shown to the model (identical every time it is shown)."""
+def envelope(row: MessageRow, timezone: ZoneInfo, is_group: bool, note: str | None = None) -> str:
+    """How a stored user message is shown to the model (identical every time it is shown);
+    ``note`` marks what the message was (a voice message, a photo)."""
     when = datetime.fromtimestamp(row.created_at, timezone).strftime("%Y-%m-%d %H:%M %a")
     who = f" · {row.speaker}" if is_group and row.speaker else ""
-    return f"[{when}{who}] {row.text}"
+    marked = f" ({note})" if note else ""
+    return f"[{when}{who}{marked}] {row.text}".rstrip()
 
 
 def history_window(rows: Sequence[MessageRow], max_chars: int) -> list[MessageRow]:
@@ -75,7 +84,7 @@ def build_messages(turn: TurnInput) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = [{"role": "system", "content": turn.system_prompt}]
     for row in turn.history:
         if row.role == "user":
-            content = envelope(row, turn.timezone, turn.is_group)
+            content = envelope(row, turn.timezone, turn.is_group, turn.notes.get(row.id))
             messages.append({"role": "user", "content": content})
         else:
             messages.append({"role": "assistant", "content": row.text})
@@ -84,9 +93,22 @@ def build_messages(turn: TurnInput) -> list[dict[str, Any]]:
     if turn.context:
         lines = [envelope(row, turn.timezone, True) for row in turn.context]
         messages.append({"role": "user", "content": "\n".join([GROUP_CONTEXT_NOTE, *lines])})
+    if turn.reactions:
+        lines = [envelope(row, turn.timezone, False) for row in turn.reactions]
+        messages.append({"role": "user", "content": "\n".join([REACTIONS_NOTE, *lines])})
     for row in turn.new_messages:
-        messages.append({"role": "user", "content": envelope(row, turn.timezone, turn.is_group)})
+        text = envelope(row, turn.timezone, turn.is_group, turn.notes.get(row.id))
+        messages.append({"role": "user", "content": _with_images(text, turn.images.get(row.id))})
     return messages
+
+
+def _with_images(text: str, images: Sequence[str] | None) -> str | list[dict[str, Any]]:
+    """A user message's content: its text, and its image parts if it has any."""
+    if not images:
+        return text
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    parts += [{"type": "image_url", "image_url": {"url": url}} for url in images]
+    return parts
 
 
 class ChatLoop:
@@ -109,14 +131,11 @@ class ChatLoop:
         except ContextTooLong:
             keep = len(turn.history) // 2
             logger.warning("context too long; retrying with %d of %d history rows", keep, keep * 2)
-            trimmed = TurnInput(
-                turn.system_prompt,
-                history_window(turn.history[len(turn.history) - keep :], 10**9),
-                turn.new_messages,
-                turn.context[-3:],
-                turn.is_group,
-                turn.timezone,
-                None,
+            trimmed = replace(
+                turn,
+                history=history_window(turn.history[len(turn.history) - keep :], 10**9),
+                context=turn.context[-3:],
+                transcript=None,
             )
             return await self._run(build_messages(trimmed), surface, ctx, model, on_delta)
 

@@ -357,12 +357,37 @@ async def timezone(ctx: CommandContext) -> CommandReply:
     return CommandReply(f"Time zone set to {ctx.args[0]}.")
 
 
+VOICE_MODES = {
+    "on": "I'll answer you with voice messages (and their text).",
+    "off": "I'll answer you in text only.",
+    "auto": "I'll answer with a voice message when you send me one, and in text otherwise.",
+}
+
+
+async def voice(ctx: CommandContext) -> CommandReply:
+    """``/voice on|off|auto``: whether replies to this user are spoken (bot/voice_replies.py)."""
+    user_key = ctx.inbound.sender.key
+    choice = ctx.args[0].lower() if ctx.args else ""
+    if not ctx.config.speech.tts_model:
+        return CommandReply(
+            "Voice replies are not set up here (the owner sets speech.tts_model); I answer in text."
+        )
+    if choice not in VOICE_MODES:
+        current = await ctx.store.voice_mode(user_key) or "auto"
+        return CommandReply(
+            f"Voice replies: {current}. {VOICE_MODES[current]}\nUsage: /voice on|off|auto"
+        )
+    await ctx.store.set_voice_mode(user_key, choice)
+    return CommandReply(f"Voice replies: {choice}. {VOICE_MODES[choice]}")
+
+
 USER_MEMORY_COMMANDS = (
     Command("memory", "", "what your partner remembers about you", memory, dm_only=True),
     Command("forget", "<id>|all|history", "make it forget", forget, dm_only=True),
     Command("export", "", "a copy of everything kept about you", export, dm_only=True),
     Command("checkins", "on|off", "let your partner write first", checkins, dm_only=True),
     Command("timezone", "<Area/City>", "your time zone", timezone, dm_only=True),
+    Command("voice", "on|off|auto", "answer by voice message", voice, dm_only=True),
 )
 
 

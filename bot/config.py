@@ -51,9 +51,16 @@ class LLMConfig(_Section):
     max_tool_rounds: int = Field(6, ge=1, le=50)
     max_retries: int = Field(3, ge=0, le=10)
     vision: bool = False
+    # photos: a model that describes them for partners whose model cannot see (None: no one
+    # describes them), and how far they are downscaled before any model sees them
+    vision_model: str | None = None
+    image_max_side: int = Field(1024, ge=64, le=8192)
+    image_max_bytes: int = Field(1_000_000, ge=10_000)
     # prices for /admin usage; 0 means "unknown" (no cost shown)
     price_prompt_per_million: float = Field(0.0, ge=0)
     price_completion_per_million: float = Field(0.0, ge=0)
+    price_per_image: float = Field(0.0, ge=0)
+    budget_tokens_per_image: int = Field(1000, ge=0)
 
 
 class StorageConfig(_Section):
@@ -197,6 +204,28 @@ class DeliveryConfig(_Section):
         return value
 
 
+class SpeechConfig(_Section):
+    """Voice in and out through an OpenAI-compatible speech endpoint (README "Voice")."""
+
+    base_url: str | None = None
+    """Defaults to llm.base_url."""
+    api_key: SecretStr | None = None
+    """Defaults to llm.api_key."""
+    stt_model: str | None = None
+    """Transcribes voice notes (e.g. whisper-1); unset: voice notes get a polite text answer."""
+    tts_model: str | None = None
+    """Speaks replies (e.g. tts-1); unset: replies are text only."""
+    voice: str = "alloy"
+    """The voice when a partner's preset.yml names none."""
+    keep_audio: bool = False
+    max_seconds: int = Field(300, ge=1, le=3 * 3600)
+    timeout: float = Field(120.0, gt=0)
+    price_per_minute: float = Field(0.0, ge=0)
+    price_per_million_chars: float = Field(0.0, ge=0)
+    budget_tokens_per_minute: int = Field(1000, ge=0)
+    budget_tokens_per_thousand_chars: int = Field(1000, ge=0)
+
+
 class PartnersConfig(_Section):
     default: str | None = None
 
@@ -213,6 +242,7 @@ class Config(_Section):
     dispatch: DispatchConfig = DispatchConfig()
     delivery: DeliveryConfig = DeliveryConfig()
     partners: PartnersConfig = PartnersConfig()
+    speech: SpeechConfig = SpeechConfig()
 
     @property
     def data_dir(self) -> Path:

@@ -15,6 +15,11 @@ reported to the owner. Before a reply goes out, the replies of its chat that wai
 are tried first, so one held back by an outage still arrives before those written after it.
 A reply is sent by one task at a time (a turn, the retry loop, start-up recovery), so two of
 them never send the same chunk.
+
+A reply's actions (``media`` rows: reactions and stickers from its markers, ``speak`` for a
+voice reply) are done before its first chunk, once each. A spoken reply goes out as a voice
+message carrying its text as caption — that message is then its first chunk — or, when the
+text is longer than a caption, followed by the text; if speaking fails the text goes alone.
 """
 
 from __future__ import annotations
@@ -26,12 +31,14 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
-from adapters.base import Channel, DeliveryError, ReplyStream
+from adapters.base import Channel, DeliveryError, MediaChannel, ReplyStream
+from adapters.chunking import utf16_len
+from bot import markers
 from bot.config import DeliveryConfig
 from bot.events import ChatKind, ChatRef, Outbound, storable
 from bot.literal import literal_line
-from bot.store import ChatRow, DeliveryRetry, Store
-from partners.checkins import SILENCE
+from bot.store import ChatRow, DeliveryRetry, MediaRow, Store
+from bot.voice_replies import VoiceReplies
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +69,8 @@ class PendingReply:
     partner_id: str | None
     reply_to: str | None
     delivered_chunks: int = 0
+    actions: tuple[MediaRow, ...] | None = None
+    """Its reactions, stickers and ``speak`` (None: look them up in the store)."""
 
 
 class Delivery:
@@ -72,8 +81,10 @@ class Delivery:
         partner_face: PartnerFace,
         settings: DeliveryConfig,
         notify_owner: NotifyOwner,
+        voice: VoiceReplies | None = None,
     ) -> None:
         self.store = store
+        self.voice = voice
         self.channels = channels
         self.partner_face = partner_face
         self.settings = settings
@@ -218,12 +229,14 @@ class Delivery:
         if channel is None:
             logger.warning("reply %d: no channel for %s; kept for later", message_id, chat.chat_key)
             return False
-        text = reply.text.replace(SILENCE, "").strip()
-        if not text:  # the model chose to say nothing: nothing is shown
+        text = markers.strip(reply.text)
+        chunks = channel.split(text) if text else []
+        done = reply.delivered_chunks
+        if done == 0:
+            done = await self._actions(reply, channel, text, chunks)
+        if not text:  # the model chose to say nothing (or only to react): nothing is shown
             await self.store.mark_delivered(message_id)
             return True
-        chunks = channel.split(text)
-        done = reply.delivered_chunks
         if stream is not None and done == 0 and chunks:
             streamed_id = await stream.finish(chunks[0])
             if streamed_id is not None:
@@ -248,6 +261,70 @@ class Delivery:
             await self.store.record_chunk(message_id, index, platform_id)
         await self.store.mark_delivered(message_id)
         return True
+
+    async def _actions(
+        self, reply: PendingReply, channel: Channel, text: str, chunks: list[str]
+    ) -> int:
+        """Reactions, stickers and the voice message, each once; returns how many chunks the
+        voice message delivered (1 when it carried the whole text as its caption)."""
+        actions = reply.actions
+        if actions is None:
+            actions = tuple(
+                (await self.store.media_for([reply.message_id])).get(reply.message_id, [])
+            )
+        pending = [a for a in actions if a.state == "new"]
+        if not pending or not isinstance(channel, MediaChannel):
+            return 0
+        chat = chat_ref(reply.chat)
+        done = 0
+        for action in pending:
+            try:
+                if action.kind == "react" and reply.reply_to:
+                    await channel.react(chat, reply.reply_to, action.ref)
+                elif action.kind == "sticker":
+                    await channel.send_sticker(chat, action.ref)
+                elif action.kind == "speak" and text:
+                    done = await self._speak(reply, channel, text, chunks)
+            except DeliveryError as exc:  # an action is a courtesy: the text still goes out
+                logger.warning("reply %d: %s not done: %s", reply.message_id, action.kind, exc)
+            await self._done(reply.message_id, action)
+        return done
+
+    async def _done(self, message_id: int, action: MediaRow) -> None:
+        await self.store.set_media_state(message_id, action.kind, action.ref, "done")
+
+    async def _speak(
+        self, reply: PendingReply, channel: MediaChannel, text: str, chunks: list[str]
+    ) -> int:
+        if self.voice is None:
+            return 0
+        # "recording a voice message…" is shown while the reply is spoken, not before it
+        _, audio = await asyncio.gather(
+            self._recording(channel, reply.chat), self.voice.audio(text, reply.partner_id)
+        )
+        if audio is None:
+            return 0
+        whole = len(chunks) == 1 and utf16_len(text) <= channel.caption_limit
+        face = self.partner_face(reply.partner_id) if reply.partner_id else None
+        name, avatar = face if face else (None, None)
+        outbound = Outbound(
+            chat_ref(reply.chat),
+            text if whole else "",
+            reply.reply_to,
+            reply.partner_id,
+            name,
+            partner_avatar=avatar,
+        )
+        voice_id = await channel.send_voice(outbound, audio)
+        if not whole:
+            return 0
+        await self.store.record_chunk(reply.message_id, 0, voice_id)
+        return 1
+
+    @staticmethod
+    async def _recording(channel: MediaChannel, chat: ChatRow) -> None:
+        with contextlib.suppress(DeliveryError):  # a courtesy: the reply goes out regardless
+            await channel.recording(chat_ref(chat))
 
     async def _send_chunk(self, channel: Channel, outbound: Outbound) -> str | None:
         """One chunk, short flood waits waited out; anything else that goes wrong is a

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 ChatKind = Literal["dm", "group"]
+MediaKind = Literal["voice", "photo"]
 
 SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -86,6 +87,24 @@ class Sender:
 
 
 @dataclass(frozen=True)
+class Media:
+    """A voice note or photo that came with a message, by reference: the platform's file id
+    (Telegram) or attachment URL (Discord). Its bytes are fetched when a turn needs them."""
+
+    kind: MediaKind
+    ref: str
+    mime: str | None = None
+    seconds: float | None = None
+    """A voice note's length, as the platform reports it."""
+    size: int | None = None
+    """Bytes, as the platform reports them."""
+    filename: str | None = None
+
+    def __post_init__(self) -> None:
+        _make_storable(self)
+
+
+@dataclass(frozen=True)
 class Inbound:
     """One message from a platform, after the adapter has decided who and where it is."""
 
@@ -101,12 +120,28 @@ class Inbound:
     reply_to_message_id: str | None = None
     attachment: tuple[str, bytes] | None = None
     """A document sent with the message: (file name, content); the text is its caption."""
+    media: Media | None = None
+    """A voice note or photo sent with the message; the text is its caption (or empty)."""
 
     def __post_init__(self) -> None:
         _make_storable(self)
         if self.attachment is not None:
             name, content = self.attachment
             object.__setattr__(self, "attachment", (storable(name), content))
+
+
+@dataclass(frozen=True)
+class Reaction:
+    """A user set an emoji reaction on a message (``message_id``, the platform's id)."""
+
+    chat: ChatRef
+    sender: Sender
+    message_id: str
+    emoji: str
+    time: datetime
+
+    def __post_init__(self) -> None:
+        _make_storable(self)
 
 
 @dataclass(frozen=True)

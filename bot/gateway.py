@@ -14,17 +14,17 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from adapters.base import Channel, DeliveryError, NotStored
+from adapters.base import Channel, DeliveryError, MediaChannel, NotStored
 from bot.access import APPROVED_WELCOME, Access
 from bot.admin_services import AdminServices
 from bot.claims import CLAIM_COMMANDS, CLAIM_REFUSED, CLAIMED, OwnerClaims
 from bot.commands import CommandContext, CommandReply, parse_command, run_command
 from bot.config import Config
 from bot.dispatcher import Dispatcher
-from bot.events import ChatRef, Choice, Inbound, Outbound, Sender
+from bot.events import ChatRef, Choice, Inbound, Media, Outbound, Reaction, Sender
 from bot.literal import literal_line
 from bot.sessions import Sessions, Speaker, audience_for
-from bot.store import ChatRow, NewMessage, Store
+from bot.store import ChatRow, NewMedia, NewMessage, Store
 from bot.terminal import printable
 from bot.turns import queue_key
 from partners.catalog import PartnerCatalog
@@ -36,6 +36,14 @@ logger = logging.getLogger(__name__)
 Announce = Callable[[list[str]], None]
 MAX_INBOUND_CHARS = 16_000
 CUT_NOTE = "\n[message cut: it was longer than {limit} characters]"
+MEDIA_TAGS = {"voice": "[voice message]", "photo": "[photo]"}
+"""What stands for a voice note or photo in group chatter nobody addressed (not fetched)."""
+TOO_LONG = (
+    "That voice message is {minutes} long — I can listen to {limit} at most. "
+    "Could you send a shorter one, or write it?"
+)
+TOO_BIG = "That {what} is too big for me to open ({size} MB; the limit is {limit} MB)."
+REACTION_SNIPPET_CHARS = 80
 
 
 @contextlib.contextmanager
@@ -109,6 +117,32 @@ class Gateway:
 
     def partner_choices(self) -> list[tuple[str, str]]:
         return [(p.id, p.name) for p in self.catalog.public()]
+
+    async def receive_reaction(self, reaction: Reaction) -> None:
+        """A user's reaction to one of a partner's replies, kept as context for the partner's
+        next turn in that chat. No model call: nothing is answered now. Reactions to other
+        messages, and from people who may not talk here, are not kept."""
+        with storing():
+            chat, sender = reaction.chat, reaction.sender
+            reply = await self.store.reply_for_platform_message(chat.key, reaction.message_id)
+            if reply is None or await self.access.is_blocked(sender):
+                return
+            snippet = " ".join(reply.text.split())[:REACTION_SNIPPET_CHARS]
+            await self.store.add_message(
+                NewMessage(
+                    chat_key=chat.key,
+                    role="reaction",
+                    text=f"{sender.display_name} reacted {reaction.emoji} to your message "
+                    f"“{snippet}”",
+                    audience=reply.audience,
+                    dedup_key=f"{chat.platform}:{chat.chat_id}:reaction:{reaction.message_id}"
+                    f":{sender.user_id}:{reaction.emoji}",
+                    partner_id=reply.partner_id,
+                    user_key=sender.key,
+                    speaker=sender.display_name,
+                    created_at=reaction.time.timestamp(),
+                )
+            )
 
     async def receive(self, inbound: Inbound) -> None:
         """Handle one inbound message. Safe to call twice with the same message.
@@ -203,8 +237,14 @@ class Gateway:
             partner_id = self._group_partner(inbound, bound)
             # with mention gating off, a bound partner answers everything said in the group
             addressed = inbound.addressed or not self.config.access.mention_gating
+        if inbound.media is not None:
+            within = await self._media_within_limits(inbound, addressed)
+            if within is None:
+                return
+            inbound = within
         speaker = Speaker(inbound.sender.key, inbound.sender.display_name, is_owner)
         key = queue_key(chat.key, partner_id if isinstance(partner_id, str) else None)
+        media = inbound.media
         message = NewMessage(
             chat_key=chat.key,
             role="user" if addressed else "context",
@@ -218,12 +258,50 @@ class Gateway:
             user_key=inbound.sender.key,
             speaker=inbound.sender.display_name,
             created_at=inbound.time.timestamp(),
+            media=()
+            if media is None
+            else (
+                NewMedia(
+                    media.kind, media.ref, media.mime, media.seconds, media.size, media.filename
+                ),
+            ),
         )
-        if await self.store.add_message(message) is None:
+        store = self.store.add_message_with_media if message.media else self.store.add_message
+        if await store(message) is None:
             logger.info("duplicate message %s in %s ignored", inbound.message_id, chat.key)
             return
         if addressed:
             self.dispatcher.notify(key)
+
+    async def _media_within_limits(self, inbound: Inbound, addressed: bool) -> Inbound | None:
+        """The message as it is stored: a voice note or photo by reference, if it is within
+        the limits; else the user is told, and only a caption (if any) goes on, alone.
+        Unaddressed group chatter keeps a tag instead: nobody fetches what nobody asked for."""
+        media = inbound.media
+        assert media is not None
+        if not addressed:
+            return replace(
+                inbound, text=f"{MEDIA_TAGS[media.kind]} {inbound.text}".strip(), media=None
+            )
+        problem = self._over_limit(inbound.chat.platform, media)
+        if problem is None:
+            return inbound
+        await self.reply(inbound.chat, problem, inbound.message_id)
+        return replace(inbound, media=None) if inbound.text.strip() else None
+
+    def _over_limit(self, platform: str, media: Media) -> str | None:
+        limit = self.config.speech.max_seconds
+        if media.kind == "voice" and media.seconds is not None and media.seconds > limit:
+            return TOO_LONG.format(minutes=_duration(media.seconds), limit=_duration(limit))
+        channel = self.channels.get(platform)
+        cap = channel.max_download_bytes if isinstance(channel, MediaChannel) else None
+        if cap is not None and media.size is not None and media.size > cap:
+            what = "voice message" if media.kind == "voice" else "photo"
+            megabytes = 1024 * 1024
+            return TOO_BIG.format(
+                what=what, size=f"{media.size / megabytes:.0f}", limit=cap // megabytes
+            )
+        return None
 
     async def _dm_partner(self, chat: ChatRow, is_owner: bool) -> str | None | bool:
         """The partner of a DM; None is the owner's assistant; False means "ask the user"."""
@@ -368,3 +446,10 @@ class Gateway:
                 await self.notify_user(key, text)
                 return
         logger.warning("owner notice not delivered (no owner id configured): %s", text)
+
+
+def _duration(seconds: float) -> str:
+    minutes, rest = divmod(round(seconds), 60)
+    if not minutes:
+        return f"{rest} seconds"
+    return f"{minutes} min {rest} s" if rest else f"{minutes} minutes"

@@ -420,6 +420,27 @@ SCHEMA: list[str | Migration] = [
     ALTER TABLE pairing_requests ADD COLUMN announced_at REAL;
     UPDATE pairing_requests SET announced_at = created_at WHERE status = 'approved';
     """,
+    # 12: voice and images. A message's media are referenced by platform file id (never their
+    # bytes); a reply's actions (reactions, stickers, speaking it) wait here for delivery.
+    # Deleting a message (/forget history) takes its media references with it.
+    """
+    CREATE TABLE media (
+        message_id INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        ref TEXT NOT NULL,
+        mime TEXT,
+        seconds REAL,
+        bytes INTEGER,
+        filename TEXT,
+        state TEXT NOT NULL DEFAULT 'new',
+        PRIMARY KEY (message_id, kind, ref)
+    );
+    CREATE TRIGGER media_removed AFTER DELETE ON messages BEGIN
+        DELETE FROM media WHERE message_id = old.id;
+    END;
+    ALTER TABLE users ADD COLUMN voice_mode TEXT;
+    ALTER TABLE usage ADD COLUMN units REAL NOT NULL DEFAULT 0;
+    """,
 ]
 THREAD_ROLES = ("user", "assistant", "context")
 """Roles that make up a conversation thread: each one is its neighbours' context. (The
@@ -553,6 +574,31 @@ class ForgetOperation:
 
 
 @dataclass(frozen=True)
+class MediaRow:
+    """A voice note or photo of a message (by platform file id), or an action of a reply:
+    ``react`` (an emoji), ``sticker`` (a file id), ``speak`` (send it as a voice bubble)."""
+
+    message_id: int
+    kind: str
+    ref: str
+    mime: str | None = None
+    seconds: float | None = None
+    bytes: int | None = None
+    filename: str | None = None
+    state: str = "new"
+
+
+@dataclass(frozen=True)
+class NewMedia:
+    kind: str
+    ref: str
+    mime: str | None = None
+    seconds: float | None = None
+    bytes: int | None = None
+    filename: str | None = None
+
+
+@dataclass(frozen=True)
 class NewMessage:
     """A message to record. ``dedup_key`` makes a repeated platform message a no-op."""
 
@@ -571,6 +617,8 @@ class NewMessage:
     created_at: float | None = None
     answers_upto: int | None = None
     """For a reply: the last inbound message it answers (what it quotes)."""
+    media: tuple[NewMedia, ...] = ()
+    """Stored with the message, in the same statement batch: a file id is never lost."""
 
 
 def new_session_id() -> str:
@@ -626,6 +674,11 @@ class Store:
     async def _write(self, sql: str, params: Sequence[Any] = ()) -> aiosqlite.Cursor:
         async with self._write_lock:
             return await self._db.execute(sql, params)
+
+    async def _write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            async with self._transaction():
+                await self._db.executemany(sql, rows)
 
     @classmethod
     async def open(cls, path: Path) -> Store:
@@ -842,6 +895,11 @@ class Store:
         async with self._write_lock:
             return await self._insert_message(message)
 
+    async def add_message_with_media(self, message: NewMessage) -> int | None:
+        """:meth:`add_message` for a message with media: both in one transaction."""
+        async with self._transaction():
+            return await self._insert_message(message)
+
     async def add_messages(self, messages: Sequence[NewMessage]) -> list[int | None]:
         ids: list[int | None] = []
         async with self._transaction():
@@ -888,7 +946,18 @@ class Store:
         )
         if cursor.rowcount == 0:
             return None
-        return cursor.lastrowid
+        message_id = cursor.lastrowid
+        assert message_id is not None
+        if m.media:
+            await self._db.executemany(
+                "INSERT OR IGNORE INTO media (message_id, kind, ref, mime, seconds, bytes,"
+                " filename) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (message_id, x.kind, x.ref, x.mime, x.seconds, x.bytes, x.filename)
+                    for x in m.media
+                ],
+            )
+        return message_id
 
     async def pending_queue_keys(self) -> list[str]:
         return [
@@ -1028,6 +1097,85 @@ class Store:
         )
         return rows[0] if rows else None
 
+    # ---- media ---------------------------------------------------------------------------
+
+    async def media_for(self, message_ids: Sequence[int]) -> dict[int, list[MediaRow]]:
+        """The media (or reply actions) of these messages, in the order they were stored."""
+        if not message_ids:
+            return {}
+        marks = ", ".join("?" for _ in message_ids)
+        rows = await self._all(
+            "SELECT message_id, kind, ref, mime, seconds, bytes, filename, state FROM media"
+            f" WHERE message_id IN ({marks}) ORDER BY rowid",
+            tuple(message_ids),
+        )
+        found: dict[int, list[MediaRow]] = {}
+        for row in rows:
+            found.setdefault(int(row[0]), []).append(MediaRow(*row))
+        return found
+
+    async def add_media(self, message_id: int, media: Sequence[NewMedia]) -> None:
+        await self._write_many(
+            "INSERT OR IGNORE INTO media (message_id, kind, ref, mime, seconds, bytes, filename)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(message_id, x.kind, x.ref, x.mime, x.seconds, x.bytes, x.filename) for x in media],
+        )
+
+    async def set_media_state(self, message_id: int, kind: str, ref: str, state: str) -> None:
+        await self._write(
+            "UPDATE media SET state = ? WHERE message_id = ? AND kind = ? AND ref = ?",
+            (state, message_id, kind, ref),
+        )
+
+    async def set_message_text(
+        self, message_id: int, text: str, media: tuple[str, str, str] | None = None
+    ) -> None:
+        """Replace a message's text (a transcript, a photo's description), index included;
+        ``media`` (kind, ref, state) is the state of the medium it came from, set with it.
+        The update trigger re-indexes the row; its neighbours' context columns are rewritten."""
+        async with self._transaction():
+            if media is not None:
+                await self._db.execute(
+                    "UPDATE media SET state = ? WHERE message_id = ? AND kind = ? AND ref = ?",
+                    (media[2], message_id, media[0], media[1]),
+                )
+            cursor = await self._db.execute(
+                "SELECT partner_id, role, audience FROM messages WHERE id = ?", (message_id,)
+            )
+            row = await cursor.fetchone()
+            if row is None:
+                return
+            partner_id, role, audience = row
+            searchable = role in SEARCHABLE_ROLES and partner_id
+            scope = audience_token(partner_id, audience) if searchable else None
+            terms = self._terms(text, partner_id, scope) if scope else None
+            await self._db.execute(
+                "UPDATE messages SET text = ?, terms = ?, scope = ? WHERE id = ?",
+                (text, terms, scope, message_id),
+            )
+            await self._rewrite_neighbours(await self._threads("id = ?", (message_id,)))
+
+    async def reply_for_platform_message(
+        self, chat_key: str, platform_message_id: str
+    ) -> MessageRow | None:
+        """The reply one of whose chunks is this platform message, if any."""
+        rows = await self._messages(
+            "WHERE chat_key = ? AND role = 'assistant' AND id IN (SELECT message_id FROM"
+            " deliveries WHERE platform_message_id = ?) ORDER BY id DESC LIMIT 1",
+            (chat_key, platform_message_id),
+        )
+        return rows[0] if rows else None
+
+    async def voice_mode(self, user_key: str) -> str | None:
+        row = await self._one("SELECT voice_mode FROM users WHERE user_key = ?", (user_key,))
+        return row[0] if row else None
+
+    async def set_voice_mode(self, user_key: str, mode: str) -> None:
+        await self._write(
+            "UPDATE users SET voice_mode = ?, updated_at = ? WHERE user_key = ?",
+            (mode, time.time(), user_key),
+        )
+
     async def mark_delivered(self, message_id: int) -> None:
         await self._write("UPDATE messages SET status = 'delivered' WHERE id = ?", (message_id,))
 
@@ -1058,6 +1206,17 @@ class Store:
         rows = await self._messages(
             "WHERE chat_key = ? AND role = 'context' AND id > ? ORDER BY id DESC LIMIT ?",
             (chat_key, after_id, limit),
+        )
+        return rows[::-1]
+
+    async def recent_reactions(
+        self, chat_key: str, partner_id: str | None, after_id: int, limit: int
+    ) -> list[MessageRow]:
+        """Users' reactions to a partner's messages since ``after_id``, oldest first."""
+        rows = await self._messages(
+            "WHERE chat_key = ? AND partner_id IS ? AND role = 'reaction' AND id > ?"
+            " ORDER BY id DESC LIMIT ?",
+            (chat_key, partner_id, after_id, limit),
         )
         return rows[::-1]
 
@@ -1666,6 +1825,30 @@ class Store:
             " completion_tokens = completion_tokens + excluded.completion_tokens",
             (day, partner_id, kind, model, prompt, completion),
         )
+
+    async def add_units(
+        self, day: str, partner_id: str, kind: str, model: str, units: float
+    ) -> None:
+        """Usage that is not tokens: transcribed seconds, spoken characters, images."""
+        await self._write(
+            "INSERT INTO usage (day, partner_id, kind, model, calls, units)"
+            " VALUES (?, ?, ?, ?, 1, ?)"
+            " ON CONFLICT (day, partner_id, kind, model) DO UPDATE SET calls = calls + 1,"
+            " units = units + excluded.units",
+            (day, partner_id, kind, model, units),
+        )
+
+    async def units_on(self, day: str) -> dict[str, dict[str, float]]:
+        """Units (seconds, characters, images) used on one day, per partner and kind."""
+        rows = await self._all(
+            "SELECT partner_id, kind, SUM(units) FROM usage WHERE day = ? AND units > 0"
+            " GROUP BY partner_id, kind",
+            (day,),
+        )
+        found: dict[str, dict[str, float]] = {}
+        for row in rows:
+            found.setdefault(row[0], {})[row[1]] = float(row[2] or 0)
+        return found
 
     async def usage(self, since_day: str) -> list[dict[str, Any]]:
         return [

@@ -15,9 +15,11 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
+from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from adapters.base import Channel, ReplyStream
+from adapters.base import Channel, MediaChannel, ReplyStream
+from bot import markers
 from bot.access import OwnerCheck
 from bot.budget import Budget
 from bot.chat import ChatLoop, TurnInput, history_window
@@ -26,10 +28,19 @@ from bot.delivery import Delivery, PendingReply, chat_ref
 from bot.dispatcher import Worked
 from bot.events import storable
 from bot.llm import Delta, LLMError
-from bot.sessions import OWNER_AUDIENCE, Sessions, Speaker, audience_for, search_audiences
-from bot.store import ChatRow, MessageRow, NewMessage, SessionRow, Store
+from bot.media import MediaReader, Prepared
+from bot.sessions import (
+    OWNER_AUDIENCE,
+    TITLE_CHARS,
+    Sessions,
+    Speaker,
+    audience_for,
+    search_audiences,
+)
+from bot.store import ChatRow, MediaRow, MessageRow, NewMedia, NewMessage, SessionRow, Store
 from bot.tools import ToolRegistry, ToolSurface
 from bot.transcripts import load_transcripts
+from bot.voice_replies import VoiceReplies
 from partners.catalog import PartnerCatalog
 from partners.memory import MemoryFile, MemoryStore
 from partners.persona import Partner
@@ -54,6 +65,11 @@ TURN_FAILED = (
     "Sorry — something went wrong on my side with that message and I couldn't answer it. "
     "Please try again, perhaps in other words."
 )
+VOICE_UNHEARD = (
+    "Sorry — I can't listen to voice messages here right now. Could you write it for me?"
+)
+"""Said once a day per user when a voice note without a caption could not be transcribed."""
+MAX_REACTIONS_SHOWN = 20
 MAX_TURN_ATTEMPTS = 3
 """Turns that raise before a message is given up (DESIGN.md: nothing stays pending forever)."""
 ERROR_DETAIL_CHARS = 300
@@ -94,6 +110,8 @@ class TurnRunner:
         reviewer: Reviewer,
         budget: Budget | None = None,
         memory_settings: Callable[[], MemoryConfig] | None = None,
+        media: MediaReader | None = None,
+        voice: VoiceReplies | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -113,6 +131,10 @@ class TurnRunner:
         """The memory settings in effect (the owner may change them while running)."""
         self.clock: Callable[[], float] = time.time
         """When tokens are spent, for the day they are booked on."""
+        self.media = media
+        """Reads voice notes and photos before the model runs; None: text only."""
+        self.voice = voice
+        """Speaks replies (``/voice``); None: text only."""
 
     async def process(self, key: str) -> Worked:
         """Answer what is pending for one queue key.
@@ -145,13 +167,27 @@ class TurnRunner:
         )
         if await self._resting(conversation, session, pending):
             return
+        prepared = await self._prepare(conversation, pending)
+        if not prepared.rows:
+            await self._unheard(conversation, session, pending)
+            return
+        if not session.title:  # a session opened by a voice note is titled by its transcript
+            title = " ".join(prepared.rows[0].text.split())[:TITLE_CHARS]
+            await self.store.set_session_title(session.id, title)
         channel = self.channels.get(conversation.chat.platform)
+        speak = (
+            self.voice is not None
+            and isinstance(channel, MediaChannel)
+            and await self.voice.wanted(conversation.speaker.user_key, prepared.spoken)
+        )
         stream = None
-        if channel is not None:
+        if channel is not None and not speak:  # a spoken reply is sent whole, not previewed
             stream = channel.open_stream(
                 chat_ref(conversation.chat), pending[-1].platform_message_id
             )
-        reply = await self._answer(conversation, session, pending, stream)
+        reply = await self._answer(conversation, session, prepared, stream)
+        if speak and reply.role == "assistant" and reply.text:
+            reply = replace(reply, media=(*reply.media, NewMedia("speak", "voice")))
         reply_id = await self.store.finish_turn(
             [row.id for row in pending],
             session.id,
@@ -159,8 +195,14 @@ class TurnRunner:
             "failed" if reply.role == "notice" else "done",
         )
         partner_id = conversation.partner.id if conversation.partner else None
+        actions = tuple(MediaRow(reply_id, m.kind, m.ref) for m in reply.media)
         pending_reply = PendingReply(
-            reply_id, conversation.chat, reply.text, partner_id, pending[-1].platform_message_id
+            reply_id,
+            conversation.chat,
+            reply.text,
+            partner_id,
+            pending[-1].platform_message_id,
+            actions=actions,
         )
         await self.delivery.send(pending_reply, stream)
         if conversation.partner is not None:
@@ -263,14 +305,67 @@ class TurnRunner:
         for row in pending:
             await self.store.set_status(row.id, "failed")
 
+    async def _prepare(self, conversation: Conversation, pending: list[MessageRow]) -> Prepared:
+        """Voice notes transcribed, photos seen or described (``bot/media.py``), with a
+        typing indicator meanwhile; their cost booked."""
+        if self.media is None:
+            return Prepared(list(pending))
+        async with self._typing(conversation.chat):
+            prepared = await self.media.prepare(
+                conversation.chat.platform, conversation.partner, pending
+            )
+        partner_id = conversation.partner.id if conversation.partner else OWNER_AUDIENCE
+        day = self.config.usage_day(self.clock())
+        for spent in prepared.spent:
+            if spent.prompt_tokens or spent.completion_tokens:
+                await self.store.add_usage(
+                    day, partner_id, spent.kind, spent.model,
+                    spent.prompt_tokens, spent.completion_tokens,
+                )  # fmt: skip
+            else:
+                await self.store.add_units(day, partner_id, spent.kind, spent.model, spent.units)
+        return prepared
+
+    async def _unheard(
+        self, conversation: Conversation, session: SessionRow, pending: list[MessageRow]
+    ) -> None:
+        """Only voice notes nobody could transcribe: one polite line a day per user, then
+        quiet — the notes stay in the conversation, unanswered."""
+        ids = [row.id for row in pending]
+        speaker = conversation.speaker
+        now = datetime.fromtimestamp(self.clock(), self.config.owner_timezone())
+        day_start = now.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+        told = await self.store.last_rest_notice("voice", speaker.user_key)
+        if told is not None and told >= day_start:
+            await self.store.close_unanswered(ids, session.id)
+            return
+        await self.store.note_rest_notice("voice", speaker.user_key)
+        partner = conversation.partner
+        reply = NewMessage(
+            chat_key=conversation.chat.chat_key,
+            role="notice",
+            text=VOICE_UNHEARD,
+            audience=audience_for(conversation.chat, speaker),
+            status="delivering",
+            session_id=session.id,
+            partner_id=partner.id if partner else None,
+            speaker=partner.name if partner else "assistant",
+        )
+        reply_id = await self.store.finish_turn(ids, session.id, reply)
+        answered = pending[-1].platform_message_id
+        await self.delivery.send(
+            PendingReply(reply_id, conversation.chat, VOICE_UNHEARD, reply.partner_id, answered)
+        )
+
     async def _answer(
         self,
         conversation: Conversation,
         session: SessionRow,
-        pending: list[MessageRow],
+        prepared: Prepared,
         stream: ReplyStream | None,
     ) -> NewMessage:
         chat, partner, speaker = conversation.chat, conversation.partner, conversation.speaker
+        pending = prepared.rows
         timezone = self._timezone(partner)
         settings = self.memory_settings()
         history = history_window(
@@ -285,6 +380,8 @@ class TurnRunner:
         transcript = None
         if partner is None:
             transcript = await load_transcripts(self.store, self.catalog, session.id, timezone)
+        notes = dict(await self.media.notes(history)) if self.media is not None else {}
+        notes.update(prepared.notes)
         turn = TurnInput(
             session.system_prompt,
             history,
@@ -293,10 +390,19 @@ class TurnRunner:
             chat.kind != "dm",
             timezone,
             transcript=transcript,
+            notes=notes,
+            images=prepared.images,
+            reactions=await self.store.recent_reactions(
+                chat.chat_key,
+                partner.id if partner else None,
+                history[-1].id if history else 0,
+                MAX_REACTIONS_SHOWN,
+            ),
         )
         surface, ctx = self._tools(conversation, session, pending[-1])
         model = (partner.preset.model if partner else None) or self.config.llm.model
         role, text = "assistant", EMPTY_ANSWER
+        actions: tuple[NewMedia, ...] = ()
         try:
             async with self._typing(chat):
                 output = await self.chat_loop.run(
@@ -306,7 +412,7 @@ class TurnRunner:
                     model=model,
                     on_delta=_accumulate(stream) if stream else None,
                 )
-            text = output.text or EMPTY_ANSWER
+            text, actions = self._marked(output.text or EMPTY_ANSWER, partner, chat.platform)
             await self._record_usage(
                 partner,
                 "chat",
@@ -326,7 +432,27 @@ class TurnRunner:
             session_id=session.id,
             partner_id=partner.id if partner else None,
             speaker=partner.name if partner else "assistant",
+            media=actions,
         )
+
+    @staticmethod
+    def _marked(
+        raw: str, partner: Partner | None, platform: str
+    ) -> tuple[str, tuple[NewMedia, ...]]:
+        """The reply's text without markers, and the reactions and stickers they asked for
+        (acted on by delivery). A sticker name not in preset.yml ``stickers:`` is ignored."""
+        marked = markers.parse(raw)
+        actions = [NewMedia("react", emoji) for emoji in marked.reactions]
+        for name in marked.stickers:
+            sticker = partner.sticker(name, platform) if partner is not None else None
+            if sticker is None:
+                logger.info("sticker %r is not in the partner's preset.yml; ignored", name)
+                continue
+            actions.append(NewMedia("sticker", sticker))
+        text = marked.text
+        if not text and not actions and not marked.silent:
+            text = EMPTY_ANSWER
+        return text, tuple(actions)
 
     def _tools(
         self, conversation: Conversation, session: SessionRow, last: MessageRow
@@ -403,7 +529,7 @@ class TurnRunner:
             output.usage.prompt_tokens,
             output.usage.completion_tokens,
         )
-        answer = output.text or EMPTY_ANSWER
+        answer = markers.strip(output.text) or EMPTY_ANSWER  # no marker reaches the owner
         await self.store.add_message(
             NewMessage(
                 chat.chat_key,
@@ -492,6 +618,6 @@ def _accumulate(stream: ReplyStream) -> Delta:
 
     async def on_delta(delta: str) -> None:
         parts.append(delta)
-        await stream.push("".join(parts))
+        await stream.push(markers.strip_preview("".join(parts)))
 
     return on_delta

@@ -35,6 +35,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.llm import LLMClient, LLMError
+from bot.markers import SILENCE, strip
 from bot.store import Store
 from partners.catalog import PartnerCatalog
 from partners.memory import read_text, strip_ids
@@ -43,7 +44,6 @@ from partners.tools import user_memory_file
 
 logger = logging.getLogger(__name__)
 
-SILENCE = "[[silent]]"
 RECENT_TURNS = 6
 PERSONA_FILES = ("SYSTEM.md", "SOUL.md", "IDENTITY.md")
 KIND_CHECKIN = "checkin"
@@ -213,11 +213,11 @@ class Checkins:
         except LLMError as exc:
             logger.warning("check-in for %s by %s failed: %s", user_key, partner.id, exc)
             return "model failed"
-        silent = not text.replace(SILENCE, "").strip()
+        silent = not strip(text)
         await self.store.record_checkin(partner.id, user_key, kind, silent, self.clock())
         if silent:
             return "silent"
-        return "sent" if await self.send(partner, user_key, text, kind) else "undelivered"
+        return "sent" if await self.send(partner, user_key, strip(text), kind) else "undelivered"
 
     async def _compose(self, partner: Partner, user_key: str, about: str | None) -> str:
         persona = "\n\n".join(

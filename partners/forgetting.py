@@ -21,6 +21,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from pathlib import Path
 
 from bot.store import ForgetOperation, Store
 from partners.catalog import PartnerCatalog
@@ -33,7 +34,9 @@ logger = logging.getLogger(__name__)
 
 ENTRY, ALL, HISTORY = "entry", "all", "history"
 JOURNALS = "memory/"
-MESSAGE_ROLES = ("user", "assistant", "notice", "context", "journal")
+MESSAGE_ROLES = ("user", "assistant", "notice", "context", "journal", "reaction")
+KEPT_AUDIO = "audio"
+"""Where ``speech.keep_audio`` keeps voice notes in a partner's directory (bot/media.py)."""
 """What ``/forget history`` removes: the conversation, and the journal rows search finds."""
 
 
@@ -272,11 +275,24 @@ class Forgetting:
         await self.store.clear_session_titles(operation.session_ids)
 
     async def _messages(self, operation: ForgetOperation, partner: Partner | None) -> None:
-        del partner
+        """The messages (their transcripts and, by the store's trigger, their media references)
+        — the kept audio first, so a crash in between leaves nothing to find it by."""
         ids = await self.store.user_message_ids(
             operation.partner_id, operation.user_key, MESSAGE_ROLES
         )
+        if partner is not None:
+            await asyncio.to_thread(forget_kept_audio, partner.dir / KEPT_AUDIO, ids)
         await self.store.delete_messages(ids)
+
+
+def forget_kept_audio(folder: Path, message_ids: list[int]) -> None:
+    """Remove the voice notes ``speech.keep_audio`` kept for these messages."""
+    if not folder.is_dir():
+        return
+    wanted = {str(i) for i in message_ids}
+    for path in folder.iterdir():
+        if path.stem in wanted:
+            path.unlink(missing_ok=True)
 
 
 def _is_group(audience: str) -> bool:

@@ -91,6 +91,19 @@ class Partner:
     def per_user(self) -> bool:
         return self.preset.memory_scope == "per_user"
 
+    def sticker(self, name: str, platform: str) -> str | None:
+        """The platform's id of a sticker the owner listed in preset.yml ``stickers:`` —
+        ``happy: <Telegram file id>``, or ``happy: {telegram: <file id>, discord: <id>}``."""
+        stickers = self.preset.extra.get("stickers")
+        if not isinstance(stickers, dict):
+            return None
+        found = {str(k).lower(): v for k, v in stickers.items()}.get(name.lower())
+        if isinstance(found, dict):
+            found = found.get(platform)
+        elif platform != "telegram":
+            found = None
+        return str(found) if found else None
+
     def timezone(self, default: ZoneInfo) -> ZoneInfo:
         """Journals and the nightly pass run on the partner's clock (default: the owner's)."""
         return ZoneInfo(self.preset.timezone) if self.preset.timezone else default

@@ -15,7 +15,7 @@ import zipfile
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.store import ForgetOperation, Store
+from bot.store import ForgetOperation, MediaRow, Store
 from partners.forgetting import Forgetting
 from partners.journal import heading_user
 from partners.memory import Entry, MemoryFile, MemoryStore, read_text
@@ -54,6 +54,7 @@ class UserMemory:
         """A zip with everything stored about the user: export.json and summary.md."""
         entries = await self.entries(partner, user_key)
         messages = await self.store.user_messages(partner.id, user_key)
+        media = await self.store.media_for([m.id for m in messages])
         journal = journal_passages(partner, user_key)
         data: dict[str, Any] = {
             "partner": {"id": partner.id, "name": partner.name},
@@ -72,6 +73,7 @@ class UserMemory:
                     "time": datetime.fromtimestamp(m.created_at, UTC).isoformat(timespec="seconds"),
                     "role": m.role,
                     "text": m.text,
+                    **media_fields(media.get(m.id, [])),
                 }
                 for m in messages
                 if m.role in ("user", "assistant", "context")
@@ -84,6 +86,18 @@ class UserMemory:
             archive.writestr("summary.md", summary_markdown(data))
         stamp = datetime.now(UTC).strftime("%Y%m%d")
         return f"{partner.id}-{stamp}-my-data.zip", buffer.getvalue()
+
+
+def media_fields(media: list[MediaRow]) -> dict[str, Any]:
+    """What an export says of a message's media: spoken (its text is a transcript) and the
+    platform ids of the images sent with it (ids, not bytes)."""
+    fields: dict[str, Any] = {}
+    if any(m.kind == "voice" and m.state == "done" for m in media):
+        fields["spoken"] = True
+    images = [m.ref for m in media if m.kind == "photo"]
+    if images:
+        fields["images"] = images
+    return fields
 
 
 def journal_passages(partner: Partner, user_key: str) -> list[tuple[str, str]]:

@@ -27,7 +27,9 @@ from tests.discord_harness import (
     posts_to,
 )
 from tests.fakes.fake_discord import (
+    INTENT_DIRECT_MESSAGE_REACTIONS,
     INTENT_DIRECT_MESSAGES,
+    INTENT_GUILD_MESSAGE_REACTIONS,
     INTENT_GUILD_MESSAGES,
     INTENT_GUILDS,
     INTENT_MESSAGE_CONTENT,
@@ -85,7 +87,14 @@ async def test_identify_carries_the_documented_intents(
 ) -> None:
     gateway = await gateways.start()
     [identify] = fake.identifies
-    wanted = INTENT_GUILDS | INTENT_GUILD_MESSAGES | INTENT_DIRECT_MESSAGES | INTENT_MESSAGE_CONTENT
+    wanted = (
+        INTENT_GUILDS
+        | INTENT_GUILD_MESSAGES
+        | INTENT_DIRECT_MESSAGES
+        | INTENT_MESSAGE_CONTENT
+        | INTENT_GUILD_MESSAGE_REACTIONS
+        | INTENT_DIRECT_MESSAGE_REACTIONS
+    )
     assert identify["intents"] == wanted
     assert gateway.channel.connected
     assert gateway.app.gateway.bot_usernames["discord"] == "companion"
@@ -159,10 +168,10 @@ async def test_attachment_without_text_is_answered_politely_in_a_dm(
 ) -> None:
     await gateways.start()
     await fake.dm_message(
-        user_id=ALICE, content="", attachments=[{"filename": "voice.ogg", "data": b"OggS"}]
+        user_id=ALICE, content="", attachments=[{"filename": "notes.zip", "data": b"PK"}]
     )
     reply = await fake.wait_for_rest(posts_to(fake.dm_channel_id(ALICE)), TIMEOUT)
-    assert "only read text" in reply.json["content"]
+    assert "can't open that kind of file" in reply.json["content"]
     assert fake_llm.requests == []
 
 

@@ -93,3 +93,17 @@ async def test_consulting_an_unknown_partner_is_a_tool_error(harness: Harness) -
     await harness.send(dm(OWNER_ID, "ask nobody", name="Owner"))
     await harness.settle()
     assert "no partner 'nobody'" in tool_results(harness.llm.requests[1])[0]
+
+
+async def test_a_consulted_partners_markers_never_reach_the_owner(harness: Harness) -> None:
+    ask = ToolCallSpec("consult_partner", {"partner": "example", "question": "Happy?"})
+    harness.llm.script(
+        Reply(tool_calls=[ask]),
+        Reply(text="[[react:❤]] Very happy [[silent]]"),
+        Reply(text="Mira is happy."),
+    )
+    await harness.send(dm(OWNER_ID, "ask Mira", name="Owner"))
+    await harness.settle()
+    assert tool_results(harness.llm.requests[-1])[0].startswith("Mira: Very happy")
+    rows = await harness.app.store.partner_messages("example")
+    assert [r.text for r in rows if r.role == "assistant"] == ["Very happy"]

@@ -244,13 +244,13 @@ async def test_unsupported_messages_get_a_polite_line_in_dms_and_silence_in_grou
 ) -> None:
     gateway = await gateways.start()
     await gateway.app.store.bind("telegram", str(GROUP), "example", "command")
-    fake.send_user_message(chat_id=ALICE, sticker=True)
+    fake.send_user_message(chat_id=ALICE, document=True)
     [answer] = await fake.wait_for_sent(chat_id=ALICE)
-    assert "only read text" in (answer.text or "")
+    assert "can't open that kind of file" in (answer.text or "")
     fake.send_user_message(chat_id=GROUP, chat_type="supergroup", voice=True, user_id=ALICE)
     fake.send_user_message(chat_id=ALICE, photo=True, caption="what a sunset")
     await fake.wait_for_sent(chat_id=ALICE, count=2)
-    assert len(fake_llm.requests) == 1  # the photo's caption; never the sticker
+    assert len(fake_llm.requests) == 1  # the photo's caption; never the file
     assert fake_llm.last_user_text().endswith("what a sunset")
     await settled(fake, gateway)
     assert fake.sent("sendMessage", GROUP) == []

@@ -39,6 +39,10 @@ Discord behaviour it reproduces on purpose, so adapters meet it in tests:
   than 80 characters -> 400 code 50035. At most 15 webhooks per channel (400 code 30007).
 - Interactions must be answered within ``interaction_deadline`` seconds (3 s like Discord) and
   only once (404 code 10062, 400 code 40060); followups before the response get 404 code 10015.
+- Reactions: the bot may add a Unicode emoji or a custom one of a known guild (else 400 code
+  10014 "Unknown Emoji"); :meth:`FakeDiscord.reaction_add` dispatches a user's
+  MESSAGE_REACTION_ADD (needs the reactions intents). Attachments may carry the voice-message
+  fields (``duration_secs``, ``waveform``) with the message flag ``FLAG_VOICE_MESSAGE``.
 - A 429 carries ``retry_after`` in its JSON body and a ``Via`` header; discord.py retries only
   then. 500/502/504 are retried by discord.py after sleeping 1 s, 3 s, ...
 - A session ends when its client closes the websocket with 1000/1001; any other close keeps it
@@ -73,12 +77,15 @@ from aiohttp import WSMsgType, web
 
 __all__ = [
     "ADMINISTRATOR",
+    "FLAG_VOICE_MESSAGE",
     "ALL_PERMISSIONS",
     "BOT_TOKEN",
     "INTENT_DIRECT_MESSAGES",
+    "INTENT_DIRECT_MESSAGE_REACTIONS",
     "INTENT_GUILDS",
     "INTENT_GUILD_MEMBERS",
     "INTENT_GUILD_MESSAGES",
+    "INTENT_GUILD_MESSAGE_REACTIONS",
     "INTENT_GUILD_PRESENCES",
     "INTENT_MESSAGE_CONTENT",
     "MANAGE_WEBHOOKS",
@@ -146,6 +153,7 @@ MESSAGE_REPLY = 19
 MESSAGE_CHAT_INPUT_COMMAND = 20
 FLAG_EPHEMERAL = 1 << 6
 FLAG_LOADING = 1 << 7
+FLAG_VOICE_MESSAGE = 1 << 13
 
 # Interaction callback types.
 CALLBACK_MESSAGE = 4
@@ -313,6 +321,15 @@ def _opt_int(value: Any) -> int | None:
 
 def _sid(value: int | None) -> str | None:
     return None if value is None else str(value)
+
+
+def _is_unicode_emoji(text: str) -> bool:
+    """Roughly what Discord takes as a Unicode emoji: a short run of pictographs, joiners,
+    variation selectors and skin tones; letters, digits and punctuation are not."""
+    if not text or len(text) > 12:
+        return False
+    joiners = {"\u200d", "\ufe0f", "\u20e3"}
+    return all(ord(c) >= 0x2190 or c in joiners for c in text)
 
 
 def _fake_hash(text: str) -> str:
@@ -618,6 +635,8 @@ class FakeDiscord:
         webhook_id: int | None = None,
         author_bot: bool = False,
         embeds: Iterable[dict[str, Any]] = (),
+        flags: int = 0,
+        sticker_items: Iterable[dict[str, Any]] = (),
     ) -> dict[str, Any]:
         """A user (or a webhook) posts in a guild channel or thread: MESSAGE_CREATE.
 
@@ -669,6 +688,8 @@ class FakeDiscord:
             msg["webhook_id"] = str(webhook_id)
         msg["mentions"] = [self._mention_payload(uid, guild_id) for uid in mentions]
         msg["embeds"] = [copy.deepcopy(e) for e in embeds]
+        msg["flags"] = flags
+        msg["sticker_items"] = [copy.deepcopy(s) for s in sticker_items]
         msg["attachments"] = [
             self._attachment_from_spec(channel_id, i, spec) for i, spec in enumerate(attachments)
         ]
@@ -686,8 +707,12 @@ class FakeDiscord:
         message_id: int | None = None,
         attachments: Iterable[dict[str, Any]] = (),
         referenced_message: dict[str, Any] | None = None,
+        flags: int = 0,
+        sticker_items: Iterable[dict[str, Any]] = (),
     ) -> dict[str, Any]:
-        """A user DMs the bot: MESSAGE_CREATE in the user's DM channel (type 1), no guild_id."""
+        """A user DMs the bot: MESSAGE_CREATE in the user's DM channel (type 1), no guild_id.
+        ``flags=FLAG_VOICE_MESSAGE`` with an attachment carrying ``duration_secs`` and
+        ``waveform`` is a voice message, as the Discord apps send one."""
         self._ensure_session("MESSAGE_CREATE")
         user = self._users.get(user_id) or self._users_add(user_id, bot=False)
         channel = self._dm_channel(user_id)
@@ -700,6 +725,8 @@ class FakeDiscord:
             member=None,
             message_id=message_id,
         )
+        msg["flags"] = flags
+        msg["sticker_items"] = [copy.deepcopy(s) for s in sticker_items]
         msg["attachments"] = [
             self._attachment_from_spec(channel_id, i, spec) for i, spec in enumerate(attachments)
         ]
@@ -708,6 +735,34 @@ class FakeDiscord:
         self._store(msg)
         await self._broadcast("MESSAGE_CREATE", msg, require_session=True)
         return copy.deepcopy(msg)
+
+    async def reaction_add(
+        self, *, channel_id: int, message_id: int, user_id: int, emoji: str
+    ) -> None:
+        """A user reacts to a message with a Unicode ``emoji``: MESSAGE_REACTION_ADD."""
+        self._ensure_session("MESSAGE_REACTION_ADD")
+        msg = self._require_message(channel_id, message_id)
+        parsed = self._parse_emoji(emoji)
+        reactions = msg.setdefault("reactions", [])
+        existing = next((r for r in reactions if r["emoji"] == parsed), None)
+        if existing is None:
+            reactions.append({"emoji": parsed, "count": 1, "me": False})
+        else:
+            existing["count"] += 1
+        data: dict[str, Any] = {
+            "user_id": str(user_id),
+            "channel_id": str(channel_id),
+            "message_id": str(message_id),
+            "emoji": parsed,
+            "burst": False,
+            "type": 0,
+            "message_author_id": msg["author"]["id"],
+        }
+        channel = self._channels.get(channel_id)
+        if channel is not None and channel.get("guild_id"):
+            data["guild_id"] = channel["guild_id"]
+            data["member"] = self._member_payload(user_id, with_user=True)
+        await self._broadcast("MESSAGE_REACTION_ADD", data, require_session=True)
 
     async def interaction(
         self,
@@ -2068,6 +2123,8 @@ class FakeDiscord:
         self._require_channel(channel_id)
         msg = self._require_message(channel_id, int(m["mid"]))
         emoji = self._parse_emoji(m["emoji"])
+        if emoji["id"] is None and not _is_unicode_emoji(emoji["name"]):
+            raise ApiError(400, 10014, "Unknown Emoji")
         reactions = msg.setdefault("reactions", [])
         existing = next((r for r in reactions if r["emoji"] == emoji), None)
         if existing is None:

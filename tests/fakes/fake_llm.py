@@ -1,4 +1,4 @@
-"""Fake OpenAI-compatible chat-completions server for offline tests.
+"""Fake OpenAI-compatible chat-completions and audio server for offline tests.
 
 The gateway talks to LLM providers through the real ``openai.AsyncOpenAI`` client. Tests point
 that client at :class:`FakeLLM`, a small aiohttp server bound to ``127.0.0.1`` on a random port
@@ -8,6 +8,15 @@ function, and serves both plain JSON and SSE streaming responses (text deltas, s
 tool-call deltas, the optional usage chunk). It records every request body so tests can assert
 on prompts, tools and parameters, and it can inject rate limits, provider errors, outages and
 delays long enough to trigger client timeouts.
+
+Speech and images, as an OpenAI-compatible endpoint (or a local whisper/Kokoro server) serves
+them: ``POST /v1/audio/transcriptions`` answers a scripted transcript (:meth:`FakeLLM.
+script_transcripts`) and records the audio bytes, file name and model it got
+(``transcriptions``); ``POST /v1/audio/speech`` answers a small valid OGG/Opus file made by
+:mod:`tests.fakes.ogg_opus` and records the text it was asked to speak (``speeches``). Image
+parts of chat requests are recorded in ``image_parts``. Each rejects what the real service
+rejects: an audio file of an unknown format or over 25 MB, a speech input over 4096
+characters or without a voice, an image part that is not an image.
 
 Typical use::
 
@@ -21,6 +30,8 @@ Typical use::
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import inspect
 import itertools
 import json
@@ -34,9 +45,14 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.ogg_opus import make_ogg_opus
+
 __all__ = [
     "FAKE_MODEL_ID",
     "Failure",
+    "ImagePart",
+    "SpeechRequest",
+    "TranscriptionRequest",
     "FakeLLM",
     "Malformed",
     "Reply",
@@ -52,6 +68,16 @@ _TEXT_PIECES = 4
 _ARGUMENT_PIECES = 3
 # Seconds aiohttp waits for in-flight handlers on close before cancelling them.
 _SHUTDOWN_TIMEOUT = 0.5
+
+MAX_AUDIO_BYTES = 25 * 1024 * 1024
+"""OpenAI's limit for one transcription upload."""
+AUDIO_FORMATS = frozenset(
+    {"flac", "m4a", "mp3", "mp4", "mpeg", "mpga", "oga", "ogg", "wav", "webm"}
+)
+MAX_SPEECH_CHARS = 4096
+SPEECH_SECONDS_PER_CHAR = 0.06
+"""How long the fake's synthesised silence lasts per character of input (a talking pace)."""
+IMAGE_SIGNATURES = (b"\xff\xd8\xff", b"\x89PNG", b"GIF8", b"RIFF")
 
 _ERROR_TYPES: dict[int, str] = {
     400: "invalid_request_error",
@@ -122,6 +148,42 @@ class Malformed:
 
 
 Outcome = Reply | Failure | Malformed
+
+
+@dataclass(frozen=True)
+class TranscriptionRequest:
+    """One upload to ``/v1/audio/transcriptions``, as the fake received it."""
+
+    model: str
+    filename: str
+    data: bytes
+    content_type: str
+    fields: dict[str, str]
+
+    @property
+    def format(self) -> str:
+        return self.filename.rpartition(".")[2].lower()
+
+
+@dataclass(frozen=True)
+class SpeechRequest:
+    """One request to ``/v1/audio/speech``: the text it was asked to speak."""
+
+    model: str
+    input: str
+    voice: str
+    response_format: str
+
+
+@dataclass(frozen=True)
+class ImagePart:
+    """An ``image_url`` part of a chat request: which request, and the image's bytes."""
+
+    request_index: int
+    url: str
+    data: bytes
+
+
 Responder = Callable[[dict[str, Any]], Outcome | Awaitable[Outcome]]
 
 
@@ -170,6 +232,30 @@ def _estimate_tokens(text: str) -> int:
     return max(1, math.ceil(len(text) / 4))
 
 
+def _image_parts(body: dict[str, Any], request_index: int) -> list[ImagePart]:
+    """The image parts of a chat request; raises ValueError for one that is not an image."""
+    found = []
+    for message in body.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, list):
+            continue
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "image_url":
+                continue
+            url = str((part.get("image_url") or {}).get("url") or "")
+            header, _, encoded = url.partition(",")
+            if not header.startswith("data:image/") or not header.endswith(";base64"):
+                raise ValueError("expected a base64 data URL of an image")
+            try:
+                data = base64.b64decode(encoded, validate=True)
+            except binascii.Error as exc:
+                raise ValueError("the data URL is not valid base64") from exc
+            if not data.startswith(IMAGE_SIGNATURES):
+                raise ValueError("the data is not a JPEG, PNG, GIF or WebP image")
+            found.append(ImagePart(request_index, url, data))
+    return found
+
+
 def _message_text(content: Any) -> str:
     """Text of a message ``content`` that is a string or a list of content parts."""
     if content is None:
@@ -209,6 +295,16 @@ class FakeLLM:
         self.request_headers: list[dict[str, str]] = []
         self.errors: list[BaseException] = []
         self.down: bool = False
+        self.transcriptions: list[TranscriptionRequest] = []
+        self.speeches: list[SpeechRequest] = []
+        self.image_parts: list[ImagePart] = []
+        self.speech_down: bool = False
+        """While true, both audio endpoints answer 503 (a speech server that is down)."""
+        self.transcription_text: Callable[[TranscriptionRequest], str] = lambda _r: "hello"
+        """The transcript when none is scripted."""
+        self.transcription_gate: asyncio.Event | None = None
+        """While set to an unset Event, transcriptions are held (recorded, not answered)."""
+        self._transcripts: deque[str | Failure] = deque()
         self._queue: deque[Outcome] = deque()
         self._counter = itertools.count(1)
         self._condition = asyncio.Condition()
@@ -222,9 +318,11 @@ class FakeLLM:
         """Bind ``127.0.0.1`` on a random free port and start serving."""
         if self._runner is not None:
             raise RuntimeError("FakeLLM is already started")
-        app = web.Application()
+        app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._handle_chat_completions)
         app.router.add_get("/v1/models", self._handle_models)
+        app.router.add_post("/v1/audio/transcriptions", self._handle_transcription)
+        app.router.add_post("/v1/audio/speech", self._handle_speech)
         runner = web.AppRunner(
             app,
             handler_cancellation=True,
@@ -273,10 +371,24 @@ class FakeLLM:
                 raise TypeError(f"script() takes Reply, Failure or Malformed, got {item!r}")
         self._queue.extend(items)
 
+    def script_transcripts(self, *items: str | Failure) -> None:
+        """Transcripts (or failures) the next transcription requests answer, in order."""
+        self._transcripts.extend(items)
+
     @property
     def queued(self) -> int:
         """Number of scripted items not consumed yet."""
         return len(self._queue)
+
+    async def wait_for_transcriptions(
+        self,
+        n: int,
+        timeout: float = 5.0,  # noqa: ASYNC109 - the public API takes a timeout
+    ) -> list[TranscriptionRequest]:
+        """Wait until at least ``n`` transcription requests arrived; return all so far."""
+        async with asyncio.timeout(timeout), self._condition:
+            await self._condition.wait_for(lambda: len(self.transcriptions) >= n)
+        return list(self.transcriptions)
 
     async def wait_for_requests(
         self,
@@ -350,11 +462,21 @@ class FakeLLM:
         if not isinstance(body, dict):
             return self._error_response(Failure(400, "request body must be a JSON object"))
 
+        try:
+            images = _image_parts(body, len(self.requests))
+        except ValueError as exc:
+            images = []
+            rejected: Failure | None = Failure(400, f"Invalid image: {exc}")
+        else:
+            rejected = None
         async with self._condition:
             self.requests.append(body)
             self.request_headers.append(dict(request.headers))
+            self.image_parts.extend(images)
             self._condition.notify_all()
 
+        if rejected is not None:
+            return self._error_response(rejected)
         refused = self._unauthorized(request)
         if refused is not None:
             return refused
@@ -382,6 +504,68 @@ class FakeLLM:
         if body.get("stream") is True:
             return await self._stream_reply(request, body, outcome)
         return self._json_response(self._completion(body, outcome))
+
+    async def _handle_transcription(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        upload = form.get("file")
+        if not isinstance(upload, web.FileField):
+            return self._error_response(Failure(400, "'file' is a required property"))
+        fields = {k: str(v) for k, v in form.items() if isinstance(v, str)}
+        entry = TranscriptionRequest(
+            fields.get("model", ""),
+            upload.filename,
+            upload.file.read(),
+            upload.content_type,
+            fields,
+        )
+        async with self._condition:
+            self.transcriptions.append(entry)
+            self._condition.notify_all()
+        if self.transcription_gate is not None:
+            await self.transcription_gate.wait()
+        if self.speech_down:
+            return self._error_response(Failure(503, "speech server unavailable"))
+        if not entry.model:
+            return self._error_response(Failure(400, "'model' is a required property"))
+        if len(entry.data) > MAX_AUDIO_BYTES:
+            return self._error_response(Failure(413, "Maximum content size limit exceeded"))
+        if entry.format not in AUDIO_FORMATS:
+            return self._error_response(
+                Failure(400, f"Invalid file format. Supported formats: {sorted(AUDIO_FORMATS)}")
+            )
+        scripted = self._transcripts.popleft() if self._transcripts else None
+        if isinstance(scripted, Failure):
+            return self._error_response(scripted)
+        text = scripted if scripted is not None else self.transcription_text(entry)
+        return self._json_response({"text": text})
+
+    async def _handle_speech(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            return self._error_response(Failure(400, "request body is not valid JSON"))
+        entry = SpeechRequest(
+            str(body.get("model") or ""),
+            str(body.get("input") or ""),
+            str(body.get("voice") or ""),
+            str(body.get("response_format") or "mp3"),
+        )
+        async with self._condition:
+            self.speeches.append(entry)
+            self._condition.notify_all()
+        if self.speech_down:
+            return self._error_response(Failure(503, "speech server unavailable"))
+        if not entry.model or not entry.voice or not entry.input.strip():
+            return self._error_response(Failure(400, "'model', 'input' and 'voice' are required"))
+        if len(entry.input) > MAX_SPEECH_CHARS:
+            return self._error_response(
+                Failure(400, f"'input' is longer than {MAX_SPEECH_CHARS} characters")
+            )
+        if entry.response_format != "opus":
+            # the fake makes only Opus; a real server would also make mp3, aac, flac, wav, pcm
+            return self._error_response(Failure(400, "the fake speaks only response_format=opus"))
+        audio = make_ogg_opus(round(max(0.2, len(entry.input) * SPEECH_SECONDS_PER_CHAR), 1))
+        return web.Response(body=audio, content_type="audio/ogg")
 
     async def _next_outcome(self, body: dict[str, Any]) -> Outcome:
         if self._queue:

@@ -33,6 +33,12 @@ What it does, as Telegram does:
   :meth:`FakeTelegram.delay_next`, :meth:`FakeTelegram.garble_next`,
   :meth:`FakeTelegram.hold_next`, ``fail_ratio``, ``stalled``, ``blocked_chats``,
   ``failing_chats`` and ``per_chat_limit``.
+* Media: voice notes, audio files, video notes, photos (two sizes) and stickers (emoji and set
+  name) come with files that ``getFile`` describes and the file URL serves; ``getFile`` refuses
+  files over 20 MB ("file is too big", the limit for bots). ``sendVoice`` takes only OGG/Opus
+  (checked page by page; anything else is refused, as Telegram would not show it as a voice
+  bubble), ``sendSticker`` only a known file id, ``setMessageReaction`` only the emoji Telegram
+  allows. :meth:`FakeTelegram.reaction_update` builds a ``message_reaction`` update.
 
 Some error descriptions are Telegram's own wording; the ones Telegram does not document
 (marked "fake's wording" below) only promise the status code and the ``Bad Request:`` prefix.
@@ -60,6 +66,8 @@ import aiohttp
 from aiohttp import web
 from telegram.constants import ReactionEmoji
 
+from tests.fakes.ogg_opus import NotOggOpus, ogg_opus_seconds
+
 __all__ = [
     "TOKEN",
     "ApiError",
@@ -75,6 +83,8 @@ T = TypeVar("T")
 
 MAX_TEXT_LENGTH = 4096
 MAX_CAPTION_LENGTH = 1024
+MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024
+"""Bots may download files up to 20 MB through getFile."""
 
 # Update types Telegram leaves out unless they are asked for in ``allowed_updates``.
 DEFAULT_EXCLUDED_UPDATES = frozenset({"chat_member", "message_reaction", "message_reaction_count"})
@@ -272,6 +282,12 @@ class _StoredFile:
     file_unique_id: str
     file_path: str
     content: bytes
+    size: int | None = None
+    """The size Telegram reports, when a test claims a file bigger than its bytes."""
+
+    @property
+    def file_size(self) -> int:
+        return self.size if self.size is not None else len(self.content)
 
 
 @dataclass
@@ -875,11 +891,18 @@ class FakeTelegram:
         """Make a chat known (type, title, is_forum, ...), e.g. before the bot sends to it."""
         self._chats[int(chat["id"])] = chat
 
-    def add_file(self, file_id: str, content: bytes, file_path: str | None = None) -> None:
-        """Serve ``content`` for ``file_id`` through getFile and the file download URL."""
+    def add_file(
+        self, file_id: str, content: bytes, file_path: str | None = None, size: int | None = None
+    ) -> None:
+        """Serve ``content`` for ``file_id`` through getFile and the file download URL
+        (``size``: the size Telegram claims, to test limits without the bytes)."""
         path = file_path or f"files/{file_id}"
-        self._files[file_id] = _StoredFile(file_id, f"u{file_id}", path, content)
+        self._files[file_id] = _StoredFile(file_id, f"u{file_id}", path, content, size)
         self._file_paths[path] = file_id
+
+    def file_downloads(self) -> list[str]:
+        """File ids whose getFile succeeded, in order."""
+        return [str(c.params.get("file_id")) for c in self.sent("getFile")]
 
     def get_message(self, chat_id: int, message_id: int) -> dict[str, Any] | None:
         """A message as the fake knows it now (after edits), or None if unknown/deleted."""
@@ -903,12 +926,15 @@ class FakeTelegram:
             "username": self.bot_username,
         }
 
-    def _new_file(self, kind: str, content: bytes, file_name: str | None = None) -> _StoredFile:
+    def _new_file(
+        self, kind: str, content: bytes, file_name: str | None = None, size: int | None = None
+    ) -> _StoredFile:
         self._file_seq += 1
         file_id = f"{kind}-{self._file_seq}"
         suffix = f"/{file_name}" if file_name else ""
-        path = f"{kind}s/file_{self._file_seq}{suffix}"
-        self.add_file(file_id, content, path)
+        extension = {"voice": ".oga", "video_note": ".mp4", "photo": ".jpg"}.get(kind, "")
+        path = f"{kind}s/file_{self._file_seq}{suffix or extension}"
+        self.add_file(file_id, content, path, size)
         return self._files[file_id]
 
     def _media_object(
@@ -917,12 +943,17 @@ class FakeTelegram:
         content: bytes,
         file_name: str | None = None,
         mime_type: str | None = None,
+        *,
+        duration: int = 2,
+        size: int | None = None,
+        emoji: str = "😀",
+        set_name: str | None = None,
     ) -> Any:
-        stored = self._new_file(kind, content, file_name)
+        stored = self._new_file(kind, content, file_name, size)
         base = {
             "file_id": stored.file_id,
             "file_unique_id": stored.file_unique_id,
-            "file_size": len(content),
+            "file_size": stored.file_size,
         }
         if kind == "photo":
             small = self._new_file("photo", content[:64])
@@ -937,19 +968,24 @@ class FakeTelegram:
                 {**base, "width": 800, "height": 600},
             ]
         if kind == "sticker":
-            return {
+            sticker = {
                 **base,
                 "type": "regular",
                 "width": 512,
                 "height": 512,
                 "is_animated": False,
                 "is_video": False,
-                "emoji": "😀",
+                "emoji": emoji,
             }
+            if set_name:
+                sticker["set_name"] = set_name
+            return sticker
         if kind == "voice":
-            return {**base, "duration": 2, "mime_type": mime_type or "audio/ogg"}
+            return {**base, "duration": duration, "mime_type": mime_type or "audio/ogg"}
+        if kind == "video_note":
+            return {**base, "duration": duration, "length": 240}
         if kind in ("audio", "video", "animation"):
-            extra: dict[str, Any] = {"duration": 2}
+            extra: dict[str, Any] = {"duration": duration}
             if kind != "audio":
                 extra.update(width=640, height=480)
             if file_name:
@@ -997,6 +1033,13 @@ class FakeTelegram:
         sticker: bool = False,
         voice: bool = False,
         document: bool = False,
+        audio: bool = False,
+        video_note: bool = False,
+        media: bytes | None = None,
+        duration: int = 2,
+        file_size: int | None = None,
+        sticker_emoji: str = "😀",
+        sticker_set: str | None = None,
         message_id: int | None = None,
         update_id: int | None = None,
         is_forum: bool | None = None,
@@ -1013,8 +1056,10 @@ class FakeTelegram:
           Telegram, unless ``reply_to_message`` is given.
         * A text starting with "/" gets a ``bot_command`` entity unless ``entities`` is given
           (CommandHandler needs it).  Entity offsets are in UTF-16 code units.
-        * ``photo``/``sticker``/``voice``/``document`` attach a media object whose file can be
-          fetched with getFile and downloaded.
+        * ``photo``/``sticker``/``voice``/``audio``/``video_note``/``document`` attach a media
+          object whose file can be fetched with getFile and downloaded: ``media`` is its
+          content, ``duration`` its length in seconds, ``file_size`` the size Telegram claims
+          (default: the content's), ``sticker_emoji``/``sticker_set`` a sticker's emoji and set.
         * ``user_id`` defaults to ``chat_id`` in private chats (as on Telegram), else 1001.
         * ``update_id`` is left out unless given: :meth:`push_update` assigns it.
         """
@@ -1068,12 +1113,25 @@ class FakeTelegram:
             message["caption"] = caption
             if entities and text is None:
                 message["caption_entities"] = entities
+        sized = {"duration": duration, "size": file_size}
         if photo:
-            message["photo"] = self._media_object("photo", b"\x89PNG fake photo bytes")
+            message["photo"] = self._media_object(
+                "photo", media or b"\x89PNG fake photo bytes", size=file_size
+            )
         if sticker:
-            message["sticker"] = self._media_object("sticker", b"RIFF fake sticker")
+            message["sticker"] = self._media_object(
+                "sticker", media or b"RIFF fake sticker", emoji=sticker_emoji, set_name=sticker_set
+            )
         if voice:
-            message["voice"] = self._media_object("voice", b"OggS fake voice")
+            message["voice"] = self._media_object("voice", media or b"OggS fake voice", **sized)
+        if audio:
+            message["audio"] = self._media_object(
+                "audio", media or b"ID3 fake song", "song.mp3", "audio/mpeg", **sized
+            )
+        if video_note:
+            message["video_note"] = self._media_object(
+                "video_note", media or b"fake round video", **sized
+            )
         if document:
             message["document"] = self._media_object(
                 "document", b"fake document bytes\n", "notes.txt", "text/plain"
@@ -1134,6 +1192,32 @@ class FakeTelegram:
         if update_id is not None:
             update = {"update_id": update_id, **update}
         return update
+
+    def reaction_update(
+        self,
+        *,
+        chat_id: int,
+        message_id: int,
+        emoji: str,
+        user_id: int | None = None,
+        first_name: str = "Alice",
+        old_emoji: str | None = None,
+    ) -> dict[str, Any]:
+        """A ``message_reaction`` update: a user set ``emoji`` on ``message_id``. Telegram
+        sends it only to bots that list it in ``allowed_updates`` (see getUpdates)."""
+        chat = self._chats.get(chat_id) or self._synth_chat(chat_id)
+        user_id = chat_id if user_id is None and chat["type"] == "private" else (user_id or 1001)
+        old = [{"type": "emoji", "emoji": old_emoji}] if old_emoji else []
+        return {
+            "message_reaction": {
+                "chat": chat,
+                "message_id": message_id,
+                "user": self._user(user_id, first_name, None, "en"),
+                "date": int(time.time()),
+                "old_reaction": old,
+                "new_reaction": [{"type": "emoji", "emoji": emoji}],
+            }
+        }
 
     def mention_entity(self, text: str, username: str | None = None) -> list[dict[str, Any]]:
         """The ``mention`` entity for "@username" (default: the bot) inside ``text``."""
@@ -1766,10 +1850,12 @@ class FakeTelegram:
         stored = self._files.get(str(call.params.get("file_id")))
         if stored is None:
             raise ApiError(400, "Bad Request: invalid file_id")
+        if stored.file_size > MAX_DOWNLOAD_BYTES:
+            raise ApiError(400, "Bad Request: file is too big")
         return {
             "file_id": stored.file_id,
             "file_unique_id": stored.file_unique_id,
-            "file_size": len(stored.content),
+            "file_size": stored.file_size,
             "file_path": stored.file_path,
         }
 
@@ -1790,11 +1876,21 @@ class FakeTelegram:
                 file_name, content = attached
             elif isinstance(value, str) and value:
                 known = self._files.get(value)
-                content = known.content if known else b""
+                if known is None:
+                    raise ApiError(400, "Bad Request: wrong file identifier/HTTP URL specified")
+                content = known.content
             else:
                 raise ApiError(400, f"Bad Request: there is no {kind} in the request")
             if file_name and "." in file_name:
                 mime_type = mimetypes.guess_type(file_name)[0]
+            duration = 2
+            if kind == "voice":
+                try:
+                    duration = max(1, round(ogg_opus_seconds(content)))
+                except NotOggOpus as exc:
+                    # fake's wording: Telegram shows only OGG/Opus as a voice bubble
+                    raise ApiError(400, f"Bad Request: voice must be OGG/Opus ({exc})") from exc
+                mime_type = "audio/ogg"
             caption = params.get("caption")
             visible_caption = None
             if caption is not None:
@@ -1805,7 +1901,9 @@ class FakeTelegram:
                     raise ApiError(400, "Bad Request: message caption is too long")
             self._check_rate(int(chat["id"]))
             message = self._bot_message(chat, thread, params)
-            message[kind] = self._media_object(kind, content, file_name, mime_type)
+            message[kind] = self._media_object(
+                kind, content, file_name, mime_type, duration=duration
+            )
             if visible_caption:
                 message["caption"] = visible_caption
             self._register_message(message)
