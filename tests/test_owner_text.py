@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from adapters.telegram_format import render
@@ -97,6 +97,11 @@ def test_an_escaped_character_renders_as_itself_and_code_keeps_its_backslashes()
 
 
 @given(st.text(max_size=80))
+@example("- not a list\n+ nor this\n1. nor this")
+@example("Title\n===\nand\n---")
+@example("&amp; &#35; &copy;")
+@example("  indented\n      more\ttabs  \n\n\n  ")
+@example("a\r\nb\rc \u3000")
 def test_any_text_made_literal_renders_as_exactly_that_text_on_telegram(text: str) -> None:
     visible = render(literal(text)).plain
     expected = "".join(ch for ch in text if ch not in BIDI_CONTROLS)
