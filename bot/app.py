@@ -263,7 +263,15 @@ async def build_app(config: Config, channels: dict[str, Channel]) -> App:
     )
     dispatcher = Dispatcher(store, runner.process, config.dispatch.max_concurrent_turns)
     gateway = Gateway(
-        config, store, catalog, access, dispatcher, channels, sessions, UserMemory(store, memory)
+        config,
+        store,
+        catalog,
+        access,
+        dispatcher,
+        channels,
+        sessions,
+        UserMemory(store, memory),
+        stop_turn=runner.stop,
     )
     gateway.admin = AdminServices(
         memory=memory,

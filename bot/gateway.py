@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from adapters.base import Channel, DeliveryError, NotStored
@@ -55,6 +55,7 @@ class Gateway:
         channels: dict[str, Channel],
         sessions: Sessions,
         user_memory: UserMemory,
+        stop_turn: Callable[[str], bool],
     ) -> None:
         self.config = config
         self.store = store
@@ -64,6 +65,7 @@ class Gateway:
         self.channels = channels
         self.sessions = sessions
         self.user_memory = user_memory
+        self._stop_turn = stop_turn
         self.bot_usernames: dict[str, str] = {}
         self.can_read_groups: dict[str, bool] = {}
         self.admin: AdminServices | None = None
@@ -98,6 +100,9 @@ class Gateway:
 
     async def last_inbound_at(self, chat: ChatRef) -> float | None:
         return await self.store.last_inbound_at(chat.key)
+
+    async def stop_turn(self, chat: ChatRef) -> bool:
+        return self._stop_turn(chat.key)
 
     def partner_choices(self) -> list[tuple[str, str]]:
         return [(p.id, p.name) for p in self.catalog.public()]

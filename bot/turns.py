@@ -12,9 +12,10 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import TypeVar
 from zoneinfo import ZoneInfo
 
 from adapters.base import Channel, ReplyStream
@@ -42,6 +43,7 @@ from partners.tools import (
 )
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 TYPING_DELAY_SECONDS = 0.5
 """A reply faster than this needs no typing indicator (and the platform one call less)."""
@@ -49,6 +51,12 @@ TYPING_REFRESH_SECONDS = 4.5
 OWNER_QUEUE = "@owner"
 APOLOGY = "Sorry — I can't think right now (my model is unreachable). Please try again in a bit."
 EMPTY_ANSWER = "…"
+STOPPED = "(stopped)"
+"""The answer to a turn its chat stopped (Ctrl-C in the console): a note, not the partner's."""
+
+
+class TurnStopped(Exception):
+    """The chat asked to stop the running turn."""
 
 
 def consult_chat_key(owner_chat_key: str) -> str:
@@ -102,6 +110,17 @@ class TurnRunner:
         """Cost control, checked before any model call; None: no limits."""
         self.memory_settings = memory_settings or (lambda: config.memory)
         """The memory settings in effect (the owner may change them while running)."""
+        self._stops: dict[str, asyncio.Event] = {}
+        """Chat key -> set to stop the model call of the turn running there."""
+
+    def stop(self, chat_key: str) -> bool:
+        """Stop the turn running in this chat at once (its model call is cancelled and it is
+        answered with :data:`STOPPED`); False if none is running."""
+        requested = self._stops.get(chat_key)
+        if requested is None:
+            return False
+        requested.set()
+        return True
 
     async def process(self, key: str) -> bool:
         """Answer what is pending for one queue key; False if nothing was."""
@@ -127,11 +146,9 @@ class TurnRunner:
                 chat_ref(conversation.chat), pending[-1].platform_message_id
             )
         reply = await self._answer(conversation, session, pending, stream)
+        failed = reply.role == "notice" and reply.text != STOPPED
         reply_id = await self.store.finish_turn(
-            [row.id for row in pending],
-            session.id,
-            reply,
-            "failed" if reply.role == "notice" else "done",
+            [row.id for row in pending], session.id, reply, "failed" if failed else "done"
         )
         partner_id = conversation.partner.id if conversation.partner else None
         pending_reply = PendingReply(
@@ -232,12 +249,15 @@ class TurnRunner:
         role, text = "assistant", EMPTY_ANSWER
         try:
             async with self._typing(chat):
-                output = await self.chat_loop.run(
-                    turn,
-                    surface,
-                    ctx,
-                    model=model,
-                    on_delta=_accumulate(stream) if stream else None,
+                output = await self._unless_stopped(
+                    chat.chat_key,
+                    self.chat_loop.run(
+                        turn,
+                        surface,
+                        ctx,
+                        model=model,
+                        on_delta=_accumulate(stream) if stream else None,
+                    ),
                 )
             text = output.text or EMPTY_ANSWER
             await self._record_usage(
@@ -250,6 +270,9 @@ class TurnRunner:
         except LLMError as exc:
             logger.warning("turn in %s failed: %s", chat.chat_key, exc)
             role, text = "notice", APOLOGY
+        except TurnStopped:
+            logger.info("turn in %s stopped by the chat", chat.chat_key)
+            role, text = "notice", STOPPED
         return NewMessage(
             chat_key=chat.chat_key,
             role=role,
@@ -260,6 +283,25 @@ class TurnRunner:
             partner_id=partner.id if partner else None,
             speaker=partner.name if partner else "assistant",
         )
+
+    async def _unless_stopped(self, chat_key: str, work: Awaitable[T]) -> T:
+        """``work``, unless :meth:`stop` is called for this chat first: then it is cancelled
+        and TurnStopped raised."""
+        requested = self._stops[chat_key] = asyncio.Event()
+        running = asyncio.ensure_future(work)
+        stopping = asyncio.create_task(requested.wait())
+        try:
+            await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if self._stops.get(chat_key) is requested:
+                del self._stops[chat_key]
+            stopping.cancel()
+            if not running.done():
+                running.cancel()
+                await asyncio.gather(running, return_exceptions=True)
+        if running.cancelled() or (requested.is_set() and running.exception() is not None):
+            raise TurnStopped  # what a cancelled model call raises on its way out is no news
+        return running.result()
 
     def _tools(
         self, conversation: Conversation, session: SessionRow, last: MessageRow

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from bot.events import ChatRef
 from tests.conftest import Harness, dm, group_message
 from tests.fakes.fake_llm import Failure, Reply, ToolCallSpec
 
@@ -220,3 +221,23 @@ async def test_mention_gating_off_answers_every_group_message(harness_factory: A
     await harness.send(group_message("g1", 7, "just chatting here", addressed=False))
     await harness.settle()
     assert harness.channel.texts() == ["I heard you"]
+
+
+async def test_a_stopped_turn_is_answered_at_once_with_a_note_and_the_chat_goes_on(
+    harness: Harness,
+) -> None:
+    harness.llm.script(Reply(text="Once upon a time…", delay_seconds=60), Reply(text="Hi again."))
+    chat = ChatRef("test", "42", "dm")
+    assert not await harness.app.gateway.stop_turn(chat)  # nothing runs yet
+    await harness.send(dm(42, "tell me a very long story"))
+    await harness.llm.wait_for_requests(1)
+    assert await harness.app.gateway.stop_turn(chat)
+    [stopped] = await harness.channel.wait_sent(1)
+    assert stopped.text == "(stopped)"
+    await harness.settle()
+    await harness.send(dm(42, "never mind, hello"))
+    await harness.settle()
+    assert harness.channel.texts("42") == ["(stopped)", "Hi again."]
+    # the stopped question stays in the history, answered by nothing the partner said
+    history = harness.llm.requests[-1]["messages"]
+    assert [m["role"] for m in history[1:]] == ["user", "user"]
