@@ -31,6 +31,7 @@ from partners.persona import (
     MAX_NAME_CHARS,
     PROMPT_FILES,
     Partner,
+    check_partner_id,
 )
 
 CONFIRM = "confirm"
@@ -64,14 +65,21 @@ async def admin_partners(ctx: CommandContext) -> CommandReply:
     for partner_id, error in ctx.catalog.errors.items():
         cards.append(f"{partner_id}: NOT LOADED — {error}")
     if not cards:
-        return CommandReply("No partners yet: /admin partner new <id> [name]")
+        return CommandReply("No partners yet: /admin partner new <id> <name>")
     return paged("\n\n".join(cards), "/admin partners", page)
 
 
 async def partner_new(ctx: CommandContext) -> CommandReply:
-    need(ctx, 1, "partner new <id> [name]")
-    name = " ".join(ctx.args[1:]) or None
-    created = await asyncio.to_thread(ctx.catalog.create, ctx.args[0], name)
+    need(ctx, 1, "partner new <id> <name>")
+    partner_id = check_partner_id(ctx.args[0])
+    if ctx.catalog.get(partner_id) is not None:
+        raise AdminError(f"a partner {partner_id!r} exists already; pick another id")
+    if len(ctx.args) < 2:
+        raise AdminError(
+            f"Give it a name too: /admin partner new {partner_id} <name> (the id is for "
+            "commands; the name is who it is, up to 60 characters)"
+        )
+    created = await asyncio.to_thread(ctx.catalog.create, partner_id, " ".join(ctx.args[1:]))
     return CommandReply(
         f"Created {created.name} ({created.id}) from the template. Shape it with "
         f"/admin partner edit {created.id} SOUL.md (and IDENTITY.md, SYSTEM.md...)."

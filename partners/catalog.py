@@ -83,14 +83,18 @@ class PartnerCatalog:
         return target
 
     def create(self, partner_id: str, name: str | None = None) -> Partner:
+        """A partner from the template, named ``name`` (default: its id). The template is the
+        example partner; its name is the one thing in it that is not a placeholder."""
         target = self._target(partner_id)
         if name is not None and len(name) > MAX_NAME_CHARS:
             raise PartnerError(f"name is {len(name)} characters; the limit is {MAX_NAME_CHARS}")
+        if name is not None and not name.strip():
+            raise PartnerError("a name cannot be empty")
         self.root.mkdir(parents=True, exist_ok=True)
         shutil.copytree(template_dir(), target)
         (target / "memory").mkdir(exist_ok=True)
-        if name:
-            set_preset_value(target / "preset.yml", "name", name)
+        if name is not None or partner_id != EXAMPLE_PARTNER:
+            set_preset_value(target / "preset.yml", "name", (name or partner_id).strip())
         self.reload()
         return self.require(partner_id)
 
