@@ -93,8 +93,8 @@ ADMIN: dict[str, Command] = {
         ),
         _owner_command(
             "partner set",
-            "<id> <name|description|avatar|public|timezone> <value>",
-            "change preset.yml",
+            "<id> <key> <value>",
+            "change preset.yml (name, model, memory_scope, proactive.enabled...)",
             partner_set,
         ),
         _owner_command(

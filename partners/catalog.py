@@ -13,16 +13,14 @@ import time
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from partners.persona import (
-    MAX_DESCRIPTION_CHARS,
     MAX_NAME_CHARS,
     Partner,
     PartnerError,
     check_partner_id,
     load_partner,
 )
+from partners.preset import change_preset
 
 logger = logging.getLogger(__name__)
 
@@ -124,19 +122,6 @@ class PartnerCatalog:
 
 
 def set_preset_value(path: Path, key: str, value: str | bool) -> None:
-    """Change one ``key: value`` line of preset.yml, keeping comments and every other line."""
-    limits = {"name": MAX_NAME_CHARS, "description": MAX_DESCRIPTION_CHARS}
-    if isinstance(value, str) and key in limits and len(value) > limits[key]:
-        raise PartnerError(f"{key} is {len(value)} characters; the limit is {limits[key]}")
-    rendered = yaml.safe_dump({key: value}, allow_unicode=True, width=10_000).strip()
-    raw = path.read_text(encoding="utf-8") if path.exists() else ""
-    newline = "\r\n" if "\r\n" in raw else "\n"
-    lines = raw.splitlines()
-    for index, line in enumerate(lines):
-        top_level = not line.startswith((" ", "\t", "#"))
-        if top_level and line.split(":", 1)[0].strip() == key:
-            lines[index] = rendered
-            break
-    else:
-        lines.append(rendered)
-    path.write_text(newline.join(lines) + newline, encoding="utf-8", newline="")
+    """Change one top-level key of preset.yml, checked, keeping every other byte of the file
+    (``partners/preset.py``)."""
+    change_preset(path, (key,), value)
