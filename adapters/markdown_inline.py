@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 from markdown_it.token import Token
 
-MARK_TOKENS = {"strong": "strong", "em": "em", "s": "s", "link": "link"}
+MARK_KINDS = frozenset({"strong", "em", "s", "link"})
+"""Token kinds (``strong_open``...) that open and close a mark around text."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,8 @@ class Mark:
 
 @dataclass(frozen=True)
 class Span:
+    """Visible text and the marks around it, outermost first."""
+
     text: str
     marks: tuple[Mark, ...]
 
@@ -69,9 +72,9 @@ def spans_of(children: Iterable[Token]) -> list[Span]:
             add("\n", current())
         elif token.type == "code_inline":
             add(token.content, (*current(), Mark("code", token.markup)))
-        elif kind in MARK_TOKENS and token.nesting == 1:
+        elif kind in MARK_KINDS and token.nesting == 1:
             push(Mark(kind, token.markup, str(token.attrGet("href") or "")))
-        elif kind in MARK_TOKENS and token.nesting == -1:
+        elif kind in MARK_KINDS and token.nesting == -1:
             stack.pop()
         elif token.type == "image":
             push(Mark("link", "", str(token.attrGet("src") or "")))

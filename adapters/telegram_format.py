@@ -40,6 +40,9 @@ SAFE_SCHEMES = ("http://", "https://", "tg://", "mailto:")
 BULLET = "•"
 RULE = "———"
 _TAG = re.compile(r"<[^<>]*>")
+_PRE = re.compile(r"(<pre>.*?</pre>)", re.DOTALL)
+_LINE_BREAK = re.compile(r"\n(?=[^\n])")
+"""A line break before a line with text (blank lines stay blank)."""
 _TAGS = {"strong": "b", "em": "i", "s": "s", "code": "code"}
 
 
@@ -110,14 +113,14 @@ class _Writer:
     def block(self, tokens: list[Token]) -> str:
         return self._blocks(tokens, top_level=True)
 
-    def _blocks(self, tokens: list[Token], top_level: bool = False) -> str:
+    def _blocks(self, tokens: list[Token], top_level: bool = False, separator: str = "\n\n") -> str:
         written: list[str] = []
         index = 0
         while index < len(tokens):
             end = _closing(tokens, index)
             written.append(self._one(tokens[index : end + 1], top_level))
             index = end + 1
-        return "\n\n".join(part for part in written if part is not None)
+        return separator.join(written)
 
     def _one(self, tokens: list[Token], top_level: bool) -> str:
         first = tokens[0]
@@ -167,15 +170,23 @@ class _Writer:
         while index < len(tokens) - 1:
             end = _closing(tokens, index)
             marker = f"{number + len(items)}{tokens[index].markup} " if ordered else f"{BULLET} "
-            body = self._blocks(tokens[index + 1 : end])
-            if tight:
-                body = body.replace("\n\n", "\n")
-            items.append(marker + body.replace("\n", "\n" + " " * len(marker)))
+            body = self._blocks(tokens[index + 1 : end], separator="\n" if tight else "\n\n")
+            items.append(marker + _hang(body, len(marker)))
             index = end + 1
         return ("\n" if tight else "\n\n").join(items)
 
     def _inline(self, inline: Token) -> str:
         return _inline_html(spans_of(inline.children or []))
+
+
+def _hang(body: str, width: int) -> str:
+    """A list item's later lines indented under its first, except inside code blocks (the
+    indent would become part of the code)."""
+    pad = "\n" + " " * width
+    return "".join(
+        part if part.startswith("<pre>") else _LINE_BREAK.sub(pad, part)
+        for part in _PRE.split(body)
+    )
 
 
 def _inline_html(spans: list[Span]) -> str:

@@ -131,6 +131,12 @@ FORMATTING = [
         id="heading-and-lists",
     ),
     pytest.param(
+        "1. Install:\n\n   ```sh\n   pip install x\n     --upgrade\n   ```\n2. Run it.",
+        "1. Install:\n\npip install x\n  --upgrade\n\n2. Run it.",
+        {("pre", "pip install x\n  --upgrade", "sh")},
+        id="code-block-in-a-list-item",
+    ),
+    pytest.param(
         "<b>not bold</b> & <script>x</script> &amp;",
         "<b>not bold</b> & <script>x</script> &",
         set(),
