@@ -8,7 +8,9 @@ At a terminal (stdin and stdout both one) the conversation is the terminal's
 (``adapters/console_terminal.py``): line editing and history, a spinner while the partner
 thinks, replies as rich text, Ctrl-C to stop a turn, log lines kept in a file. Otherwise
 (pipes, tests) lines are read as they come and replies printed as ``Name: text``, Markdown as
-written (only its escapes resolved), with no escape codes.
+written (only its escapes resolved), with no escape codes. Files a reply carries are saved in
+the exports directory, never over a different file already there: the owner may be editing
+it.
 """
 
 from __future__ import annotations
@@ -169,9 +171,7 @@ class ConsoleChannel:
         self, chat: ChatRef, filename: str, data: bytes, caption: str
     ) -> str | None:
         del chat  # one console, one chat
-        self.exports.mkdir(parents=True, exist_ok=True)
-        path = self.exports / filename
-        await asyncio.to_thread(path.write_bytes, data)
+        path = await asyncio.to_thread(save_without_replacing, self.exports, filename, data)
         if self._terminal is not None:
             await self._terminal.show("gateway", f"{caption}\n\nsaved to `{path}`", [])
         else:
@@ -191,3 +191,22 @@ class ConsoleChannel:
     def _write(self, text: str) -> None:
         self._out.write(text + "\n")
         self._out.flush()
+
+
+def save_without_replacing(directory: Path, filename: str, data: bytes) -> Path:
+    """Save ``data`` as ``filename`` in ``directory``; a different file of that name stays as
+    it is (it may hold the owner's unsent edits) and ``data`` goes to ``name-2.ext``,
+    ``name-3.ext``… instead. A file with the same bytes already there is used as it is."""
+    directory.mkdir(parents=True, exist_ok=True)
+    name = Path(filename)
+    path, number = directory / filename, 1
+    while True:
+        try:
+            with path.open("xb") as handle:  # exclusive: never truncates what is there
+                handle.write(data)
+            return path
+        except FileExistsError:
+            if path.read_bytes() == data:
+                return path
+        number += 1
+        path = directory / f"{name.stem}-{number}{name.suffix}"

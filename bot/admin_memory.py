@@ -21,7 +21,7 @@ from bot.paging import paged, pop_page
 from bot.sessions import OWNER_AUDIENCE, Speaker
 from bot.store import MessageRow, SessionRow
 from bot.transcripts import MAX_REFERENCES, transcript_label
-from partners.journal import journal_file
+from partners.journal import forget_in_journals, journal_file
 from partners.memory import Change, MemoryFile, read_text
 from partners.persona import Partner
 from partners.review import ReviewResult
@@ -103,7 +103,14 @@ async def admin_forget(ctx: CommandContext) -> CommandReply:
             await tools.memory.scrub_changelog(
                 file.root, file.name, entry_ids={entry_id}, texts={entry.text}
             )
-            await tools.memory.scrub_journals(file.root, texts={entry.text}, heading_marker=None)
+            await forget_in_journals(
+                tools.memory,
+                file.root,
+                texts={entry.text},
+                user_key=None,
+                whole_entries=False,
+                source="/admin forget",
+            )
             return CommandReply(
                 f"Forgotten: “{literal(entry.text)}” ({file.name}). This cannot be undone."
             )

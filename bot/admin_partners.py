@@ -4,8 +4,9 @@ set preset.yml values, reload and export (seed 003's settings page, in IM form).
 Editing is a round trip of documents: ``partner edit`` sends a file whose caption carries its
 fingerprint; the owner sends the edited copy back with ``/admin partner put <id> <FILE>
 <fingerprint>`` as its caption. It is applied only while the file is still that version —
-otherwise the owner gets the current one, so a memory the review just wrote is never silently
-overwritten. preset.yml changes touch only the one line they set, comments included.
+otherwise the owner's copy stays as it is and the current version comes back beside it as
+``<id>-<FILE>.current.md``, so neither a memory the review just wrote nor the owner's edit is
+lost. preset.yml changes touch only the one line they set, comments included.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from bot.commands import CommandContext, CommandReply
 from bot.events import Choice
 from bot.paging import paged, pop_page
 from bot.store import MessageRow, SessionRow
+from partners.catalog import apply_search_languages
 from partners.memory import FileChanged, MemoryFile, fingerprint
 from partners.persona import PROMPT_FILES, Partner, check_partner_id
 from partners.preset import SETTABLE, set_setting
@@ -173,7 +175,7 @@ async def partner_put(ctx: CommandContext) -> CommandReply:
     need(ctx, 3, "partner put <id> <FILE> <fingerprint> (as the caption of the edited file)")
     partner = ctx.catalog.require(ctx.args[0])
     name = _file_arg(ctx.args[1])
-    data = await _uploaded(ctx)
+    data, copy = await _uploaded(ctx)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -190,7 +192,7 @@ async def partner_put(ctx: CommandContext) -> CommandReply:
             source="/admin partner put",
         )
     except FileChanged as exc:
-        return _edit_reply(partner, name, exc.current, f"Not saved: {exc}. The current ")
+        return _conflict_reply(partner, name, exc, copy)
     if result.change_id is None:
         return CommandReply(f"{name} of {partner.name} is unchanged: nothing to save.")
     current = await asyncio.to_thread(_read_bytes, file.path)
@@ -200,16 +202,38 @@ async def partner_put(ctx: CommandContext) -> CommandReply:
     )
 
 
-async def _uploaded(ctx: CommandContext) -> bytes:
-    """The edited file: the message's document, or in the console a local path after the
-    fingerprint (only there: a chat command must never read files of the server)."""
+def _conflict_reply(partner: Partner, name: str, error: FileChanged, copy: str) -> CommandReply:
+    """The put was refused: the owner's copy is left alone, and the current version comes
+    under its own name so that saving it (the console writes it to disk) cannot replace the
+    copy the owner edited."""
+    version = fingerprint(error.current)
+    put = f"/admin partner put {partner.id} {name} {version}"
+    kept = f"Not saved: {error}. Your edited copy ({copy}) is kept as it is."
+    if not error.current:
+        return CommandReply(
+            f"{kept} {name} of {partner.name} is empty now; send your copy again with the "
+            f"caption:\n{put}"
+        )
+    current = f"{partner.id}-{name.removesuffix('.md')}.current.md"
+    return CommandReply(
+        f"{kept} The current version ({version}) is attached as {current}: bring your "
+        f"changes into it and send it back as a document with the caption:\n{put}",
+        attachment=(current, error.current),
+    )
+
+
+async def _uploaded(ctx: CommandContext) -> tuple[bytes, str]:
+    """The edited file and where it came from: the message's document, or in the console a
+    local path after the fingerprint (only there: a chat command must never read files of
+    the server)."""
     if ctx.inbound.attachment is not None:
-        data = ctx.inbound.attachment[1]
+        data, copy = ctx.inbound.attachment[1], "the document you sent"
     elif ctx.inbound.chat.platform == "console" and len(ctx.args) > 3:
+        copy = " ".join(ctx.args[3:])
         try:
-            data = await asyncio.to_thread(_read_local, " ".join(ctx.args[3:]))
+            data = await asyncio.to_thread(_read_local, copy)
         except OSError as exc:
-            raise AdminError(f"cannot read {' '.join(ctx.args[3:])}: {exc.strerror}") from exc
+            raise AdminError(f"cannot read {copy}: {exc.strerror}") from exc
     else:
         raise AdminError(
             "send the edited file as a document, with this command as its caption "
@@ -217,7 +241,7 @@ async def _uploaded(ctx: CommandContext) -> bytes:
         )
     if len(data) > MAX_EDIT_BYTES:
         raise AdminError(f"the file is {len(data)} bytes; the limit is {MAX_EDIT_BYTES}")
-    return data
+    return data, copy
 
 
 async def partner_set(ctx: CommandContext) -> CommandReply:
@@ -231,6 +255,7 @@ async def partner_set(ctx: CommandContext) -> CommandReply:
         _check_avatar(raw)
     value = await asyncio.to_thread(set_setting, partner.dir / "preset.yml", key, raw)
     await asyncio.to_thread(ctx.catalog.reload)
+    await apply_search_languages(ctx.store, ctx.catalog)  # a new language re-indexes
     if partner.id in ctx.catalog.errors:
         return CommandReply(
             f"Saved, but {partner.id} no longer loads: {ctx.catalog.errors[partner.id]}"
@@ -250,6 +275,7 @@ def _check_avatar(value: str) -> None:
 
 async def admin_reload(ctx: CommandContext) -> CommandReply:
     await asyncio.to_thread(ctx.catalog.reload)
+    await apply_search_languages(ctx.store, ctx.catalog)
     ids = ", ".join(p.id for p in ctx.catalog.all()) or "none"
     lines = [f"Reloaded partners: {ids}. {NEW_SESSIONS_NOTE}"]
     lines += [f"{pid}: NOT LOADED — {error}" for pid, error in ctx.catalog.errors.items()]

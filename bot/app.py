@@ -2,8 +2,9 @@
 
 One process holds an OS lock on the data directory while it writes; a second writer (``companion
 chat`` while ``companion run`` runs) stops with a clear message. Start-up recovers what a crash
-left behind: replies recorded but not fully delivered are finished, and messages that never got
-a reply are answered — once.
+left behind: ``/forget`` operations cut off halfway are finished, replies recorded but not fully
+delivered are finished, and messages that never got a reply are answered — once; replies the
+platform refused keep their retry schedule.
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ from bot.settings import Settings
 from bot.store import Store
 from bot.tools import default_registry
 from bot.turns import TurnRunner
-from partners.catalog import PartnerCatalog
+from partners.catalog import PartnerCatalog, apply_search_languages
 from partners.checkins import Checkins
 from partners.consolidate import Consolidator
+from partners.forgetting import Forgetting
 from partners.memory import MemoryFile, MemoryStore
 from partners.persona import Partner, size_report
 from partners.review import Reviewer
@@ -105,6 +107,7 @@ class App:
     reviewer: Reviewer
     consolidator: Consolidator
     checkins: Checkins
+    forgetting: Forgetting
     scheduler: Scheduler
     lock: DataDirLock
     channels: dict[str, Channel] = field(default_factory=dict)
@@ -118,7 +121,11 @@ class App:
         """Recover, then connect every channel."""
         for partner in self.catalog.all():
             logger.info(size_report(partner, self.config.memory.context_budget))
+        # before anything can read or write memory again: a crash mid-/forget is finished
+        if forgotten := await self.forgetting.finish_unfinished():
+            logger.info("recovered: %d interrupted /forget operations finished", forgotten)
         redelivered = await self.delivery.redeliver_pending()
+        self.delivery.start()
         resumed = await self.dispatcher.recover()
         if redelivered or resumed:
             logger.info(
@@ -154,6 +161,7 @@ class App:
             await asyncio.gather(self.status_task, return_exceptions=True)
             await asyncio.to_thread(remove_status, self.config.data_dir)
         await self.dispatcher.close(SHUTDOWN_GRACE_SECONDS)
+        await self.delivery.stop(SHUTDOWN_GRACE_SECONDS)
         for channel in self.channels.values():
             try:
                 await channel.stop()
@@ -184,6 +192,7 @@ async def build_app(config: Config, channels: dict[str, Channel]) -> App:
     created = await asyncio.to_thread(catalog.ensure_example)
     if created:
         logger.info("created the example partner %r in %s", created.id, created.dir)
+    await apply_search_languages(store, catalog)
     memory = MemoryStore(changelog_keep=config.memory.changelog_keep)
     llm = LLMClient(config.llm)
     registry = default_registry()
@@ -192,16 +201,21 @@ async def build_app(config: Config, channels: dict[str, Channel]) -> App:
     sessions = Sessions(store, catalog, memory, settings.memory)
     is_owner = OwnerCheck(owner_keys(config))
     access = Access(config, store, is_owner)
+
+    async def notify_owner(platform: str, text: str) -> None:
+        await gateway.notify_owner(platform, text)
+
     delivery = Delivery(
-        store, channels, lambda pid: (p.name, p.preset.avatar) if (p := catalog.get(pid)) else None
+        store,
+        channels,
+        lambda pid: (p.name, p.preset.avatar) if (p := catalog.get(pid)) else None,
+        config.delivery,
+        notify_owner,
     )
     owner_zone = config.owner_timezone()
 
     def partner_zone(partner: Partner | None) -> ZoneInfo:
         return partner.timezone(owner_zone) if partner else owner_zone
-
-    async def notify_owner(platform: str, text: str) -> None:
-        await gateway.notify_owner(platform, text)
 
     reviewer = Reviewer(
         store=store,
@@ -213,6 +227,7 @@ async def build_app(config: Config, channels: dict[str, Channel]) -> App:
         is_owner=is_owner,
         notify_owner=notify_owner,
         timezone=partner_zone,
+        usage_day=config.usage_day,
     )
     consolidator = Consolidator(
         store=store,
@@ -223,6 +238,7 @@ async def build_app(config: Config, channels: dict[str, Channel]) -> App:
         settings=settings.memory,
         default_model=config.llm.model,
         timezone=partner_zone,
+        usage_day=config.usage_day,
     )
     budget = Budget(store, config)
     proactive = ProactiveSender(store, delivery)
@@ -235,6 +251,7 @@ async def build_app(config: Config, channels: dict[str, Channel]) -> App:
         default_timezone=partner_zone,
         over_budget=budget.over_budget,
         send=proactive.send,
+        usage_day=config.usage_day,
     )
     scheduler = Scheduler(reviewer, consolidator, checkins, owner_zone, config.memory.nightly)
     reviewer.on_reminders = scheduler.plan_reminders
@@ -262,6 +279,8 @@ async def build_app(config: Config, channels: dict[str, Channel]) -> App:
         memory_settings=settings.memory,
     )
     dispatcher = Dispatcher(store, runner.process, config.dispatch.max_concurrent_turns)
+    forgetting = Forgetting(store, memory, catalog)
+    user_memory = UserMemory(store, memory, forgetting)
     gateway = Gateway(
         config,
         store,
@@ -270,7 +289,7 @@ async def build_app(config: Config, channels: dict[str, Channel]) -> App:
         dispatcher,
         channels,
         sessions,
-        UserMemory(store, memory),
+        user_memory,
         stop_turn=runner.stop,
     )
     gateway.admin = AdminServices(
@@ -299,6 +318,7 @@ async def build_app(config: Config, channels: dict[str, Channel]) -> App:
         reviewer,
         consolidator,
         checkins,
+        forgetting,
         scheduler,
         lock,
         channels,

@@ -43,8 +43,8 @@ class Budget:
         self.clock: Callable[[], float] = time.time
 
     def today(self) -> str:
-        """The owner's calendar day: budgets reset at the owner's midnight."""
-        return datetime.fromtimestamp(self.clock(), self.config.owner_timezone()).date().isoformat()
+        """The usage day now (:meth:`Config.usage_day`): budgets reset at the owner's midnight."""
+        return self.config.usage_day(self.clock())
 
     def day_start(self) -> float:
         now = datetime.fromtimestamp(self.clock(), self.config.owner_timezone())

@@ -31,7 +31,7 @@ from bot.llm import configuration_problem, probe
 from bot.store import NewMessage, Store, StoreError
 from partners.catalog import PartnerCatalog
 from partners.memory import read_text
-from partners.persona import PartnerError
+from partners.persona import Partner, PartnerError
 from partners.tools import format_hit, user_memory_file
 
 logger = logging.getLogger("companion")
@@ -336,7 +336,8 @@ def cmd_search(config: Config, args: argparse.Namespace) -> int:
                     )
                 )
             else:
-                print("\n".join(format_hit(h) for h in hits) or "no matches")
+                language = partner.preset.language
+                print("\n".join(format_hit(h, args.query, language) for h in hits) or "no matches")
         finally:
             await store.close()
 
@@ -398,7 +399,7 @@ def cmd_import(config: Config, args: argparse.Namespace) -> int:
     ]
     lock = _locked(config)
     try:
-        added, skipped = asyncio.run(_import(config, partner.id, records))
+        added, skipped = asyncio.run(_import(config, partner, records))
     finally:
         lock.release()
     print(f"imported {added} messages into {partner.id} ({skipped} already there)")
@@ -406,29 +407,22 @@ def cmd_import(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _import(
-    config: Config, partner_id: str, records: list[dict[str, Any]]
+    config: Config, partner: Partner, records: list[dict[str, Any]]
 ) -> tuple[int, int]:
     store = await Store.open(config.data_dir / "gateway.db")
+    partner_id = partner.id
     sessions: dict[str, str] = {}
     messages: list[NewMessage] = []
     try:
+        # imported messages are stemmed in the partner's language, as the gateway would
+        await store.set_search_language(partner_id, partner.preset.language)
         for record in records:
             user = str(record["user"])
             user_key = user if ":" in user else f"import:{user}"
             audience = f"user:{user_key}"
             chat_key = f"import:{partner_id}:{record['session']}"
             if chat_key not in sessions:
-                session = await store.create_session(
-                    partner_id=partner_id,
-                    chat_key=chat_key,
-                    user_key=user_key,
-                    audience=audience,
-                    system_prompt="",
-                    kind="import",
-                    title=str(record.get("title") or record["text"])[:60],
-                )
-                await store.end_session(session.id, "imported")
-                sessions[chat_key] = session.id
+                sessions[chat_key] = await _import_session(store, partner_id, chat_key, record)
             ident = str(record.get("id") or f"{record['session']}:{len(messages)}")
             is_user = record["role"] == "user"
             messages.append(
@@ -451,6 +445,29 @@ async def _import(
         await store.close()
     added = sum(1 for i in ids if i is not None)
     return added, len(ids) - added
+
+
+async def _import_session(
+    store: Store, partner_id: str, chat_key: str, record: dict[str, Any]
+) -> str:
+    """The session an imported conversation goes into: the one an earlier import of the same
+    file made, or a new, ended one titled by its first record."""
+    earlier = await store.latest_session(chat_key, partner_id, kind="import")
+    if earlier is not None:
+        return earlier.id
+    user = str(record["user"])
+    user_key = user if ":" in user else f"import:{user}"
+    session = await store.create_session(
+        partner_id=partner_id,
+        chat_key=chat_key,
+        user_key=user_key,
+        audience=f"user:{user_key}",
+        system_prompt="",
+        kind="import",
+        title=str(record.get("title") or record["text"])[:60],
+    )
+    await store.end_session(session.id, "imported")
+    return session.id
 
 
 # ---- doctor and backup -----------------------------------------------------------------

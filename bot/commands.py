@@ -8,6 +8,7 @@ exactly the answer an unknown command gets, and ``/help`` never lists it to them
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -15,11 +16,12 @@ from typing import TYPE_CHECKING
 from bot.access import Access
 from bot.config import Config, check_timezone
 from bot.events import Choice, Inbound
-from bot.literal import literal
-from bot.store import Store
+from bot.literal import literal, literal_line
+from bot.store import ForgetOperation, Store
 from partners.catalog import PartnerCatalog
 from partners.checkins import Proactive
-from partners.memory import Entry, MemoryFile
+from partners.forgetting import ALL, ENTRY, HISTORY, ForgetInterrupted
+from partners.memory import Entry, MemoryFile, UnreadableFile
 from partners.persona import Partner
 from partners.user_memory import UserMemory
 
@@ -54,6 +56,8 @@ class CommandContext:
     args: list[str]
     end_sessions: Callable[[str, str], Awaitable[list[str]]]
     notify_user: Callable[[str, str], Awaitable[None]]
+    notify_owner: Callable[[str, str], Awaitable[None]]
+    """(platform, text): a DM to the owner, as the gateway sends its notices."""
     bot_can_read_groups: bool | None = None
     partner: Partner | None = None
     """The partner of this DM (selected or default), for the user memory commands."""
@@ -250,36 +254,102 @@ async def forget(ctx: CommandContext) -> CommandReply:
     if isinstance(found, CommandReply):
         return found
     partner, user_memory = found
-    user_key = ctx.inbound.sender.key
     if not ctx.args:
         return CommandReply("Usage: /forget <entry id> | /forget all | /forget history")
     what = ctx.args[0]
+    kind = what.lower() if what.lower() in (ALL, HISTORY) else ENTRY
     confirmed = len(ctx.args) > 1 and ctx.args[1].lower() == CONFIRM
-    if what.lower() in ("all", "history") and not confirmed:
+    if kind != ENTRY and not confirmed:
         scope = (
             "everything it remembers about you and the diary passages from your conversations"
-            if what.lower() == "all"
+            if kind == ALL
             else "your messages and its replies to you from its history and search"
         )
-        command = f"/forget {what.lower()} {CONFIRM}"
+        command = f"/forget {kind} {CONFIRM}"
         return CommandReply(
             f"This makes {partner.name} forget {scope}. It cannot be undone. "
             f"Send {command} to go ahead.",
             (Choice("Yes, forget it", command),),
         )
-    if what.lower() == "all":
-        report = await user_memory.forget_all(partner, user_key)
-        return CommandReply(
-            f"Done: {report.entries} entries and {report.journal_passages} diary passages "
-            f"are gone. {partner.name} will start afresh with you."
+    try:
+        operation = await user_memory.forget(
+            partner,
+            ctx.inbound.sender.key,
+            kind,
+            entry_id=what if kind == ENTRY else None,
+            request=request_key(ctx.inbound),
         )
-    if what.lower() == "history":
-        count = await user_memory.forget_history(partner, user_key)
-        return CommandReply(f"Done: {count} messages are gone from {partner.name}'s history.")
-    entry = await user_memory.forget_entry(partner, user_key, what)
-    if entry is None:
+    except (UnreadableFile, ForgetInterrupted) as exc:
+        return await _forget_failed(ctx, partner, exc)
+    if operation is None:
         return CommandReply(f"You have no entry {what!r}. Send /memory to see the ids.")
-    return CommandReply(f"Forgotten: “{entry.text}”.")
+    return CommandReply(forget_answer(partner, operation))
+
+
+def request_key(inbound: Inbound) -> str:
+    """Which platform message asked: the same command delivered again has the same key."""
+    return f"{inbound.chat.platform}:{inbound.chat.chat_id}:{inbound.message_id}"
+
+
+def forget_answer(partner: Partner, operation: ForgetOperation) -> str:
+    """What a finished operation tells the user: its counts, taken before anything went, so
+    a command delivered again after a crash answers the same."""
+    if operation.kind == ENTRY:
+        entries = ", ".join(operation.entry_ids)
+        return f"Forgotten: entry {entries} is gone from {partner.name}'s memory, diary and search."
+    if operation.kind == HISTORY:
+        return f"Done: {operation.messages} messages are gone from {partner.name}'s history."
+    if not operation.entries and not operation.passages:
+        return f"{partner.name} kept no entries or diary passages about you: nothing to forget."
+    return (
+        f"Done: {operation.entries} entries and {operation.passages} diary passages "
+        f"are gone. {partner.name} will start afresh with you."
+    )
+
+
+FORGET_NOTICE_EVERY_SECONDS = 600
+
+
+async def _forget_failed(
+    ctx: CommandContext, partner: Partner, exc: UnreadableFile | ForgetInterrupted
+) -> CommandReply:
+    """A file that cannot be read or written: nothing stored is lost (an unreadable file is
+    never rewritten; a started operation stays recorded). The owner gets an audit row and,
+    at most every ten minutes per user, a DM; the user is told what happened."""
+    user_key = ctx.inbound.sender.key
+    told_recently = [
+        row
+        for row in await ctx.store.audit_rows("forget_failed", limit=50)
+        if row["actor"] == user_key
+        and row["detail"].get("partner") == partner.id
+        and time.time() - row["time"] < FORGET_NOTICE_EVERY_SECONDS
+    ]
+    await ctx.store.audit(user_key, "forget_failed", partner=partner.id, error=str(exc))
+    owner_text, user_text = _forget_failure_texts(exc, user_key, partner)
+    if not told_recently:
+        await ctx.notify_owner(ctx.inbound.chat.platform, owner_text)
+    return CommandReply(user_text)
+
+
+def _forget_failure_texts(
+    exc: UnreadableFile | ForgetInterrupted, user_key: str, partner: Partner
+) -> tuple[str, str]:
+    """(what the owner is told, what the user is told)."""
+    who, problem = literal_line(user_key), literal_line(str(exc))
+    if isinstance(exc, UnreadableFile):
+        return (
+            f"/forget from {who} with {partner.id} could not run: {problem} "
+            f"({literal_line(str(exc.path))}). The user was told; nothing was deleted.",
+            f"I couldn't do that: a file where {partner.name} keeps its memories was edited by "
+            "hand and is not readable text (not UTF-8). Nothing was deleted or changed. The "
+            "owner has been told; once it is repaired, send the command again.",
+        )
+    return (
+        f"/forget from {who} with {partner.id} could not finish: {problem}. It is recorded "
+        "and finishes on the next start or the user's next /forget.",
+        "I couldn't finish forgetting: the server could not change a file. What I started is "
+        "recorded and will be finished (at the latest when I restart). The owner has been told.",
+    )
 
 
 async def export(ctx: CommandContext) -> CommandReply:

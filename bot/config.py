@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import tomllib
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -180,6 +181,22 @@ class DispatchConfig(_Section):
     max_concurrent_turns: int = Field(64, ge=1, le=1024)
 
 
+class DeliveryConfig(_Section):
+    """How long and how often a reply the platform refuses for now is tried again."""
+
+    retry_minutes: float = Field(30, gt=0, le=7 * 24 * 60)
+    first_pause_seconds: float = Field(2, gt=0)
+    max_pause_seconds: float = Field(300, gt=0)
+
+    @field_validator("max_pause_seconds")
+    @classmethod
+    def _not_below_the_first(cls, value: float, info: ValidationInfo) -> float:
+        first = info.data.get("first_pause_seconds")
+        if first is not None and value < first:
+            raise ValueError(f"must be at least first_pause_seconds ({first:g})")
+        return value
+
+
 class PartnersConfig(_Section):
     default: str | None = None
 
@@ -194,6 +211,7 @@ class Config(_Section):
     access: AccessConfig = AccessConfig()
     bindings: list[BindingConfig] = Field(default_factory=list)
     dispatch: DispatchConfig = DispatchConfig()
+    delivery: DeliveryConfig = DeliveryConfig()
     partners: PartnersConfig = PartnersConfig()
 
     @property
@@ -205,6 +223,13 @@ class Config(_Section):
         if self.owner.timezone:
             return ZoneInfo(self.owner.timezone)
         return _machine_timezone()
+
+    def usage_day(self, when: float) -> str:
+        """The day tokens spent at ``when`` are booked on, and the day budgets read: the
+        owner's calendar for every kind (chat, consult, review, checkin), so a partner in
+        another time zone cannot spend outside its budget. Budgets reset at the owner's
+        midnight."""
+        return datetime.fromtimestamp(when, self.owner_timezone()).date().isoformat()
 
 
 def check_timezone(name: str) -> ZoneInfo:

@@ -2,30 +2,49 @@
 
 A chunk the platform confirmed is never sent again, also after a restart. A crash between the
 platform's confirmation and our record can repeat that one chunk: platforms offer no
-idempotency key (README, "Delivery guarantees"). Transient failures are retried with backoff,
-honouring the platform's retry-after; a permanent failure is logged and the reply marked failed.
+idempotency key (README, "Delivery guarantees").
+
+A reply the platform refuses for now (a 5xx, a timeout, a long flood wait) is not given up
+(DESIGN.md "Decisions": nothing stays pending forever). Its next attempt is stored with it and
+the retry loop sends it when due, with pauses that double from ``delivery.first_pause_seconds``
+up to ``max_pause_seconds``, honouring the platform's retry-after, for ``delivery.retry_minutes``
+from the first refusal — across restarts, since the schedule is in the store. Short flood waits
+are waited out on the spot. A reply refused for good (blocked, chat not found, a bad request)
+or still refused when its time is up is marked undeliverable, written to the audit log and
+reported to the owner. Before a reply goes out, the replies of its chat that wait for a retry
+are tried first, so one held back by an outage still arrives before those written after it.
+A reply is sent by one task at a time (a turn, the retry loop, start-up recovery), so two of
+them never send the same chunk.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
 from adapters.base import Channel, DeliveryError, ReplyStream
-from bot.events import ChatKind, ChatRef, Outbound
-from bot.store import ChatRow, Store
+from bot.config import DeliveryConfig
+from bot.events import ChatKind, ChatRef, Outbound, storable
+from bot.literal import literal_line
+from bot.store import ChatRow, DeliveryRetry, Store
 from partners.checkins import SILENCE
 
 logger = logging.getLogger(__name__)
 
-MAX_ATTEMPTS = 6
-BACKOFF_SECONDS = 0.5
-MAX_BACKOFF_SECONDS = 30.0
+MAX_FLOOD_WAITS = 5
+MAX_FLOOD_WAIT_SECONDS = 30.0
+"""A flood wait up to this long is waited out on the spot; a longer one is a scheduled retry."""
+MAX_DOUBLINGS = 30
+ERROR_CHARS = 200
 
 PartnerFace = Callable[[str], tuple[str, str | None] | None]
 """A partner id -> (name, avatar) as its replies show them, or None for an unknown partner."""
+NotifyOwner = Callable[[str, str], Awaitable[None]]
+"""(platform, text): a DM to the owner, on that platform if they have an id there."""
 
 
 def chat_ref(row: ChatRow) -> ChatRef:
@@ -47,27 +66,143 @@ class PendingReply:
 
 class Delivery:
     def __init__(
-        self, store: Store, channels: dict[str, Channel], partner_face: PartnerFace
+        self,
+        store: Store,
+        channels: dict[str, Channel],
+        partner_face: PartnerFace,
+        settings: DeliveryConfig,
+        notify_owner: NotifyOwner,
     ) -> None:
         self.store = store
         self.channels = channels
         self.partner_face = partner_face
+        self.settings = settings
+        self.notify_owner = notify_owner
         self.on_unreachable: Callable[[ChatRow], Awaitable[None]] | None = None
         """Called when a platform says the user of a DM cannot be written to any more."""
+        self._sending: set[int] = set()
+        """Replies a task is sending right now; any other task leaves them alone."""
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._retries: asyncio.Task[None] | None = None
 
-    async def deliver(self, message_id: int, stream: ReplyStream | None = None) -> bool:
-        """Send what is left of one reply; True when every chunk is confirmed.
+    # ---- the ways in -----------------------------------------------------------------
 
-        With a ``stream``, the live preview may become the first chunk itself."""
+    async def send(self, reply: PendingReply, stream: ReplyStream | None = None) -> bool:
+        """Send a reply just recorded; True when every chunk is confirmed. With a ``stream``,
+        the live preview may become the first chunk itself."""
+        await self._send_waiting(reply.chat.chat_key, reply.message_id)
+        with self._sending_one(reply.message_id) as mine:
+            return mine and await self._send(reply, stream)
+
+    async def deliver(self, message_id: int) -> bool:
+        """Send what is left of a recorded reply (after a restart); True when every chunk is
+        confirmed."""
+        row = await self.store.message(message_id)
+        if row is None:
+            return False
+        await self._send_waiting(row.chat_key, message_id)
+        return await self._deliver_one(message_id)
+
+    async def _deliver_one(self, message_id: int) -> bool:
+        with self._sending_one(message_id) as mine:
+            if not mine:
+                return False
+            reply = await self._recorded(message_id)  # read once it is ours: nothing stale
+            if reply is None:
+                return await self._status(message_id) == "delivered"
+            return await self._send(reply, None)
+
+    @contextlib.contextmanager
+    def _sending_one(self, message_id: int) -> Iterator[bool]:
+        """Claim a reply for this task; False if another task is sending it."""
+        if message_id in self._sending:
+            yield False
+            return
+        self._sending.add(message_id)
+        try:
+            yield True
+        finally:
+            self._sending.discard(message_id)
+
+    async def _status(self, message_id: int) -> str | None:
+        row = await self.store.message(message_id)
+        return row.status if row else None
+
+    async def redeliver_pending(self) -> int:
+        """After a restart: finish the replies a stop or crash cut off mid-delivery. Replies
+        waiting for a retry keep their stored schedule (the retry loop's)."""
+        interrupted = await self.store.interrupted_deliveries()
+        for message_id in interrupted:
+            await self.deliver(message_id)
+        return len(interrupted)
+
+    # ---- the retry loop --------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start sending the replies whose retry is due (App.start, after recovery)."""
+        self._closing = False
+        self._retries = asyncio.create_task(self._retry_loop(), name="delivery retries")
+
+    async def stop(self, grace_seconds: float) -> None:
+        """Let a retry under way finish for up to ``grace_seconds``, then stop the loop."""
+        self._closing = True
+        self._wake.set()
+        task, self._retries = self._retries, None
+        if task is None:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(task), grace_seconds)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def _retry_loop(self) -> None:
+        while not self._closing:
+            self._wake.clear()  # before the queries: a retry scheduled after them wakes us
+            try:
+                for chat_key in await self.store.chats_with_due_retries(time.time()):
+                    if self._closing:
+                        return
+                    await self._send_waiting(chat_key)
+                next_at = await self.store.next_delivery_retry_at()
+            except Exception:  # one pass is an outer edge: the loop must keep running
+                logger.exception("delivery retries failed; trying again shortly")
+                next_at = time.time()
+            await self._sleep_until(next_at)
+
+    async def _sleep_until(self, next_at: float | None) -> None:
+        """Until the next retry is due, or until one is scheduled. A retry still due right
+        after a pass is being sent by another task (or the pass failed): look again after the
+        shortest pause."""
+        timeout = None
+        if next_at is not None:
+            remaining = next_at - time.time()
+            timeout = remaining if remaining > 0 else self.settings.first_pause_seconds
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._wake.wait()
+
+    # ---- sending ---------------------------------------------------------------------
+
+    async def _send_waiting(self, chat_key: str, before_id: int | None = None) -> None:
+        """Try the replies of a chat that wait for a retry (older than ``before_id``), oldest
+        first. The whole chat goes together, due or not: what was written first is shown
+        first, and each reply is tried once per pass."""
+        for message_id in await self.store.waiting_replies(chat_key, before_id):
+            await self._deliver_one(message_id)
+
+    async def _recorded(self, message_id: int) -> PendingReply | None:
+        """A reply still being delivered, as stored; None once it is settled."""
         row = await self.store.message(message_id)
         if row is None or row.status != "delivering":
-            return row is not None and row.status == "delivered"
+            return None
         chat = await self.store.chat(row.chat_key)
         if chat is None:
             logger.warning("reply %d: chat %s is gone", message_id, row.chat_key)
-            return False
+            return None
         answered = await self.store.answered_message(message_id)
-        reply = PendingReply(
+        return PendingReply(
             message_id,
             chat,
             row.text,
@@ -75,9 +210,8 @@ class Delivery:
             answered.platform_message_id if answered else None,
             await self.store.delivered_chunks(message_id),
         )
-        return await self.send(reply, stream)
 
-    async def send(self, reply: PendingReply, stream: ReplyStream | None = None) -> bool:
+    async def _send(self, reply: PendingReply, stream: ReplyStream | None) -> bool:
         """Send a reply from its first unconfirmed chunk, recording each confirmed one."""
         message_id, chat = reply.message_id, reply.chat
         channel = self.channels.get(chat.platform)
@@ -107,34 +241,92 @@ class Delivery:
                 partner_avatar=avatar,
             )
             try:
-                platform_id = await self._send(channel, outbound)
+                platform_id = await self._send_chunk(channel, outbound)
             except DeliveryError as exc:
-                logger.error("reply %d chunk %d not delivered: %s", message_id, index, exc)
-                await self.store.mark_failed(message_id)
-                if exc.unreachable and self.on_unreachable is not None:
-                    await self.on_unreachable(chat)
+                await self._refused(reply, index, exc)
                 return False
             await self.store.record_chunk(message_id, index, platform_id)
         await self.store.mark_delivered(message_id)
         return True
 
-    async def _send(self, channel: Channel, outbound: Outbound) -> str | None:
-        delay = BACKOFF_SECONDS
-        for attempt in range(1, MAX_ATTEMPTS + 1):
+    async def _send_chunk(self, channel: Channel, outbound: Outbound) -> str | None:
+        """One chunk, short flood waits waited out; anything else that goes wrong is a
+        DeliveryError (one delivery is an outer edge: a bug in a channel is a refusal)."""
+        for _ in range(MAX_FLOOD_WAITS):
             try:
                 return await channel.send(outbound)
             except DeliveryError as exc:
-                if not exc.retryable or attempt == MAX_ATTEMPTS:
+                wait = exc.retry_after
+                if not exc.retryable or wait is None or wait > MAX_FLOOD_WAIT_SECONDS:
                     raise
-                wait = exc.retry_after if exc.retry_after is not None else delay
-                logger.warning("send failed (%s); retrying in %.1f s", exc, wait)
-                await asyncio.sleep(min(wait, MAX_BACKOFF_SECONDS))
-                delay = min(delay * 2, MAX_BACKOFF_SECONDS)
-        raise AssertionError("unreachable")
+                logger.warning("flood wait: sending again in %.1f s", wait)
+                await asyncio.sleep(wait)
+            except Exception as exc:
+                logger.exception("channel %s failed to send", channel.platform)
+                raise DeliveryError(f"{type(exc).__name__}: {exc}", retryable=True) from exc
+        return await channel.send(outbound)
 
-    async def redeliver_pending(self) -> int:
-        """After a restart: finish every reply that was recorded but not fully delivered."""
-        rows = await self.store.undelivered()
-        for row in rows:
-            await self.deliver(row.id)
-        return len(rows)
+    # ---- refusals --------------------------------------------------------------------
+
+    async def _refused(self, reply: PendingReply, chunk: int, exc: DeliveryError) -> None:
+        """Schedule the next attempt, or give the reply up (for good, or out of time)."""
+        message_id = reply.message_id
+        error = storable(str(exc) or type(exc).__name__)[:ERROR_CHARS]
+        if exc.unreachable and self.on_unreachable is not None:
+            await self.on_unreachable(reply.chat)
+        now = time.time()
+        before = await self.store.delivery_retry(message_id)
+        attempts = (before.attempts if before else 0) + 1
+        since = before.first_failed_at if before else now
+        deadline = since + self.settings.retry_minutes * 60
+        if not exc.retryable or now >= deadline:
+            await self._give_up(reply, attempts, error)
+            return
+        pause = self.pause(attempts)
+        if exc.retry_after is not None:
+            pause = max(pause, exc.retry_after)
+        next_at = min(now + pause, deadline)  # the last try falls on the deadline itself
+        await self.store.schedule_delivery_retry(
+            DeliveryRetry(message_id, attempts, since, next_at, error)
+        )
+        self._wake.set()
+        logger.warning(
+            "reply %d chunk %d not delivered (%s); attempt %d, next in %.1f s",
+            message_id,
+            chunk,
+            error,
+            attempts,
+            next_at - now,
+        )
+
+    def pause(self, attempts: int) -> float:
+        """The pause after the ``attempts``-th refusal: doubling from the first, capped."""
+        doubled = self.settings.first_pause_seconds * 2 ** min(attempts - 1, MAX_DOUBLINGS)
+        return min(doubled, self.settings.max_pause_seconds)
+
+    async def _give_up(self, reply: PendingReply, attempts: int, error: str) -> None:
+        chat = reply.chat
+        logger.error(
+            "reply %d to %s not delivered; given up after %d attempt(s): %s",
+            reply.message_id,
+            chat.chat_key,
+            attempts,
+            error,
+        )
+        await self.store.mark_failed(reply.message_id)
+        await self.store.audit(
+            "gateway",
+            "reply_undeliverable",
+            message=reply.message_id,
+            chat=chat.chat_key,
+            attempts=attempts,
+            error=error,
+        )
+        tries = "1 try" if attempts == 1 else f"{attempts} tries"
+        where = f"{chat.platform} chat {literal_line(chat.platform_chat_id)}"
+        await self.notify_owner(
+            chat.platform,
+            f"A reply could not be delivered to {where} after {tries} "
+            f"({literal_line(error)}). It was given up; the audit log keeps a record "
+            f"(reply {reply.message_id}).",
+        )

@@ -10,6 +10,7 @@ same path: every key with pending rows is notified.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -17,8 +18,17 @@ from bot.store import Store
 
 logger = logging.getLogger(__name__)
 
-Process = Callable[[str], Awaitable[bool]]
-"""Work one turn of a queue key; False when the key had nothing pending."""
+
+class Worked(enum.Enum):
+    """What one call of :data:`Process` did for its queue key."""
+
+    IDLE = "nothing was pending"
+    ANSWERED = "a turn ran"
+    FAILED = "a turn raised; its messages were counted and run again while they are pending"
+
+
+Process = Callable[[str], Awaitable[Worked]]
+"""Work one turn of a queue key."""
 
 
 class Dispatcher:
@@ -54,12 +64,16 @@ class Dispatcher:
                     try:
                         worked = await self._process(queue_key)
                     except Exception:
-                        # One queue's failure must not stop the others; the rows stay pending
-                        # only if the turn never recorded an answer, so stop this key for now.
+                        # A turn that raised is counted by the turn runner (Worked.FAILED);
+                        # what lands here could not even be counted (a database that refuses
+                        # writes). One queue's failure must not stop the others: stop this
+                        # key until the next message or a restart notifies it again.
                         self.turns_failed += 1
                         logger.exception("turn for %s failed", queue_key)
                         break
-                if worked:
+                if worked is Worked.FAILED:
+                    self.turns_failed += 1
+                elif worked is Worked.ANSWERED:
                     self.turns_done += 1
                 elif queue_key not in self._again:
                     break

@@ -2,15 +2,43 @@
 
 Platform objects stop at the adapter and SDK objects stop at the chat loop: what crosses a
 boundary is one of these small frozen dataclasses with string ids.
+
+What a platform hands in is cleaned as it becomes one of these: a surrogate code point (half of
+an emoji whose ``\ud83d`` JSON escape lost its other half, or a byte the console read with
+Python's ``surrogateescape``) cannot be encoded as UTF-8, so no database or file could take the
+message, and its sender could never be served. Every text an inbound message carries (text,
+caption, names, username, title, file name) is therefore made storable at construction.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 ChatKind = Literal["dm", "group"]
+
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """``text`` as UTF-8 can hold it: a surrogate pair becomes the character it stands for, a
+    lone surrogate becomes U+FFFD. Text without surrogates is returned as it is."""
+    if SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _make_storable(instance: DataclassInstance) -> None:
+    """Clean every text field of a frozen dataclass as it is built (its ``__post_init__``)."""
+    for item in fields(instance):
+        value = getattr(instance, item.name)
+        if isinstance(value, str) and SURROGATE.search(value) is not None:
+            object.__setattr__(instance, item.name, storable(value))
 
 
 @dataclass(frozen=True)
@@ -22,6 +50,9 @@ class ChatRef:
     kind: ChatKind
     thread_id: str | None = None
     title: str | None = None
+
+    def __post_init__(self) -> None:
+        _make_storable(self)
 
     @property
     def key(self) -> str:
@@ -46,6 +77,9 @@ class Sender:
     display_name: str
     username: str | None = None
 
+    def __post_init__(self) -> None:
+        _make_storable(self)
+
     @property
     def key(self) -> str:
         return f"{self.platform}:{self.user_id}"
@@ -67,6 +101,12 @@ class Inbound:
     reply_to_message_id: str | None = None
     attachment: tuple[str, bytes] | None = None
     """A document sent with the message: (file name, content); the text is its caption."""
+
+    def __post_init__(self) -> None:
+        _make_storable(self)
+        if self.attachment is not None:
+            name, content = self.attachment
+            object.__setattr__(self, "attachment", (storable(name), content))
 
 
 @dataclass(frozen=True)

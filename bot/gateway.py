@@ -236,6 +236,7 @@ class Gateway:
             args=args,
             end_sessions=self.sessions.end_chat,
             notify_user=self.notify_user,
+            notify_owner=self.notify_owner,
             bot_can_read_groups=self.can_read_groups.get(inbound.chat.platform),
             partner=await self._current_partner(inbound.chat, is_owner),
             user_memory=self.user_memory,

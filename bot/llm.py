@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +20,7 @@ import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from bot.config import LLMConfig
-from bot.events import ToolCall, Usage
+from bot.events import ToolCall, Usage, storable
 
 logger = logging.getLogger(__name__)
 
@@ -153,9 +152,6 @@ class LLMClient:
         return Completion(storable("".join(text)), tool_calls, usage, model)
 
 
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 class NotACompletion(LLMUnavailable):
     """The endpoint answered 200 with something that is not a chat completion."""
 
@@ -199,12 +195,6 @@ def completion_of(response: object, model: str) -> Completion:
         usage=usage,
         model=answered_by if isinstance(answered_by, str) and answered_by else model,
     )
-
-
-def storable(text: str) -> str:
-    """The model's text as UTF-8 can hold it: a lone surrogate (a broken ``\\ud83d`` escape
-    from a provider) becomes U+FFFD instead of failing the write of the reply, and the turn."""
-    return LONE_SURROGATE.sub("\ufffd", text)
 
 
 def _is_context_error(exc: openai.BadRequestError) -> bool:

@@ -128,6 +128,13 @@ class ToolSurface:
             return ToolOutcome(await spec.handler(ctx, args))
         except ToolError as exc:
             return ToolOutcome(f"error: {exc}", True)
+        except Exception as exc:
+            # One tool call is an outer edge: whatever breaks in it (a bug, an unreadable file)
+            # is the model's to work around, never the end of the user's turn.
+            logger.exception("tool %s failed", call.name)
+            return ToolOutcome(
+                f"error: {call.name} failed ({type(exc).__name__}); answer without it", True
+            )
 
 
 def parse_arguments(raw: str) -> dict[str, Any]:
@@ -140,6 +147,8 @@ def parse_arguments(raw: str) -> dict[str, Any]:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise ToolError(f"arguments are not valid JSON ({exc.msg}); send a JSON object") from exc
+    except RecursionError as exc:
+        raise ToolError("arguments are nested too deeply; send a flat JSON object") from exc
     if not isinstance(value, dict):
         raise ToolError("arguments must be a JSON object")
     if any("\x00" in str(v) for v in value.values()):

@@ -12,9 +12,9 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
-from datetime import datetime
 from typing import TypeVar
 from zoneinfo import ZoneInfo
 
@@ -24,6 +24,8 @@ from bot.budget import Budget
 from bot.chat import ChatLoop, TurnInput, history_window
 from bot.config import Config, MemoryConfig
 from bot.delivery import Delivery, PendingReply, chat_ref
+from bot.dispatcher import Worked
+from bot.events import storable
 from bot.llm import Delta, LLMError
 from bot.sessions import OWNER_AUDIENCE, Sessions, Speaker, audience_for, search_audiences
 from bot.store import ChatRow, MessageRow, NewMessage, SessionRow, Store
@@ -50,6 +52,13 @@ TYPING_DELAY_SECONDS = 0.5
 TYPING_REFRESH_SECONDS = 4.5
 OWNER_QUEUE = "@owner"
 APOLOGY = "Sorry — I can't think right now (my model is unreachable). Please try again in a bit."
+TURN_FAILED = (
+    "Sorry — something went wrong on my side with that message and I couldn't answer it. "
+    "Please try again, perhaps in other words."
+)
+MAX_TURN_ATTEMPTS = 3
+"""Turns that raise before a message is given up (DESIGN.md: nothing stays pending forever)."""
+ERROR_DETAIL_CHARS = 300
 EMPTY_ANSWER = "…"
 STOPPED = "(stopped)"
 """The answer to a turn its chat stopped (Ctrl-C in the console): a note, not the partner's."""
@@ -110,6 +119,8 @@ class TurnRunner:
         """Cost control, checked before any model call; None: no limits."""
         self.memory_settings = memory_settings or (lambda: config.memory)
         """The memory settings in effect (the owner may change them while running)."""
+        self.clock: Callable[[], float] = time.time
+        """When tokens are spent, for the day they are booked on."""
         self._stops: dict[str, asyncio.Event] = {}
         """Chat key -> set to stop the model call of the turn running there."""
 
@@ -122,23 +133,37 @@ class TurnRunner:
         requested.set()
         return True
 
-    async def process(self, key: str) -> bool:
-        """Answer what is pending for one queue key; False if nothing was."""
+    async def process(self, key: str) -> Worked:
+        """Answer what is pending for one queue key.
+
+        A turn that raises is counted against its messages, which run again (the dispatcher
+        calls back while they are pending); the third failure closes them with an apology."""
         pending = await self.store.pending(key)
         if not pending:
-            return False
+            return Worked.IDLE
+        try:
+            await self._turn(pending)
+        except Exception as exc:  # one turn is an outer edge: count it, lose nothing
+            logger.exception("turn for %s failed", key)
+            await self._failed_attempt(pending, exc)
+            return Worked.FAILED
+        return Worked.ANSWERED
+
+    async def _turn(self, pending: list[MessageRow]) -> None:
         conversation = await self._conversation(pending[-1])
         if conversation is None:
             logger.error(
-                "queue %s: chat or partner is gone; closing %d messages", key, len(pending)
+                "queue %s: chat or partner is gone; closing %d messages",
+                pending[-1].chat_key,
+                len(pending),
             )
             await self._close_orphans(pending)
-            return True
+            return
         session = await self.sessions.current(
             conversation.chat, conversation.partner, conversation.speaker, pending[0]
         )
         if await self._resting(conversation, session, pending):
-            return True
+            return
         channel = self.channels.get(conversation.chat.platform)
         stream = None
         if channel is not None:
@@ -157,7 +182,49 @@ class TurnRunner:
         await self.delivery.send(pending_reply, stream)
         if conversation.partner is not None:
             await self.reviewer.after_turn(session, self.memory_settings().history_chars)
-        return True
+
+    async def _failed_attempt(self, pending: list[MessageRow], exc: Exception) -> None:
+        attempts = await self.store.count_failed_turn([row.id for row in pending])
+        if attempts == 0:  # the reply was recorded before it failed: nothing is left pending
+            return
+        if attempts < MAX_TURN_ATTEMPTS:
+            logger.warning(
+                "turn attempt %d of %d failed; trying again", attempts, MAX_TURN_ATTEMPTS
+            )
+            return
+        await self._give_up(pending, attempts, exc)
+
+    async def _give_up(self, pending: list[MessageRow], attempts: int, exc: Exception) -> None:
+        """Close the messages as failed, apologise once and leave an audit row."""
+        ids = [row.id for row in pending]
+        last = pending[-1]
+        partner = self.catalog.get(last.partner_id) if last.partner_id else None
+        apology = NewMessage(
+            chat_key=last.chat_key,
+            role="notice",
+            text=TURN_FAILED,
+            audience=last.audience,
+            status="delivering",
+            partner_id=last.partner_id,
+            speaker=partner.name if partner else "assistant",
+        )
+        # No session: messages that broke three turns stay out of the history, or they could
+        # break every later turn of the chat too.
+        reply_id = await self.store.finish_turn(ids, None, apology, "failed")
+        await self.store.audit(
+            "gateway",
+            "turn_failed",
+            chat=last.chat_key,
+            messages=ids,
+            attempts=attempts,
+            error=storable(f"{type(exc).__name__}: {exc}")[:ERROR_DETAIL_CHARS],
+        )
+        chat = await self.store.chat(last.chat_key)
+        if chat is not None:
+            answered = last.platform_message_id
+            await self.delivery.send(
+                PendingReply(reply_id, chat, TURN_FAILED, last.partner_id, answered)
+            )
 
     async def _resting(
         self, conversation: Conversation, session: SessionRow, pending: list[MessageRow]
@@ -428,9 +495,13 @@ class TurnRunner:
     async def _record_usage(
         self, partner: Partner | None, kind: str, model: str, prompt: int, completion: int
     ) -> None:
-        day = datetime.now(self.config.owner_timezone()).date().isoformat()
         await self.store.add_usage(
-            day, partner.id if partner else OWNER_AUDIENCE, kind, model, prompt, completion
+            self.config.usage_day(self.clock()),
+            partner.id if partner else OWNER_AUDIENCE,
+            kind,
+            model,
+            prompt,
+            completion,
         )
 
     @contextlib.asynccontextmanager

@@ -13,6 +13,7 @@ import time
 from importlib import resources
 from pathlib import Path
 
+from bot.store import Store
 from partners.persona import (
     MAX_NAME_CHARS,
     Partner,
@@ -119,6 +120,17 @@ class PartnerCatalog:
         if self._partners or self.errors:
             return None
         return self.create(EXAMPLE_PARTNER)
+
+
+async def apply_search_languages(store: Store, catalog: PartnerCatalog) -> None:
+    """Tell the store each partner's search language (preset.yml ``language:``); a partner
+    whose language changed has its history re-indexed, which takes a moment on a long one."""
+    for partner in catalog.all():
+        count = await store.set_search_language(partner.id, partner.preset.language)
+        if count:
+            logger.info(
+                "re-indexed %d messages of %s for %s", count, partner.id, partner.preset.language
+            )
 
 
 def set_preset_value(path: Path, key: str, value: str | bool) -> None:

@@ -143,7 +143,10 @@ class Checkins:
         default_timezone: Callable[[Partner], ZoneInfo],
         over_budget: Callable[[Partner], Awaitable[bool]],
         send: Send,
+        usage_day: Callable[[float], str],
     ) -> None:
+        """``usage_day`` names the day a moment's tokens are booked on (the owner's calendar,
+        the one ``over_budget`` reads), whatever the partner's or the user's zone."""
         self.store = store
         self.catalog = catalog
         self.llm = llm
@@ -151,6 +154,7 @@ class Checkins:
         self.default_timezone = default_timezone
         self.over_budget = over_budget
         self.send = send
+        self.usage_day = usage_day
         self.clock: Callable[[], float] = time.time
 
     def user_timezone(self, partner: Partner, name: str | None) -> ZoneInfo:
@@ -170,12 +174,27 @@ class Checkins:
             rows = await self.store.checkin_candidates(partner.id, now - 86400, now - 7 * 86400)
             budget_spent = await self.over_budget(partner) if rows else False
             for row in rows:
-                user = self._candidate(partner, row)
-                reason = blocked_by(settings, user, now, budget_spent) or await self._checkin(
-                    partner, user.user_key, KIND_CHECKIN, None
-                )
+                reason = await self._one_user(partner, settings, row, now, budget_spent)
                 outcome[reason] = outcome.get(reason, 0) + 1
         return outcome
+
+    async def _one_user(
+        self,
+        partner: Partner,
+        settings: Proactive,
+        row: dict[str, Any],
+        now: float,
+        budget_spent: bool,
+    ) -> str:
+        """One user's check-in, gates first; what breaks for one user never stops the pass."""
+        try:
+            user = self._candidate(partner, row)
+            return blocked_by(settings, user, now, budget_spent) or await self._checkin(
+                partner, user.user_key, KIND_CHECKIN, None
+            )
+        except Exception:
+            logger.exception("check-in for %s by %s failed", row["user_key"], partner.id)
+            return "failed"
 
     def _candidate(self, partner: Partner, row: dict[str, Any]) -> Candidate:
         return Candidate(
@@ -222,9 +241,8 @@ class Checkins:
             [{"role": "system", "content": persona}, {"role": "user", "content": context}],
             model=model,
         )
-        day = datetime.fromtimestamp(self.clock(), self.default_timezone(partner)).date()
         await self.store.add_usage(
-            day.isoformat(),
+            self.usage_day(self.clock()),
             partner.id,
             KIND_CHECKIN,
             completion.model,

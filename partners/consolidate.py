@@ -2,10 +2,13 @@
 
 Consolidation reads MEMORY.md and each per-user file with two or more entries and asks for
 merges of duplicates and removal of entries contradicted by newer ones, by entry id, under the
-same guard rails as a review (no whole-file rewrite; a batch removing more than a quarter of a
-file of 8+ entries is refused). Then yesterday's journal gets a one-line summary at its top.
+same guard rails as a review (no whole-file rewrite; a batch removing or editing more than a
+quarter of a file of 8+ entries is refused). Then yesterday's journal gets a one-line summary
+at its top.
 A partner is consolidated at most once per day: the day is recorded in the store, so a restart
-or a late, coalesced run never does it twice.
+or a late, coalesced run never does it twice. Each file, the day line and each partner are
+separate pieces of work: one that fails (a broken answer, a full disk) is logged and the pass
+goes on with the rest.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from importlib import resources
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -22,21 +25,14 @@ from bot.config import MemoryConfig
 from bot.llm import LLMClient, LLMError
 from bot.store import Store
 from partners.catalog import PartnerCatalog
-from partners.journal import clip, journal_file
+from partners.journal import DAY_LINE, clip, journal_file
 from partners.memory import MemoryFile, MemoryInputError, MemoryStore, read_text
 from partners.persona import Partner
-from partners.review import (
-    REMOVAL_GUARD_ENTRIES,
-    REMOVAL_GUARD_SHARE,
-    Reviewer,
-    ReviewOutputError,
-    ask_for_json,
-)
+from partners.review import Reviewer, ReviewOutputError, ask_for_json, removes_too_much
 
 logger = logging.getLogger(__name__)
 
 DONE_KEY = "nightly:{partner}"
-DAY_LINE = "> Day: "
 
 
 @dataclass
@@ -46,6 +42,11 @@ class NightlyResult:
     reviews: int = 0
     changes: list[str] = field(default_factory=list)
     day_line: str | None = None
+    failed: list[str] = field(default_factory=list)
+    """What could not be done this night (file names, "day line"), each logged with why."""
+
+
+EXPECTED_FAILURES = (LLMError, ReviewOutputError)
 
 
 def prompt(name: str) -> str:
@@ -64,7 +65,10 @@ class Consolidator:
         settings: Callable[[], MemoryConfig],
         default_model: str,
         timezone: Callable[[Partner | None], ZoneInfo],
+        usage_day: Callable[[float], str],
     ) -> None:
+        """``timezone`` names a partner's calendar (its day, its journals); ``usage_day`` the
+        day a moment's tokens are booked on (the owner's, like every other kind of usage)."""
         self.store = store
         self.memory = memory
         self.catalog = catalog
@@ -73,14 +77,15 @@ class Consolidator:
         self.settings = settings
         self.default_model = default_model
         self.timezone = timezone
+        self.usage_day = usage_day
 
     async def run_all(self) -> list[NightlyResult]:
         results = []
         for partner in self.catalog.all():
             try:
                 results.append(await self.nightly(partner))
-            except (LLMError, ReviewOutputError) as exc:
-                logger.warning("nightly pass for %s failed: %s", partner.id, exc)
+            except Exception:
+                logger.exception("nightly pass for %s failed", partner.id)
         return results
 
     async def nightly(self, partner: Partner, now: datetime | None = None) -> NightlyResult:
@@ -90,12 +95,22 @@ class Consolidator:
         if (await self.store.settings()).get(key) == today:
             return NightlyResult(partner.id, skipped=True)
         result = NightlyResult(partner.id)
-        for session in await self.store.sessions_to_review(partner_id=partner.id):
-            await self.reviewer.review(session.id)
-            result.reviews += 1
+        booked_on = self.usage_day(now.timestamp())
+        pending = await self.store.sessions_to_review(partner_id=partner.id)
+        await self.reviewer.review_each(pending)
+        result.reviews = len(pending)
         for file in self._files(partner):
-            result.changes += await self._consolidate(partner, file)
-        result.day_line = await self._day_line(partner, (now - timedelta(days=1)).date())
+            try:
+                result.changes += await self._consolidate(partner, file, booked_on)
+            except Exception as exc:
+                _log_failure(f"consolidation of {partner.id}/{file.name}", exc)
+                result.failed.append(file.name)
+        try:
+            yesterday = (now - timedelta(days=1)).date()
+            result.day_line = await self._day_line(partner, yesterday, booked_on)
+        except Exception as exc:
+            _log_failure(f"day line of {partner.id}", exc)
+            result.failed.append("day line")
         await self.store.put_setting(key, today)
         return result
 
@@ -108,21 +123,20 @@ class Consolidator:
             ]
         return files
 
-    async def _complete(self, partner: Partner, text: str, day: str) -> dict[str, Any]:
+    async def _complete(self, partner: Partner, text: str, booked_on: str) -> dict[str, Any]:
         model = self.settings().review_model or partner.preset.model or self.default_model
-        return await ask_for_json(self.llm, self.store, partner.id, model, text, day)
+        return await ask_for_json(self.llm, self.store, partner.id, model, text, booked_on)
 
-    async def _consolidate(self, partner: Partner, file: MemoryFile) -> list[str]:
+    async def _consolidate(self, partner: Partner, file: MemoryFile, booked_on: str) -> list[str]:
         entries = [e for e in await self.memory.entries(file) if e.id]
         if len(entries) < 2:
             return []
         listing = "\n".join(f"{e.id}: {e.text}" for e in entries)
         text = prompt("consolidate.md").replace("{{partner}}", partner.name)
         text = text.replace("{{file}}", file.name).replace("{{entries}}", listing)
-        day = datetime.now(self.timezone(partner)).date().isoformat()
-        ops = _json_ops(await self._complete(partner, text, day))
-        removals = sum(1 for op in ops if op.get("op") == "remove")
-        if len(entries) >= REMOVAL_GUARD_ENTRIES and removals > len(entries) * REMOVAL_GUARD_SHARE:
+        ops = _json_ops(await self._complete(partner, text, booked_on))
+        removing = sum(1 for op in ops if op.get("op") in ("remove", "edit"))
+        if removes_too_much(len(entries), removing):
             logger.warning(
                 "consolidation of %s/%s rejected: too many removals", partner.id, file.name
             )
@@ -151,13 +165,13 @@ class Consolidator:
                 changes.append(result.change_id)
         return changes
 
-    async def _day_line(self, partner: Partner, day: Any) -> str | None:
+    async def _day_line(self, partner: Partner, day: date, booked_on: str) -> str | None:
         file = journal_file(partner, day.isoformat())
         journal = read_text(file.path)
         if not journal.strip() or DAY_LINE in journal:
             return None
         text = prompt("day_summary.md").replace("{{journal}}", journal[-12000:])
-        data = await self._complete(partner, text, day.isoformat())
+        data = await self._complete(partner, text, booked_on)
         line = clip(str(data.get("summary") or ""))
         if not line:
             return None
@@ -165,6 +179,15 @@ class Consolidator:
             file, DAY_LINE + line, reason="day summary", source="nightly"
         )
         return line
+
+
+def _log_failure(what: str, exc: Exception) -> None:
+    """A provider error or a broken answer is routine (a warning); anything else is a bug or
+    a full disk and gets its traceback."""
+    if isinstance(exc, EXPECTED_FAILURES):
+        logger.warning("%s failed: %s", what, exc)
+    else:
+        logger.exception("%s failed", what)
 
 
 def _json_ops(data: dict[str, Any]) -> list[dict[str, Any]]:

@@ -8,16 +8,21 @@ chat marker so a later review of the same chat sees today's earlier entries — 
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 
-from partners.memory import MemoryFile, read_text
+from partners.memory import MemoryFile, MemoryStore, comparable, quotes, read_text
 from partners.persona import Partner
 
 MAX_SUMMARY_CHARS = 80
+DAY_LINE = "> Day: "
+"""Starts the one-line summary of the whole day that the nightly pass puts under the date."""
 CHAT_MARKER = "<!-- chat:{key} -->"
 HEADING = re.compile(r"^## ", re.M)
+HEADING_USER = re.compile(r"\(([^()\s]+)\)\s*<!-- chat:")
 SECTION_TITLES = {
     "discussed": "Discussed and resolved",
     "facts": "Key facts",
@@ -51,6 +56,11 @@ def clip(summary: str) -> str:
     return text if len(text) <= MAX_SUMMARY_CHARS else text[: MAX_SUMMARY_CHARS - 1] + "…"
 
 
+def user_marker(user_key: str) -> str:
+    """How a journal heading names whose conversation an entry came from (see review)."""
+    return f"({user_key})"
+
+
 def journal_file(partner: Partner, day: str) -> MemoryFile:
     return MemoryFile(partner.dir, f"memory/{day}.md")
 
@@ -79,3 +89,104 @@ def summaries_for_chat(partner: Partner, day: str, chat_key: str, last: int = 12
         summary = next((ln for ln in body.splitlines() if ln.startswith("> Summary:")), "")
         lines.append(f"{time_part} {summary.removeprefix('> Summary:').strip()}")
     return "\n".join(lines[-last:])
+
+
+def journal_files(root: Path) -> list[MemoryFile]:
+    """Every daily journal of the partner whose directory is ``root``, oldest first."""
+    journal_dir = root / "memory"
+    paths = sorted(journal_dir.glob("*.md")) if journal_dir.is_dir() else []
+    return [MemoryFile(root, f"memory/{path.name}") for path in paths]
+
+
+def heading_user(heading: str) -> str | None:
+    """Whose conversation a journal heading names (see :func:`user_marker`), or None (a group,
+    a shared-scope partner). Read next to the chat marker, so a display name that contains
+    something like a marker cannot pass for another user."""
+    match = HEADING_USER.search(heading)
+    return match.group(1) if match else None
+
+
+def without_forgotten(
+    lines: list[str], needles: list[str], *, user_key: str | None, whole_entries: bool
+) -> tuple[list[str], int]:
+    """A journal's lines without the forgotten text, and how many passages went.
+
+    With ``user_key``, the entries from that user's conversations go entirely if
+    ``whole_entries``, and entries from another user's conversations are theirs and stay as
+    they are; elsewhere every line quoting a needle (:func:`comparable` text) goes. Without
+    ``user_key`` (the owner forgetting an entry) quoting lines go from every entry. Once
+    anything went, the day line goes too: it summarised the whole day, that part included."""
+    kept: list[str] = []
+    removed = 0
+    dropping = others = False
+    for line in lines:
+        if line.startswith("## "):
+            whose = heading_user(line) if user_key is not None else None
+            mine = user_key is not None and whose == user_key
+            others = whose is not None and whose != user_key
+            # a heading that quotes the text takes its entry along, or the entry's body
+            # would run on under the previous heading
+            dropping = (whole_entries and mine) or (not others and quotes(line, needles))
+            removed += dropping
+        if dropping:
+            continue
+        if not others and quotes(line, needles):
+            removed += 1
+            continue
+        kept.append(line)
+    if not removed:
+        return lines, 0
+    kept = [line for line in kept if not line.startswith(DAY_LINE)]
+    return _single_blank_lines(kept), removed
+
+
+def _single_blank_lines(lines: list[str]) -> list[str]:
+    out: list[str] = []
+    for line in lines:
+        if not line.strip() and (not out or not out[-1].strip()):
+            continue
+        out.append(line)
+    return out
+
+
+async def forget_in_journals(
+    memory: MemoryStore,
+    root: Path,
+    *,
+    texts: set[str],
+    user_key: str | None,
+    whole_entries: bool,
+    source: str,
+) -> int:
+    """Remove forgotten text from every journal of a partner (see :func:`without_forgotten`);
+    returns the passages removed."""
+    needles = [comparable(t) for t in texts if t.strip()]
+    removed = 0
+    for file in await asyncio.to_thread(journal_files, root):
+
+        def keep(lines: list[str]) -> list[str]:
+            nonlocal removed
+            kept, count = without_forgotten(
+                lines, needles, user_key=user_key, whole_entries=whole_entries
+            )
+            removed += count
+            return kept
+
+        await memory.forget_lines(file, keep, source=source)
+    return removed
+
+
+async def count_forgotten_in_journals(
+    memory: MemoryStore, root: Path, *, texts: set[str], user_key: str | None, whole_entries: bool
+) -> int:
+    """The passages :func:`forget_in_journals` would remove, counted without writing. Each
+    file is read strictly, so one that could not be rewritten fails here (UnreadableFile),
+    before anything is forgotten, and not halfway."""
+    needles = [comparable(t) for t in texts if t.strip()]
+    removed = 0
+    for file in await asyncio.to_thread(journal_files, root):
+        lines = (await memory.read(file, strict=True)).replace("\r\n", "\n").split("\n")
+        removed += without_forgotten(
+            lines, needles, user_key=user_key, whole_entries=whole_entries
+        )[1]
+    return removed

@@ -40,6 +40,18 @@ class MemoryInputError(ValueError):
     """A write was refused; the message says what was wrong and what to do."""
 
 
+class UnreadableFile(MemoryInputError):
+    """A memory file holds bytes that are not UTF-8 (a hand edit saved in another encoding):
+    nothing may rewrite it, or the bytes that could not be read would be lost."""
+
+    def __init__(self, path: Path, position: int) -> None:
+        super().__init__(
+            f"{path.name} is not valid UTF-8 (byte {position}); open it in an editor and save "
+            "it as UTF-8 — nothing was written"
+        )
+        self.path = path
+
+
 @dataclass(frozen=True)
 class Entry:
     id: str | None
@@ -168,6 +180,13 @@ def comparable(text: str) -> str:
     return " ".join(text.casefold().split())
 
 
+def quotes(text: str, needles: list[str]) -> bool:
+    """Whether ``text`` contains any of the needles (already :func:`comparable`), ignoring
+    case and spacing: how forgetting finds copies of a forgotten text."""
+    folded = comparable(text)
+    return any(needle in folded for needle in needles if needle)
+
+
 def text_hash(text: str) -> str:
     """What a tombstone keeps of forgotten text: a hash of it, never the text."""
     return hashlib.sha256(comparable(text).encode()).hexdigest()[:32]
@@ -194,10 +213,7 @@ def _read_raw(path: Path) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise MemoryInputError(
-            f"{path.name} is not valid UTF-8 (byte {exc.start}); open it in an editor and save "
-            "it as UTF-8 — nothing was written"
-        ) from exc
+        raise UnreadableFile(path, exc.start) from exc
 
 
 def read_text(path: Path) -> str:
@@ -232,12 +248,15 @@ class MemoryStore:
     def _lock(self, path: Path) -> asyncio.Lock:
         return self._locks.setdefault(path.resolve(), asyncio.Lock())
 
-    async def read(self, file: MemoryFile) -> str:
+    async def read(self, file: MemoryFile, *, strict: bool = False) -> str:
+        """The file's text; ``strict`` raises UnreadableFile where display would replace
+        bytes that are not UTF-8 (for a caller about to rewrite the file)."""
+        if strict:
+            return (await asyncio.to_thread(_read_raw, file.path)).removeprefix(BOM)
         return await asyncio.to_thread(read_text, file.path)
 
-    async def entries(self, file: MemoryFile) -> list[Entry]:
-        raw = await asyncio.to_thread(read_text, file.path)
-        return _Document.parse(raw).entries()
+    async def entries(self, file: MemoryFile, *, strict: bool = False) -> list[Entry]:
+        return _Document.parse(await self.read(file, strict=strict)).entries()
 
     async def add(self, file: MemoryFile, text: str, *, reason: str, source: str) -> WriteResult:
         cleaned = clean_entry_text(text)
@@ -379,22 +398,62 @@ class MemoryStore:
 
         await self._update(file, apply)
 
+    async def forget_lines(
+        self, file: MemoryFile, keep: Callable[[list[str]], list[str]], *, source: str
+    ) -> bool:
+        """Rewrite a file through ``keep``, which returns its lines without what is forgotten;
+        the changelog records that it happened, never what. False if nothing changed."""
+
+        def apply(doc: _Document) -> tuple[Change | None, WriteResult]:
+            kept = keep(doc.lines)
+            if kept == doc.lines:
+                return None, WriteResult(None, None)
+            doc.lines = kept
+            change = self._change(file, "forgotten", None, None, None, "forgotten", source)
+            return change, WriteResult(None, change.id)
+
+        return (await self._update(file, apply)).change_id is not None
+
     async def scrub_changelog(
-        self, root: Path, file_name: str, *, entry_ids: set[str], texts: set[str]
+        self,
+        root: Path,
+        file_name: str,
+        *,
+        entry_ids: set[str],
+        texts: set[str],
+        whole_file: bool = False,
+        gone_from: set[str] | None = None,
+        quotes_in: set[str] | None = None,
     ) -> int:
-        """Replace changelog records that hold forgotten text with text-less tombstones."""
+        """Replace changelog records that hold forgotten text with text-less tombstones.
+
+        A record holds it if it changed ``file_name`` (any record with ``whole_file``, else
+        one of ``entry_ids``), if its texts or reason quote one of ``texts`` (only records of
+        the ``quotes_in`` files, if given), or if it added a block or line to one of the
+        ``gone_from`` files (journals) that is no longer there."""
         path = root / CHANGELOG
-        needles = [t for t in texts if t.strip()]
+        needles = [comparable(t) for t in texts if t.strip()]
+        present: dict[str, str] = {}
 
         def holds(record: dict[str, Any]) -> bool:
-            if record.get("file") == file_name and record.get("entry") in entry_ids:
+            if record.get("file") == file_name and (whole_file or record.get("entry") in entry_ids):
                 return True
-            body = f"{record.get('old') or ''}\n{record.get('new') or ''}"
-            return any(needle in body for needle in needles)
+            body = "\n".join(str(record.get(key) or "") for key in ("old", "new", "reason"))
+            counts = quotes_in is None or record.get("file") in quotes_in
+            if counts and quotes(body, needles):
+                return True
+            added = record.get("new")
+            return (
+                record.get("file") in present
+                and record.get("op") in ("append", "insert")
+                and isinstance(added, str)
+                and comparable(added) not in present[record["file"]]
+            )
 
         def scrub() -> int:
             if not path.exists():
                 return 0
+            present.update((name, comparable(read_text(root / name))) for name in gone_from or ())
             out, count = [], 0
             for line in path.read_text(encoding="utf-8").splitlines():
                 try:
@@ -402,7 +461,7 @@ class MemoryStore:
                 except ValueError:
                     out.append(line)
                     continue
-                if isinstance(record, dict) and holds(record):
+                if isinstance(record, dict) and record.get("op") != "forgotten" and holds(record):
                     record.update(op="forgotten", old=None, new=None, reason="forgotten")
                     count += 1
                 out.append(json.dumps(record, ensure_ascii=False))
@@ -412,40 +471,6 @@ class MemoryStore:
 
         async with self._lock(path):
             return await asyncio.to_thread(scrub)
-
-    async def scrub_journals(
-        self, root: Path, *, texts: set[str], heading_marker: str | None
-    ) -> int:
-        """Remove journal entries whose heading names the user, and lines quoting the texts."""
-        journal_dir = root / "memory"
-        needles = [t for t in texts if t.strip()]
-        removed = 0
-        paths = sorted(journal_dir.glob("*.md")) if journal_dir.is_dir() else []
-        for path in paths:
-            file = MemoryFile(root, f"memory/{path.name}")
-
-            def apply(doc: _Document, file: MemoryFile = file) -> tuple[Change | None, WriteResult]:
-                nonlocal removed
-                kept: list[str] = []
-                dropping = False
-                for line in doc.lines:
-                    if line.startswith("## "):
-                        dropping = heading_marker is not None and heading_marker in line
-                        removed += dropping
-                    if dropping:
-                        continue
-                    if any(needle in line for needle in needles):
-                        removed += 1
-                        continue
-                    kept.append(line)
-                if kept == doc.lines:
-                    return None, WriteResult(None, None)
-                doc.lines = kept
-                change = self._change(file, "forgotten", None, None, None, "forgotten", "forget")
-                return change, WriteResult(None, change.id)
-
-            await self._update(file, apply)
-        return removed
 
     async def replace_file(
         self, file: MemoryFile, new_text: str, expected: str, *, reason: str, source: str

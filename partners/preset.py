@@ -38,6 +38,7 @@ from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from bot.config import check_timezone
+from bot.search_terms import DEFAULT_LANGUAGE, search_language
 
 MAX_NAME_CHARS = 60
 MAX_DESCRIPTION_CHARS = 200
@@ -91,6 +92,7 @@ class PresetFile(_Strict):
     memory_scope: MemoryScope = "per_user"
     public: bool = True
     timezone: str | None = None
+    language: str | None = None
     avatar: str | None = None
     tools: Tools = Tools()
     daily_token_budget: int | None = Field(None, ge=1)
@@ -98,7 +100,7 @@ class PresetFile(_Strict):
     proactive: ProactiveSettings | None = None
 
     _texts = field_validator(
-        "name", "description", "model", "avatar", "resting_message", mode="before"
+        "name", "description", "model", "language", "avatar", "resting_message", mode="before"
     )(_text)
 
     @field_validator("name", "description", mode="after")
@@ -119,6 +121,11 @@ class PresetFile(_Strict):
             check_timezone(value)
         return value
 
+    @field_validator("language")
+    @classmethod
+    def _known_language(cls, value: str | None) -> str | None:
+        return search_language(value) if value else None
+
 
 @dataclass(frozen=True)
 class Preset:
@@ -129,6 +136,8 @@ class Preset:
     memory_scope: MemoryScope = "per_user"
     public: bool = True
     timezone: str | None = None
+    language: str = DEFAULT_LANGUAGE
+    """The stemmer for searching this partner's history (a Snowball language name)."""
     avatar: str | None = None
     tools_allow: tuple[str, ...] = ()
     tools_deny: tuple[str, ...] = ()
@@ -159,6 +168,7 @@ def read_preset(path: Path, partner_id: str) -> Preset:
         memory_scope=checked.memory_scope,
         public=checked.public,
         timezone=checked.timezone,
+        language=checked.language or DEFAULT_LANGUAGE,
         avatar=checked.avatar or None,
         tools_allow=tuple(checked.tools.allow),
         tools_deny=tuple(checked.tools.deny),
@@ -239,6 +249,7 @@ SETTABLE: dict[str, str] = {
     "model": "the model it talks with, or default",
     "memory_scope": "per_user or shared",
     "timezone": "an IANA zone like Europe/Lisbon, or default",
+    "language": "for searching its history: a code like en or es, or default",
     "daily_token_budget": "tokens per day before it rests, or none",
     "resting_message": "what it says when it rests, or default",
     "proactive.enabled": "whether it may write first: true or false",
@@ -249,7 +260,7 @@ SETTABLE: dict[str, str] = {
     "proactive.idle_hours": "hours without a message from the user first",
 }
 """What ``/admin partner set`` may change, with what each takes."""
-_OPTIONAL = ("avatar", "model", "timezone", "daily_token_budget", "resting_message")
+_OPTIONAL = ("avatar", "model", "timezone", "language", "daily_token_budget", "resting_message")
 _BOOLEANS = ("public", "proactive.enabled")
 _NUMBERS = ("daily_token_budget", "proactive.max_per_day", "proactive.max_per_week")
 _FRACTIONS = ("proactive.idle_hours",)

@@ -10,8 +10,8 @@ What a review may write depends on whose conversation it was (DESIGN.md "Decisio
 writes): in ``per_user`` scope a user's conversation changes only that user's file and the
 partner's own files change only from the owner's conversations; group conversations of a
 per-user partner write the journal only. SYSTEM.md, AGENTS.md and the owner's memory are never
-reachable. Edits quote text that must appear exactly once; a batch that would remove more than
-a quarter of a file's entries (files of 8 entries or more) is refused.
+reachable. Edits quote text that must appear exactly once; a batch that would remove or replace
+more than a quarter of a file's entries (files of 8 entries or more) is refused.
 """
 
 from __future__ import annotations
@@ -28,10 +28,18 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.config import MemoryConfig
-from bot.llm import LLMClient, LLMError
+from bot.literal import literal_line
+from bot.llm import LLMClient, LLMError, storable
 from bot.store import MessageRow, NewMessage, SessionRow, Store
 from partners.catalog import PartnerCatalog
-from partners.journal import JournalEntry, day_header, journal_file, render, summaries_for_chat
+from partners.journal import (
+    JournalEntry,
+    day_header,
+    journal_file,
+    render,
+    summaries_for_chat,
+    user_marker,
+)
 from partners.memory import (
     MemoryFile,
     MemoryInputError,
@@ -53,6 +61,9 @@ OWNER_NOTICE_EVERY_SECONDS = 600.0
 MIN_HUMAN_CHARS = 20
 REMOVAL_GUARD_ENTRIES = 8
 REMOVAL_GUARD_SHARE = 0.25
+MAX_ANSWER_DEPTH = 8
+"""An answer nests 4 levels at most (answer, memory list, operation, value); deeper is broken."""
+MAX_REASON_CHARS = 300
 CUT_MARKER = "… (earlier part omitted)"
 USER_FILE = "USER_FILE"
 
@@ -70,6 +81,13 @@ class ReviewResult:
     note: str = ""
 
 
+def removes_too_much(entries: int, removing: int) -> bool:
+    """The removal guard (DESIGN.md "Decisions"): one review or consolidation batch may take
+    away at most a quarter of the entries of a file of 8 or more. A replace takes the old text
+    away as surely as a remove does, so ``removing`` counts both."""
+    return entries >= REMOVAL_GUARD_ENTRIES and removing > entries * REMOVAL_GUARD_SHARE
+
+
 def review_prompt_template() -> str:
     return (resources.files("partners") / "prompts" / "review.md").read_text("utf-8")
 
@@ -85,20 +103,38 @@ def json_object(text: str) -> dict[str, Any]:
         data = json.loads(text[start : end + 1])
     except json.JSONDecodeError as exc:
         raise ReviewOutputError(f"invalid JSON ({exc.msg})") from exc
+    except RecursionError as exc:
+        raise ReviewOutputError("the JSON is nested too deeply") from exc
     if not isinstance(data, dict):
         raise ReviewOutputError("the answer is not a JSON object")
-    return data
+    return cleaned(data)
+
+
+def cleaned(value: Any, depth: int = 0) -> Any:
+    """``value`` with every text storable: a ``\\ud83d`` escape decodes to a lone surrogate,
+    which no file or database can hold, so it becomes U+FFFD before anything is written.
+    Nesting deeper than an answer needs is refused here rather than breaking a writer later."""
+    if depth > MAX_ANSWER_DEPTH:
+        raise ReviewOutputError("the JSON is nested too deeply")
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, list):
+        return [cleaned(item, depth + 1) for item in value]
+    if isinstance(value, dict):
+        return {storable(key): cleaned(item, depth + 1) for key, item in value.items()}
+    return value
 
 
 async def ask_for_json(
-    llm: LLMClient, store: Store, partner_id: str, model: str, prompt: str, day: str
+    llm: LLMClient, store: Store, partner_id: str, model: str, prompt: str, usage_day: str
 ) -> dict[str, Any]:
-    """One JSON-mode call on behalf of memory upkeep, its tokens counted as "review"."""
+    """One JSON-mode call on behalf of memory upkeep, its tokens counted as "review" on
+    ``usage_day`` (the owner's calendar, :meth:`Config.usage_day`, not the partner's)."""
     completion = await llm.complete(
         [{"role": "user", "content": prompt}], model=model, json_mode=True
     )
     await store.add_usage(
-        day,
+        usage_day,
         partner_id,
         "review",
         completion.model,
@@ -161,6 +197,10 @@ def segment_text(rows: list[MessageRow], window_chars: int, timezone: ZoneInfo) 
     return "\n".join(reversed(kept))
 
 
+def still_due(session: SessionRow, by: float) -> bool:
+    return session.review_due_at is not None and session.review_due_at <= by
+
+
 Notify = Callable[[str, str], Awaitable[None]]
 
 
@@ -177,7 +217,10 @@ class Reviewer:
         is_owner: Callable[[str], bool],
         notify_owner: Notify,
         timezone: Callable[[Partner | None], ZoneInfo],
+        usage_day: Callable[[float], str],
     ) -> None:
+        """``timezone`` names a partner's calendar (journals); ``usage_day`` the day a
+        moment's tokens are booked on (the owner's, like every other kind of usage)."""
         self.store = store
         self.memory = memory
         self.catalog = catalog
@@ -187,6 +230,7 @@ class Reviewer:
         self.is_owner = is_owner
         self.notify_owner = notify_owner
         self.timezone = timezone
+        self.usage_day = usage_day
         self.clock: Callable[[], float] = time.time
         self.on_reminders: Callable[[], Awaitable[object]] | None = None
         """Called after a review stored new dated reminders (the scheduler plans them)."""
@@ -225,9 +269,9 @@ class Reviewer:
 
     async def run_due(self) -> int:
         """Run every review whose time has come (the scheduler's sweep calls this too)."""
-        due = await self.store.due_reviews(self.clock())
-        for session in due:
-            await self.review(session.id)
+        now = self.clock()
+        due = await self.store.due_reviews(now)
+        await self.review_each(due, due_by=now)
         return len(due)
 
     async def review_idle(self) -> int:
@@ -236,9 +280,18 @@ class Reviewer:
             return 0
         idle_before = self.clock() - settings.idle_review_minutes * 60
         sessions = await self.store.sessions_to_review(idle_before=idle_before)
-        for session in sessions:
-            await self.review(session.id)
+        await self.review_each(sessions)
         return len(sessions)
+
+    async def review_each(self, sessions: list[SessionRow], due_by: float | None = None) -> None:
+        """Review sessions one after another. :meth:`review` counts its own failures; one
+        that cannot even be counted (the database refuses writes) is logged, and the other
+        sessions still get their review."""
+        for session in sessions:
+            try:
+                await self.review(session.id, due_by)
+            except Exception:
+                logger.exception("review of %s failed and could not be recorded", session.id)
 
     async def close(self) -> None:
         for task in list(self._tasks):
@@ -247,13 +300,18 @@ class Reviewer:
 
     # ---- one review --------------------------------------------------------------------
 
-    async def review(self, session_id: str) -> ReviewResult:
-        """Review what is new in one session; failures are counted, never raised."""
+    async def review(self, session_id: str, due_by: float | None = None) -> ReviewResult:
+        """Review what is new in one session; failures are counted, never raised (only a
+        failure to record one escapes). With ``due_by``, only if the review is still due by
+        then: two sweeps that listed the same due session review it once, and a failure
+        counts once."""
         lock = self._locks.setdefault(session_id, asyncio.Lock())
         async with lock:
             session = await self.store.session(session_id)
             if session is None or session.partner_id is None:
                 return ReviewResult(note="no such partner session")
+            if due_by is not None and not still_due(session, due_by):
+                return ReviewResult(note="not due any more")
             partner = self.catalog.get(session.partner_id)
             rows = await self.store.session_messages(session.id, after_id=session.reviewed_upto)
             if partner is None or not rows:
@@ -271,13 +329,19 @@ class Reviewer:
             except (LLMError, ReviewOutputError, TimeoutError) as exc:
                 await self._failed(partner, session, upto, exc)
                 return ReviewResult(note=f"failed: {exc}")
+            except Exception as exc:
+                # a full disk, text a writer refuses, a bug: still this review's failure alone,
+                # counted like the others so it is skipped after 3 and never stalls the sweep
+                logger.exception("review of %s raised", session.id)
+                await self._failed(partner, session, upto, exc)
+                return ReviewResult(note=f"failed: {exc}")
             await self.store.review_succeeded(session.id, upto)
             return result
 
     async def _failed(
         self, partner: Partner, session: SessionRow, upto: int, exc: BaseException
     ) -> None:
-        reason = str(exc) or type(exc).__name__
+        reason = storable(str(exc) or type(exc).__name__)[:MAX_REASON_CHARS]
         attempts = await self.store.review_failed(session.id, reason, self.clock() + RETRY_SECONDS)
         logger.warning("review of %s failed (attempt %d): %s", session.id, attempts, reason)
         if attempts < MAX_ATTEMPTS:
@@ -293,7 +357,8 @@ class Reviewer:
             await self.notify_owner(
                 platform,
                 f"Memory review failed {attempts} times for {partner.name} (session "
-                f"“{session.title or session.id}”): {reason}. That part of the conversation "
+                f"“{literal_line(session.title or session.id)}”): {literal_line(reason)}. "
+                "That part of the conversation "
                 "was skipped; the messages are kept.",
             )
 
@@ -312,15 +377,17 @@ class Reviewer:
         self, partner: Partner, session: SessionRow, rows: list[MessageRow]
     ) -> ReviewResult:
         settings = self.settings()
-        timezone = self.timezone(partner)
-        now = datetime.fromtimestamp(self.clock(), timezone)
+        moment = self.clock()
+        now = datetime.fromtimestamp(moment, self.timezone(partner))
         day = now.date().isoformat()
         files = self.writable_files(partner, session)
         chat = await self.store.chat(session.chat_key)
         title = (chat.title if chat and chat.title else None) or session.title or "chat"
         prompt = self._prompt(partner, session, rows, files, day, title, settings)
         model = settings.review_model or partner.preset.model or self.default_model
-        answer = await ask_for_json(self.llm, self.store, partner.id, model, prompt, day)
+        answer = await ask_for_json(
+            self.llm, self.store, partner.id, model, prompt, self.usage_day(moment)
+        )
         journal, ops = parse_review(answer)
         result = ReviewResult()
         if session.user_key is not None and files:
@@ -402,7 +469,9 @@ class Reviewer:
         for name, file_ops in grouped.items():
             file = by_name[name]
             if await self._removes_too_much(file, file_ops):
-                result.skipped.append(f"{name}: batch would remove over 25% of its entries")
+                result.skipped.append(
+                    f"{name}: batch would remove or replace over 25% of its entries"
+                )
                 logger.warning("review of %s: %s batch rejected (removal guard)", session.id, name)
                 continue
             for op in file_ops:
@@ -420,10 +489,8 @@ class Reviewer:
 
     async def _removes_too_much(self, file: MemoryFile, ops: list[dict[str, Any]]) -> bool:
         entries = await self.memory.entries(file)
-        removals = sum(1 for op in ops if op.get("op") == "remove")
-        return (
-            len(entries) >= REMOVAL_GUARD_ENTRIES and removals > len(entries) * REMOVAL_GUARD_SHARE
-        )
+        removing = sum(1 for op in ops if op.get("op") in ("remove", "replace"))
+        return removes_too_much(len(entries), removing)
 
     async def _apply_one(self, file: MemoryFile, op: dict[str, Any], source: str) -> str | None:
         kind = op.get("op")
@@ -447,7 +514,7 @@ class Reviewer:
             return ""
         user = await self.store.user(session.user_key)
         name = (user or {}).get("display_name") or session.user_key
-        return f"{name} ({session.user_key})"
+        return f"{name} {user_marker(session.user_key)}"
 
     async def _write_journal(
         self,

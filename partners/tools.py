@@ -13,10 +13,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from bot.search_terms import DEFAULT_LANGUAGE, snippet
 from bot.store import SearchHit, Store
 from partners.memory import MAX_ENTRY_CHARS, MemoryFile, MemoryInputError, MemoryStore, text_hash
 from partners.persona import Partner
@@ -193,19 +194,38 @@ async def partner_search(ctx: ToolContext, args: dict[str, Any]) -> str:
         limit = int(limit)
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise ToolError(f"'limit' must be a whole number from 1 to {SEARCH_MAX_LIMIT}")
+    since, until = _day_arg(args, "since"), _day_arg(args, "until")
     hits = await ctx.store.search(
-        ctx.partner.id, query[:1000], ctx.audiences, min(limit, SEARCH_MAX_LIMIT)
+        ctx.partner.id,
+        query[:1000],
+        ctx.audiences,
+        min(limit, SEARCH_MAX_LIMIT),
+        since=since.timestamp() if since else None,
+        until=(until + timedelta(days=1)).timestamp() if until else None,
+        speaker=_text_arg(args, "speaker", required=False) or None,
     )
     if not hits:
         return f"no past messages match {query!r}"
-    return "\n".join(format_hit(hit) for hit in hits)
+    return "\n".join(format_hit(hit, query, ctx.partner.preset.language) for hit in hits)
 
 
-def format_hit(hit: SearchHit) -> str:
+def _day_arg(args: dict[str, Any], key: str) -> datetime | None:
+    """A YYYY-MM-DD argument as the start of that day in UTC (the time zone results show)."""
+    value = _text_arg(args, key, required=False)
+    if not value:
+        return None
+    try:
+        day = date.fromisoformat(value.strip())
+    except ValueError:
+        raise ToolError(f"'{key}' must be a date like 2024-05-31, not {value!r}") from None
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
+
+
+def format_hit(hit: SearchHit, query: str = "", language: str = DEFAULT_LANGUAGE) -> str:
+    """One result line: where and when, then the part of the message around the words the
+    query matched."""
     when = datetime.fromtimestamp(hit.created_at, UTC).strftime("%Y-%m-%d %H:%M")
-    text = " ".join(hit.text.split())
-    if len(text) > SNIPPET_CHARS:
-        text = text[: SNIPPET_CHARS - 1] + "…"
+    text = snippet(hit.text, query, language, SNIPPET_CHARS)
     return f"[{hit.session_title or 'untitled'} · {hit.role} · {when}] {text}"
 
 
@@ -230,6 +250,9 @@ PARTNER_TOOLS = (
             {
                 "query": {"type": "string"},
                 "limit": {"type": "integer", "minimum": 1, "maximum": SEARCH_MAX_LIMIT},
+                "since": {"type": "string", "description": "YYYY-MM-DD"},
+                "until": {"type": "string", "description": "YYYY-MM-DD, inclusive"},
+                "speaker": {"type": "string", "description": "only this person's messages"},
             },
             ["query"],
         ),

@@ -1,9 +1,10 @@
 """What a partner keeps about one user, as that user sees, corrects, deletes and exports it.
 
 A user's part is their per-user file, their messages (and the partner's replies in their DMs),
-and the journal passages written from their conversations. Forgetting removes the text from
-all of those and from the changelog records, leaving only a tombstone — a hash of the text, so
-a later review never writes the same fact back, and ``/admin undo`` has nothing to restore.
+and the journal passages written from their conversations. Forgetting (partners/forgetting.py)
+removes the text from all of those and every other copy, leaving only a tombstone — a hash of
+the text, so a later review never writes the same fact back, and ``/admin undo`` has nothing
+to restore.
 """
 
 from __future__ import annotations
@@ -11,35 +12,22 @@ from __future__ import annotations
 import io
 import json
 import zipfile
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.store import Store
-from partners.memory import Entry, MemoryFile, MemoryStore, read_text, text_hash
+from bot.store import ForgetOperation, Store
+from partners.forgetting import Forgetting
+from partners.journal import heading_user
+from partners.memory import Entry, MemoryFile, MemoryStore, read_text
 from partners.persona import Partner
 from partners.tools import user_memory_file
 
-JOURNAL_ROLES = ("journal",)
-MESSAGE_ROLES = ("user", "assistant", "notice", "context", "journal")
-
-
-@dataclass(frozen=True)
-class ForgetReport:
-    entries: int = 0
-    journal_passages: int = 0
-    messages: int = 0
-
-
-def user_marker(user_key: str) -> str:
-    """How a journal heading names whose conversation an entry came from (see review)."""
-    return f"({user_key})"
-
 
 class UserMemory:
-    def __init__(self, store: Store, memory: MemoryStore) -> None:
+    def __init__(self, store: Store, memory: MemoryStore, forgetting: Forgetting) -> None:
         self.store = store
         self.memory = memory
+        self.forgetting = forgetting
 
     def file(self, partner: Partner, user_key: str) -> MemoryFile:
         return user_memory_file(partner, user_key)
@@ -47,41 +35,20 @@ class UserMemory:
     async def entries(self, partner: Partner, user_key: str) -> list[Entry]:
         return await self.memory.entries(self.file(partner, user_key))
 
-    async def forget_entry(self, partner: Partner, user_key: str, entry_id: str) -> Entry | None:
-        """Remove one entry everywhere its text is kept; None if the user has no such entry."""
-        file = self.file(partner, user_key)
-        if not any(e.id == entry_id for e in await self.memory.entries(file)):
-            return None
-        entry = await self.memory.forget_entry(file, entry_id, source=f"/forget by {user_key}")
-        await self._scrub(partner, user_key, file, {entry.text}, {entry_id})
-        await self.memory.scrub_journals(partner.dir, texts={entry.text}, heading_marker=None)
-        return entry
-
-    async def forget_all(self, partner: Partner, user_key: str) -> ForgetReport:
-        """Every entry, every journal passage from their conversations."""
-        file = self.file(partner, user_key)
-        entries = await self.memory.entries(file)
-        await self.memory.clear_file(file, source=f"/forget all by {user_key}")
-        texts = {e.text for e in entries}
-        await self._scrub(partner, user_key, file, texts, {e.id for e in entries if e.id})
-        passages = await self.memory.scrub_journals(
-            partner.dir, texts=texts, heading_marker=user_marker(user_key)
+    async def forget(
+        self,
+        partner: Partner,
+        user_key: str,
+        kind: str,
+        *,
+        entry_id: str | None = None,
+        request: str | None = None,
+    ) -> ForgetOperation | None:
+        """Forget one entry (``entry``), everything remembered (``all``) or the conversation
+        (``history``) everywhere it is kept; see partners/forgetting.py."""
+        return await self.forgetting.forget(
+            partner, user_key, kind, entry_id=entry_id, request=request
         )
-        journal_rows = await self.store.forget_user_messages(partner.id, user_key, JOURNAL_ROLES)
-        return ForgetReport(len(entries), max(passages, journal_rows), 0)
-
-    async def forget_history(self, partner: Partner, user_key: str) -> int:
-        """Their messages and the partner's replies to them, from history and the index."""
-        count = await self.store.forget_user_messages(partner.id, user_key, MESSAGE_ROLES)
-        await self.store.forget_session_prompts(partner.id, user_key)
-        return count
-
-    async def _scrub(
-        self, partner: Partner, user_key: str, file: MemoryFile, texts: set[str], ids: set[str]
-    ) -> None:
-        await self.memory.scrub_changelog(partner.dir, file.name, entry_ids=ids, texts=texts)
-        await self.store.add_tombstones(partner.id, user_key, {text_hash(t) for t in texts})
-        await self.store.forget_session_prompts(partner.id, user_key)
 
     async def export(self, partner: Partner, user_key: str) -> tuple[str, bytes]:
         """A zip with everything stored about the user: export.json and summary.md."""
@@ -122,14 +89,13 @@ class UserMemory:
 def journal_passages(partner: Partner, user_key: str) -> list[tuple[str, str]]:
     """(date, passage) for every journal entry written from this user's conversations."""
     found: list[tuple[str, str]] = []
-    marker = user_marker(user_key)
     journal_dir = partner.dir / "memory"
     if not journal_dir.is_dir():
         return found
     for path in sorted(journal_dir.glob("*.md")):
         for block in read_text(path).split("\n## ")[1:]:
             heading = block.split("\n", 1)[0]
-            if marker in heading:
+            if heading_user(heading) == user_key:
                 found.append((path.stem, "## " + block.strip()))
     return found
 

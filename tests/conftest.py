@@ -35,6 +35,8 @@ class RecordingChannel:
         self.typing_calls = 0
         self.chunk_chars = chunk_chars
         self.fail_next: list[DeliveryError] = []
+        self.fail_next_stream: list[Exception] = []
+        """Errors the next ``open_stream`` calls raise (a channel whose preview is broken)."""
         self.receiver: Receiver | None = None
         self._changed = asyncio.Condition()
 
@@ -69,6 +71,8 @@ class RecordingChannel:
 
     def open_stream(self, chat: ChatRef, reply_to: str | None) -> None:
         del chat, reply_to
+        if self.fail_next_stream:
+            raise self.fail_next_stream.pop(0)
         return None
 
     async def wait_sent(self, count: int, timeout: float = 5.0) -> list[Outbound]:
@@ -162,9 +166,11 @@ async def harness_factory(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[Ca
     """Build (and later stop) gateways on one data directory; a second call is a restart."""
     apps: list[App] = []
 
-    async def build(chunk_chars: int = 4000, **sections: dict[str, Any]) -> Harness:
+    async def build(
+        chunk_chars: int = 4000, channel: RecordingChannel | None = None, **sections: dict[str, Any]
+    ) -> Harness:
         config = make_config(tmp_path / "data", fake_llm.base_url, **sections)
-        channel = RecordingChannel(chunk_chars)
+        channel = channel or RecordingChannel(chunk_chars)
         app = await build_app(config, {"test": channel})
         app.gateway.access.is_owner.keys.add(f"test:{OWNER_ID}")
         apps.append(app)

@@ -36,6 +36,7 @@ class Gateway:
         """Stop as a crash would leave things: running turns are cut off, not finished."""
         await self.channel.stop()
         await self.app.dispatcher.close(0)
+        await self.app.delivery.stop(0)
         await self.app.llm.close()
         await self.app.store.close()
         self.app.lock.release()

@@ -101,8 +101,10 @@ async def test_edit_is_refused_when_the_file_changed_meanwhile(harness: Harness)
     current = (partner_dir(harness) / "MEMORY.md").read_bytes()
     answer = await admin(harness, put, attachment=("MEMORY.md", b"- my stale copy\n"))
     assert answer.startswith("Not saved: MEMORY.md changed since")
+    assert "Your edited copy (the document you sent) is kept as it is" in answer
     assert (partner_dir(harness) / "MEMORY.md").read_bytes() == current
-    _, _, sent, caption = harness.channel.files[-1]
+    _, filename, sent, caption = harness.channel.files[-1]
+    assert filename == "example-MEMORY.current.md" and filename in caption
     assert sent == current and fingerprint(current) in caption and data != current
 
 

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from adapters.base import DeliveryError
+from partners.tools import user_memory_file
 from tests.conftest import Harness, dm
 from tests.fakes.fake_llm import Reply
 
@@ -70,10 +71,10 @@ async def test_quiet_hours_and_window_stop_the_model_call(harness: Harness) -> N
 
 async def test_recent_activity_stops_the_model_call(harness: Harness) -> None:
     await setup(harness)
-    recent = datetime.now(UTC).timestamp() + 3600
-    recent_noon = datetime.fromtimestamp(recent, UTC).replace(hour=12).timestamp()
-    outcome, calls = await gate(harness, max(recent_noon, recent))
-    assert calls == 0 and set(outcome) <= {"recently active", "outside the window", "quiet hours"}
+    await answer_at(harness, NOON + 2 * DAY - 3600, "just got home from the trip")
+    assert await gate(harness, NOON + 2 * DAY) == ({"recently active": 1}, 0)
+    harness.llm.script(Reply(text="How was the trip?"))
+    assert await gate(harness, NOON + 3 * DAY) == ({"sent": 1}, 1)  # a day of quiet later
 
 
 async def test_an_unanswered_checkin_stops_further_ones(harness: Harness) -> None:
@@ -121,6 +122,19 @@ async def test_token_budget_stops_the_model_call(harness: Harness) -> None:
 async def test_no_opt_in_no_checkin(harness: Harness) -> None:
     await setup(harness, opt_in=False)
     assert await gate(harness, NOON + 2 * DAY) == ({}, 0)
+
+
+async def test_checkins_off_stops_checkins_and_reminders(harness: Harness) -> None:
+    await setup(harness)
+    await harness.send(dm(42, "/checkins off"))
+    await harness.settle()
+    assert harness.channel.texts() == ["Mira won't write first any more."]
+    harness.llm.script(Reply(text="Thinking of you"))  # what an opted-out user must not get
+    assert await gate(harness, NOON + 2 * DAY) == ({}, 0)
+    await harness.app.store.add_reminder("example", "test:42", "2099-03-04", "Alice's birthday")
+    [reminder] = await harness.app.store.pending_reminders()
+    assert await harness.app.checkins.fire_reminder(reminder["id"]) == "check-ins off"
+    assert harness.channel.texts() == ["Mira won't write first any more."]
 
 
 async def test_silence_marker_is_never_delivered(harness: Harness) -> None:
@@ -185,3 +199,33 @@ async def test_commands_report_and_validate(harness: Harness) -> None:
     texts = [m.text for m in harness.channel.sent]
     assert "unknown time zone" in texts[0]
     assert "are off" in texts[1]
+
+
+async def test_checkin_tokens_count_on_the_owners_day(harness: Harness) -> None:
+    # UTC+14: at noon UTC (the owner's zone) the partner's calendar is already on the next day
+    await setup(harness, preset=PRESET + "timezone: Pacific/Kiritimati\n")
+    budget = harness.app.runner.budget
+    assert budget is not None
+    budget.clock = lambda: NOON + 2 * DAY
+    harness.llm.script(Reply(text="How was the trip?", prompt_tokens=70, completion_tokens=8))
+    assert await run_at(harness, NOON + 2 * DAY) == {"sent": 1}
+    assert await budget.tokens_today() == {"example": 78}
+
+
+async def test_one_users_broken_file_never_stops_the_others_checkins(harness: Harness) -> None:
+    await setup(harness)
+    harness.llm.script(Reply(text="hi Bob!"))
+    await harness.send(dm(43, "hello", name="Bob"))
+    await harness.send(dm(43, "/checkins on", name="Bob"))
+    await harness.settle()
+    partner = harness.app.catalog.require("example")
+    user_memory_file(partner, "test:42").path.mkdir(parents=True)  # unreadable: a directory
+    harness.channel.sent.clear()
+
+    harness.llm.script(Reply(text="How is the cello going?"))
+    outcome = await run_at(harness, NOON + 2 * DAY)
+
+    assert outcome == {"failed": 1, "sent": 1}
+    assert [(m.chat.chat_id, m.text) for m in harness.channel.sent] == [
+        ("43", "How is the cello going?")
+    ]

@@ -9,6 +9,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+from bot.store import Store
 from tests.fakes.fake_llm import FakeLLM, Reply
 
 COMPANION = [sys.executable, "-m", "bot.cli"]
@@ -27,9 +28,14 @@ def write_config(tmp_path: Path, base_url: str, extra: str = "") -> Path:
 
 
 async def companion(
-    config: Path, *args: str, stdin: str = "", timeout: float = 60.0
+    config: Path,
+    *args: str,
+    stdin: str | bytes = "",
+    timeout: float = 60.0,
+    extra_env: dict[str, str] | None = None,
 ) -> tuple[int, str, str]:
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    env.update(extra_env or {})
     process = await asyncio.create_subprocess_exec(
         *COMPANION,
         "--config",
@@ -41,7 +47,8 @@ async def companion(
         cwd=ROOT,
         env=env,
     )
-    out, err = await asyncio.wait_for(process.communicate(stdin.encode()), timeout)
+    data = stdin.encode() if isinstance(stdin, str) else stdin
+    out, err = await asyncio.wait_for(process.communicate(data), timeout)
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
 
@@ -57,6 +64,20 @@ async def test_console_chat_end_to_end_through_stdin(tmp_path: Path) -> None:
     second = llm.requests[1]["messages"]
     assert any(m["role"] == "assistant" and m["content"] == "Hi! I'm Mira." for m in second)
     assert (tmp_path / "data" / "partners" / "example" / "SOUL.md").exists()
+
+
+async def test_console_line_that_is_not_utf8_still_gets_its_answer(tmp_path: Path) -> None:
+    """Under the C locale (a container without one) Python reads bytes that are not UTF-8 as
+    lone surrogates; the line is stored with U+FFFD in their place and answered."""
+    async with FakeLLM() as llm:
+        llm.script(Reply(text="Bonjour!"))
+        config = write_config(tmp_path, llm.base_url)
+        code, out, err = await companion(
+            config, "chat", stdin=b"caf\xe9 au lait\n", extra_env={"LC_ALL": "C"}, timeout=30
+        )
+    assert code == 0, err
+    assert "Mira: Bonjour!" in out
+    assert llm.last_user_text().endswith("caf\ufffd au lait")
 
 
 async def test_console_commands_work(tmp_path: Path) -> None:
@@ -136,13 +157,35 @@ async def test_import_then_search_json_round_trip(tmp_path: Path) -> None:
     assert "imported 0 messages" in out and "3 already there" in out
     code, out, _ = await companion(config, "search", "example", "东京", "--json")
     result = json.loads(out)
-    assert [hit["id"] for hit in result["results"]] == ["old-1"]
+    # the reply after it comes back too, below it, through its neighbour's words
+    assert [hit["id"] for hit in result["results"]] == ["old-1", "old-2"]
     assert result["results"][0]["session"] == "Trip"
     code, out, _ = await companion(
         config, "search", "example", "--user", "telegram:6", stdin="tokyo\nnothing here\n"
     )
     lines = [json.loads(line) for line in out.splitlines()]
     assert [[h["id"] for h in line["results"]] for line in lines] == [["old-3"], []]
+
+
+async def test_importing_the_same_file_again_adds_no_sessions(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "http://127.0.0.1:9/v1")
+    code, _, err = await companion(config, "partners", "new", "example")
+    assert code == 0, err
+    source = tmp_path / "history.jsonl"
+    lines = [
+        {"session": name, "user": "u1", "role": "user", "text": f"hello {name}", "time": 1.0}
+        for name in ("s1", "s2")
+    ]
+    source.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    for _ in range(3):
+        code, _, err = await companion(config, "import", "example", str(source))
+        assert code == 0, err
+    store = await Store.open(tmp_path / "data" / "gateway.db")
+    try:
+        sessions = await store.sessions_of("example")
+    finally:
+        await store.close()
+    assert sorted(s.title for s in sessions) == ["hello s1", "hello s2"]
 
 
 async def test_import_reports_the_bad_line(tmp_path: Path) -> None:

@@ -93,3 +93,18 @@ def test_example_config_is_valid() -> None:
     config = load_config(example, {"OPENAI_API_KEY": "sk-x"})
     assert config.access.dm_policy == "pairing"
     assert config.dispatch.max_concurrent_turns == 64
+
+
+def test_delivery_pauses_that_shrink_are_refused_with_the_key_named(tmp_path: Path) -> None:
+    path = write(tmp_path, "[delivery]\nfirst_pause_seconds = 60\nmax_pause_seconds = 5\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, {})
+    message = str(caught.value)
+    assert "delivery.max_pause_seconds" in message
+    assert "at least first_pause_seconds (60)" in message
+
+
+def test_delivery_retry_time_must_be_positive(tmp_path: Path) -> None:
+    path = write(tmp_path, "[delivery]\nretry_minutes = 0\n")
+    with pytest.raises(ConfigError, match="delivery.retry_minutes"):
+        load_config(path, {})

@@ -395,3 +395,23 @@ async def test_health_status_file_says_discord_is_connected(
 
 def webhook_message_ids(calls: list[RestCall]) -> list[str]:
     return [str(call.response["id"]) for call in calls]
+
+
+# ---- text that UTF-8 cannot hold ---------------------------------------------------------
+
+CAROL = 7
+
+
+async def test_lone_surrogates_in_a_message_and_a_name_are_replaced_not_dropped(
+    gateways: DiscordGateways, fake: FakeDiscord, fake_llm: FakeLLM
+) -> None:
+    gateway = await gateways.start()
+    fake.add_user(CAROL, "carol\ud83d")
+    fake_llm.script(Reply(text="Hello, Carol"))
+    await fake.dm_message(user_id=CAROL, content="hi \ud83d there")
+    reply = await fake.wait_for_rest(posts_to(fake.dm_channel_id(CAROL)), TIMEOUT)
+    assert reply.json["content"] == "Hello, Carol"
+    assert fake_llm.last_user_text().endswith("hi \ufffd there")
+    user = await gateway.app.store.user(f"discord:{CAROL}")
+    assert user is not None
+    assert (user["display_name"], user["username"]) == ("carol\ufffd", "carol\ufffd")

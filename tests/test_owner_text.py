@@ -96,6 +96,12 @@ def test_an_escaped_character_renders_as_itself_and_code_keeps_its_backslashes()
     assert render(r"\*not italic\* and `C:\*`").html == "*not italic* and <code>C:\\*</code>"
 
 
+def test_a_value_that_starts_a_line_with_a_list_marker_is_no_bullet() -> None:
+    for text in ("- ", "+ 1", "note\n  - not a list"):
+        assert render(literal(text)).plain == text
+        assert unescape(literal(text)) == text
+
+
 @given(st.text(max_size=80))
 @example("- not a list\n+ nor this\n1. nor this")
 @example("Title\n===\nand\n---")
@@ -117,3 +123,8 @@ def test_literal_text_unescapes_to_itself_in_the_console(text: str) -> None:
 def test_right_to_left_names_are_isolated_from_the_text_around_them() -> None:
     assert literal_line("שלום") == "\u2068שלום\u2069"
     assert literal_line("Alice") == "Alice"
+
+
+def test_line_starts_and_entities_in_literal_text_stay_text() -> None:
+    for text in ("- not a bullet", "+ nor this", "title\n===", "&amp; stays", "a\n---\nb"):
+        assert render(literal(text)).plain == text

@@ -191,3 +191,12 @@ def test_example_partner_is_created_only_when_there_is_none(tmp_path: Path) -> N
     assert catalog.ensure_example() is not None
     assert catalog.ensure_example() is None
     assert [p.id for p in catalog.all()] == ["example"]
+
+
+def test_the_search_language_comes_from_the_preset(tmp_path: Path) -> None:
+    assert load_partner(make_partner(tmp_path / "a", {})).preset.language == "english"
+    spanish = make_partner(tmp_path / "b", {}, "name: Kai\nlanguage: es\n")
+    assert load_partner(spanish).preset.language == "spanish"
+    klingon = make_partner(tmp_path / "c", {}, "name: Kai\nlanguage: klingon\n")
+    with pytest.raises(PartnerError, match="preset.yml: language: 'klingon' is not a language"):
+        load_partner(klingon)

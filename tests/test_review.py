@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from bot.store import SessionRow
 from partners.memory import MemoryFile
 from tests.conftest import OWNER_ID, Harness, dm
@@ -199,20 +201,51 @@ async def test_replace_with_non_unique_old_text_is_skipped(harness_factory: Any)
     assert "appears 2 times" in result.skipped[0]
 
 
-async def test_removing_over_a_quarter_of_a_big_file_is_rejected(harness_factory: Any) -> None:
+def facts(count: int) -> str:
+    return "".join(f"- fact number {i}\n" for i in range(count))
+
+
+def edit_op(kind: str, number: int) -> dict[str, Any]:
+    """A review's remove or replace of ``fact number <number>`` in Alice's file."""
+    op = {"file": "users/test-42.md", "op": kind, "old": f"fact number {number}"}
+    return op | ({"text": f"corrected fact {number}"} if kind == "replace" else {})
+
+
+@pytest.mark.parametrize(
+    ("entries", "kinds", "applied"),
+    [
+        (8, ["remove"], True),
+        (8, ["remove", "remove"], True),  # exactly a quarter is allowed
+        (8, ["replace", "replace"], True),
+        (8, ["remove", "remove", "remove"], False),
+        (8, ["replace", "remove", "remove"], False),  # a replace removes the old text too
+        (8, ["replace", "replace", "replace"], False),
+        (7, ["remove", "remove", "remove"], True),  # files under 8 entries are not guarded
+    ],
+)
+async def test_the_removal_guard_refuses_more_than_a_quarter_of_a_big_file(
+    harness_factory: Any, entries: int, kinds: list[str], applied: bool
+) -> None:
     harness = await reviewing(harness_factory)
     root = partner_dir(harness)
     (root / "users").mkdir(exist_ok=True)
-    lines = "".join(f"- fact number {i}\n" for i in range(8))
-    (root / "users" / "test-42.md").write_text(lines)
-    session = await chat(harness, 42, "Forget most of what you know about me please")
-    removes = [
-        {"file": "users/test-42.md", "op": "remove", "old": f"fact number {i}"} for i in range(3)
-    ]
-    harness.llm.script(review_reply(None, removes))
+    path = root / "users" / "test-42.md"
+    path.write_text(facts(entries))
+    session = await chat(harness, 42, "Some of what you know about me is out of date")
+    ops = [edit_op(kind, number) for number, kind in enumerate(kinds)]
+    harness.llm.script(review_reply(None, ops))
     result = await harness.app.reviewer.review(session.id)
-    assert (root / "users" / "test-42.md").read_text() == lines
-    assert "25%" in result.skipped[0]
+    texts = [e.text for e in await harness.app.memory.entries(MemoryFile(root, "users/test-42.md"))]
+    if applied:
+        expected = [f"fact number {i}" for i in range(entries)]
+        for number, kind in enumerate(kinds):
+            expected[number] = f"corrected fact {number}" if kind == "replace" else ""
+        assert texts == [text for text in expected if text] and len(result.changes) == len(ops)
+    else:
+        assert path.read_text() == facts(entries) and result.changes == []
+        assert result.skipped == [
+            "users/test-42.md: batch would remove or replace over 25% of its entries"
+        ]
 
 
 async def test_concurrent_review_and_memorize_lose_nothing(harness_factory: Any) -> None:
@@ -359,6 +392,34 @@ async def test_nightly_runs_once_per_day_and_writes_the_day_line(harness_factory
     requests = len(harness.llm.requests)
     second = await harness.app.consolidator.nightly(partner, now)
     assert second.skipped and len(harness.llm.requests) == requests
+
+
+@pytest.mark.parametrize(
+    ("ops", "applied"),
+    [
+        ([("edit", 0), ("remove", 1)], True),
+        ([("edit", 0), ("remove", 1), ("remove", 2)], False),  # an edit replaces a text too
+        ([("remove", 0), ("remove", 1), ("remove", 2)], False),
+    ],
+)
+async def test_consolidation_is_held_to_the_removal_guard(
+    harness_factory: Any, ops: list[tuple[str, int]], applied: bool
+) -> None:
+    harness = await reviewing(harness_factory)
+    file = MemoryFile(partner_dir(harness), "MEMORY.md")
+    ids = [
+        (await harness.app.memory.add(file, f"fact number {i}", reason="", source="t")).entry_id
+        for i in range(8)
+    ]
+    answer = [{"op": op, "id": ids[number], "text": "merged fact"} for op, number in ops]
+    harness.llm.script(Reply(text=json.dumps({"ops": answer})))
+    result = await harness.app.consolidator.nightly(harness.app.catalog.require("example"))
+    texts = [e.text for e in await harness.app.memory.entries(file)]
+    if applied:
+        assert texts == ["merged fact", *(f"fact number {i}" for i in range(2, 8))]
+        assert len(result.changes) == 2
+    else:
+        assert texts == [f"fact number {i}" for i in range(8)] and result.changes == []
 
 
 async def test_nightly_job_coalesces_after_a_long_sleep(harness_factory: Any) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -10,6 +12,8 @@ import pytest
 
 from bot.search_terms import fold, index_terms, match_expression
 from bot.store import NewMessage, Store
+
+CHATS = itertools.count()
 
 
 @pytest.fixture
@@ -27,8 +31,12 @@ async def add(
     role: str = "user",
     created_at: float | None = None,
 ) -> int:
+    # each message in a chat of its own: these tests are about a message's own words, not
+    # its neighbours' (tests/test_search_context.py)
     message_id = await store.add_message(
-        NewMessage("c", role, text, audience, partner_id=partner, created_at=created_at)
+        NewMessage(
+            f"c{next(CHATS)}", role, text, audience, partner_id=partner, created_at=created_at
+        )
     )
     assert message_id is not None
     return message_id
@@ -112,3 +120,61 @@ async def test_fts_syntax_in_queries_is_harmless(store: Store) -> None:
     for query in ['"', "*", "NEAR(", "a AND", "col:x", ")(", "^start"]:
         await store.search("p", query, None, 10)
     assert len(await store.search("p", 'stars" OR "', None, 10)) == 1
+
+
+async def test_a_chinese_line_in_other_words_finds_what_was_said(store: Store) -> None:
+    said = await add(store, "我上周末去爬了香山，红叶特别漂亮。")
+    await add(store, "今天天气很好，我们去公园散步吧。")
+    hits = await store.search("p", "你还记得我之前说去哪座山看红叶了吗？", None, 10)
+    assert [h.message_id for h in hits][:1] == [said]
+
+
+async def test_more_shared_bigrams_rank_higher(store: Store) -> None:
+    shares_one = await add(store, "这部电影很好看")
+    shares_two = await add(store, "我想去东京看樱花")
+    hits = await store.search("p", "东京的樱花好看吗", None, 10)
+    assert [h.message_id for h in hits] == [shares_two, shares_one]
+
+
+async def test_the_exact_phrase_ranks_above_scattered_bigrams(store: Store) -> None:
+    # the same length and the same three bigrams; the scattered one is newer, so only the
+    # phrase term puts the exact match first
+    now = time.time()
+    exact = await add(store, "我在东京大学读书", created_at=now - 60)
+    scattered = await add(store, "东京京都大学京大", created_at=now)
+    hits = await store.search("p", "东京大学", None, 10)
+    assert [h.message_id for h in hits] == [exact, scattered]
+
+
+async def test_japanese_and_korean_lines_match_on_shared_bigrams(store: Store) -> None:
+    japanese = await add(store, "先週、京都の伏見稲荷に行ってきたよ。鳥居がすごかった。")
+    korean = await add(store, "지난 주말에 제주도 한라산에 올라갔어.")
+    await add(store, "今日はラーメンを食べた。")
+    hits = await store.search("p", "この前どこの稲荷に行ったって言ったっけ？", None, 10)
+    assert [h.message_id for h in hits][:1] == [japanese]
+    hits = await store.search("p", "내가 주말에 어느 산에 갔다고 했지?", None, 10)
+    assert [h.message_id for h in hits][:1] == [korean]
+
+
+async def test_words_joined_by_underscores_are_found_by_each_part(store: Store) -> None:
+    said = await add(store, "my wifi is called tea_house_guest")
+    assert [h.message_id for h in await store.search("p", "guest", None, 10)] == [said]
+
+
+def index_vocabulary(path: Path) -> set[str]:
+    db = sqlite3.connect(path)
+    try:
+        db.execute("CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, message_index, row)")
+        return {row[0] for row in db.execute("SELECT term FROM temp.vocab")}
+    finally:
+        db.close()
+
+
+async def test_each_audience_has_its_own_index_terms(store: Store) -> None:
+    # a search then reads only the doclists of the audiences it may see, not everyone's
+    await add(store, "garden", audience="user:alice")
+    await add(store, "garden", audience="user:bob")
+    terms = [t for t in index_vocabulary(store.path) if t.endswith("garden")]
+    assert len(terms) == 2 and "garden" not in terms
+    assert len(await store.search("p", "garden", ["user:alice"], 10)) == 1
+    assert len(await store.search("p", "garden", None, 10)) == 2

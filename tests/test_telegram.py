@@ -435,3 +435,24 @@ async def test_owner_edits_a_persona_file_by_sending_the_document_back(
     await fake.wait_for_sent(lambda c: "Saved SOUL.md" in (c.text or ""), chat_id=OWNER)
     soul = gateway.app.catalog.require("example").dir / "SOUL.md"
     assert soul.read_bytes() == b"# Soul\nCalm and funny.\n"  # the file keeps its line endings
+
+
+# ---- text that UTF-8 cannot hold ---------------------------------------------------------
+
+
+async def test_lone_surrogates_in_a_message_and_a_name_are_replaced_not_dropped(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    """Telegram's JSON may carry a broken "\\ud83d" escape (half an emoji): the update still
+    gets its answer, with U+FFFD where the half character was."""
+    gateway = await gateways.start()
+    fake_llm.script(Reply(text="Hello, Ann"))
+    fake.send_user_message(
+        chat_id=ALICE, text="hi \ud83d there", first_name="Ann\ud83d", username="ann\udc00"
+    )
+    [reply] = await fake.wait_for_sent(chat_id=ALICE)
+    assert reply.text == "Hello, Ann"
+    assert fake_llm.last_user_text().endswith("hi \ufffd there")
+    user = await gateway.app.store.user(f"telegram:{ALICE}")
+    assert user is not None
+    assert (user["display_name"], user["username"]) == ("Ann\ufffd", "ann\ufffd")

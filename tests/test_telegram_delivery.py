@@ -13,11 +13,14 @@ from typing import Any
 import pytest
 
 from bot.events import ChatRef, Outbound
+from bot.store import MessageRow
 from tests.fakes.fake_llm import FakeLLM, Reply
-from tests.fakes.fake_telegram import TOKEN, FakeTelegram, utf16_len
+from tests.fakes.fake_telegram import TOKEN, Call, FakeTelegram, utf16_len
 from tests.telegram_harness import (
     BOT_USERNAME,
     GROUP,
+    OWNER,
+    Gateway,
     TelegramGateways,
     free_port,
     settled,
@@ -153,6 +156,129 @@ async def test_flood_wait_is_honoured_and_the_reply_still_arrives(
     attempts = [c for c in fake.calls if c.method == "sendMessage" and c.chat_id == ALICE]
     assert [c.status for c in attempts] == [429, 200]
     assert attempts[1].time - attempts[0].time >= 0.9  # waited as told
+
+
+# ---- platform outages (DESIGN.md "Decisions": nothing stays pending forever) ----------
+
+FAST_RETRIES = {"retry_minutes": 1, "first_pause_seconds": 0.05, "max_pause_seconds": 0.2}
+"""Pauses of tenths of a second instead of seconds to minutes, so a test outage is short."""
+OLD_TRIES = 6
+"""How often a reply used to be tried before it was dropped for good."""
+
+
+def sends_to(fake: FakeTelegram, chat_id: int) -> list[Call]:
+    """Every sendMessage call to a chat, refused or not."""
+    return [c for c in fake.calls if c.method == "sendMessage" and c.chat_id == chat_id]
+
+
+async def replies_to(gateway: Gateway, user_id: int) -> list[MessageRow]:
+    rows = await gateway.app.store.user_messages("example", f"telegram:{user_id}")
+    return [row for row in rows if row.role != "user"]
+
+
+async def test_a_reply_refused_through_an_outage_arrives_once_when_it_ends(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await gateways.start(delivery=FAST_RETRIES)
+    outage = 2 * OLD_TRIES
+    fake.fail_next("sendMessage", status=502, count=outage)
+    fake_llm.script(Reply(text="Still here"))
+    fake.send_user_message(chat_id=ALICE, text="hello?")
+    [reply] = await fake.wait_for_sent(chat_id=ALICE, timeout=30)
+    assert reply.text == "Still here"
+    await settled(fake, gateway)
+    assert [c.status for c in sends_to(fake, ALICE)] == [502] * outage + [200]
+    [row] = await replies_to(gateway, ALICE)
+    assert row.status == "delivered"
+    assert await gateway.app.store.delivery_retry(row.id) is None
+    assert fake.sent("sendMessage", OWNER) == []
+    assert len(fake_llm.requests) == 1
+
+
+async def test_a_reply_refused_until_a_restart_is_sent_by_the_next_process(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    first = await gateways.start(delivery=FAST_RETRIES)
+    fake.failing_chats[ALICE] = 502
+    fake_llm.script(Reply(text="Made it"))
+    fake.send_user_message(chat_id=ALICE, text="are you there?")
+    await fake.wait_until(lambda: len(sends_to(fake, ALICE)) >= 3, timeout=10)
+    await first.app.stop()
+    gateways.running.remove(first)
+    refused_before_restart = len(sends_to(fake, ALICE))
+
+    second = await gateways.start(delivery=FAST_RETRIES)
+    await fake.wait_until(lambda: len(sends_to(fake, ALICE)) > refused_before_restart, timeout=10)
+    del fake.failing_chats[ALICE]  # the outage ends
+    [reply] = await fake.wait_for_sent(chat_id=ALICE, timeout=10)
+    assert reply.text == "Made it"
+    await settled(fake, second)
+    assert [c.status for c in sends_to(fake, ALICE)][-1:] == [200]
+    assert len(fake.sent("sendMessage", ALICE)) == 1
+    assert len(fake_llm.requests) == 1  # delivered, not answered again
+
+
+async def test_a_reply_still_refused_when_its_time_is_up_is_reported_to_the_owner(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    """The time counts from the first refusal, and a restart does not reset it."""
+    short = {**FAST_RETRIES, "retry_minutes": 0.05}  # 3 s
+    first = await gateways.start(delivery=short)
+    fake.failing_chats[ALICE] = 502
+    fake_llm.script(Reply(text="Never seen"))
+    fake.send_user_message(chat_id=ALICE, text="hello?")
+    await fake.wait_until(lambda: len(sends_to(fake, ALICE)) >= 2, timeout=10)
+    await first.app.stop()
+    gateways.running.remove(first)
+
+    second = await gateways.start(delivery=short)
+    [notice] = await fake.wait_for_sent(chat_id=OWNER, timeout=20)
+    assert f"telegram chat {ALICE}" in (notice.text or "")
+    assert "could not be delivered" in (notice.text or "")
+    refused = sends_to(fake, ALICE)
+    assert {c.status for c in refused} == {502}
+    [audit] = await second.app.store.audit_rows("reply_undeliverable")
+    assert audit["detail"]["attempts"] == len(refused)  # both processes' tries, counted on
+    assert "Bad Gateway" in audit["detail"]["error"]
+    [row] = await replies_to(second, ALICE)
+    assert row.status == "undeliverable"
+
+    del fake.failing_chats[ALICE]  # the platform is back: a given-up reply stays given up
+    await settled(fake, second)
+    assert fake.sent("sendMessage", ALICE) == []
+
+
+async def test_a_reply_held_back_by_an_outage_goes_out_before_the_next_one(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    """The user writes again once the outage is over: the held-back reply is not left to its
+    next scheduled try (half a minute away here) but sent first, in order."""
+    await gateways.start(delivery={"first_pause_seconds": 30, "max_pause_seconds": 30})
+    fake.failing_chats[ALICE] = 502
+    fake_llm.script(Reply(text="first answer"), Reply(text="second answer"))
+    fake.send_user_message(chat_id=ALICE, text="first")
+    await fake.wait_until(lambda: len(sends_to(fake, ALICE)) == 1, timeout=10)
+    del fake.failing_chats[ALICE]
+    fake.send_user_message(chat_id=ALICE, text="second")
+    sent = await fake.wait_for_sent(chat_id=ALICE, count=2, timeout=10)
+    assert [call.text for call in sent] == ["first answer", "second answer"]
+
+
+async def test_a_reply_the_platform_refuses_for_good_is_not_tried_again(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await gateways.start(delivery=FAST_RETRIES)
+    fake.blocked_chats.add(ALICE)
+    fake_llm.script(Reply(text="You blocked me"))
+    fake.send_user_message(chat_id=ALICE, text="bye")
+    [notice] = await fake.wait_for_sent(chat_id=OWNER, timeout=10)
+    assert "blocked" in (notice.text or "")
+    await settled(fake, gateway)
+    assert [c.status for c in sends_to(fake, ALICE)] == [403]
+    [audit] = await gateway.app.store.audit_rows("reply_undeliverable")
+    assert audit["detail"]["attempts"] == 1
+    [row] = await replies_to(gateway, ALICE)
+    assert row.status == "undeliverable"
 
 
 async def test_an_update_delivered_twice_gets_one_reply(

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from bot.events import ChatRef
+from bot.store import MessageRow
+from partners.tools import user_memory_file
 from tests.conftest import Harness, dm, group_message
 from tests.fakes.fake_llm import Failure, Reply, ToolCallSpec
 
@@ -221,6 +224,104 @@ async def test_mention_gating_off_answers_every_group_message(harness_factory: A
     await harness.send(group_message("g1", 7, "just chatting here", addressed=False))
     await harness.settle()
     assert harness.channel.texts() == ["I heard you"]
+
+
+# ---- nothing stays pending forever (DESIGN.md "Decisions") -----------------------------
+
+NESTING_DEPTH = 5000
+"""Deeper than Python's recursion limit: json.loads raises RecursionError, not a decode error."""
+
+
+async def test_deeply_nested_tool_arguments_go_back_as_a_tool_error(harness: Harness) -> None:
+    nested = '{"op": ' + "[" * NESTING_DEPTH + "]" * NESTING_DEPTH + "}"
+    harness.llm.script(
+        Reply(tool_calls=[ToolCallSpec("partner_memorize", nested)]),
+        Reply(text="that did not work, sorry"),
+    )
+    await harness.send(dm(42, "remember this"))
+    await harness.settle()
+    assert len(harness.llm.requests) == 2
+    tool_result = harness.llm.requests[1]["messages"][-1]
+    assert tool_result["role"] == "tool"
+    assert tool_result["content"].startswith("error: ") and "nested" in tool_result["content"]
+    assert harness.channel.texts() == ["that did not work, sorry"]
+    assert harness.app.dispatcher.turns_failed == 0
+
+
+async def inbound_of(harness: Harness, user_id: int) -> list[MessageRow]:
+    rows = await harness.app.store.user_messages("example", f"test:{user_id}")
+    return [row for row in rows if row.role == "user"]
+
+
+def break_user_memory(harness: Harness, user_id: int) -> Path:
+    """Make the user's memory file unreadable (a directory where the file should be): every
+    turn in that DM raises while it assembles the session's prompt."""
+    partner = harness.app.catalog.require("example")
+    path = user_memory_file(partner, f"test:{user_id}").path
+    path.mkdir(parents=True)
+    return path
+
+
+async def test_a_tool_that_raises_goes_back_to_the_model_as_a_tool_error(
+    harness: Harness,
+) -> None:
+    harness.llm.script(Reply(text="hello"))
+    await harness.send(dm(42, "hi"))  # the session and its prompt exist from here on
+    await harness.settle()
+    break_user_memory(harness, 42)
+    harness.llm.script(
+        Reply(tool_calls=[ToolCallSpec("partner_read", {})]),
+        Reply(text="my notes are out of reach"),
+    )
+    await harness.send(dm(42, "what do you know about me?"))
+    await harness.settle()
+    tool_result = harness.llm.requests[-1]["messages"][-1]
+    assert tool_result["role"] == "tool"
+    assert tool_result["content"].startswith("error: partner_read failed (IsADirectoryError)")
+    assert harness.channel.texts() == ["hello", "my notes are out of reach"]
+
+
+async def test_a_turn_that_fails_every_time_is_given_up_after_three_attempts(
+    harness: Harness,
+) -> None:
+    broken = break_user_memory(harness, 42)
+    await harness.send(dm(42, "can you hear me?"))
+    await harness.settle()
+
+    [apology] = harness.channel.texts()
+    assert apology.startswith("Sorry")
+    [inbound] = await inbound_of(harness, 42)
+    assert inbound.status == "failed"
+    assert await harness.app.store.turn_attempts(inbound.id) == 3
+    [audit] = await harness.app.store.audit_rows("turn_failed")
+    assert audit["detail"]["messages"] == [inbound.id]
+    assert audit["detail"]["attempts"] == 3
+    assert "IsADirectoryError" in audit["detail"]["error"]
+    assert harness.llm.requests == []
+    assert await harness.app.store.pending_count() == 0
+    assert harness.app.dispatcher.turns_failed == 3  # what /admin status shows
+
+    broken.rmdir()  # the owner repairs the file: the chat is served again
+    harness.llm.script(Reply(text="yes, loud and clear"))
+    await harness.send(dm(42, "and now?"))
+    await harness.settle()
+    assert harness.channel.texts() == [apology, "yes, loud and clear"]
+    assert "can you hear me?" not in str(harness.llm.requests[0]["messages"])
+    assert len(await harness.app.store.audit_rows("turn_failed")) == 1
+
+
+async def test_a_turn_that_fails_twice_then_works_gets_no_apology(harness: Harness) -> None:
+    harness.channel.fail_next_stream = [RuntimeError("preview broke"), RuntimeError("again")]
+    harness.llm.script(Reply(text="here I am"))
+    await harness.send(dm(42, "hello?"))
+    await harness.settle()
+    assert harness.channel.texts() == ["here I am"]
+    [inbound] = await inbound_of(harness, 42)
+    assert inbound.status == "done"
+    assert await harness.app.store.turn_attempts(inbound.id) == 2
+    assert await harness.app.store.audit_rows("turn_failed") == []
+    assert len(harness.llm.requests) == 1
+    assert harness.app.dispatcher.turns_failed == 2
 
 
 async def test_a_stopped_turn_is_answered_at_once_with_a_note_and_the_chat_goes_on(

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 from typing import Any
 
 import pytest
 
+from bot.literal import unescape
 from partners.memory import MemoryFile, MemoryInputError
-from tests.conftest import Harness, dm
+from tests.conftest import OWNER_ID, Harness, dm
 from tests.fakes.fake_llm import Reply, ToolCallSpec
 
 
@@ -56,18 +58,33 @@ async def test_shared_scope_memory_explains_the_owner_manages_it(harness: Harnes
 
 
 async def test_forget_one_entry_removes_it_from_file_changelog_and_undo(harness: Harness) -> None:
-    await remember(harness, 42, "Alice's PIN is 4321", "Alice likes jazz")
+    # the fact reaches memory from a message that does not contain it, so the changelog is
+    # the only other place that holds it
+    for fact in ("Alice's PIN is 4321", "Alice likes jazz"):
+        harness.llm.script(
+            Reply(tool_calls=[ToolCallSpec("partner_memorize", {"op": "add", "text": fact})]),
+            Reply(text="noted"),
+        )
+        await harness.send(dm(42, "please remember what I just told you"))
+        await harness.settle()
     user_file = MemoryFile(partner_dir(harness), "users/test-42.md")
     entry = next(e for e in await harness.app.memory.entries(user_file) if "4321" in e.text)
     assert entry.id
     changes = await harness.app.memory.changes(partner_dir(harness))
     add_change = next(c for c in changes if c.entry == entry.id)
+    assert add_change.new == "Alice's PIN is 4321"
     answer = await command(harness, 42, f"/forget {entry.id}")
     assert "Forgotten" in answer
     assert "4321" not in user_file.path.read_text()
     assert "Alice likes jazz" in user_file.path.read_text()
-    changelog = (partner_dir(harness) / "changelog" / "changes.jsonl").read_text()
-    assert "4321" not in changelog and "forgotten" in changelog
+    records = [
+        json.loads(line)
+        for line in (partner_dir(harness) / "changelog" / "changes.jsonl").read_text().splitlines()
+    ]
+    assert not [r for r in records if "4321" in json.dumps(r)]
+    scrubbed = next(r for r in records if r["id"] == add_change.id)
+    assert scrubbed["op"] == "forgotten" and scrubbed["old"] is None and scrubbed["new"] is None
+    assert any(r["op"] == "add" and r["new"] == "Alice likes jazz" for r in records)
     with pytest.raises(MemoryInputError):
         await harness.app.memory.undo(partner_dir(harness), add_change.id, source="owner")
     assert "4321" not in user_file.path.read_text()
@@ -195,3 +212,83 @@ async def test_user_memory_commands_are_dm_only(harness: Harness) -> None:
     await harness.send(group_message("g1", 42, "/memory", name="Alice"))
     await harness.settle()
     assert "direct message" in harness.channel.sent[-1].text
+
+
+LATIN_1 = "- Alice vit à Montréal\n- Alice aime le café\n".encode("latin-1")
+
+
+def hand_edited_in_latin_1(harness: Harness) -> Any:
+    path = partner_dir(harness) / "users" / "test-42.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(LATIN_1)
+    return path
+
+
+async def test_forget_on_a_file_in_another_encoding_answers_and_changes_nothing(
+    harness: Harness,
+) -> None:
+    path = hand_edited_in_latin_1(harness)
+    answer = await command(harness, 42, "/forget all confirm")
+    assert "not readable" in answer and "owner has been told" in answer
+    assert "Nothing was deleted" in answer
+    assert path.read_bytes() == LATIN_1
+    assert await harness.app.store.tombstones("example", "test:42") == set()
+    assert await harness.app.store.unfinished_forgets() == []
+    notices = [unescape(text) for text in harness.channel.texts(str(OWNER_ID))]
+    assert len(notices) == 1 and "test-42.md" in notices[0] and "UTF-8" in notices[0]
+    audit = await harness.app.store.audit_rows("forget_failed")
+    assert [(row["actor"], row["detail"]["partner"]) for row in audit] == [("test:42", "example")]
+    # the same for one entry; the owner, told already, is not told again at once
+    again = await command(harness, 42, "/forget m_18c2f0a1b2c3d")
+    assert "not readable" in again and path.read_bytes() == LATIN_1
+    assert len(harness.channel.texts(str(OWNER_ID))) == 1
+    assert len(await harness.app.store.audit_rows("forget_failed")) == 2
+
+
+async def test_memory_and_export_answer_on_a_file_in_another_encoding(harness: Harness) -> None:
+    path = hand_edited_in_latin_1(harness)
+    shown = await command(harness, 42, "/memory")
+    assert "Alice aime le caf" in shown
+    await command(harness, 42, "/export")
+    _chat, name, data, _caption = harness.channel.files[-1]
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        exported = json.loads(archive.read("export.json"))
+    assert len(exported["memory"]) == 2 and name.endswith(".zip")
+    assert path.read_bytes() == LATIN_1
+
+
+async def test_forget_all_with_a_journal_in_another_encoding_forgets_nothing_yet(
+    harness: Harness,
+) -> None:
+    await remember(harness, 42, "Alice lives in Porto")
+    journal = partner_dir(harness) / "memory" / "2020-01-01.md"
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    journal.write_bytes("# 2020-01-01\n## 10:00 · café with Alice (test:42)\n".encode("latin-1"))
+    answer = await command(harness, 42, "/forget all confirm")
+    assert "not readable" in answer and "Nothing was deleted" in answer
+    assert "Porto" in (partner_dir(harness) / "users" / "test-42.md").read_text()
+    assert b"caf\xe9" in journal.read_bytes()
+
+
+async def test_export_holds_the_conversation_only_in_the_documented_format(
+    harness: Harness,
+) -> None:
+    """export.json: entries with id/text/saved, and the conversation (the user's words and the
+    partner's replies) — never tool traffic or notices — with times in UTC, text as written."""
+    await remember(harness, 42, "Alice läuft Marathons")
+    await command(harness, 42, "/export")
+    _, name, data, _ = harness.channel.files[-1]
+    assert re.fullmatch(r"example-\d{8}-my-data\.zip", name)
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        raw = archive.read("export.json").decode()
+    exported = json.loads(raw)
+    assert "läuft" in raw  # readable, not \u-escaped
+    [entry] = exported["memory"]
+    assert set(entry) == {"id", "text", "saved"} and entry["id"].startswith("m_")
+    assert entry["saved"] is not None and entry["saved"].endswith("+00:00")
+    assert [(m["role"], m["text"]) for m in exported["messages"]] == [
+        ("user", "please remember: Alice läuft Marathons"),
+        ("assistant", "noted"),
+    ]
+    assert all(m["time"].endswith("+00:00") for m in exported["messages"])
+    assert exported["partner"] == {"id": "example", "name": "Mira"}

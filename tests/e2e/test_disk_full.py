@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 import resource
+from datetime import UTC, datetime, timedelta
 
 from tests.e2e.conftest import OWNER, World, assert_no_secrets
 from tests.e2e.gateway_process import GatewayProcess
@@ -116,3 +117,72 @@ async def test_a_full_disk_damages_nothing_and_service_resumes_with_room(world: 
     await world.wait_for_reply(tag)
     assert all(len(world.replies_naming(tag)) == 1 for tag in waiting)
     assert_no_secrets(full.output + gateway.output)
+
+
+REVIEW_FILE_LIMIT_BYTES = 2 * 1024 * 1024
+"""Room for the database and its WAL through a few turns; a journal grown close to it is full."""
+JOURNAL_ROOM_BYTES = 64
+ALICE, BOB = 811, 812
+
+
+def fill_journals(world: World, partner: str) -> dict[str, str]:
+    """Today's and tomorrow's journal (UTC, the owner's zone) of ``partner`` close to the file
+    size limit, so a review's journal entry cannot fit whenever it runs; returns their digests."""
+    directory = world.data_dir / "partners" / partner / "memory"
+    directory.mkdir(parents=True, exist_ok=True)
+    today = datetime.now(UTC).date()
+    filled = {}
+    for day in (today, today + timedelta(days=1)):
+        path = directory / f"{day.isoformat()}.md"
+        header = f"# {day.isoformat()}\n"
+        size = REVIEW_FILE_LIMIT_BYTES - JOURNAL_ROOM_BYTES - len(header)
+        lines = HAND_WRITTEN_LINE * (size // len(HAND_WRITTEN_LINE))
+        path.write_text(header + lines + "-" * (size - len(lines) - 1) + "\n", encoding="utf-8")
+        filled[path.name] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return filled
+
+
+def review_state(world: World) -> dict[str, tuple[int, int, str]]:
+    """partner -> (reviewed up to, attempts, last error) of its one chat session."""
+    rows = world.query(
+        "SELECT partner_id, reviewed_upto, review_attempts, COALESCE(review_error, '')"
+        " FROM sessions WHERE kind = 'chat'"
+    )
+    return {row[0]: (row[1], row[2], row[3]) for row in rows}
+
+
+async def test_a_review_that_cannot_write_fails_alone_and_the_next_is_done(world: World) -> None:
+    world.add_partner("other", "Otto")
+    filled = fill_journals(world, "example")
+    config = world.config(
+        memory={"auto_memory": True, "review_turns": 1}, partners={"default": "example"}
+    )
+    gateway = await world.start(config, file_size_limit=REVIEW_FILE_LIMIT_BYTES)
+    world.send(BOB, "/partner other")
+    await world.telegram.wait_for_sent(chat_id=BOB, timeout=TIMEOUT_SECONDS)
+    alice, bob = world.tag(), world.tag()
+    world.send(ALICE, f"my grandmother taught me to bake rye bread #{alice}")
+    await world.wait_for_reply(alice)
+    world.send(BOB, f"I am learning the cello at night school #{bob}")
+    await world.wait_for_reply(bob)
+
+    # Alice's review comes due first and cannot write its journal entry; Bob's is still done
+    state = await gateway.wait_until(
+        lambda: (s := review_state(world)).get("other", (0, 0, ""))[0] > 0
+        and s.get("example", (0, 0, ""))[1] >= 1
+        and s,
+        TIMEOUT_SECONDS, "Bob's review done and Alice's failure counted",
+    )  # fmt: skip
+    upto, attempts, error = state["example"]
+    assert upto == 0 and attempts == 1 and "File too large" in error
+    journal = world.data_dir / "partners" / "example" / "memory"
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in journal.glob("*.md")} == (
+        filled
+    )
+    other_journal = "".join(
+        p.read_text("utf-8") for p in (world.data_dir / "partners" / "other" / "memory").glob("*")
+    )
+    assert f"talked about {bob}" in other_journal
+    assert world.memory_problems() == []
+    assert not list(world.data_dir.rglob(".*.tmp")), "a failed write left its temporary file"
+    assert await gateway.terminate() == 0

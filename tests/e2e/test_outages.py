@@ -1,5 +1,7 @@
 """The providers fail, the gateway carries on: an LLM outage costs each turn one apology and
-ends by itself; a Telegram API that fails a fifth of its calls still gets every reply once."""
+ends by itself; a Telegram API that fails a fifth of its calls still gets every reply once; a
+reply Telegram refuses through an outage, and a kill -9 in the middle of it, arrives once when
+the outage ends."""
 
 from __future__ import annotations
 
@@ -79,3 +81,34 @@ async def test_every_reply_arrives_once_while_telegram_fails_a_fifth_of_its_call
     assert gateway.running
     assert gateway.errors() == []
     assert_no_secrets(gateway.output)
+
+
+async def test_a_reply_refused_through_an_outage_and_a_kill_arrives_once_after_it(
+    world: World,
+) -> None:
+    config = world.config(
+        delivery={"retry_minutes": 5, "first_pause_seconds": 0.1, "max_pause_seconds": 0.5}
+    )
+    gateway = await world.start(config)
+    chat = 800
+    world.telegram.failing_chats[chat] = 502
+
+    def refused() -> int:
+        return sum(1 for c in world.telegram.calls if c.chat_id == chat and c.status == 502)
+
+    tag = world.tag()
+    world.send(chat, f"anyone home? #{tag}")
+    await world.telegram.wait_until(lambda: refused() >= 3, REPLY_TIMEOUT_SECONDS, "refusals")
+    await gateway.kill()
+
+    gateway = await world.start(config)
+    before = refused()
+    await world.telegram.wait_until(lambda: refused() > before, REPLY_TIMEOUT_SECONDS, "a retry")
+    del world.telegram.failing_chats[chat]  # the outage ends
+    await world.wait_for_reply(tag)
+    await gateway.terminate()
+    assert world.replies_naming(tag) == [f"ok #{tag}"]
+    assert world.model.chat_requests[tag] == 1  # delivered after the restart, not answered again
+    [[undelivered]] = world.query("SELECT COUNT(*) FROM messages WHERE status = 'delivering'")
+    assert undelivered == 0
+    assert [p.errors() for p in world.processes] == [[], []]

@@ -32,8 +32,8 @@ What it does, as Telegram does:
   Edits of unknown or unchanged messages fail like on Telegram ("message is not modified").
 * Faults: :meth:`FakeTelegram.fail_next`, :meth:`FakeTelegram.reject_entities_once`,
   :meth:`FakeTelegram.delay_next`, :meth:`FakeTelegram.garble_next`,
-  :meth:`FakeTelegram.hold_next`, ``fail_ratio``, ``stalled``, ``blocked_chats`` and
-  ``per_chat_limit``.
+  :meth:`FakeTelegram.hold_next`, ``fail_ratio``, ``stalled``, ``blocked_chats``,
+  ``failing_chats`` and ``per_chat_limit``.
 
 Some error descriptions are Telegram's own wording; the ones Telegram does not document
 (marked "fake's wording" below) only promise the status code and the ``Bad Request:`` prefix.
@@ -459,6 +459,10 @@ class FakeTelegram:
         self.strict_general_topic = True
         #: Sends to these chats get 403 "Forbidden: bot was blocked by the user".
         self.blocked_chats: set[int] = set()
+        #: chat id -> HTTP status: sends to these chats fail with it for as long as they are
+        #: listed (an outage of the part of Telegram that serves them; the owner's DM, say,
+        #: still works).
+        self.failing_chats: dict[int, int] = {}
         #: (messages, seconds): more sends to one chat within the window get 429.
         self.per_chat_limit: tuple[int, float] | None = None
         #: Custom answers: lower-case method name -> function(Call) returning the result or
@@ -1412,6 +1416,9 @@ class FakeTelegram:
 
     def _check_send(self, chat: dict[str, Any], params: dict[str, Any]) -> int | None:
         chat_id = int(chat["id"])
+        status = self.failing_chats.get(chat_id)
+        if status is not None:
+            raise ApiError(status, _DEFAULT_DESCRIPTIONS.get(status, f"Error {status}"))
         if chat_id in self.blocked_chats:
             raise ApiError(
                 403,

@@ -1,0 +1,38 @@
+"""The boundary types: what a platform hands in is storable text, whatever it was."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from bot.events import ChatRef, Inbound, Sender, storable
+
+
+def test_inbound_texts_lose_their_lone_surrogates_as_they_cross_the_boundary() -> None:
+    chat = ChatRef("telegram", "-100", "group", thread_id="7", title="Tea \ud83d club")
+    sender = Sender("telegram", "42", "Ann\udce9", "ann\ud800")
+    inbound = Inbound(
+        chat,
+        sender,
+        "9",
+        "caption \ud83d",
+        datetime.now(UTC),
+        partner_hint="mira\udfff",
+        reply_to_message_id="8",
+        attachment=("notes\ud83d.txt", b"\xff raw bytes stay as they are"),
+    )
+    assert chat.title == "Tea \ufffd club"
+    assert (sender.display_name, sender.username) == ("Ann\ufffd", "ann\ufffd")
+    assert inbound.text == "caption \ufffd"
+    assert inbound.partner_hint == "mira\ufffd"
+    assert inbound.attachment == ("notes\ufffd.txt", b"\xff raw bytes stay as they are")
+    texts = [chat.title, sender.display_name, sender.username, inbound.text, "notes\ufffd.txt"]
+    for text in texts:
+        assert text is not None
+        text.encode("utf-8")  # what the store does with it
+
+
+def test_a_surrogate_pair_becomes_its_character_and_clean_text_is_untouched() -> None:
+    assert storable("smile \ud83d\ude00") == "smile \U0001f600"
+    assert storable("\ude00\ud83d") == "\ufffd\ufffd"  # the wrong way round: two halves
+    text = "plain 东京 text"
+    assert storable(text) is text
