@@ -115,6 +115,11 @@ class Receiver(Protocol):
         """(id, name) of the partners anyone may pick with ``/partner``."""
         ...
 
+    async def stop_turn(self, chat: ChatRef) -> bool:
+        """Stop the turn running in ``chat`` at once (it is answered with a short note);
+        False if none is running."""
+        ...
+
     async def notify_owner(self, platform: str, text: str) -> None:
         """Tell the owner something they need to act on (a missing permission, ...)."""
         ...

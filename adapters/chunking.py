@@ -1,153 +1,401 @@
 """Cutting a Markdown reply into messages a platform will take, shared by every channel.
 
-Telegram takes 4096 UTF-16 units per message, Discord 2000 characters; each channel calls
-:func:`split` with its own limit. Cuts fall between paragraphs first, then between sentences,
-lines and words. A fenced code block is never cut mid-line; one longer than a chunk is closed
-at the cut and reopened (same language) in the next chunk, so every chunk renders on its own.
+Telegram takes 4096 UTF-16 units of visible text per message, Discord 2000 characters of
+Markdown; each channel calls :func:`split` with its limit and how it measures a message.
 
-Lengths are measured in UTF-16 code units: that is how Telegram counts, and for Discord (which
-counts characters) it is never less than the real length, so a chunk that fits here fits there.
+Every chunk is Markdown that stands on its own and shows what the reply showed there. The
+reply is parsed (``adapters/markdown_parse.py``) and cut between blocks first, keeping the
+blank lines between them. A block too long for one message is cut by its structure: a list
+between items (each keeps its number), a quote inside, each piece quoted again, a table
+between rows with its header repeated, a code block between lines, closed and reopened with
+its language. A paragraph or heading is cut at line breaks, sentence ends or spaces, with
+bold, italic, links and code closed at the cut and opened again after it
+(``adapters/markdown_inline.py``).
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from functools import cached_property
 
-_FENCE = re.compile(r"^[ \t]*(```+|~~~+)[ \t]*([\w+#.-]*)[ \t]*$")
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？…])\s+")
-_PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+from markdown_it.token import Token
+
+from adapters.markdown_inline import Span, cut, spans_of, to_markdown
+from adapters.markdown_parse import parse, top_level_blocks
+from adapters.markdown_table import table_text
+
+Measure = Callable[[str], int]
+"""The size of a message as the platform counts it."""
+SpansMeasure = Callable[[list[Span]], int]
+"""The same for a paragraph not yet written as Markdown (cheaper than parsing it again)."""
 
 
 def utf16_len(text: str) -> int:
-    """Length in UTF-16 code units (an emoji is usually two)."""
+    """Length in UTF-16 code units (an emoji is usually two): how Telegram counts."""
     return len(text.encode("utf-16-le")) // 2
 
 
-def _opening_fence(line: str) -> re.Match[str] | None:
-    match = _FENCE.match(line)
-    if match is None or match.group(1) in line.strip()[len(match.group(1)) :]:
-        return None  # ```inline``` on one line is a code span, not a block
-    return match
+@dataclass(frozen=True)
+class Room:
+    """How much one message holds, how the platform measures it, and how a piece will be
+    written where it goes (inside a quote, under a list marker)."""
+
+    limit: int
+    measure: Measure
+    measure_spans: SpansMeasure | None = None
+    wrap: Callable[[str], str] = str
+
+    def fits(self, markdown: str) -> bool:
+        return self.measure(self.wrap(markdown)) <= self.limit
+
+    def spans_size(self, spans: list[Span]) -> int:
+        """The size of a paragraph's piece, written as Markdown where it goes."""
+        if self.measure_spans is None:
+            return self.measure(self.wrap(to_markdown(spans)))
+        first, per_line = self.wrapping
+        lines = sum(span.text.count("\n") for span in spans)
+        return first + per_line * lines + self.measure_spans(spans)
+
+    @cached_property
+    def wrapping(self) -> tuple[int, int]:
+        """What ``wrap`` adds to a paragraph's size: for its first line, and for each line
+        after it (a list item indents them), measured on one line and on two."""
+        assert self.measure_spans is not None
+        one, two = Span("x", ()), Span("x\nx", ())
+        first = self.measure(self.wrap("x")) - self.measure_spans([one])
+        second = self.measure(self.wrap("x\nx")) - self.measure_spans([two])
+        return first, second - first
+
+    def inside(self, wrap: Callable[[str], str]) -> Room:
+        outer = self.wrap
+        return replace(self, wrap=lambda markdown: outer(wrap(markdown)))
 
 
-def blocks(markdown: str) -> list[tuple[str, str, str]]:
-    """("text", "", text) and ("code", language, code) pieces, in order; joined with a
-    newline they give the original layout. An unclosed fence runs to the end (a reply cut
-    short, or a stream still being written)."""
-    found: list[tuple[str, str, str]] = []
-    text: list[str] = []
-    lines = markdown.split("\n")
-    index = 0
-    while index < len(lines):
-        opening = _opening_fence(lines[index])
-        if opening is None:
-            text.append(lines[index])
-            index += 1
-            continue
-        fence, language = opening.group(1), opening.group(2)
-        end = index + 1
-        while end < len(lines) and lines[end].strip() != fence:
-            end += 1
-        found.append(("text", "", "\n".join(text)))
-        found.append(("code", language, "\n".join(lines[index + 1 : end])))
-        text = []
-        index = end + 1
-    found.append(("text", "", "\n".join(text)))
-    return found
+@dataclass(frozen=True)
+class Piece:
+    """A part of the reply no chunk boundary may fall inside, and what joins it to the one
+    before when both go in the same chunk."""
+
+    separator: str
+    text: str
 
 
-def split(markdown: str, limit: int) -> list[str]:
-    """Cut a reply into chunks of at most ``limit`` UTF-16 units (see the module docstring)."""
+def split(
+    markdown: str,
+    limit: int,
+    measure: Measure = utf16_len,
+    measure_spans: SpansMeasure | None = None,
+) -> list[str]:
+    """Cut a reply into chunks each of at most ``limit`` by ``measure`` (module docstring).
+    ``measure_spans``, if given, must agree with ``measure`` on a paragraph."""
     if not markdown.strip():
         return [markdown] if markdown else []
-    pieces: list[str] = []
-    for kind, language, body in blocks(markdown.strip("\n")):
-        if kind == "code":
-            pieces.extend(_split_code(language, body, limit))
+    pieces = _pieces(markdown, Room(limit, measure, measure_spans))
+    return _pack(pieces, limit, measure)
+
+
+def _pack(pieces: list[Piece], limit: int, measure: Measure) -> list[str]:
+    """Join neighbouring pieces while they fit. Sizes are added up (cheap); a chunk whose
+    real size comes out larger (a list renumbered to a longer number) is packed again, piece
+    by piece, with real sizes."""
+    sizes = [measure(piece.text) for piece in pieces]
+    groups: list[list[int]] = []
+    total = 0
+    for index, piece in enumerate(pieces):
+        extra = sizes[index] + (measure(piece.separator) if groups else 0)
+        if groups and total + extra <= limit:
+            groups[-1].append(index)
+            total += extra
         else:
-            for paragraph in _PARAGRAPH_BREAK.split(body.strip("\n")):
-                if paragraph.strip():
-                    pieces.extend(_split_text(paragraph, limit))
-    return _pack(pieces, limit)
-
-
-def _pack(pieces: list[str], limit: int) -> list[str]:
+            groups.append([index])
+            total = sizes[index]
     chunks: list[str] = []
-    current = ""
-    for piece in pieces:
-        joined = f"{current}\n\n{piece}" if current else piece
-        if utf16_len(joined) <= limit:
-            current = joined
+    for group in groups:
+        chunk = _join([pieces[i] for i in group])
+        if len(group) == 1 or measure(chunk) <= limit:
+            chunks.append(chunk)
         else:
-            chunks.append(current)
-            current = piece
-    if current:
-        chunks.append(current)
+            chunks.extend(_pack_exactly([pieces[i] for i in group], limit, measure))
     return chunks
 
 
-def _split_text(paragraph: str, limit: int) -> list[str]:
-    if utf16_len(paragraph) <= limit:
-        return [paragraph]
-    for separator in (_SENTENCE_END, re.compile(r"\n"), re.compile(r"(?<=\s)")):
-        parts = [p for p in separator.split(paragraph) if p]
-        if len(parts) > 1:
-            return _greedy(parts, limit, " " if separator is _SENTENCE_END else "")
-    return _hard_cut(paragraph, limit)
-
-
-def _greedy(parts: list[str], limit: int, glue: str) -> list[str]:
-    """Join consecutive parts while they fit; a part too long on its own is cut further."""
-    out: list[str] = []
-    current = ""
-    for part in parts:
-        candidate = f"{current}{glue}{part}" if current else part
-        if utf16_len(candidate) <= limit:
-            current = candidate
-            continue
-        if current:
-            out.append(current)
-        if utf16_len(part) <= limit:
-            current = part
-        else:
-            *whole, current = _split_text(part, limit)
-            out.extend(whole)
+def _pack_exactly(pieces: list[Piece], limit: int, measure: Measure) -> list[str]:
+    chunks: list[str] = []
+    current: list[Piece] = []
+    for piece in pieces:
+        if current and measure(_join([*current, piece])) > limit:
+            chunks.append(_join(current))
+            current = []
+        current.append(piece)
     if current:
-        out.append(current)
-    return out
+        chunks.append(_join(current))
+    return chunks
 
 
-def _hard_cut(text: str, limit: int) -> list[str]:
-    out: list[str] = []
-    current = ""
-    for char in text:
-        if utf16_len(current) + utf16_len(char) > limit:
-            out.append(current)
-            current = ""
-        current += char
-    if current:
-        out.append(current)
-    return out
+def _join(pieces: list[Piece]) -> str:
+    return "".join(
+        (piece.separator if index else "") + piece.text for index, piece in enumerate(pieces)
+    )
 
 
-def _split_code(language: str, body: str, limit: int) -> list[str]:
-    opening, closing = f"```{language}\n", "\n```"
-    if utf16_len(opening + closing) > limit // 2:
-        opening = "```\n"  # an absurdly long language name is not worth a chunk
-    room = limit - utf16_len(opening) - utf16_len(closing)
-    lines: list[str] = []
-    for line in body.split("\n"):
-        lines.extend(_hard_cut(line, room) if utf16_len(line) > room else [line])
-    found: list[str] = []
-    current: list[str] = []
-    size = 0
-    for line in lines:
-        extra = utf16_len(line) + (1 if current else 0)
-        if current and size + extra > room:
-            found.append(opening + "\n".join(current) + closing)
-            current, size = [], 0
-            extra = utf16_len(line)
-        current.append(line)
-        size += extra
-    found.append(opening + "\n".join(current) + closing)
+# ---- blocks ------------------------------------------------------------------------------
+
+
+def _pieces(markdown: str, room: Room) -> list[Piece]:
+    """The reply as pieces: each top-level block as written where it fits, else the parts it
+    is cut into."""
+    markdown = markdown.replace("\x00", "")
+    pieces: list[Piece] = []
+    previous_end: int | None = None
+    for block in top_level_blocks(markdown, parse(markdown)):
+        separator = "\n\n" if previous_end is None else _gap(markdown[previous_end : block.start])
+        text = markdown[block.start : block.end].strip("\n")
+        parts = [Piece("\n\n", text)] if room.fits(text) else _cut(block.tokens, room, whole=False)
+        if parts:
+            pieces.append(Piece(separator, parts[0].text))
+            pieces.extend(parts[1:])
+        previous_end = block.end
+    return pieces
+
+
+def _gap(between: str) -> str:
+    """What separates two blocks: their line breaks, and blank lines kept as blank lines."""
+    return "\n" * max(1, between.count("\n"))
+
+
+def _cut(tokens: list[Token], room: Room, whole: bool = True) -> list[Piece]:
+    """One block (its tokens, opening to closing) as pieces that each fit: the whole block
+    written anew from its tokens if that fits (``whole``: worth trying), else cut by its
+    structure."""
+    written = _written(tokens) if whole or tokens[0].type == "hr" else None
+    if written is not None and room.fits(written):
+        return [Piece("\n\n", written)]
+    kind = tokens[0].type.removesuffix("_open")
+    if kind == "paragraph":
+        return _parts(cut(_spans(tokens), room.spans_size, room.limit))
+    if kind == "heading":
+        prefix = _heading_prefix(tokens[0])
+        heading = room.inside(lambda markdown: prefix + markdown)
+        parts = cut(_heading_spans(tokens), heading.spans_size, room.limit)
+        return _parts(prefix + part for part in parts)
+    if kind == "fence":
+        return _parts(_cut_code(tokens[0].markup, tokens[0].info, tokens[0].content, room))
+    if kind in ("bullet_list", "ordered_list"):
+        return _cut_list(tokens, room)
+    if kind == "blockquote":
+        quoted = room.inside(_quote)
+        pieces = [p for child in _children(tokens[1:-1]) for p in _cut(child, quoted)]
+        return _parts(_quote(piece.text) for piece in pieces)
+    if kind == "table":
+        return _cut_table(tokens, room)
+    return _parts(cut([Span(written or "", ())], room.spans_size, room.limit))
+
+
+def _parts(texts: Iterable[str]) -> list[Piece]:
+    return [Piece("\n\n", text) for text in texts]
+
+
+def _written(tokens: list[Token]) -> str | None:
+    """A block written as Markdown from its tokens (text escaped so that it means the same
+    wherever it is placed); None for a block with nothing to show."""
+    first = tokens[0]
+    kind = first.type.removesuffix("_open")
+    if kind == "paragraph":
+        return to_markdown(_spans(tokens))
+    if kind == "heading":
+        return _heading_prefix(first) + to_markdown(_heading_spans(tokens))
+    if kind == "fence":
+        return _fenced(first.markup, first.info, first.content.removesuffix("\n"))
+    if kind == "hr":
+        return "***"  # after a paragraph, "---" would underline it as a heading
+    if kind == "table":
+        return "\n".join(_table_rows(tokens))
+    if kind == "blockquote":
+        children = [_written(child) for child in _children(tokens[1:-1])]
+        return _quote("\n\n".join(c for c in children if c is not None))
+    if kind in ("bullet_list", "ordered_list"):
+        tight = not _loose(tokens)
+        items = [_item(marker, children, tight) for marker, children in _items(tokens)]
+        return ("\n" if tight else "\n\n").join(items)
+    return None
+
+
+def _children(tokens: list[Token]) -> list[list[Token]]:
+    """Consecutive blocks at one level, each as its tokens."""
+    found: list[list[Token]] = []
+    index = 0
+    while index < len(tokens):
+        end = index
+        if tokens[index].nesting == 1:
+            depth = 0
+            for end in range(index, len(tokens)):
+                depth += tokens[end].nesting
+                if depth == 0:
+                    break
+        found.append(tokens[index : end + 1])
+        index = end + 1
     return found
+
+
+def _spans(tokens: list[Token]) -> list[Span]:
+    inline = next(token for token in tokens if token.type == "inline")
+    return spans_of(inline.children or [])
+
+
+def _heading_prefix(token: Token) -> str:
+    return "#" * int(token.tag[1]) + " "
+
+
+def _heading_spans(tokens: list[Token]) -> list[Span]:
+    # written as "# ...", a heading is one line (an underlined one may have had several)
+    return [Span(span.text.replace("\n", " "), span.marks) for span in _spans(tokens)]
+
+
+def _fenced(fence: str, info: str, code: str) -> str:
+    return f"{fence}{info}\n{code}\n{fence}"
+
+
+def _cut_code(fence: str, info: str, body: str, room: Room) -> list[str]:
+    """A code block cut between lines (a line longer than a message between characters),
+    each piece a closed block with the same language. Code is shown as it is, so a block's
+    size is its fences and wrapping (measured once, for one line and for two) plus its
+    text: a long block is not measured again line after line."""
+    if not room.fits(_fenced(fence, info, "x")):
+        info = ""  # an absurdly long language is not worth a message
+    one_line = room.measure(room.wrap(_fenced(fence, info, "x"))) - 1
+    per_line = room.measure(room.wrap(_fenced(fence, info, "x\nx"))) - one_line - 2
+    room_for_text = room.limit - one_line
+    lines: list[str] = []
+    for line in body.removesuffix("\n").split("\n"):
+        lines.extend(_cut_line(line, lambda part: utf16_len(part) <= room_for_text))
+    groups: list[list[str]] = [[]]
+    used = 0
+    for line in lines:
+        extra = utf16_len(line) + (per_line if groups[-1] else 0)
+        if groups[-1] and used + extra > room_for_text:
+            groups.append([])
+            used, extra = 0, utf16_len(line)
+        groups[-1].append(line)
+        used += extra
+    return [_fenced(fence, info, "\n".join(group)) for group in groups]
+
+
+def _cut_line(line: str, fits: Callable[[str], bool]) -> list[str]:
+    """A line too long for a message, cut between characters (at least one per part)."""
+    parts: list[str] = []
+    while not fits(line) and len(line) > 1:
+        low, high = 1, len(line) - 1
+        while low < high:
+            middle = (low + high + 1) // 2
+            if fits(line[:middle]):
+                low = middle
+            else:
+                high = middle - 1
+        parts.append(line[:low])
+        line = line[low:]
+    return [*parts, line]
+
+
+# ---- lists, quotes, tables -----------------------------------------------------------------
+
+
+def _items(tokens: list[Token]) -> list[tuple[str, list[list[Token]]]]:
+    """Each item of a list: its marker as written anew (numbers counted from the list's
+    start, as they are shown) and its blocks."""
+    ordered = tokens[0].type == "ordered_list_open"
+    number = int(tokens[0].attrGet("start") or 1)
+    found: list[tuple[str, list[list[Token]]]] = []
+    for item in _children(tokens[1:-1]):
+        opening = item[0]
+        marker = f"{number + len(found)}{opening.markup} " if ordered else f"{opening.markup} "
+        found.append((marker, _children(item[1:-1])))
+    return found
+
+
+def _item(marker: str, children: list[list[Token]], tight: bool) -> str:
+    written = [_written(child) for child in children]
+    body = ("\n" if tight else "\n\n").join(w for w in written if w is not None)
+    return marker + _indent(body, len(marker), first=False)
+
+
+def _cut_list(tokens: list[Token], room: Room) -> list[Piece]:
+    """A list between its items; an item too long on its own is cut inside."""
+    tight = not _loose(tokens)
+    pieces: list[Piece] = []
+    after_whole_item = False
+    for marker, children in _items(tokens):
+        whole = _item(marker, children, tight)
+        parts = [whole] if room.fits(whole) else _item_parts(marker, children, room)
+        # a line break joins two items; after the cut part of one, it would join the next
+        # item to a paragraph (an empty item "- " would underline it as a heading)
+        pieces.append(Piece("\n" if tight and after_whole_item else "\n\n", parts[0]))
+        pieces.extend(_parts(parts[1:]))
+        after_whole_item = len(parts) == 1
+    return pieces
+
+
+def _item_parts(marker: str, children: list[list[Token]], room: Room) -> list[str]:
+    """An item's blocks cut to fit: the first part after the marker, the rest indented under
+    it (so that beside the item they continue it). Each part is cut to fit after the marker,
+    the stricter of the two places (a marker shows, an indent may not)."""
+    width = len(marker)
+    after_marker = room.inside(lambda markdown: marker + _indent(markdown, width, first=False))
+    parts = [piece.text for child in children for piece in _cut(child, after_marker)]
+    if not parts:
+        return [marker.rstrip()]
+    first = marker + _indent(parts[0], width, first=False)
+    return [first, *(_indent(part, width, first=True) for part in parts[1:])]
+
+
+def _loose(tokens: list[Token]) -> bool:
+    return any(t.type == "paragraph_open" and not t.hidden for t in tokens)
+
+
+def _indent(text: str, width: int, first: bool) -> str:
+    pad = " " * width
+    lines = text.split("\n")
+    head = pad + lines[0] if first else lines[0]
+    return "\n".join([head, *(pad + line if line else line for line in lines[1:])])
+
+
+def _quote(markdown: str) -> str:
+    return "\n".join(f"> {line}" if line else ">" for line in markdown.split("\n"))
+
+
+def _table_rows(tokens: list[Token]) -> list[str]:
+    """A table written anew: its header, the delimiter row (alignments kept), its rows."""
+    rows: list[list[str]] = []
+    aligns: list[str] = []
+    for token in tokens:
+        if token.type == "tr_open":
+            rows.append([])
+        elif token.type in ("th_open", "td_open") and len(rows) == 1:
+            aligns.append(str(token.attrGet("style") or "").removeprefix("text-align:"))
+        elif token.type == "inline":
+            rows[-1].append(token.content)
+    rule = {"left": ":---", "right": "---:", "center": ":---:"}
+    delimiter = [rule.get(align, "---") for align in aligns]
+    return [_row(rows[0]), _row(delimiter), *(_row(row) for row in rows[1:])]
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+
+def _cut_table(tokens: list[Token], room: Room) -> list[Piece]:
+    """A table between rows, each piece with the header again; a table whose header and
+    one row are already too long becomes its text as a code block, cut between lines."""
+    header, delimiter, *rows = _table_rows(tokens)
+    head = [header, delimiter]
+    if not rows or not all(room.fits("\n".join([*head, row])) for row in rows):
+        return _parts(_cut_code("```", "", table_text(tokens), room))
+    pieces: list[Piece] = []
+    current: list[str] = []
+    for row in rows:
+        if current and not room.fits("\n".join([*head, *current, row])):
+            pieces.append(Piece("\n\n", "\n".join([*head, *current])))
+            current = []
+        current.append(row)
+    pieces.append(Piece("\n\n", "\n".join([*head, *current])))
+    return pieces

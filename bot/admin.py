@@ -20,6 +20,7 @@ from bot.admin_access import (
 )
 from bot.admin_args import AdminError
 from bot.admin_memory import (
+    admin_changes,
     admin_consult,
     admin_forget,
     admin_journal,
@@ -77,7 +78,7 @@ ADMIN: dict[str, Command] = {
             "partners", "", "partner cards: scope, chats, activity, tokens", admin_partners
         ),
         _owner_command(
-            "partner new", "<id> [name]", "create a partner from the template", partner_new
+            "partner new", "<id> <name>", "create a partner from the template", partner_new
         ),
         _owner_command(
             "partner clone", "<source> <id>", "copy a partner (no journals)", partner_clone
@@ -92,8 +93,8 @@ ADMIN: dict[str, Command] = {
         ),
         _owner_command(
             "partner set",
-            "<id> <name|description|avatar|public|timezone> <value>",
-            "change preset.yml",
+            "<id> <key> <value>",
+            "change preset.yml (name, model, memory_scope, proactive.enabled...)",
             partner_set,
         ),
         _owner_command(
@@ -112,6 +113,7 @@ ADMIN: dict[str, Command] = {
         _owner_command("forget", "[partner] <entry>", "forget an entry for good", admin_forget),
         _owner_command("journal", "<partner> [date]", "a partner's journal", admin_journal),
         _owner_command("review", "<partner>", "review new conversation now", admin_review),
+        _owner_command("changes", "[partner]", "latest memory changes, with ids", admin_changes),
         _owner_command("undo", "<change>", "reverse one memory change", admin_undo),
         _owner_command("consult", "<partner> <question>", "ask a partner", admin_consult),
         _owner_command(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from datetime import date, datetime
+from datetime import date, datetime, tzinfo
 
 from bot.admin_args import AdminError, need, services, user_key_arg
 from bot.commands import CommandContext, CommandReply
@@ -198,8 +198,49 @@ async def admin_undo(ctx: CommandContext) -> CommandReply:
         return CommandReply(f"Undid {change_id} ({found.file} {found.op}) as {result.change_id}.")
     raise AdminError(
         f"no change {change_id} in any changelog (each keeps the last "
-        f"{tools.memory.changelog_keep} records)"
+        f"{tools.memory.changelog_keep} records); /admin changes lists the latest"
     )
+
+
+CHANGES_SHOWN = 20
+CHANGE_TEXT_CHARS = 60
+
+
+async def admin_changes(ctx: CommandContext) -> CommandReply:
+    """The latest memory changes, newest first, with the ids ``/admin undo`` takes: one
+    partner's, or (without one) the owner's memory and every partner's together."""
+    page = pop_page(ctx.args)
+    tools = services(ctx)
+    if ctx.args:
+        partner = ctx.catalog.require(ctx.args[0])
+        roots, whose = [(partner.dir, "")], f"{partner.name}'s memory"
+    else:
+        roots = [(tools.owner_file.root, "yours")]
+        roots += [(p.dir, p.id) for p in ctx.catalog.all()]
+        whose = "your memory and every partner's"
+    found = [(c, owner) for root, owner in roots for c in await tools.memory.changes(root)]
+    if not found:
+        return CommandReply(f"No changes recorded in {whose} yet.")
+    found.sort(key=lambda pair: pair[0].time, reverse=True)
+    zone = ctx.config.owner_timezone()
+    lines = [_change_line(change, owner, zone) for change, owner in found[:CHANGES_SHOWN]]
+    text = (
+        f"Latest changes to {whose}, newest first:\n"
+        + "\n".join(lines)
+        + "\n\nReverse one: /admin undo <change id>"
+    )
+    return paged(text, " ".join(["/admin changes", *ctx.args]), page)
+
+
+def _change_line(change: Change, owner: str, zone: tzinfo) -> str:
+    when = datetime.fromisoformat(change.time).astimezone(zone)
+    where = f"{owner}: {change.file}" if owner else change.file
+    text = change.new if change.new is not None else change.old
+    shown = ""
+    if text and change.op != "replace_file":
+        short = text if len(text) <= CHANGE_TEXT_CHARS else text[: CHANGE_TEXT_CHARS - 1] + "…"
+        shown = f" “{literal_line(short)}”"
+    return f"{change.id} {when:%Y-%m-%d %H:%M} {literal_line(where)} {change.op}{shown}"
 
 
 # ---- conversations -----------------------------------------------------------------------

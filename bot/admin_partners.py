@@ -21,25 +21,17 @@ from pathlib import Path
 
 from bot.admin_args import AdminError, file_reply, need, services
 from bot.commands import CommandContext, CommandReply
-from bot.config import check_timezone
 from bot.events import Choice
 from bot.paging import paged, pop_page
 from bot.store import MessageRow, SessionRow
-from partners.catalog import apply_search_languages, set_preset_value
+from partners.catalog import apply_search_languages
 from partners.memory import FileChanged, MemoryFile, fingerprint
-from partners.persona import (
-    MAX_DESCRIPTION_CHARS,
-    MAX_NAME_CHARS,
-    PROMPT_FILES,
-    Partner,
-)
+from partners.persona import PROMPT_FILES, Partner, check_partner_id
+from partners.preset import SETTABLE, set_setting
 
 CONFIRM = "confirm"
 MAX_EDIT_BYTES = 512 * 1024
 MAX_AVATAR_CHARS = 500
-PRESET_KEYS = ("name", "description", "avatar", "public", "timezone")
-TRUE_WORDS = ("true", "yes", "on")
-FALSE_WORDS = ("false", "no", "off")
 NEW_SESSIONS_NOTE = "It takes effect in new conversations; running ones keep their prompt."
 
 
@@ -65,14 +57,21 @@ async def admin_partners(ctx: CommandContext) -> CommandReply:
     for partner_id, error in ctx.catalog.errors.items():
         cards.append(f"{partner_id}: NOT LOADED — {error}")
     if not cards:
-        return CommandReply("No partners yet: /admin partner new <id> [name]")
+        return CommandReply("No partners yet: /admin partner new <id> <name>")
     return paged("\n\n".join(cards), "/admin partners", page)
 
 
 async def partner_new(ctx: CommandContext) -> CommandReply:
-    need(ctx, 1, "partner new <id> [name]")
-    name = " ".join(ctx.args[1:]) or None
-    created = await asyncio.to_thread(ctx.catalog.create, ctx.args[0], name)
+    need(ctx, 1, "partner new <id> <name>")
+    partner_id = check_partner_id(ctx.args[0])
+    if ctx.catalog.get(partner_id) is not None:
+        raise AdminError(f"a partner {partner_id!r} exists already; pick another id")
+    if len(ctx.args) < 2:
+        raise AdminError(
+            f"Give it a name too: /admin partner new {partner_id} <name> (the id is for "
+            "commands; the name is who it is, up to 60 characters)"
+        )
+    created = await asyncio.to_thread(ctx.catalog.create, partner_id, " ".join(ctx.args[1:]))
     return CommandReply(
         f"Created {created.name} ({created.id}) from the template. Shape it with "
         f"/admin partner edit {created.id} SOUL.md (and IDENTITY.md, SYSTEM.md...)."
@@ -246,50 +245,32 @@ async def _uploaded(ctx: CommandContext) -> tuple[bytes, str]:
 
 
 async def partner_set(ctx: CommandContext) -> CommandReply:
-    need(ctx, 3, f"partner set <id> <{'|'.join(PRESET_KEYS)}> <value>")
+    """One preset.yml setting, checked with the whole file and written in place (every
+    other byte kept: ``partners/preset.py``)."""
+    need(ctx, 3, "partner set <id> <key> <value> (keys: " + ", ".join(SETTABLE) + ")")
     partner = ctx.catalog.require(ctx.args[0])
     key = ctx.args[1].lower()
-    value = _preset_value(key, " ".join(ctx.args[2:]))
-    await asyncio.to_thread(set_preset_value, partner.dir / "preset.yml", key, value)
+    raw = " ".join(ctx.args[2:])
+    if key == "avatar" and raw.lower() not in ("none", "default"):
+        _check_avatar(raw)
+    value = await asyncio.to_thread(set_setting, partner.dir / "preset.yml", key, raw)
     await asyncio.to_thread(ctx.catalog.reload)
+    await apply_search_languages(ctx.store, ctx.catalog)  # a new language re-indexes
     if partner.id in ctx.catalog.errors:
         return CommandReply(
             f"Saved, but {partner.id} no longer loads: {ctx.catalog.errors[partner.id]}"
         )
-    shown = str(value).lower() if isinstance(value, bool) else value or "(none)"
-    return CommandReply(f"{partner.id}: {key} is now {shown}.")
+    shown = (
+        "(default)" if value is None else str(value).lower() if isinstance(value, bool) else value
+    )
+    if value is None:
+        shown = "back to its default"
+    return CommandReply(f"{partner.id}: {key} is now {shown}. {NEW_SESSIONS_NOTE}")
 
 
-def _preset_value(key: str, raw: str) -> str | bool:
-    """A validated preset.yml value (DESIGN.md "Data": name <= 60, description <= 200)."""
-    value = raw.strip()
-    if key == "name":
-        if not value or len(value) > MAX_NAME_CHARS:
-            raise AdminError(f"a name takes 1 to {MAX_NAME_CHARS} characters, not {len(value)}")
-        return value
-    if key == "description":
-        if len(value) > MAX_DESCRIPTION_CHARS:
-            raise AdminError(
-                f"a description takes at most {MAX_DESCRIPTION_CHARS} characters, not {len(value)}"
-            )
-        return value
-    if key == "avatar":
-        if value.lower() == "none":
-            return ""
-        if len(value) > MAX_AVATAR_CHARS or not value.startswith(("https://", "http://")):
-            raise AdminError("an avatar is an image URL (https://...), or none")
-        return value
-    if key == "public":
-        if value.lower() in TRUE_WORDS + FALSE_WORDS:
-            return value.lower() in TRUE_WORDS
-        raise AdminError(f"public takes true or false, not {value!r}")
-    if key == "timezone":
-        try:
-            check_timezone(value)
-        except ValueError as exc:
-            raise AdminError(str(exc)) from None
-        return value
-    raise AdminError(f"{key!r} cannot be set here; choose one of {', '.join(PRESET_KEYS)}")
+def _check_avatar(value: str) -> None:
+    if len(value) > MAX_AVATAR_CHARS or not value.startswith(("https://", "http://")):
+        raise AdminError("an avatar is an image URL (https://...), or none")
 
 
 async def admin_reload(ctx: CommandContext) -> CommandReply:

@@ -336,6 +336,7 @@ async def build_app(
         user_memory,
         OwnerClaims(store, is_owner),
         announce or log_announcement,
+        stop_turn=runner.stop,
     )
     gateway.admin = AdminServices(
         memory=memory,

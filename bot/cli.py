@@ -342,6 +342,7 @@ async def check_llm(config: Config, fatal: bool) -> None:
 async def console_session(config: Config, partner_id: str | None) -> int:
     await check_llm(config, fatal=True)
     console = ConsoleChannel(exports=config.data_dir / "exports")
+    console.keep_logs_off_the_terminal()
     app = await build_app(config, {"console": console})
     try:
         partner = app.catalog.require(partner_id).id if partner_id else default_partner(app)
@@ -352,7 +353,9 @@ async def console_session(config: Config, partner_id: str | None) -> int:
         name = app.catalog.require(partner).name if partner else "your assistant"
         print(f"Talking with {name}. /help lists commands; Ctrl-D ends.", file=sys.stderr)
         await app.start()
-        await wait_for_stop(console.finished)
+        # at a terminal, Ctrl-C stops the partner's turn (the console's), not the session
+        stops = (signal.SIGTERM,) if console.interactive else (signal.SIGINT, signal.SIGTERM)
+        await wait_for_stop(console.finished, stops)
         await app.dispatcher.idle()
     finally:
         await app.stop()
@@ -395,11 +398,13 @@ async def offer_claims(app: App) -> None:
             terminal.announce(*claim_notice(platform, code, username))
 
 
-async def wait_for_stop(done: asyncio.Event) -> None:
-    """Until ``done`` is set or SIGINT/SIGTERM arrives."""
+async def wait_for_stop(
+    done: asyncio.Event, signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
+) -> None:
+    """Until ``done`` is set or one of ``signals`` arrives."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in signals:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
     waiters = [asyncio.create_task(stop.wait()), asyncio.create_task(done.wait())]
@@ -408,7 +413,7 @@ async def wait_for_stop(done: asyncio.Event) -> None:
     finally:
         for waiter in waiters:
             waiter.cancel()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in signals:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(sig)
 

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING
 from bot.access import Access
 from bot.config import Config, check_timezone
 from bot.events import Choice, Inbound
-from bot.literal import literal_line
+from bot.literal import literal, literal_line
 from bot.store import ForgetOperation, Store
 from partners.catalog import PartnerCatalog
+from partners.checkins import Proactive
 from partners.forgetting import ALL, ENTRY, HISTORY, ForgetInterrupted
-from partners.memory import UnreadableFile
+from partners.memory import Entry, MemoryFile, UnreadableFile
 from partners.persona import Partner
 from partners.user_memory import UserMemory
 
@@ -185,7 +186,11 @@ def _your_partner(ctx: CommandContext) -> tuple[Partner, UserMemory] | CommandRe
 
 
 async def memory(ctx: CommandContext) -> CommandReply:
-    """Only the caller's own per-user entries: never anyone else's, never the owner's."""
+    """Only the caller's own per-user entries: never anyone else's, never the owner's. The
+    owner's own conversations shape the partner itself (DESIGN.md "Decisions": per-user
+    writes), so the owner is shown the partner's own memory, whatever its scope."""
+    if ctx.is_owner and ctx.partner is not None and ctx.user_memory is not None:
+        return await _owner_memory(ctx.partner, ctx.user_memory, ctx.inbound.sender.key)
     found = _your_partner(ctx)
     if isinstance(found, CommandReply):
         return found
@@ -203,6 +208,44 @@ async def memory(ctx: CommandContext) -> CommandReply:
         + "\n".join(lines)
         + "\n\n/forget <id> removes one entry, /forget all removes everything, "
         "/forget history removes your messages, /export sends you a copy."
+    )
+
+
+OWNER_MEMORY_FILES = (
+    ("MEMORY.md", "its own memory"),
+    ("USER.md", "what it knows about the people it talks with"),
+)
+
+
+async def _owner_memory(partner: Partner, user_memory: UserMemory, owner_key: str) -> CommandReply:
+    """What the partner keeps from the owner's conversations, file by file, as literal text
+    (the model wrote it)."""
+    sections: list[str] = []
+    for name, meaning in OWNER_MEMORY_FILES:
+        entries = await user_memory.memory.entries(MemoryFile(partner.dir, name))
+        if entries:
+            sections.append(f"In {name} ({meaning}):\n" + _entry_lines(entries))
+    if partner.per_user and (own := await user_memory.entries(partner, owner_key)):
+        sections.append("In your own file:\n" + _entry_lines(own))
+    if not sections:
+        return CommandReply(
+            f"{partner.name} keeps nothing from your conversations yet. As the owner, what you "
+            "tell it goes to its own memory (MEMORY.md), which shapes it for everyone."
+        )
+    return CommandReply(
+        f"What {partner.name} keeps from your conversations (as the owner, what you tell it "
+        "goes to its own memory and shapes it for everyone):\n\n"
+        + "\n\n".join(sections)
+        + f"\n\n/admin forget {partner.id} <id> removes one entry; "
+        f"/admin memory {partner.id} shows the whole file."
+    )
+
+
+def _entry_lines(entries: list[Entry]) -> str:
+    return "\n".join(
+        f"• {literal(e.text)} — {e.id or 'written by hand'}"
+        + (f", {e.created:%Y-%m-%d}" if e.created else "")
+        for e in entries
     )
 
 
@@ -327,21 +370,43 @@ async def checkins(ctx: CommandContext) -> CommandReply:
         return CommandReply(NO_PARTNER)
     user_key = ctx.inbound.sender.key
     choice = ctx.args[0].lower() if ctx.args else ""
+    sends = Proactive.of(ctx.partner).enabled
     if choice not in ("on", "off"):
         setting = await ctx.store.checkin_setting(ctx.partner.id, user_key)
         state = "on" if setting and setting["enabled"] else "off"
+        if not sends:
+            return CommandReply(
+                f"{_never_first(ctx)} Your choice is {state}. Usage: /checkins on|off"
+            )
         return CommandReply(
             f"Check-ins from {ctx.partner.name} are {state}. Usage: /checkins on|off"
         )
     await ctx.store.set_checkins(ctx.partner.id, user_key, choice == "on")
     if choice == "off":
         return CommandReply(f"{ctx.partner.name} won't write first any more.")
+    if not sends:
+        return CommandReply(
+            f"{_never_first(ctx)} Your choice is saved: if they are turned on, "
+            f"{ctx.partner.name} may write to you now and then. /checkins off takes it back."
+        )
     user = await ctx.store.user(user_key)
     zone = (user or {}).get("timezone") or "the partner's time zone"
     return CommandReply(
         f"{ctx.partner.name} may now write to you now and then (never at night, in {zone}; "
         "set yours with /timezone Area/City). /checkins off stops it."
     )
+
+
+def _never_first(ctx: CommandContext) -> str:
+    """The truth when the partner's preset.yml has check-ins off: it never writes first."""
+    assert ctx.partner is not None
+    line = (
+        f"{ctx.partner.name} does not write first: check-ins are turned off in its settings "
+        "(proactive in its preset.yml)."
+    )
+    if ctx.is_owner:
+        line += f" Turn them on with /admin partner set {ctx.partner.id} proactive.enabled true."
+    return line
 
 
 async def timezone(ctx: CommandContext) -> CommandReply:

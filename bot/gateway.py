@@ -68,6 +68,7 @@ class Gateway:
         user_memory: UserMemory,
         claims: OwnerClaims,
         announce: Announce,
+        stop_turn: Callable[[str], bool],
     ) -> None:
         self.config = config
         self.claims = claims
@@ -80,6 +81,7 @@ class Gateway:
         self.channels = channels
         self.sessions = sessions
         self.user_memory = user_memory
+        self._stop_turn = stop_turn
         self.bot_usernames: dict[str, str] = {}
         self.can_read_groups: dict[str, bool] = {}
         self.admin: AdminServices | None = None
@@ -114,6 +116,9 @@ class Gateway:
 
     async def last_inbound_at(self, chat: ChatRef) -> float | None:
         return await self.store.last_inbound_at(chat.key)
+
+    async def stop_turn(self, chat: ChatRef) -> bool:
+        return self._stop_turn(chat.key)
 
     def partner_choices(self) -> list[tuple[str, str]]:
         return [(p.id, p.name) for p in self.catalog.public()]

@@ -8,7 +8,8 @@ pairing code included. So every such value goes through :func:`literal` (or
 :func:`literal_line` for one-line values like names):
 
 - Markdown punctuation is backslash-escaped (CommonMark escapes, which every channel honours:
-  Discord natively, Telegram in ``adapters/telegram_format.py``, the console by unescaping);
+  Discord natively, Telegram in ``adapters/telegram_format.py``, the console by unescaping),
+  and so is the dot of a number that would open a numbered list at the start of a line;
 - explicit bidi controls are removed and a value holding right-to-left letters is wrapped in
   an isolate (FSI ... PDI), so it cannot reorder the text around it.
 """
@@ -22,6 +23,8 @@ ESCAPED = frozenset("\\`*_~[]()<>#|-+=&")
 """The Markdown punctuation escaped: enough that no emphasis, code, link, heading (ATX or
 setext), quote, list bullet, table, HTML, entity reference or spoiler can start from inside
 a value."""
+_ORDERED_ITEM = re.compile(r"^([ \t]*\d+)\.", re.MULTILINE)
+"""A number and a dot opening a line would start a numbered list."""
 
 BIDI_CONTROLS = frozenset(
     "\u202a\u202b\u202c\u202d\u202e"  # LRE RLE PDF LRO RLO
@@ -38,6 +41,7 @@ def literal(text: str) -> str:
     """``text`` as Markdown that renders as exactly these characters, bidi-isolated."""
     cleaned = "".join(ch for ch in text if ch not in BIDI_CONTROLS)
     escaped = "".join("\\" + ch if ch in ESCAPED else ch for ch in cleaned)
+    escaped = _ORDERED_ITEM.sub(r"\1\\.", escaped)
     if any(unicodedata.bidirectional(ch) in ("R", "AL") for ch in cleaned):
         return FIRST_STRONG_ISOLATE + escaped + POP_DIRECTIONAL_ISOLATE
     return escaped

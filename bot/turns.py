@@ -13,9 +13,10 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import TypeVar
 from zoneinfo import ZoneInfo
 
 from adapters.base import Channel, MediaChannel, ReplyStream
@@ -55,6 +56,7 @@ from partners.tools import (
 )
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 TYPING_DELAY_SECONDS = 0.5
 """A reply faster than this needs no typing indicator (and the platform one call less)."""
@@ -74,6 +76,12 @@ MAX_TURN_ATTEMPTS = 3
 """Turns that raise before a message is given up (DESIGN.md: nothing stays pending forever)."""
 ERROR_DETAIL_CHARS = 300
 EMPTY_ANSWER = "…"
+STOPPED = "(stopped)"
+"""The answer to a turn its chat stopped (Ctrl-C in the console): a note, not the partner's."""
+
+
+class TurnStopped(Exception):
+    """The chat asked to stop the running turn."""
 
 
 def consult_chat_key(owner_chat_key: str) -> str:
@@ -135,6 +143,17 @@ class TurnRunner:
         """Reads voice notes and photos before the model runs; None: text only."""
         self.voice = voice
         """Speaks replies (``/voice``); None: text only."""
+        self._stops: dict[str, asyncio.Event] = {}
+        """Chat key -> set to stop the model call of the turn running there."""
+
+    def stop(self, chat_key: str) -> bool:
+        """Stop the turn running in this chat at once (its model call is cancelled and it is
+        answered with :data:`STOPPED`); False if none is running."""
+        requested = self._stops.get(chat_key)
+        if requested is None:
+            return False
+        requested.set()
+        return True
 
     async def process(self, key: str) -> Worked:
         """Answer what is pending for one queue key.
@@ -188,11 +207,9 @@ class TurnRunner:
         reply = await self._answer(conversation, session, prepared, stream)
         if speak and reply.role == "assistant" and reply.text:
             reply = replace(reply, media=(*reply.media, NewMedia("speak", "voice")))
+        failed = reply.role == "notice" and reply.text != STOPPED
         reply_id = await self.store.finish_turn(
-            [row.id for row in pending],
-            session.id,
-            reply,
-            "failed" if reply.role == "notice" else "done",
+            [row.id for row in pending], session.id, reply, "failed" if failed else "done"
         )
         partner_id = conversation.partner.id if conversation.partner else None
         actions = tuple(MediaRow(reply_id, m.kind, m.ref) for m in reply.media)
@@ -405,12 +422,15 @@ class TurnRunner:
         actions: tuple[NewMedia, ...] = ()
         try:
             async with self._typing(chat):
-                output = await self.chat_loop.run(
-                    turn,
-                    surface,
-                    ctx,
-                    model=model,
-                    on_delta=_accumulate(stream) if stream else None,
+                output = await self._unless_stopped(
+                    chat.chat_key,
+                    self.chat_loop.run(
+                        turn,
+                        surface,
+                        ctx,
+                        model=model,
+                        on_delta=_accumulate(stream) if stream else None,
+                    ),
                 )
             text, actions = self._marked(output.text or EMPTY_ANSWER, partner, chat.platform)
             await self._record_usage(
@@ -423,6 +443,9 @@ class TurnRunner:
         except LLMError as exc:
             logger.warning("turn in %s failed: %s", chat.chat_key, exc)
             role, text = "notice", APOLOGY
+        except TurnStopped:
+            logger.info("turn in %s stopped by the chat", chat.chat_key)
+            role, text = "notice", STOPPED
         return NewMessage(
             chat_key=chat.chat_key,
             role=role,
@@ -453,6 +476,25 @@ class TurnRunner:
         if not text and not actions and not marked.silent:
             text = EMPTY_ANSWER
         return text, tuple(actions)
+
+    async def _unless_stopped(self, chat_key: str, work: Awaitable[T]) -> T:
+        """``work``, unless :meth:`stop` is called for this chat first: then it is cancelled
+        and TurnStopped raised."""
+        requested = self._stops[chat_key] = asyncio.Event()
+        running = asyncio.ensure_future(work)
+        stopping = asyncio.create_task(requested.wait())
+        try:
+            await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if self._stops.get(chat_key) is requested:
+                del self._stops[chat_key]
+            stopping.cancel()
+            if not running.done():
+                running.cancel()
+                await asyncio.gather(running, return_exceptions=True)
+        if running.cancelled() or (requested.is_set() and running.exception() is not None):
+            raise TurnStopped  # what a cancelled model call raises on its way out is no news
+        return running.result()
 
     def _tools(
         self, conversation: Conversation, session: SessionRow, last: MessageRow

@@ -14,17 +14,15 @@ import time
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from bot.store import Store
 from partners.persona import (
-    MAX_DESCRIPTION_CHARS,
     MAX_NAME_CHARS,
     Partner,
     PartnerError,
     check_partner_id,
     load_partner,
 )
+from partners.preset import change_preset, read_preset
 
 logger = logging.getLogger(__name__)
 
@@ -85,14 +83,18 @@ class PartnerCatalog:
         return target
 
     def create(self, partner_id: str, name: str | None = None) -> Partner:
+        """A partner from the template, named ``name`` (default: its id). The template is the
+        example partner; its name is the one thing in it that is not a placeholder."""
         target = self._target(partner_id)
         if name is not None and len(name) > MAX_NAME_CHARS:
             raise PartnerError(f"name is {len(name)} characters; the limit is {MAX_NAME_CHARS}")
+        if name is not None and not name.strip():
+            raise PartnerError("a name cannot be empty")
         self.root.mkdir(parents=True, exist_ok=True)
         shutil.copytree(template_dir(), target)
         (target / "memory").mkdir(exist_ok=True)
-        if name:
-            rename_template(target, name)
+        if name is not None or partner_id != EXAMPLE_PARTNER:
+            rename_template(target, (name or partner_id).strip())
         self.reload()
         return self.require(partner_id)
 
@@ -136,7 +138,7 @@ def rename_template(directory: Path, name: str) -> None:
     """Give a fresh copy of the template its own name: in preset.yml's ``name`` and wherever
     the template's name appears in its files (comments and persona text alike)."""
     preset = directory / "preset.yml"
-    template_name = str(yaml.safe_load(preset.read_text(encoding="utf-8")).get("name", ""))
+    template_name = read_preset(preset, directory.name).name
     if template_name:
         pattern = re.compile(rf"\b{re.escape(template_name)}\b")
         for path in directory.iterdir():
@@ -147,19 +149,6 @@ def rename_template(directory: Path, name: str) -> None:
 
 
 def set_preset_value(path: Path, key: str, value: str | bool) -> None:
-    """Change one ``key: value`` line of preset.yml, keeping comments and every other line."""
-    limits = {"name": MAX_NAME_CHARS, "description": MAX_DESCRIPTION_CHARS}
-    if isinstance(value, str) and key in limits and len(value) > limits[key]:
-        raise PartnerError(f"{key} is {len(value)} characters; the limit is {limits[key]}")
-    rendered = yaml.safe_dump({key: value}, allow_unicode=True, width=10_000).strip()
-    raw = path.read_text(encoding="utf-8") if path.exists() else ""
-    newline = "\r\n" if "\r\n" in raw else "\n"
-    lines = raw.splitlines()
-    for index, line in enumerate(lines):
-        top_level = not line.startswith((" ", "\t", "#"))
-        if top_level and line.split(":", 1)[0].strip() == key:
-            lines[index] = rendered
-            break
-    else:
-        lines.append(rendered)
-    path.write_text(newline.join(lines) + newline, encoding="utf-8", newline="")
+    """Change one top-level key of preset.yml, checked, keeping every other byte of the file
+    (``partners/preset.py``)."""
+    change_preset(path, (key,), value)

@@ -33,6 +33,7 @@ PLAUSIBLE_ARGS = {
     "forget": "m_18c2f0a1b2c3d",
     "journal": "example",
     "review": "example",
+    "changes": "example",
     "undo": "c_18c2f0a1b2c3d",
     "consult": "example what do you know?",
     "transcript": "example abcdef",

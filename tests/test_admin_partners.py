@@ -162,17 +162,17 @@ async def test_partner_set_changes_one_line_and_keeps_comments(harness: Harness)
 async def test_partner_set_refuses_bad_values_and_leaves_the_file(harness: Harness) -> None:
     preset = partner_dir(harness) / "preset.yml"
     before = preset.read_bytes()
-    assert "1 to 60 characters, not 61" in await admin(
+    assert "name: is 61 characters; the limit is 60" in await admin(
         harness, "/admin partner set example name " + "n" * 61
     )
-    assert "at most 200" in await admin(
+    assert "the limit is 200" in await admin(
         harness, "/admin partner set example description " + "d" * 201
     )
     assert "unknown time zone" in await admin(
         harness, "/admin partner set example timezone Mars/Base"
     )
     assert "true or false" in await admin(harness, "/admin partner set example public maybe")
-    assert "cannot be set here" in await admin(harness, "/admin partner set example model gpt-9")
+    assert "cannot be set" in await admin(harness, "/admin partner set example colour blue")
     assert preset.read_bytes() == before
 
 

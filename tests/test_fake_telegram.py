@@ -441,6 +441,43 @@ async def test_markup_is_validated_like_telegram(fake: FakeTelegram, bot: Bot) -
     assert await bot.send_message(chat_id=1, text="Done.", parse_mode=ParseMode.MARKDOWN_V2)
 
 
+async def test_html_becomes_text_and_entities_like_telegram(bot: Bot) -> None:
+    sent = await bot.send_message(
+        chat_id=1,
+        text='<b><i>very</i></b> &copy; &lt;3 <a href="https://x.y/a_(b)">link</a>\n'
+        '<pre><code class="language-python">x = 1</code></pre>\n<blockquote>quoted</blockquote>',
+        parse_mode=ParseMode.HTML,
+    )
+    assert sent.text == "very &copy; <3 link\nx = 1\nquoted"  # only four named references
+    found = {(e.type, sent.parse_entity(e)) for e in sent.entities}
+    assert found == {
+        ("bold", "very"),
+        ("italic", "very"),
+        ("text_link", "link"),
+        ("pre", "x = 1"),
+        ("blockquote", "quoted"),
+    }
+    [link] = [e for e in sent.entities if e.type == "text_link"]
+    [pre] = [e for e in sent.entities if e.type == "pre"]
+    assert (link.url, pre.language) == ("https://x.y/a_(b)", "python")
+
+
+async def test_entities_telegram_cannot_nest_are_dropped_not_refused(bot: Bot) -> None:
+    sent = await bot.send_message(
+        chat_id=1,
+        text='<code><b>x</b></code> <a href="https://x.y"><code>y</code></a> '
+        "<blockquote>a<blockquote>b</blockquote></blockquote> "
+        '<a href="javascript:alert(1)">z</a>',
+        parse_mode=ParseMode.HTML,
+    )
+    assert sent.text == "x y ab z"
+    assert [(e.type, sent.parse_entity(e)) for e in sent.entities] == [
+        ("code", "x"),
+        ("text_link", "y"),
+        ("blockquote", "ab"),
+    ]
+
+
 async def test_edit_errors_match_telegram(fake: FakeTelegram, bot: Bot) -> None:
     sent = await bot.send_message(chat_id=3, text="same")
     with pytest.raises(BadRequest, match="(?i)message is not modified"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from adapters.telegram_format import render
@@ -103,6 +103,11 @@ def test_a_value_that_starts_a_line_with_a_list_marker_is_no_bullet() -> None:
 
 
 @given(st.text(max_size=80))
+@example("- not a list\n+ nor this\n1. nor this")
+@example("Title\n===\nand\n---")
+@example("&amp; &#35; &copy;")
+@example("  indented\n      more\ttabs  \n\n\n  ")
+@example("a\r\nb\rc \u3000")
 def test_any_text_made_literal_renders_as_exactly_that_text_on_telegram(text: str) -> None:
     visible = render(literal(text)).plain
     expected = "".join(ch for ch in text if ch not in BIDI_CONTROLS)

@@ -92,7 +92,6 @@ name: 小林
 description: 温柔的陪伴者
 order: 2
 avatar: avatar.png
-something_else: kept
 """
 
 
@@ -117,7 +116,7 @@ def test_a_seed_003_companion_directory_loads_unchanged(tmp_path: Path) -> None:
     before = {p: p.read_bytes() for p in directory.rglob("*") if p.is_file()}
     partner = load_partner(directory)
     assert partner.name == "小林" and partner.preset.order == 2
-    assert partner.preset.extra == {"something_else": "kept"}
+    assert partner.preset.description == "温柔的陪伴者"
     prompt = assemble_prompt(partner, CONTEXT, budget=20000, notice=True).text
     assert prompt.startswith("你是 kai，目录 partners/kai，工作目录 partners/kai，会话 s-1。")
     assert "用户喜欢猫" in prompt
@@ -138,7 +137,7 @@ def test_ids_that_could_escape_the_data_dir_are_refused(bad: str, tmp_path: Path
 
 def test_bad_preset_values_are_named(tmp_path: Path) -> None:
     directory = make_partner(tmp_path, {}, "name: " + "n" * 61 + "\n")
-    with pytest.raises(PartnerError, match="name is 61 characters; the limit is 60"):
+    with pytest.raises(PartnerError, match="name: is 61 characters; the limit is 60"):
         load_partner(directory)
 
 

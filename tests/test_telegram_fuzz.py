@@ -4,8 +4,8 @@ names, topics, buttons, media, bots, channels) and arbitrary Markdown.
 * every payload converts to an event without an exception, and a DM is always addressed;
 * a few hundred of them, pushed through the fake Bot API into a running gateway, are handled
   without an error at the per-update edge, and the gateway still answers afterwards;
-* any Markdown renders to HTML Telegram accepts, never longer than its source, and splits
-  into chunks that fit and keep every character.
+* any Markdown renders to HTML Telegram accepts, and splits into chunks that fit (Telegram's
+  visible text, Discord's Markdown) and show every character with the formatting it had.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from adapters.telegram_format import render, split, utf16_len
 from adapters.telegram_updates import BotIdentity, Unsupported, update_event
 from bot.events import Inbound
 from tests.fakes.fake_llm import FakeLLM
-from tests.fakes.fake_telegram import FakeTelegram, _check_html, _strip_html
+from tests.fakes.fake_telegram import FakeTelegram
+from tests.fakes.telegram_html import parse_html
 from tests.telegram_harness import BOT_USERNAME, GROUP, TelegramGateways, settled
 
 BOT_ID = 999
@@ -249,57 +250,103 @@ markdown = st.one_of(
             [
                 "**",
                 "*",
+                "***",
                 "_",
                 "__",
                 "`",
+                "``",
                 "```",
                 "```python\n",
                 "\n```\n",
                 "~~",
                 "[a](https://x.y)",
+                "[b c](https://x.y/a_(b))",
                 "[b](javascript:x)",
+                "](",
                 "# ",
+                "## ",
                 "- ",
+                "1. ",
+                "> ",
+                "| a | b |\n|---|---:|\n",
+                "| 1 | 22 |\n",
+                "---\n",
                 "<b>",
                 "&amp;",
+                "\\*",
                 "<",
                 ">",
                 "&",
                 "\n",
                 "\n\n",
+                "  \n",
                 " ",
+                "    ",
+                "\t",
                 "word",
+                "longer words here",
                 "😀",
+                "👍🏽",
+                "中文。",
                 "Ünïcödé",
                 ".",
                 "!",
             ]
         ),
-        max_size=60,
+        max_size=80,
     ).map("".join),
 )
 
 
-@settings(max_examples=1000, deadline=None, database=None)
+def styled(rendered_html: str) -> list[tuple[str, frozenset[str]]]:
+    """Each visible character of a message Telegram accepts (``parse_html`` raises like
+    Telegram otherwise), with the formatting on it; whitespace left out, since a cut may
+    fall on it."""
+    text, entities = parse_html(rendered_html)
+    units: list[tuple[str, set[str]]] = []
+    for char in text:
+        units.extend((char if i == 0 else "", set()) for i in range(utf16_len(char)))
+    for entity in entities:
+        style = f"{entity['type']}:{entity.get('url', '')}"
+        for unit in units[entity["offset"] : entity["offset"] + entity["length"]]:
+            unit[1].add(style)
+    return [(char, frozenset(styles)) for char, styles in units if char and not char.isspace()]
+
+
+@settings(max_examples=1500, deadline=None, database=None)
 @given(markdown)
 def test_any_markdown_renders_to_html_telegram_accepts(text: str) -> None:
     rendered = render(text)
-    _check_html(rendered.html)  # raises like Telegram on a tag it would refuse
-    assert _strip_html(rendered.html) == rendered.plain
-    assert utf16_len(rendered.plain) <= utf16_len(text)
+    visible, _ = parse_html(rendered.html)  # raises like Telegram on HTML it would refuse
+    assert visible == rendered.plain
+
+
+# Limits from 50: ten nested list markers ("• " each, markdown-it nests no deeper) and one
+# character must fit in a message; real limits are 2000 and 4032.
+LIMITS = st.integers(min_value=50, max_value=200)
+
+
+@settings(max_examples=1500, deadline=None, database=None)
+@given(markdown, LIMITS)
+def test_any_markdown_splits_into_chunks_that_fit_and_lose_nothing(text: str, limit: int) -> None:
+    chunks = split(text, limit)
+    assert all(utf16_len(render(chunk).plain) <= limit for chunk in chunks)
+    whole = styled(render(text).html)
+    pieces = [unit for chunk in chunks for unit in styled(render(chunk).html)]
+    if "|" in text:  # a table cut between rows repeats its header, lined up anew
+        rules = set("|-+")
+        remaining = iter(char for char, _ in pieces if char not in rules)
+        assert all(char in remaining for char, _ in whole if char not in rules)
+    else:  # every character is there once, with the formatting it had
+        assert pieces == whole
 
 
 @settings(max_examples=1000, deadline=None, database=None)
-@given(markdown, st.integers(min_value=20, max_value=200))
-def test_any_markdown_splits_into_chunks_that_fit_and_lose_nothing(text: str, limit: int) -> None:
-    chunks = split(text, limit)
+@given(markdown, LIMITS)
+def test_discord_chunks_fit_as_markdown_and_show_the_same_text(text: str, limit: int) -> None:
+    chunks = chunking.split(text, limit)
     assert all(utf16_len(chunk) <= limit for chunk in chunks)
-
-    def letters(value: str) -> str:
-        return "".join(ch for ch in value if not ch.isspace() and ch not in "`~")
-
-    # Nothing shown is lost or reordered (a fence's language is not shown); the only
-    # additions are the fences re-opened in each chunk a code block spans.
-    shown = "".join(body for _, _, body in chunking.blocks(text))
-    remaining = iter(letters("\n".join(chunks)))
-    assert all(ch in remaining for ch in letters(shown))
+    rules = set("|-+")  # a table's rules are lined up anew in each chunk
+    whole = [char for char, _ in styled(render(text).html) if char not in rules]
+    shown = iter(c for chunk in chunks for c, _ in styled(render(chunk).html) if c not in rules)
+    assert all(char in shown for char in whole)

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from bot.events import ChatRef
 from bot.store import MessageRow
 from partners.tools import user_memory_file
 from tests.conftest import Harness, dm, group_message
@@ -321,3 +322,23 @@ async def test_a_turn_that_fails_twice_then_works_gets_no_apology(harness: Harne
     assert await harness.app.store.audit_rows("turn_failed") == []
     assert len(harness.llm.requests) == 1
     assert harness.app.dispatcher.turns_failed == 2
+
+
+async def test_a_stopped_turn_is_answered_at_once_with_a_note_and_the_chat_goes_on(
+    harness: Harness,
+) -> None:
+    harness.llm.script(Reply(text="Once upon a time…", delay_seconds=60), Reply(text="Hi again."))
+    chat = ChatRef("test", "42", "dm")
+    assert not await harness.app.gateway.stop_turn(chat)  # nothing runs yet
+    await harness.send(dm(42, "tell me a very long story"))
+    await harness.llm.wait_for_requests(1)
+    assert await harness.app.gateway.stop_turn(chat)
+    [stopped] = await harness.channel.wait_sent(1)
+    assert stopped.text == "(stopped)"
+    await harness.settle()
+    await harness.send(dm(42, "never mind, hello"))
+    await harness.settle()
+    assert harness.channel.texts("42") == ["(stopped)", "Hi again."]
+    # the stopped question stays in the history, answered by nothing the partner said
+    history = harness.llm.requests[-1]["messages"]
+    assert [m["role"] for m in history[1:]] == ["user", "user"]

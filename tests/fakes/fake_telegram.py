@@ -25,8 +25,9 @@ What it does, as Telegram does:
   a newer ``getUpdates`` terminates a pending one with 409; while a webhook is set
   ``getUpdates`` gets 409.  Update types outside ``allowed_updates`` are never delivered (the
   default leaves out ``chat_member``, ``message_reaction`` and ``message_reaction_count``).
-* Message ids are allocated per chat, shared by user and bot messages.  Sends validate the
-  parse mode (HTML tags, MarkdownV2 reserved characters), the 4096 character limit, replies
+* Message ids are allocated per chat, shared by user and bot messages.  Sends parse the parse
+  mode as Telegram does (HTML into text and entities, ``tests/fakes/telegram_html.py``;
+  MarkdownV2 reserved characters), check the 4096 character limit (of the visible text), replies
   to unknown messages, and reject ``message_thread_id=1`` (the General topic) in forums.
   Edits of unknown or unchanged messages fail like on Telegram ("message is not modified").
 * Faults: :meth:`FakeTelegram.fail_next`, :meth:`FakeTelegram.reject_entities_once`,
@@ -49,7 +50,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import html
 import json
 import math
 import mimetypes
@@ -67,6 +67,7 @@ from aiohttp import web
 from telegram.constants import ReactionEmoji
 
 from tests.fakes.ogg_opus import NotOggOpus, ogg_opus_seconds
+from tests.fakes.telegram_html import HtmlError, decode_references, parse_html
 
 __all__ = [
     "TOKEN",
@@ -132,26 +133,6 @@ _CHAT_ACTIONS = frozenset(
 
 _ALLOWED_REACTIONS = frozenset(str(emoji.value) for emoji in ReactionEmoji)
 
-_HTML_TAGS = frozenset(
-    {
-        "b",
-        "strong",
-        "i",
-        "em",
-        "u",
-        "ins",
-        "s",
-        "strike",
-        "del",
-        "span",
-        "tg-spoiler",
-        "a",
-        "code",
-        "pre",
-        "blockquote",
-        "tg-emoji",
-    }
-)
 _TAG_RE = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9-]*)((?:\s[^<>]*)?)>")
 _COMMAND_RE = re.compile(r"^[a-z0-9_]{1,32}$")
 _SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
@@ -328,53 +309,18 @@ def _update_type(update: dict[str, Any]) -> str | None:
     return next((key for key in update if key != "update_id"), None)
 
 
-def _check_html(text: str) -> None:
-    """Raise ApiError like Telegram for unknown or unbalanced HTML tags."""
-    stack: list[tuple[str, int]] = []
-    pos = 0
-    while True:
-        index = text.find("<", pos)
-        if index < 0:
-            break
-        match = _TAG_RE.match(text, index)
-        if match is None:
-            following = re.match(r"/?([^\s<>/]*)", text[index + 1 :])
-            name = following.group(1) if following else ""
-            raise ApiError(
-                400,
-                "Bad Request: can't parse entities: Unsupported start tag "
-                f'"{name}" at byte offset {_byte_offset(text, index)}',
-            )
-        closing, name = match.group(1) == "/", match.group(2).lower()
-        if name not in _HTML_TAGS:
-            raise ApiError(
-                400,
-                "Bad Request: can't parse entities: Unsupported start tag "
-                f'"{name}" at byte offset {_byte_offset(text, index)}',
-            )
-        if not closing:
-            stack.append((name, index))
-        elif not stack or stack[-1][0] != name:
-            expected = f'expected "</{stack[-1][0]}>", ' if stack else ""
-            raise ApiError(
-                400,
-                "Bad Request: can't parse entities: Unmatched end tag at byte offset "
-                f'{_byte_offset(text, index)}, {expected}found "</{name}>"',
-            )
-        else:
-            stack.pop()
-        pos = match.end()
-    if stack:
-        name, _ = stack[-1]
-        raise ApiError(
-            400,
-            "Bad Request: can't parse entities: Can't find end tag corresponding to start tag "
-            f'"{name}"',
-        )
+def _check_html(text: str) -> tuple[str, list[dict[str, Any]]]:
+    """Visible text and entities of an HTML message, raising ApiError like Telegram
+    (``tests/fakes/telegram_html.py``)."""
+    try:
+        return parse_html(text)
+    except HtmlError as exc:
+        raise ApiError(400, f"Bad Request: can't parse entities: {exc}") from exc
 
 
 def _strip_html(text: str) -> str:
-    return html.unescape(_TAG_RE.sub("", text))
+    """The visible text of HTML, for when validation is off: tags gone, references decoded."""
+    return decode_references(_TAG_RE.sub("", text))
 
 
 _MDV2_RESERVED = frozenset("_*[]()~`>#+-=|{}.!")
@@ -1617,7 +1563,7 @@ class FakeTelegram:
         mode = str(parse_mode).lower()
         if mode == "html":
             if self.validate_markup:
-                _check_html(text)
+                return _check_html(text)
             return _strip_html(text), None
         if mode == "markdownv2":
             return _render_markdown_v2(text, self.validate_markup), None
@@ -1660,7 +1606,7 @@ class FakeTelegram:
         chat = self._chat(params)
         thread = self._check_send(chat, params)
         text = self._text_param(params, "Bad Request: message text is empty")
-        visible, _ = self._render(text, params.get("parse_mode"), text_method=True)
+        visible, parsed = self._render(text, params.get("parse_mode"), text_method=True)
         if not visible.strip():
             raise ApiError(400, "Bad Request: message text is empty")
         if utf16_len(visible) > MAX_TEXT_LENGTH:
@@ -1668,7 +1614,7 @@ class FakeTelegram:
         self._check_rate(int(chat["id"]))
         message = self._bot_message(chat, thread, params)
         message["text"] = visible
-        entities = params.get("entities")
+        entities = parsed or params.get("entities")
         if isinstance(entities, list) and entities:
             message["entities"] = entities
         self._register_message(message)
@@ -1690,13 +1636,22 @@ class FakeTelegram:
             return True
         message = self._editable(params, "edit")
         text = self._text_param(params, "Bad Request: text must be non-empty")
-        visible, _ = self._render(text, params.get("parse_mode"), text_method=True)
+        visible, parsed = self._render(text, params.get("parse_mode"), text_method=True)
         if utf16_len(visible) > MAX_TEXT_LENGTH:
             raise ApiError(400, "Bad Request: MESSAGE_TOO_LONG")
         markup = params.get("reply_markup")
-        if visible == message.get("text") and markup == message.get("reply_markup"):
+        entities = parsed or []
+        if (visible, entities, markup) == (
+            message.get("text"),
+            message.get("entities", []),
+            message.get("reply_markup"),
+        ):
             raise ApiError(400, _NOT_MODIFIED)
         message["text"] = visible
+        if entities:
+            message["entities"] = entities
+        else:
+            message.pop("entities", None)
         message["edit_date"] = int(time.time())
         if isinstance(markup, dict) and "inline_keyboard" in markup:
             message["reply_markup"] = markup
