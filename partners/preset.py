@@ -98,6 +98,13 @@ class PresetFile(_Strict):
     daily_token_budget: int | None = Field(None, ge=1)
     resting_message: str | None = None
     proactive: ProactiveSettings | None = None
+    vision: bool | None = None
+    """The partner's model takes images (else ``llm.vision``; ``bot/media.py``)."""
+    voice: str | None = None
+    """The speech engine's voice for this partner's spoken replies."""
+    stickers: dict[str, Any] | None = None
+    """Stickers the partner may send by name: ``happy: <Telegram file id>`` or
+    ``happy: {telegram: <file id>, discord: <id>}`` (``Partner.sticker``)."""
 
     _texts = field_validator(
         "name", "description", "model", "language", "avatar", "resting_message", mode="before"
@@ -146,10 +153,14 @@ class Preset:
     resting_message: str | None = None
     """What the partner says, once, when it rests (over its budget or a user's rate limit)."""
     extra: Mapping[str, Any] = field(default_factory=dict)
-    """Settings read elsewhere, as written: ``proactive`` (``partners/checkins.py``)."""
+    """Settings read elsewhere, as written (:data:`EXTRA_KEYS`)."""
 
 
 # ---- reading -------------------------------------------------------------------------------
+
+
+EXTRA_KEYS = ("proactive", "vision", "voice", "stickers")
+"""Checked here, read where they are used (check-ins, media, voice replies, stickers)."""
 
 
 def read_preset(path: Path, partner_id: str) -> Preset:
@@ -159,7 +170,7 @@ def read_preset(path: Path, partner_id: str) -> Preset:
         checked = PresetFile.model_validate(raw)
     except ValidationError as exc:
         raise PartnerError(describe(exc, str(path))) from None
-    extra = {"proactive": raw["proactive"]} if checked.proactive is not None else {}
+    extra = {key: raw[key] for key in EXTRA_KEYS if key in raw and raw[key] is not None}
     return Preset(
         name=checked.name or partner_id,
         description=checked.description,
