@@ -11,7 +11,7 @@ import tomllib
 from importlib import metadata
 from pathlib import Path
 
-import yaml
+from ruamel.yaml import YAML
 
 ROOT = Path(__file__).parent.parent
 LOCK = ROOT / "requirements.lock"
@@ -77,7 +77,7 @@ def test_make_installs_with_the_lock() -> None:
 
 
 def test_the_compose_service_has_its_volumes_env_file_and_healthcheck() -> None:
-    compose = yaml.safe_load((ROOT / "compose.yaml").read_text(encoding="utf-8"))
+    compose = YAML(typ="safe").load((ROOT / "compose.yaml").read_text(encoding="utf-8"))
     service = compose["services"]["companion"]
     mounts = {volume.split(":")[1] for volume in service["volumes"]}
     assert {"/data", "/config"} <= mounts
