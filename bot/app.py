@@ -44,6 +44,7 @@ from partners.catalog import PartnerCatalog, apply_search_languages
 from partners.checkins import Checkins
 from partners.consolidate import Consolidator
 from partners.forgetting import Forgetting
+from partners.lore import LoreLibrary
 from partners.memory import MemoryFile, MemoryStore
 from partners.persona import Partner, size_report
 from partners.review import Reviewer
@@ -304,6 +305,7 @@ async def build_app(
                 await reviewer.request(session_id)
 
     sessions.on_end = review_ended
+    lore = LoreLibrary()
     runner = TurnRunner(
         config,
         store,
@@ -321,6 +323,7 @@ async def build_app(
         memory_settings=settings.memory,
         media=MediaReader(config, store, speech, llm, channels),
         voice=voice,
+        lore=lore,
     )
     dispatcher = Dispatcher(store, runner.process, config.dispatch.max_concurrent_turns)
     forgetting = Forgetting(store, memory, catalog)

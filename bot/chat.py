@@ -45,6 +45,11 @@ class TurnInput:
     """Message id -> image part URLs sent with it (new messages only, this turn only)."""
     reactions: Sequence[MessageRow] = ()
     """Users' reactions to the partner's messages since its last reply."""
+    after_history: str = ""
+    """Lorebook entries that fired and a card's post-history instructions
+    (``partners/lore.py``): placed after the new messages, never in the system prompt, so the
+    system prompt and the history stay byte-identical from turn to turn and prompt caches keep
+    hitting; it is not stored, so the next turn's history does not carry it."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,8 @@ def build_messages(turn: TurnInput) -> list[dict[str, Any]]:
     for row in turn.new_messages:
         text = envelope(row, turn.timezone, turn.is_group, turn.notes.get(row.id))
         messages.append({"role": "user", "content": _with_images(text, turn.images.get(row.id))})
+    if turn.after_history:
+        messages.append({"role": "user", "content": turn.after_history})
     return messages
 
 

@@ -43,6 +43,7 @@ from bot.tools import ToolRegistry, ToolSurface
 from bot.transcripts import load_transcripts
 from bot.voice_replies import VoiceReplies
 from partners.catalog import PartnerCatalog
+from partners.lore import LoreLibrary
 from partners.memory import MemoryFile, MemoryStore
 from partners.persona import Partner
 from partners.review import Reviewer
@@ -120,6 +121,7 @@ class TurnRunner:
         memory_settings: Callable[[], MemoryConfig] | None = None,
         media: MediaReader | None = None,
         voice: VoiceReplies | None = None,
+        lore: LoreLibrary | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -143,6 +145,8 @@ class TurnRunner:
         """Reads voice notes and photos before the model runs; None: text only."""
         self.voice = voice
         """Speaks replies (``/voice``); None: text only."""
+        self.lore = lore
+        """Lorebooks and post-history instructions; None: none are read."""
         self._stops: dict[str, asyncio.Event] = {}
         """Chat key -> set to stop the model call of the turn running there."""
 
@@ -415,6 +419,7 @@ class TurnRunner:
                 history[-1].id if history else 0,
                 MAX_REACTIONS_SHOWN,
             ),
+            after_history=await self._after_history(conversation, history, pending),
         )
         surface, ctx = self._tools(conversation, session, pending[-1])
         model = (partner.preset.model if partner else None) or self.config.llm.model
@@ -456,6 +461,26 @@ class TurnRunner:
             partner_id=partner.id if partner else None,
             speaker=partner.name if partner else "assistant",
             media=actions,
+        )
+
+    async def _after_history(
+        self,
+        conversation: Conversation,
+        history: list[MessageRow],
+        pending: list[MessageRow],
+    ) -> str:
+        """What the partner's lorebook brings in this turn, with its post-history note."""
+        partner = conversation.partner
+        if self.lore is None or partner is None:
+            return ""
+        scanned = [row.text for row in (*history, *pending) if row.role in ("user", "assistant")]
+        return await asyncio.to_thread(
+            self.lore.turn_note,
+            partner,
+            scanned,
+            conversation.speaker.name,
+            conversation.chat.chat_key,
+            self.clock(),
         )
 
     @staticmethod

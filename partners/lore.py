@@ -1,0 +1,432 @@
+"""Lorebooks (world info): entries of background text that come into a turn when the
+conversation touches their keys.
+
+A partner's lorebook is ``lorebook.json`` in its directory, in the ``character_book`` shape of
+the character card spec (V3): the shape a card carries, so a card's book is stored as it came
+and exported without loss, and one the owner can edit by hand or in a front-end's editor.
+SillyTavern's standalone world-info files are converted to it on ``companion lore import`` the
+way SillyTavern itself converts them when it embeds a world in a card (its own settings go
+into each entry's ``extensions``).
+
+Matching folds case and accents like search does (``bot/search_terms.fold``) and finds every
+key of every entry in one pass over the scanned text with an Aho-Corasick automaton built when
+the book is loaded, so a 10,000-entry book costs well under a millisecond per turn. Keys are
+matched as whole words unless an entry says otherwise (``match_whole_words: false``); keys in
+CJK scripts, which have no spaces, match anywhere.
+
+What fires goes into the turn after the frozen system prompt (``bot/chat.py``), never into it,
+so the prompt stays byte-identical and provider prompt caches keep hitting.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import unicodedata
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import ahocorasick
+
+from bot.search_terms import fold
+from partners.card_format import CardError, check_book
+from partners.persona import Partner
+
+LOREBOOK_FILE = "lorebook.json"
+DEFAULT_SCAN_DEPTH = 2
+"""Messages scanned for keys when the book does not say (SillyTavern's default)."""
+DEFAULT_TOKEN_BUDGET = 400
+"""Tokens all inserted entries may take per turn when the book does not say."""
+MAX_RECURSION_STEPS = 3
+"""Rounds of entries activated by other entries' text, when the book scans recursively."""
+DEFAULT_WHOLE_WORDS = True
+""""cat" should not bring in the entry about cats when someone says "category"."""
+LORE_FRAME = "World notes for this moment (background you know; not something anyone said):"
+
+Position = Literal["before_char", "after_char"]
+Logic = Literal["and_any", "not_all", "not_any", "and_all"]
+LOGIC_BY_NUMBER: dict[int, Logic] = {0: "and_any", 1: "not_all", 2: "not_any", 3: "and_all"}
+_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+
+
+@dataclass(frozen=True)
+class LoreEntry:
+    index: int
+    label: str
+    """What the owner calls it: its name or comment, else its first key."""
+    keys: tuple[str, ...]
+    secondary_keys: tuple[str, ...]
+    selective: bool
+    logic: Logic
+    content: str
+    constant: bool
+    enabled: bool
+    order: int
+    priority: int
+    position: Position
+    probability: int
+    case_sensitive: bool
+    whole_words: bool
+    exclude_recursion: bool
+    """Not activated by another entry's text, only by the conversation."""
+    prevent_recursion: bool
+    """Its text does not activate other entries."""
+    tokens: int
+
+
+@dataclass(frozen=True)
+class Fired:
+    entries: tuple[LoreEntry, ...]
+    text: str
+    """The message that goes into the turn ("" when nothing fired)."""
+
+
+def estimate_tokens(text: str) -> int:
+    """About a token per four ASCII characters and one per other character (CJK): no
+    tokenizer of the partner's model is at hand, and a budget only needs to be near."""
+    ascii_chars = sum(1 for ch in text if ch < "\x80")
+    return math.ceil(ascii_chars / 4) + (len(text) - ascii_chars)
+
+
+def _flag(entry: dict[str, Any], key: str, extension: str, default: bool) -> bool:
+    value = entry.get(key)
+    if value is None:
+        value = entry.get("extensions", {}).get(extension)
+    return default if value is None else bool(value)
+
+
+def parse_entry(index: int, entry: dict[str, Any]) -> LoreEntry:
+    """One ``character_book`` entry; SillyTavern's settings are read from its extensions."""
+    ext = entry.get("extensions") or {}
+    keys = tuple(k for k in entry.get("keys", []) if k.strip())
+    secondary = tuple(k for k in entry.get("secondary_keys") or [] if k.strip())
+    raw_position = entry.get("position") or ("after_char" if ext.get("position") else "before_char")
+    probability = int(ext.get("probability", 100)) if ext.get("useProbability", True) else 100
+    label = str(entry.get("name") or entry.get("comment") or (keys[0] if keys else f"#{index}"))
+    content = str(entry.get("content", ""))
+    return LoreEntry(
+        index=index,
+        label=label,
+        keys=keys,
+        secondary_keys=secondary,
+        selective=bool(entry.get("selective")) and bool(secondary),
+        logic=LOGIC_BY_NUMBER.get(int(ext.get("selectiveLogic", 0) or 0), "and_any"),
+        content=content,
+        constant=bool(entry.get("constant")),
+        enabled=entry.get("enabled", True) is not False,
+        order=int(entry.get("insertion_order", 100) or 0),
+        priority=int(entry.get("priority", 0) or 0),
+        position="after_char" if raw_position == "after_char" else "before_char",
+        probability=max(0, min(100, probability)),
+        case_sensitive=_flag(entry, "case_sensitive", "case_sensitive", False),
+        whole_words=_flag(entry, "match_whole_words", "match_whole_words", DEFAULT_WHOLE_WORDS),
+        exclude_recursion=bool(ext.get("exclude_recursion")),
+        prevent_recursion=bool(ext.get("prevent_recursion")),
+        tokens=estimate_tokens(content),
+    )
+
+
+@dataclass(frozen=True)
+class _Key:
+    entry: int
+    secondary: bool
+    number: int
+    whole_words: bool
+    length: int
+
+
+class Lorebook:
+    """A book's entries and the automata that find their keys, built once per load."""
+
+    def __init__(self, book: dict[str, Any]) -> None:
+        self.name = str(book.get("name") or "")
+        self.scan_depth = int(book.get("scan_depth") or DEFAULT_SCAN_DEPTH)
+        self.token_budget = int(book.get("token_budget") or DEFAULT_TOKEN_BUDGET)
+        self.recursive = bool(book.get("recursive_scanning"))
+        self.entries = tuple(parse_entry(i, e) for i, e in enumerate(book.get("entries", [])))
+        self._folded = ahocorasick.Automaton()
+        self._exact = ahocorasick.Automaton()
+        for entry in self.entries:
+            if entry.enabled:
+                self._add_keys(entry)
+        for automaton in (self._folded, self._exact):
+            if len(automaton):
+                automaton.make_automaton()
+
+    def _add_keys(self, entry: LoreEntry) -> None:
+        for secondary, keys in ((False, entry.keys), (True, entry.secondary_keys)):
+            for number, key in enumerate(keys):
+                exact = entry.case_sensitive
+                needle = unicodedata.normalize("NFC", key) if exact else fold(key)
+                needle = needle.strip()
+                if not needle:
+                    continue
+                whole = entry.whole_words and not _CJK.search(needle)
+                automaton = self._exact if exact else self._folded
+                found = automaton.get(needle, None)
+                hit = _Key(entry.index, secondary, number, whole, len(needle))
+                if found is None:
+                    automaton.add_word(needle, [hit])
+                else:
+                    found.append(hit)
+
+    def fire(self, messages: Sequence[str], chance: Callable[[], float] = random.random) -> Fired:
+        """The entries the newest ``scan_depth`` of ``messages`` (oldest first) bring in,
+        within the token budget, and the text that carries them into the turn."""
+        text = "\n".join(messages[-self.scan_depth :]) if self.scan_depth > 0 else ""
+        active = self._activated(self._hits(text), set(), chance, by_recursion=False)
+        seen = set(active)
+        steps = 0
+        new = active
+        while self.recursive and new and steps < MAX_RECURSION_STEPS:
+            steps += 1
+            more = "\n".join(
+                self.entries[i].content for i in new if not self.entries[i].prevent_recursion
+            )
+            new = self._activated(self._hits(more), seen, chance, by_recursion=True)
+            seen.update(new)
+            active = active + new
+        chosen = self._within_budget([self.entries[i] for i in active])
+        return Fired(chosen, render(chosen))
+
+    def _hits(self, text: str) -> dict[int, set[tuple[bool, int]]]:
+        """Entry index -> the (secondary?, key number) pairs found in ``text``."""
+        hits: dict[int, set[tuple[bool, int]]] = {}
+        if not text:
+            return hits
+        for automaton, haystack in (
+            (self._folded, fold(text)),
+            (self._exact, unicodedata.normalize("NFC", text)),
+        ):
+            if not len(automaton):
+                continue
+            for end, keys in automaton.iter(haystack):
+                for key in keys:
+                    if key.whole_words and not _whole_word(haystack, end, key.length):
+                        continue
+                    hits.setdefault(key.entry, set()).add((key.secondary, key.number))
+        return hits
+
+    def _activated(
+        self,
+        hits: dict[int, set[tuple[bool, int]]],
+        seen: set[int],
+        chance: Callable[[], float],
+        by_recursion: bool,
+    ) -> list[int]:
+        active = []
+        for entry in self.entries:
+            if entry.index in seen or not entry.enabled:
+                continue
+            if by_recursion and (entry.exclude_recursion or entry.constant):
+                continue
+            if not (entry.constant or _matches(entry, hits.get(entry.index, set()))):
+                continue
+            if entry.probability < 100 and chance() * 100 >= entry.probability:
+                continue
+            active.append(entry.index)
+        return active
+
+    def _within_budget(self, entries: list[LoreEntry]) -> tuple[LoreEntry, ...]:
+        """Constant entries first, then by priority and insertion order, until the budget is
+        spent; shown before-the-persona entries first, each group in insertion order."""
+        ranked = sorted(entries, key=lambda e: (not e.constant, -e.priority, e.order, e.index))
+        kept: list[LoreEntry] = []
+        used = 0
+        for entry in ranked:
+            if used + entry.tokens > self.token_budget:
+                break
+            used += entry.tokens
+            kept.append(entry)
+        kept.sort(key=lambda e: (e.position != "before_char", e.order, e.index))
+        return tuple(kept)
+
+
+def _whole_word(haystack: str, end: int, length: int) -> bool:
+    """The match ending at ``end`` (inclusive) is not part of a longer word."""
+    start = end - length + 1
+    before = haystack[start - 1] if start > 0 else " "
+    after = haystack[end + 1] if end + 1 < len(haystack) else " "
+    return not _word_char(before) and not _word_char(after)
+
+
+def _word_char(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def _matches(entry: LoreEntry, found: set[tuple[bool, int]]) -> bool:
+    """Primary keys (any), then the selective logic on the secondary keys."""
+    if not any(not secondary for secondary, _ in found):
+        return False
+    if not entry.selective:
+        return True
+    matched = sum(1 for secondary, _ in found if secondary)
+    total = len(entry.secondary_keys)
+    if entry.logic == "and_any":
+        return matched > 0
+    if entry.logic == "not_any":
+        return matched == 0
+    if entry.logic == "and_all":
+        return matched == total
+    return matched < total  # not_all
+
+
+def render(entries: Sequence[LoreEntry]) -> str:
+    if not entries:
+        return ""
+    return "\n\n".join([LORE_FRAME, *(entry.content.strip() for entry in entries)])
+
+
+# ---- the file -----------------------------------------------------------------------------
+
+
+def lorebook_path(partner_dir: Path) -> Path:
+    return partner_dir / LOREBOOK_FILE
+
+
+def read_book(path: Path) -> dict[str, Any] | None:
+    """The partner's ``character_book`` (None if it has none); a broken file names itself."""
+    if not path.exists():
+        return None
+    try:
+        book = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise CardError(f"{path}: not valid JSON ({str(exc)[:100]}); fix it there") from None
+    check_book(book, str(path))
+    assert isinstance(book, dict)
+    return book
+
+
+def from_world_info(document: dict[str, Any], where: str) -> dict[str, Any]:
+    """A SillyTavern world-info file as a ``character_book``, or a book given as one."""
+    entries = document.get("entries")
+    if isinstance(entries, list):
+        check_book(document, where)
+        return document
+    if not isinstance(entries, dict):
+        raise CardError(f"{where}: not a lorebook: no 'entries'")
+    book_entries = []
+    for number, item in enumerate(entries.values(), 1):
+        if not isinstance(item, dict):
+            raise CardError(f"{where}: entry {number} is not an object")
+        book_entries.append(_world_info_entry(item))
+    book: dict[str, Any] = {"name": document.get("name") or "", "entries": book_entries}
+    check_book(book, where)
+    return book
+
+
+_WORLD_INFO_EXTENSIONS = (
+    "position",
+    "exclude_recursion",
+    "prevent_recursion",
+    "probability",
+    "useProbability",
+    "depth",
+    "selectiveLogic",
+    "group",
+    "scan_depth",
+    "match_whole_words",
+    "case_sensitive",
+)
+_WORLD_INFO_NAMES = {
+    "exclude_recursion": "excludeRecursion",
+    "prevent_recursion": "preventRecursion",
+    "scan_depth": "scanDepth",
+    "match_whole_words": "matchWholeWords",
+    "case_sensitive": "caseSensitive",
+}
+
+
+def _world_info_entry(item: dict[str, Any]) -> dict[str, Any]:
+    extensions = {}
+    for name in _WORLD_INFO_EXTENSIONS:
+        value = item.get(_WORLD_INFO_NAMES.get(name, name))
+        if value is not None:
+            extensions[name] = value
+    return {
+        "id": item.get("uid"),
+        "keys": list(item.get("key") or []),
+        "secondary_keys": list(item.get("keysecondary") or []),
+        "comment": item.get("comment") or "",
+        "content": item.get("content") or "",
+        "constant": bool(item.get("constant")),
+        "selective": bool(item.get("selective")),
+        "insertion_order": int(item.get("order", 100) or 0),
+        "enabled": not item.get("disable", False),
+        "position": "after_char" if item.get("position") else "before_char",
+        "extensions": extensions,
+    }
+
+
+# ---- per partner, per turn ----------------------------------------------------------------
+
+POST_HISTORY_FILE = "POST_HISTORY.md"
+_PLACEHOLDERS = re.compile(r"\{\{\s*(char|partner|user)\s*\}\}", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class LastTurn:
+    """What the lorebook did on a partner's last turn (``/admin lore``)."""
+
+    chat_key: str
+    at: float
+    fired: tuple[str, ...]
+    scanned: int
+
+
+class LoreLibrary:
+    """Each partner's lorebook, loaded when its file changes, and the note a turn gets after
+    the history: the entries that fired and the card's post-history instructions."""
+
+    def __init__(self) -> None:
+        self._books: dict[str, tuple[tuple[int, int], Lorebook]] = {}
+        self.last: dict[str, LastTurn] = {}
+        self.chance: Callable[[], float] = random.random
+        """Rolls for entries with a probability under 100 (tests pin it)."""
+
+    def book(self, partner_id: str, partner_dir: Path) -> Lorebook | None:
+        """The partner's lorebook as its file is now (blocking reads; call off-loop)."""
+        path = lorebook_path(partner_dir)
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            self._books.pop(partner_id, None)
+            return None
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        cached = self._books.get(partner_id)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        book = read_book(path)
+        loaded = Lorebook(book or {"entries": []})
+        self._books[partner_id] = (stamp, loaded)
+        return loaded
+
+    def turn_note(
+        self,
+        partner: Partner,
+        messages: Sequence[str],
+        user: str,
+        chat_key: str,
+        now: float,
+    ) -> str:
+        """The text placed after the history this turn ("" if none); blocking file reads."""
+        parts = []
+        book = self.book(partner.id, partner.dir)
+        if book is not None:
+            fired = book.fire(messages, self.chance)
+            self.last[partner.id] = LastTurn(
+                chat_key, now, tuple(e.label for e in fired.entries), len(book.entries)
+            )
+            if fired.text:
+                parts.append(fired.text)
+        post = partner.dir / POST_HISTORY_FILE
+        if post.exists():
+            instructions = post.read_text(encoding="utf-8").strip()
+            if instructions:
+                parts.append(instructions)
+        values = {"char": partner.name, "partner": partner.name, "user": user}
+        return _PLACEHOLDERS.sub(lambda m: values[m.group(1).lower()], "\n\n".join(parts))

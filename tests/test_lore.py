@@ -1,0 +1,174 @@
+"""Lorebooks: which entries a conversation brings in, and where they go in the turn."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from partners.lore import LORE_FRAME, Lorebook, estimate_tokens, from_world_info
+from tests.conftest import Harness, dm
+from tests.fakes.fake_llm import Reply
+
+
+def entry(keys: list[str], content: str, **fields: Any) -> dict[str, Any]:
+    return {"keys": keys, "content": content, "insertion_order": 100, **fields}
+
+
+def fired(book: dict[str, Any], *messages: str, chance: float = 0.0) -> list[str]:
+    return [e.content for e in Lorebook(book).fire(list(messages), lambda: chance).entries]
+
+
+def test_a_key_fires_its_entry_folding_case_and_accents() -> None:
+    book = {"entries": [entry(["Café Noir"], "the bar"), entry(["dragon"], "dragons")]}
+    assert fired(book, "we met at the CAFE NOIR yesterday") == ["the bar"]
+
+
+def test_keys_match_whole_words_unless_the_entry_says_otherwise() -> None:
+    book = {"entries": [entry(["cat"], "cats")]}
+    assert fired(book, "what category is it") == []
+    assert fired(book, "a cat!") == ["cats"]
+    loose = {"entries": [entry(["cat"], "cats", extensions={"match_whole_words": False})]}
+    assert fired(loose, "what category is it") == ["cats"]
+
+
+def test_case_sensitive_entries_need_the_exact_case() -> None:
+    book = {"entries": [entry(["May"], "the month", case_sensitive=True)]}
+    assert fired(book, "you may go") == []
+    assert fired(book, "in May") == ["the month"]
+
+
+def test_cjk_keys_match_inside_a_sentence() -> None:
+    book = {"entries": [entry(["東京"], "capital"), entry(["猫"], "cat")]}
+    assert fired(book, "明日は東京へ行きます") == ["capital"]
+    assert fired(book, "我家的猫很胖") == ["cat"]
+
+
+def test_selective_logic_on_secondary_keys() -> None:
+    def book(logic: int) -> dict[str, Any]:
+        return {
+            "entries": [
+                entry(
+                    ["castle"],
+                    "hit",
+                    selective=True,
+                    secondary_keys=["king", "queen"],
+                    extensions={"selectiveLogic": logic},
+                )
+            ]
+        }
+
+    text = "the castle and its king"
+    assert fired(book(0), text) == ["hit"]  # AND ANY
+    assert fired(book(0), "the castle") == []
+    assert fired(book(1), text) == ["hit"]  # NOT ALL: the queen is missing
+    assert fired(book(1), "castle king queen") == []
+    assert fired(book(2), text) == []  # NOT ANY
+    assert fired(book(2), "the castle") == ["hit"]
+    assert fired(book(3), text) == []  # AND ALL
+    assert fired(book(3), "castle king queen") == ["hit"]
+
+
+def test_scan_depth_limits_how_far_back_keys_are_seen() -> None:
+    book = {"scan_depth": 2, "entries": [entry(["dragon"], "dragons")]}
+    assert fired(book, "a dragon", "hello", "how are you") == []
+    assert fired(book, "a dragon", "hello") == ["dragons"]
+
+
+def test_constant_entries_always_come_and_disabled_ones_never() -> None:
+    book = {
+        "entries": [
+            entry([], "always", constant=True),
+            entry(["dragon"], "never", enabled=False),
+        ]
+    }
+    assert fired(book, "a dragon") == ["always"]
+
+
+def test_the_budget_keeps_constant_then_higher_priority_entries() -> None:
+    big = "x" * 400  # 100 tokens
+    book = {
+        "token_budget": 250,
+        "entries": [
+            entry(["a"], big + "low", priority=1),
+            entry(["a"], big + "high", priority=9),
+            entry([], big + "constant", constant=True),
+        ],
+    }
+    assert [c.removeprefix(big) for c in fired(book, "a")] == ["high", "constant"]
+
+
+def test_entries_are_ordered_by_position_then_insertion_order() -> None:
+    book = {
+        "entries": [
+            entry(["a"], "after", position="after_char", insertion_order=1),
+            entry(["a"], "second", insertion_order=20),
+            entry(["a"], "first", insertion_order=10),
+        ]
+    }
+    assert fired(book, "a") == ["first", "second", "after"]
+
+
+def test_recursion_follows_entry_text_within_the_limit() -> None:
+    chain = [entry([f"k{i}"], f"see k{i + 1}") for i in range(6)]
+    book = {"recursive_scanning": True, "entries": chain}
+    assert fired(book, "k0") == ["see k1", "see k2", "see k3", "see k4"]  # 3 steps past the first
+    assert fired({"entries": chain}, "k0") == ["see k1"]
+
+
+def test_probability_rolls_for_each_entry() -> None:
+    book = {"entries": [entry(["a"], "maybe", extensions={"probability": 30})]}
+    assert fired(book, "a", chance=0.29) == ["maybe"]
+    assert fired(book, "a", chance=0.30) == []
+
+
+def test_sillytavern_world_info_converts_to_a_character_book() -> None:
+    world = {
+        "entries": {
+            "0": {
+                "uid": 0,
+                "key": ["Elara"],
+                "keysecondary": ["sword"],
+                "content": "Elara's blade",
+                "selective": True,
+                "selectiveLogic": 3,
+                "order": 5,
+                "position": 1,
+                "disable": False,
+                "matchWholeWords": False,
+            }
+        }
+    }
+    book = from_world_info(world, "world.json")
+    assert book["entries"][0]["position"] == "after_char"
+    assert fired(book, "elara's sword") == ["Elara's blade"]
+    assert fired(book, "elara alone") == []
+
+
+def test_token_estimate_counts_cjk_characters_one_each() -> None:
+    assert estimate_tokens("abcd" * 10) == 10
+    assert estimate_tokens("東京都") == 3
+
+
+async def test_fired_entries_go_after_the_frozen_prompt_and_the_prefix_stays(
+    harness: Harness,
+) -> None:
+    partner = harness.app.catalog.require("example")
+    book = {
+        "scan_depth": 4,
+        "entries": [entry(["lighthouse"], "The lighthouse keeper is called Oren.")],
+    }
+    (partner.dir / "lorebook.json").write_text(json.dumps(book), encoding="utf-8")
+    harness.llm.script(Reply(text="first"), Reply(text="second"))
+    await harness.send(dm(42, "tell me about the lighthouse"))
+    await harness.settle()
+    await harness.send(dm(42, "and the weather?"))
+    await harness.settle()
+    first, second = (r["messages"] for r in harness.llm.requests)
+    assert "Oren" not in first[0]["content"]
+    assert first[-1]["content"].startswith(LORE_FRAME) and "Oren" in first[-1]["content"]
+    # the second turn's bytes begin with the first turn's system prompt and user message
+    prefix = json.dumps(first[:2])[:-1]
+    assert json.dumps(second).startswith(prefix)
+    # the entry is still in the scanned window on the second turn, after the new message
+    assert second[-1]["content"].startswith(LORE_FRAME)
+    assert second[-2]["content"].endswith("and the weather?")
