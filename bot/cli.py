@@ -32,6 +32,7 @@ from bot.access import AccessError
 from bot.app import App, DataDirBusy, DataDirLock, build_app, owner_memory_file
 from bot.backup import write_backup
 from bot.claims import claim_notice
+from bot.cli_cards import CardCommandError, add_card_commands
 from bot.config import Config, ConfigError, config_path, load_config
 from bot.doctor import TokenChecker, examine
 from bot.health import check_health
@@ -63,7 +64,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_setup(args)
         config = load_config(Path(args.config) if args.config else None)
         return int(args.handler(config, args) or 0)
-    except (ConfigError, CLIError, DataDirBusy, StoreError, PartnerError, SetupError) as exc:
+    except (
+        ConfigError,
+        CLIError,
+        CardCommandError,
+        DataDirBusy,
+        StoreError,
+        PartnerError,
+        SetupError,
+    ) as exc:
         print(f"companion: {exc}", file=sys.stderr)
         return EXIT_PROBLEM
     except KeyboardInterrupt:
@@ -236,9 +245,14 @@ def cmd_setup(args: argparse.Namespace) -> int:
 
 
 def add_partner_commands(sub: Any) -> None:
-    partners = sub.add_parser("partners", help="list, create, clone or delete partners")
+    partners = sub.add_parser(
+        "partners", help="list, create, clone, delete, import or export partners"
+    )
     psub = partners.add_subparsers(
-        dest="action", required=True, metavar="ACTION", help="list, new, clone or delete"
+        dest="action",
+        required=True,
+        metavar="ACTION",
+        help="list, new, clone, delete, import (a character card) or export (as one)",
     )
     psub.add_parser("list", help="every partner, and those that did not load").set_defaults(
         handler=cmd_partners_list
@@ -255,6 +269,7 @@ def add_partner_commands(sub: Any) -> None:
     pdel.add_argument("id", help="id of the partner to delete")
     pdel.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     pdel.set_defaults(handler=cmd_partners_delete)
+    add_card_commands(psub, sub)
 
 
 def package_version() -> str:

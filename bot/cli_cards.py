@@ -1,0 +1,151 @@
+"""``companion partners import|export`` and ``companion lore import``: character cards and
+lorebooks from the terminal (``partners/cards.py``, ``partners/lore.py``).
+
+An import shows the owner what the card becomes and asks before anything is written; ``--yes``
+skips the question. Writing takes the data directory's lock, like every command that changes
+partners.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from bot import terminal
+from bot.app import DataDirLock
+from bot.config import Config
+from partners.card_format import MAX_CARD_FILE_BYTES, CardError, read_card
+from partners.cards import dump_book, export_card, plan_import, write_import
+from partners.catalog import PartnerCatalog
+from partners.lore import LOREBOOK_FILE, from_world_info, read_book
+
+
+class CardCommandError(Exception):
+    """A problem with the owner's file or request; printed as one line."""
+
+
+def add_card_commands(partner_actions: Any, sub: Any) -> None:
+    """``partners import``/``partners export`` under ``partners``, and ``lore import``."""
+    pimport = partner_actions.add_parser(
+        "import", help="make a partner from a character card (PNG or JSON, V1/V2/V3)"
+    )
+    pimport.add_argument("file", help="the card: a PNG from a roleplay front-end, or its JSON")
+    pimport.add_argument("--id", help="the new partner's id (default: from the card's name)")
+    pimport.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    pimport.set_defaults(handler=cmd_partners_import)
+    pexport = partner_actions.add_parser(
+        "export", help="write a partner as a V3 character card (memory is never included)"
+    )
+    pexport.add_argument("id", help="id of the partner to export")
+    pexport.add_argument(
+        "--card", required=True, metavar="OUT", help="where to write it: a .png or a .json file"
+    )
+    pexport.set_defaults(handler=cmd_partners_export)
+    lore = sub.add_parser("lore", help="lorebooks (world info) attached to partners")
+    lsub = lore.add_subparsers(dest="action", required=True, metavar="ACTION", help="import")
+    limport = lsub.add_parser(
+        "import", help="add a lorebook's entries to a partner's lorebook.json"
+    )
+    limport.add_argument(
+        "file", help="SillyTavern world-info JSON, a character_book, or a card carrying one"
+    )
+    limport.add_argument("partner", help="id of the partner it belongs to")
+    limport.set_defaults(handler=cmd_lore_import)
+
+
+def _read(path_text: str) -> tuple[bytes, str]:
+    path = Path(path_text)
+    if not path.is_file():
+        raise CardCommandError(f"{path_text}: no such file")
+    if path.stat().st_size > MAX_CARD_FILE_BYTES:
+        raise CardCommandError(
+            f"{path.name}: {path.stat().st_size:,} bytes is over the limit of "
+            f"{MAX_CARD_FILE_BYTES:,}"
+        )
+    return path.read_bytes(), path.name
+
+
+def cmd_partners_import(config: Config, args: argparse.Namespace) -> int:
+    raw, name = _read(args.file)
+    root = config.data_dir / "partners"
+    plan = plan_import(raw, name, args.id, root)
+    print(f"{terminal.printable(plan.name)} from {name}:")
+    for line in plan.summary():
+        print(f"  {terminal.printable(line)}")
+    if not args.yes:
+        answer = terminal.confirm(f"Create partner {plan.partner_id!r}?")
+        if answer is None:
+            raise CardCommandError("nothing imported; to import without a question add --yes")
+        if not answer:
+            print("nothing imported", file=sys.stderr)
+            return 1
+    lock = DataDirLock(config.data_dir)
+    lock.acquire()
+    try:
+        target = write_import(plan, root)
+    finally:
+        lock.release()
+    print(f"created {plan.partner_id} in {target}")
+    return 0
+
+
+def cmd_partners_export(config: Config, args: argparse.Namespace) -> int:
+    catalog = PartnerCatalog(config.data_dir / "partners")
+    catalog.reload()
+    partner = catalog.require(args.id)
+    out = Path(args.card)
+    suffix = out.suffix.lower()
+    if suffix not in (".png", ".json"):
+        raise CardCommandError(f"{args.card}: the card must end in .png or .json")
+    out.write_bytes(export_card(partner.dir, as_png=suffix == ".png"))
+    print(f"wrote {partner.id} as a V3 card to {out}")
+    return 0
+
+
+def cmd_lore_import(config: Config, args: argparse.Namespace) -> int:
+    raw, name = _read(args.file)
+    catalog = PartnerCatalog(config.data_dir / "partners")
+    catalog.reload()
+    partner = catalog.require(args.partner)
+    incoming = lore_from_file(raw, name)
+    path = partner.dir / LOREBOOK_FILE
+    lock = DataDirLock(config.data_dir)
+    lock.acquire()
+    try:
+        book = read_book(path) or {"entries": []}
+        before = len(book["entries"])
+        book["entries"] = [*book["entries"], *incoming["entries"]]
+        if not before:
+            book.update({k: v for k, v in incoming.items() if k != "entries"})
+        path.write_bytes(dump_book(book))
+    finally:
+        lock.release()
+    added = len(incoming["entries"])
+    print(f"added {added} entries to {partner.id}'s {LOREBOOK_FILE} (now {before + added})")
+    return 0
+
+
+def lore_from_file(raw: bytes, name: str) -> dict[str, Any]:
+    """A lorebook from world-info JSON, a ``character_book``, or a card that carries one."""
+    if not raw.startswith(b"{"):
+        return _card_book(raw, name)
+    try:
+        document = json.loads(raw.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise CardError(f"{name}: not a lorebook: invalid JSON ({str(exc)[:100]})") from None
+    if isinstance(document, dict) and "spec" in document:
+        return _card_book(raw, name)
+    if not isinstance(document, dict):
+        raise CardError(f"{name}: not a lorebook: the JSON is not an object")
+    return from_world_info(document, name)
+
+
+def _card_book(raw: bytes, name: str) -> dict[str, Any]:
+    book = read_card(raw, name).data.get("character_book")
+    if book is None:
+        raise CardError(f"{name}: the card carries no lorebook")
+    assert isinstance(book, dict)
+    return book

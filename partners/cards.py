@@ -1,0 +1,261 @@
+"""Character cards in and out of a partner directory (README "Character cards").
+
+A card's fields land in the files the owner already edits: ``system_prompt`` in SYSTEM.md,
+``personality`` in SOUL.md, ``description`` in IDENTITY.md, ``scenario`` in SCENARIO.md,
+``mes_example`` in EXAMPLES.md, ``post_history_instructions`` in POST_HISTORY.md (sent after
+the history each turn, as front-ends do). The greetings, ``creator_notes`` (never sent to the
+model), tags, creator, version, extensions and every other field are kept verbatim in
+``card.json``, so an export loses nothing; the lorebook becomes ``lorebook.json`` and the image
+``avatar.png``. ``{{char}}`` (and V1's ``<BOT>``/``<USER>``) become the partner's own
+placeholders ``{{partner}}``/``{{user}}``, and back on export.
+
+An import is planned first (:func:`plan_import`: every file's bytes and a summary for the
+owner to confirm) and written only when confirmed (:func:`write_import`): into a scratch
+directory renamed into place, so a failure leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import re
+import shutil
+import tempfile
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from partners.card_format import (
+    Card,
+    CardError,
+    card_json_v3,
+    dump_json,
+    png_image,
+    read_card,
+    write_png,
+)
+from partners.lore import LOREBOOK_FILE, read_book
+from partners.persona import MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, PARTNER_ID, check_partner_id
+from partners.preset import read_preset
+
+CARD_FILE = "card.json"
+AVATAR_FILE = "avatar.png"
+FIELD_FILES = {
+    "system_prompt": "SYSTEM.md",
+    "personality": "SOUL.md",
+    "description": "IDENTITY.md",
+    "scenario": "SCENARIO.md",
+    "mes_example": "EXAMPLES.md",
+    "post_history_instructions": "POST_HISTORY.md",
+}
+"""Card field -> the partner file that holds it."""
+GREETING_FIELDS = ("first_mes", "alternate_greetings", "group_only_greetings")
+UNUSED_FIELDS = {
+    "group_only_greetings": "group-only greetings",
+    "nickname": "nickname",
+    "creator_notes_multilingual": "translated creator notes",
+    "assets": "assets other than the avatar",
+    "source": "source links",
+}
+"""Kept in card.json and exported again, but nothing here uses them yet."""
+_CHAR = re.compile(r"\{\{\s*char\s*\}\}|<BOT>", re.IGNORECASE)
+_USER = re.compile(r"\{\{\s*user\s*\}\}|<USER>", re.IGNORECASE)
+_PARTNER = re.compile(r"\{\{partner\}\}")
+_ORIGINAL = re.compile(r"\{\{\s*original\s*\}\}", re.IGNORECASE)
+
+
+def to_partner_text(text: str) -> str:
+    """A card's macros as the partner's placeholders."""
+    return _USER.sub("{{user}}", _CHAR.sub("{{partner}}", text))
+
+
+def to_card_text(text: str) -> str:
+    return _PARTNER.sub("{{char}}", text)
+
+
+@dataclass
+class ImportPlan:
+    partner_id: str
+    name: str
+    spec: str
+    files: dict[str, bytes]
+    lore_entries: int
+    greetings: int
+    notes: list[str] = field(default_factory=list)
+    """What could not be mapped, or was changed on the way in."""
+
+    def summary(self) -> list[str]:
+        """What the owner confirms: one fact a line (card text as the caller escapes it)."""
+        sizes = ", ".join(
+            f"{name} {len(body.decode('utf-8')):,}"
+            for name, body in self.files.items()
+            if name.endswith(".md")
+        )
+        avatar = self.files.get(AVATAR_FILE)
+        return [
+            f"id: {self.partner_id}",
+            f"card: {self.spec}",
+            f"files (characters): {sizes or 'none'}",
+            f"greetings: {self.greetings}",
+            f"lorebook entries: {self.lore_entries}",
+            f"avatar: {f'{len(avatar):,} bytes' if avatar else 'none'}",
+            *(f"note: {note}" for note in self.notes),
+        ]
+
+
+def plan_import(raw: bytes, filename: str, partner_id: str | None, root: Path) -> ImportPlan:
+    """Read a card and lay out the partner it becomes; nothing is written."""
+    card = read_card(raw, filename)
+    data = card.data
+    chosen = partner_id or slug(data["name"])
+    check_partner_id(chosen)
+    if (root / chosen).exists():
+        raise CardError(f"a partner {chosen!r} exists already; choose another id with --id")
+    notes: list[str] = []
+    name = " ".join(data["name"].split())
+    if len(name) > MAX_NAME_CHARS:
+        notes.append(f"name shortened to {MAX_NAME_CHARS} characters (the whole is in card.json)")
+        name = name[:MAX_NAME_CHARS].rstrip()
+    files: dict[str, bytes] = {"preset.yml": _preset(name, data)}
+    for card_field, file_name in FIELD_FILES.items():
+        text = to_partner_text(data.get(card_field, ""))
+        if card_field == "system_prompt" and _ORIGINAL.search(text):
+            notes.append("{{original}} in the system prompt dropped (there is no default one)")
+            text = _ORIGINAL.sub("", text)
+        if text.strip():
+            files[file_name] = text.encode("utf-8")
+    files[CARD_FILE] = _side_file(data)
+    book = data.get("character_book")
+    if book is not None:
+        files[LOREBOOK_FILE] = dump_book(book)
+    if card.image is not None:
+        files[AVATAR_FILE] = card.image
+    notes += [f"kept, not used: {label}" for key, label in UNUSED_FIELDS.items() if data.get(key)]
+    if data.get("extensions"):
+        notes.append(f"kept, not used: extensions ({', '.join(sorted(data['extensions']))})")
+    greetings = (1 if data["first_mes"].strip() else 0) + len(data["alternate_greetings"])
+    entries = len(book["entries"]) if book else 0
+    return ImportPlan(chosen, name, card.spec, files, entries, greetings, notes)
+
+
+def slug(name: str) -> str:
+    """A partner id from a card's name: ASCII letters and digits, else "card"."""
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    candidate = re.sub(r"[^a-z0-9]+", "-", ascii_name.lower()).strip("-")[:32].strip("-")
+    return candidate if PARTNER_ID.match(candidate) else "card"
+
+
+def _preset(name: str, data: dict[str, Any]) -> bytes:
+    notes = data.get("creator_notes", "")
+    tagline = next((line.strip() for line in notes.splitlines() if line.strip()), "")
+    if len(tagline) > MAX_DESCRIPTION_CHARS:
+        tagline = tagline[: MAX_DESCRIPTION_CHARS - 1].rstrip() + "…"
+    lines = [f"name: {json.dumps(name, ensure_ascii=False)}"]
+    if tagline:
+        lines.append(f"description: {json.dumps(tagline, ensure_ascii=False)}")
+    lines.append("memory_scope: per_user")
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def _side_file(data: dict[str, Any]) -> bytes:
+    side = {k: v for k, v in data.items() if k not in FIELD_FILES and k != "character_book"}
+    for key in GREETING_FIELDS:
+        if isinstance(side.get(key), str):
+            side[key] = to_partner_text(side[key])
+        elif isinstance(side.get(key), list):
+            side[key] = [to_partner_text(text) for text in side[key]]
+    return json.dumps(side, ensure_ascii=False, indent=2, sort_keys=True).encode("utf-8") + b"\n"
+
+
+def dump_book(book: dict[str, Any]) -> bytes:
+    return json.dumps(book, ensure_ascii=False, indent=2, sort_keys=True).encode("utf-8") + b"\n"
+
+
+def write_import(plan: ImportPlan, root: Path) -> Path:
+    """Write the planned partner: all of it or, on any failure, nothing."""
+    root.mkdir(parents=True, exist_ok=True)
+    target = root / plan.partner_id
+    if target.exists():
+        raise CardError(f"a partner {plan.partner_id!r} exists already; choose another id")
+    scratch = Path(tempfile.mkdtemp(dir=root, prefix=".import-"))
+    try:
+        for name, body in plan.files.items():
+            (scratch / name).write_bytes(body)
+        (scratch / "MEMORY.md").touch()
+        (scratch / "memory").mkdir()
+        os.rename(scratch, target)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return target
+
+
+# ---- export -------------------------------------------------------------------------------
+
+
+def card_data(partner_dir: Path) -> dict[str, Any]:
+    """The partner as a V3 card's ``data``: persona files, greetings, lorebook and whatever
+    an import kept in card.json. Memory is never part of it."""
+    side_path = partner_dir / CARD_FILE
+    side: dict[str, Any] = {}
+    if side_path.exists():
+        try:
+            side = json.loads(side_path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise CardError(
+                f"{side_path}: not valid JSON ({str(exc)[:100]}); fix it there"
+            ) from None
+    preset = read_preset(partner_dir / "preset.yml", partner_dir.name)
+    full_name = str(side.get("name", ""))
+    data: dict[str, Any] = dict(side)
+    data["name"] = full_name if full_name[:MAX_NAME_CHARS].rstrip() == preset.name else preset.name
+    for card_field, file_name in FIELD_FILES.items():
+        path = partner_dir / file_name
+        # bytes decoded as they are: read_text would turn CRLF into LF
+        data[card_field] = to_card_text(path.read_bytes().decode("utf-8")) if path.exists() else ""
+    for key in GREETING_FIELDS:
+        value = data.get(key)
+        if isinstance(value, str):
+            data[key] = to_card_text(value)
+        elif isinstance(value, list):
+            data[key] = [to_card_text(text) for text in value]
+    data.setdefault("first_mes", "")
+    data.setdefault("alternate_greetings", [])
+    data.setdefault("group_only_greetings", [])
+    data.setdefault("creator_notes", "")
+    data.setdefault("tags", [])
+    data.setdefault("creator", "")
+    data.setdefault("character_version", "")
+    data.setdefault("extensions", {})
+    book = read_book(partner_dir / LOREBOOK_FILE)
+    if book is not None:
+        data["character_book"] = book
+    return data
+
+
+def export_card(partner_dir: Path, as_png: bool) -> bytes:
+    """The partner as a V3 card (V2 fields filled): JSON, or a PNG of its avatar."""
+    data = card_data(partner_dir)
+    if not as_png:
+        return dump_json(card_json_v3(data)) + b"\n"
+    return write_png(_avatar_png(partner_dir), data)
+
+
+def _avatar_png(partner_dir: Path) -> bytes:
+    """The avatar as a PNG without card chunks; a plain tile if the partner has none."""
+    path = partner_dir / AVATAR_FILE
+    if path.exists():
+        with contextlib.suppress(CardError):  # a JPEG or broken file: the plain tile
+            return png_image(path.read_bytes(), AVATAR_FILE)
+    from PIL import Image  # only an export without an avatar needs it
+
+    tile = io.BytesIO()
+    Image.new("RGB", (400, 600), (214, 208, 222)).save(tile, format="PNG")
+    return tile.getvalue()
+
+
+def read_card_file(path: Path) -> Card:
+    return read_card(path.read_bytes(), path.name)

@@ -1,0 +1,99 @@
+"""Character cards made by the test suite, the way front-ends write them: JSON V1/V2/V3, and
+PNGs whose text chunk carries base64 JSON (written with Pillow, not with our own writer)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from typing import Any
+
+from PIL import Image
+from PIL.PngImagePlugin import PngInfo
+
+
+def book(entries: int = 2) -> dict[str, Any]:
+    return {
+        "name": "Harbour lore",
+        "scan_depth": 3,
+        "token_budget": 300,
+        "recursive_scanning": False,
+        "extensions": {},
+        "entries": [
+            {
+                "keys": [f"lighthouse{i}" if i else "lighthouse", "灯台"],
+                "content": f"The lighthouse keeper {i} is called Oren; {{{{char}}}} fears him.",
+                "extensions": {"selectiveLogic": 0, "position": 0},
+                "enabled": True,
+                "insertion_order": 100 + i,
+                "case_sensitive": False,
+                "constant": False,
+                "comment": f"keeper {i}",
+                "id": i,
+            }
+            for i in range(entries)
+        ],
+    }
+
+
+def card_data(name: str = "Ŝirin 🌙", **fields: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "name": name,
+        "description": "{{char}} is a lighthouse painter who talks to <USER> kindly.",
+        "personality": "Warm, curious, a little shy.",
+        "scenario": "{{user}} visits {{Char}}'s studio by the sea.",
+        "first_mes": "*looks up from the easel* Oh, hello {{user}}! I'm {{char}}.",
+        "mes_example": "<START>\n{{user}}: Hi\n{{char}}: Hello there!",
+        "creator_notes": "Best with long replies. SECRET-CREATOR-NOTE",
+        "system_prompt": "You are {{char}}. {{original}}",
+        "post_history_instructions": "Stay in character as {{char}}.",
+        "alternate_greetings": ["Welcome back, {{user}}.", "*waves* Hi!"],
+        "tags": ["sea", "art"],
+        "creator": "someone",
+        "character_version": "1.2",
+        "extensions": {"depth_prompt": {"prompt": "x", "depth": 4}, "talkativeness": "0.5"},
+    }
+    data.update(fields)
+    return data
+
+
+def v2(data: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"spec": "chara_card_v2", "spec_version": "2.0", "data": data or card_data()}
+
+
+def v3(data: dict[str, Any] | None = None) -> dict[str, Any]:
+    data = data or card_data()
+    data = {**data, "nickname": "", "group_only_greetings": [], "character_book": book()}
+    return {"spec": "chara_card_v3", "spec_version": "3.0", "data": data}
+
+
+def v1() -> dict[str, Any]:
+    data = card_data()
+    return {key: data[key] for key in ("name", "description", "personality", "first_mes")}
+
+
+def image(color: tuple[int, int, int] = (40, 90, 160)) -> Image.Image:
+    return Image.new("RGB", (8, 12), color)
+
+
+def png(document: dict[str, Any] | None, keyword: str = "chara", compressed: bool = False) -> bytes:
+    """A PNG with ``document`` as base64 JSON in a text chunk (zTXt if ``compressed``)."""
+    info = PngInfo()
+    if document is not None:
+        encoded = base64.b64encode(json.dumps(document, ensure_ascii=False).encode()).decode()
+        info.add_text(keyword, encoded, zip=compressed)
+    out = io.BytesIO()
+    image().save(out, format="PNG", pnginfo=info)
+    return out.getvalue()
+
+
+def png_with_raw_text(keyword: str, text: bytes) -> bytes:
+    info = PngInfo()
+    info.add_text(keyword, text.decode("latin-1"))
+    out = io.BytesIO()
+    image().save(out, format="PNG", pnginfo=info)
+    return out.getvalue()
+
+
+def as_json(document: dict[str, Any]) -> bytes:
+    return json.dumps(document, ensure_ascii=False).encode("utf-8")

@@ -1,0 +1,77 @@
+"""`companion partners import|export` and `companion lore import`, run in-process."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from bot.cli import main
+from tests import card_fixtures as cards
+
+
+def write_config(tmp_path: Path) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(f'[storage]\ndata_dir = "{tmp_path / "data"}"\n', encoding="utf-8")
+    return path
+
+
+def run(config: Path, *args: str, stdin: str = "") -> int:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("sys.stdin", io.StringIO(stdin))
+        return main(["--config", str(config), *args])
+
+
+def test_import_shows_the_summary_and_writes_only_when_confirmed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path)
+    card = tmp_path / "sirin.png"
+    card.write_bytes(cards.png(cards.v3(), keyword="ccv3"))
+    assert run(config, "partners", "import", str(card), stdin="n\n") == 1
+    shown = capsys.readouterr()
+    assert "lorebook entries: 2" in shown.out and "Create partner 'sirin'?" in shown.err
+    assert not (tmp_path / "data" / "partners" / "sirin").exists()
+    assert run(config, "partners", "import", str(card), stdin="y\n") == 0
+    assert (tmp_path / "data" / "partners" / "sirin" / "lorebook.json").exists()
+
+
+def test_a_bad_card_is_one_line_on_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path)
+    card = tmp_path / "broken.png"
+    card.write_bytes(cards.png(cards.v2())[:-30])
+    assert run(config, "partners", "import", str(card), "--yes") == 2
+    err = capsys.readouterr().err
+    assert err.strip() == "companion: broken.png: truncated PNG (chunk b'IDAT' runs past the end)"
+
+
+def test_export_writes_a_card_that_imports_as_the_same_partner(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    card = tmp_path / "in.json"
+    card.write_bytes(cards.as_json(cards.v2()))
+    assert run(config, "partners", "import", str(card), "--id", "one", "--yes") == 0
+    out = tmp_path / "out.json"
+    assert run(config, "partners", "export", "one", "--card", str(out)) == 0
+    assert json.loads(out.read_text("utf-8"))["spec"] == "chara_card_v3"
+    assert run(config, "partners", "import", str(out), "--id", "two", "--yes") == 0
+    partners = tmp_path / "data" / "partners"
+    for name in ("IDENTITY.md", "SOUL.md", "card.json", "preset.yml"):
+        assert (partners / "one" / name).read_bytes() == (partners / "two" / name).read_bytes()
+
+
+def test_lore_import_adds_world_info_entries_to_a_partner(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    card = tmp_path / "in.json"
+    card.write_bytes(cards.as_json(cards.v3()))
+    assert run(config, "partners", "import", str(card), "--id", "one", "--yes") == 0
+    world = tmp_path / "world.json"
+    entries = {"0": {"uid": 0, "key": ["harbour"], "content": "Boats.", "order": 3}}
+    world.write_text(json.dumps({"entries": entries}), encoding="utf-8")
+    assert run(config, "lore", "import", str(world), "one") == 0
+    book = json.loads((tmp_path / "data" / "partners" / "one" / "lorebook.json").read_text())
+    assert [e["content"] for e in book["entries"]][-1] == "Boats."
+    assert len(book["entries"]) == 3
