@@ -28,6 +28,7 @@ from bot.config import Config
 from bot.delivery import Delivery
 from bot.dispatcher import Dispatcher
 from bot.gateway import Announce, Gateway
+from bot.greeter import Greeter
 from bot.health import STATUS_INTERVAL_SECONDS, remove_status, write_status
 from bot.llm import LLMClient
 from bot.media import MediaReader
@@ -340,6 +341,7 @@ async def build_app(
         OwnerClaims(store, is_owner),
         announce or log_announcement,
         stop_turn=runner.stop,
+        greeter=Greeter(store, sessions, delivery),
     )
     gateway.admin = AdminServices(
         memory=memory,

@@ -71,7 +71,7 @@ def envelope(row: MessageRow, timezone: ZoneInfo, is_group: bool, note: str | No
 
 
 def history_window(rows: Sequence[MessageRow], max_chars: int) -> list[MessageRow]:
-    """The newest messages that fit in ``max_chars``, oldest first, starting at a user turn."""
+    """The newest messages that fit in ``max_chars``, oldest first."""
     kept: list[MessageRow] = []
     used = 0
     for row in reversed(rows):
@@ -80,8 +80,11 @@ def history_window(rows: Sequence[MessageRow], max_chars: int) -> list[MessageRo
             break
         kept.append(row)
     kept.reverse()
-    while kept and kept[0].role != "user":
-        kept.pop(0)
+    # A cut window starts at a user turn, not halfway through an exchange; an uncut one may
+    # start with the partner's greeting, which opened the conversation (bot/greeter.py).
+    if len(kept) < len(rows):
+        while kept and kept[0].role != "user":
+            kept.pop(0)
     return kept
 
 

@@ -40,6 +40,8 @@ class CommandReply:
     choices: tuple[Choice, ...] = ()
     attachment: tuple[str, bytes] | None = None
     """A file sent with the reply: (file name, content)."""
+    greet: str | None = None
+    """A partner id: its greeting opens a conversation after this answer (``bot/greeter.py``)."""
 
 
 @dataclass
@@ -96,10 +98,14 @@ def transparency_note(owner_can_read: bool = True) -> str:
 async def start(ctx: CommandContext) -> CommandReply:
     partners = ctx.catalog.public()
     names = ", ".join(p.name for p in partners) or "no partners yet"
+    first_contact = ctx.partner is not None and not await ctx.store.count_sessions(
+        ctx.chat_key, ctx.partner.id
+    )
     return CommandReply(
         f"Hello! I'm a companion gateway. Partners here: {names}.\n"
         "Just write to start talking; /partner picks who you talk with, /new starts afresh.\n\n"
-        + transparency_note()
+        + transparency_note(),
+        greet=ctx.partner.id if first_contact and ctx.partner is not None else None,
     )
 
 
@@ -134,7 +140,7 @@ async def partner(ctx: CommandContext) -> CommandReply:
     await ctx.end_sessions(ctx.chat_key, "partner changed")
     if open_session is not None:
         return CommandReply(f"You're talking with {chosen.name} again.")
-    return CommandReply(f"You're now talking with {chosen.name}. Say hello!")
+    return CommandReply(f"You're now talking with {chosen.name}. Say hello!", greet=chosen.id)
 
 
 def _partner_menu(ctx: CommandContext) -> CommandReply:
@@ -152,7 +158,8 @@ def _partner_menu(ctx: CommandContext) -> CommandReply:
 async def new(ctx: CommandContext) -> CommandReply:
     ended = await ctx.end_sessions(ctx.chat_key, "new")
     if ended:
-        return CommandReply("Started a new conversation. What's on your mind?")
+        greet = ctx.partner.id if ctx.partner is not None else None
+        return CommandReply("Started a new conversation. What's on your mind?", greet=greet)
     return CommandReply("This is already a new conversation.")
 
 

@@ -22,6 +22,7 @@ from bot.commands import CommandContext, CommandReply, parse_command, run_comman
 from bot.config import Config
 from bot.dispatcher import Dispatcher
 from bot.events import ChatRef, Choice, Inbound, Media, Outbound, Reaction, Sender
+from bot.greeter import Greeter
 from bot.literal import literal_line
 from bot.sessions import Sessions, Speaker, audience_for
 from bot.store import ChatRow, NewMedia, NewMessage, Store
@@ -69,6 +70,7 @@ class Gateway:
         claims: OwnerClaims,
         announce: Announce,
         stop_turn: Callable[[str], bool],
+        greeter: Greeter | None = None,
     ) -> None:
         self.config = config
         self.claims = claims
@@ -82,6 +84,8 @@ class Gateway:
         self.sessions = sessions
         self.user_memory = user_memory
         self._stop_turn = stop_turn
+        self.greeter = greeter
+        """Opens a conversation with a character card's greeting; None: no greetings."""
         self.bot_usernames: dict[str, str] = {}
         self.can_read_groups: dict[str, bool] = {}
         self.admin: AdminServices | None = None
@@ -373,6 +377,16 @@ class Gateway:
             await self._send_file(inbound.chat, reply.attachment, reply.text)
             return
         await self.reply(inbound.chat, reply.text, inbound.message_id, reply.choices)
+        if reply.greet is not None:
+            await self._greet(inbound, reply.greet, is_owner)
+
+    async def _greet(self, inbound: Inbound, partner_id: str, is_owner: bool) -> None:
+        partner = self.catalog.get(partner_id)
+        if self.greeter is None or partner is None:
+            return
+        sender = inbound.sender
+        speaker = Speaker(sender.key, sender.display_name, is_owner)
+        await self.greeter.greet(inbound.chat.key, partner, speaker)
 
     async def _command_failed(
         self, inbound: Inbound, name: str, exc: Exception, is_owner: bool

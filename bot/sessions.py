@@ -84,9 +84,11 @@ class Sessions:
         return None
 
     async def current(
-        self, chat: ChatRow, partner: Partner | None, speaker: Speaker, first: MessageRow
+        self, chat: ChatRow, partner: Partner | None, speaker: Speaker, first: MessageRow | None
     ) -> SessionRow:
-        """The open session of this chat and partner, or a new one (ending a stale one)."""
+        """The open session of this chat and partner, or a new one (ending a stale one).
+        ``first`` titles a new session; without it (a greeting opens the session) the first
+        user message does."""
         partner_id = partner.id if partner else None
         session = await self.store.open_session(chat.chat_key, partner_id)
         now = time.time()
@@ -109,7 +111,7 @@ class Sessions:
             user_key=speaker.user_key if chat.kind == "dm" else None,
             audience=audience_for(chat, speaker),
             system_prompt=prompt,
-            title=" ".join(first.text.split())[:TITLE_CHARS],
+            title=" ".join(first.text.split())[:TITLE_CHARS] if first else "",
             carry_from=previous.id if previous else None,
         )
         logger.info(

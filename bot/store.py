@@ -2128,3 +2128,14 @@ class Store:
             await self._db.backup(dest)
         finally:
             await dest.close()
+
+    # ---- character cards: greetings ----------------------------------------------------
+
+    async def count_sessions(self, chat_key: str, partner_id: str) -> int:
+        """How many conversations this chat has had with this partner (which greeting is
+        next, ``partners/greetings.py``)."""
+        row = await self._one(
+            "SELECT COUNT(*) AS n FROM sessions WHERE chat_key = ? AND partner_id = ?",
+            (chat_key, partner_id),
+        )
+        return int(row["n"]) if row else 0

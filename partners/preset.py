@@ -105,6 +105,8 @@ class PresetFile(_Strict):
     stickers: dict[str, Any] | None = None
     """Stickers the partner may send by name: ``happy: <Telegram file id>`` or
     ``happy: {telegram: <file id>, discord: <id>}`` (``Partner.sticker``)."""
+    greetings: Literal["in_turn", "random"] = "in_turn"
+    """Which of a character card's greetings opens a conversation (``partners/greetings.py``)."""
 
     _texts = field_validator(
         "name", "description", "model", "language", "avatar", "resting_message", mode="before"
@@ -154,6 +156,8 @@ class Preset:
     """What the partner says, once, when it rests (over its budget or a user's rate limit)."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Settings read elsewhere, as written (:data:`EXTRA_KEYS`)."""
+    greetings: Literal["in_turn", "random"] = "in_turn"
+    """A card's greetings in turn, or one at random."""
 
 
 # ---- reading -------------------------------------------------------------------------------
@@ -186,6 +190,7 @@ def read_preset(path: Path, partner_id: str) -> Preset:
         daily_token_budget=checked.daily_token_budget,
         resting_message=checked.resting_message or None,
         extra=extra,
+        greetings=checked.greetings,
     )
 
 
@@ -263,6 +268,7 @@ SETTABLE: dict[str, str] = {
     "language": "for searching its history: a code like en or es, or default",
     "daily_token_budget": "tokens per day before it rests, or none",
     "resting_message": "what it says when it rests, or default",
+    "greetings": "a character card's greetings in_turn or at random",
     "proactive.enabled": "whether it may write first: true or false",
     "proactive.window": "when check-ins may go out, like 10:00-20:00",
     "proactive.quiet_hours": "never then, like 22:00-08:00",

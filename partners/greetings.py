@@ -1,0 +1,51 @@
+"""A partner's greetings: the card's ``first_mes`` and ``alternate_greetings`` (kept in
+card.json, ``partners/cards.py``), and which one opens the next conversation.
+
+preset.yml ``greetings:`` chooses between them: ``in_turn`` (the default: the first greeting,
+then each alternate in turn, conversation after conversation) or ``random``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Callable
+from typing import Literal
+
+from partners.cards import CARD_FILE
+from partners.persona import Partner
+
+GreetingOrder = Literal["in_turn", "random"]
+_PLACEHOLDERS = re.compile(r"\{\{\s*(char|partner|user)\s*\}\}", re.IGNORECASE)
+
+
+def greetings_of(partner: Partner) -> list[str]:
+    """The partner's greetings, first one first (blocking read; call off-loop). A partner
+    without a card, or whose card.json does not read, has none."""
+    path = partner.dir / CARD_FILE
+    try:
+        side = json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, UnicodeDecodeError, ValueError):
+        return []
+    if not isinstance(side, dict):
+        return []
+    found = [side.get("first_mes"), *(side.get("alternate_greetings") or [])]
+    return [text for text in found if isinstance(text, str) and text.strip()]
+
+
+def choose(
+    greetings: list[str],
+    order: GreetingOrder,
+    conversations_before: int,
+    pick: Callable[[list[str]], str] = random.choice,
+) -> str:
+    """The greeting for a conversation after ``conversations_before`` earlier ones."""
+    if order == "random":
+        return pick(greetings)
+    return greetings[conversations_before % len(greetings)]
+
+
+def filled(text: str, partner_name: str, user_name: str) -> str:
+    values = {"char": partner_name, "partner": partner_name, "user": user_name}
+    return _PLACEHOLDERS.sub(lambda m: values[m.group(1).lower()], text)
