@@ -72,7 +72,9 @@ MISSED_FETCH_LIMIT = 100
 MISSED_LOOKBACK = timedelta(hours=24)
 MISSED_OVERLAP = timedelta(minutes=1)
 """Fetch a little before the newest stored message: repeats are deduplicated, gaps are not."""
-MAX_COMMAND_FILE_BYTES = 1_000_000
+MAX_COMMAND_FILE_BYTES = 20 * 1024 * 1024
+"""Files sent with an /admin command: edited persona files are small, a character card
+(``/admin partner import``) may take a few megabytes; each command checks its own limit."""
 
 
 def apply_endpoints(config: DiscordConfig) -> None:
@@ -102,6 +104,12 @@ def build_client(config: DiscordConfig, guild_ready_timeout: float) -> discord.C
     if isinstance(config.shards, int):
         return discord.AutoShardedClient(shard_count=config.shards, **options)
     return discord.Client(**options)
+
+
+def _is_admin(text: str) -> bool:
+    """Only the owner's commands take files: nobody else's upload is downloaded."""
+    parsed = parse_command(text)
+    return parsed is not None and parsed[0] == "admin"
 
 
 async def _command_file(attachment: discord.Attachment) -> tuple[str, bytes] | None:
@@ -333,7 +341,7 @@ class DiscordChannel:
         seen_key = f"command:{event.message_id}"
         if too_old or await receiver.update_seen(PLATFORM, seen_key):
             return
-        if message.attachments:
+        if message.attachments and _is_admin(event.text):
             event = replace(event, attachment=await _command_file(message.attachments[0]))
         await receiver.receive(event)
         await receiver.seen_update(PLATFORM, seen_key)

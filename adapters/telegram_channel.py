@@ -77,8 +77,9 @@ from bot.events import ChatRef, Choice, Inbound, Outbound, Reaction
 
 logger = logging.getLogger(__name__)
 
-MAX_COMMAND_FILE_BYTES = 1_000_000
-"""Persona files sent back for /admin partner put are small Markdown."""
+MAX_COMMAND_FILE_BYTES = 20 * 1024 * 1024
+"""Files sent with an /admin command: edited persona files are small, a character card
+(``/admin partner import``) may take a few megabytes; each command checks its own limit."""
 
 ALLOWED_UPDATES = ("message", "callback_query", "message_reaction")
 GENERAL_TOPIC = "1"
@@ -375,10 +376,12 @@ class TelegramChannel:
         return True
 
     async def _command_file(self, message: Message) -> tuple[str, bytes] | None:
-        """The document sent with a command caption (an edited persona file), if small."""
+        """The document sent with an /admin caption (an edited persona file, a character
+        card), if it is within the limit."""
         document = message.document
-        if document is None or parse_command(message.caption or "") is None:
-            return None
+        parsed = parse_command(message.caption or "")
+        if document is None or parsed is None or parsed[0] != "admin":
+            return None  # only the owner's commands take files: nobody else's is downloaded
         if (document.file_size or 0) > MAX_COMMAND_FILE_BYTES:
             return None  # the command answers that it needs the file
         try:

@@ -19,6 +19,7 @@ from bot.admin_access import (
     admin_unbind,
 )
 from bot.admin_args import AdminError
+from bot.admin_cards import admin_lore, partner_export, partner_import
 from bot.admin_memory import (
     admin_changes,
     admin_consult,
@@ -96,6 +97,18 @@ ADMIN: dict[str, Command] = {
             "<id> <key> <value>",
             "change preset.yml (name, model, memory_scope, proactive.enabled...)",
             partner_set,
+        ),
+        _owner_command(
+            "partner import",
+            "[id]",
+            "a character card sent as a file with this caption (asks first)",
+            partner_import,
+        ),
+        _owner_command(
+            "partner export", "<id> --card [json]", "a partner as a V3 card", partner_export
+        ),
+        _owner_command(
+            "lore", "<partner> [query]", "lorebook entries and what fired last", admin_lore
         ),
         _owner_command(
             "bind", "<partner>", "bind a partner to this group", admin_bind, dm_only=False

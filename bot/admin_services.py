@@ -18,6 +18,7 @@ from bot.dispatcher import Dispatcher
 from bot.sessions import Sessions, Speaker
 from bot.settings import Settings
 from bot.store import ChatRow
+from partners.lore import LoreLibrary
 from partners.memory import MemoryFile, MemoryStore
 from partners.review import Reviewer
 
@@ -37,4 +38,6 @@ class AdminServices:
     next_runs: Callable[[], dict[str, datetime | None]]
     settings: Settings
     budget: Budget
+    lore: LoreLibrary | None = None
+    """Partners' lorebooks and what fired last (``/admin lore``)."""
     started_at: float = field(default_factory=time.time)

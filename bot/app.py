@@ -354,6 +354,7 @@ async def build_app(
         next_runs=scheduler.next_runs,
         settings=settings,
         budget=budget,
+        lore=lore,
     )
     return App(
         config,

@@ -992,6 +992,8 @@ class FakeTelegram:
         language_code: str | None = "en",
         date: int | None = None,
         edited: bool = False,
+        document_name: str = "notes.txt",
+        document_mime: str = "text/plain",
     ) -> dict[str, Any]:
         """Build a realistic Update with a message (not queued; see :meth:`push_update`).
 
@@ -1004,7 +1006,8 @@ class FakeTelegram:
           (CommandHandler needs it).  Entity offsets are in UTF-16 code units.
         * ``photo``/``sticker``/``voice``/``audio``/``video_note``/``document`` attach a media
           object whose file can be fetched with getFile and downloaded: ``media`` is its
-          content, ``duration`` its length in seconds, ``file_size`` the size Telegram claims
+          content (a document's name and type: ``document_name``, ``document_mime``),
+          ``duration`` its length in seconds, ``file_size`` the size Telegram claims
           (default: the content's), ``sticker_emoji``/``sticker_set`` a sticker's emoji and set.
         * ``user_id`` defaults to ``chat_id`` in private chats (as on Telegram), else 1001.
         * ``update_id`` is left out unless given: :meth:`push_update` assigns it.
@@ -1080,7 +1083,7 @@ class FakeTelegram:
             )
         if document:
             message["document"] = self._media_object(
-                "document", b"fake document bytes\n", "notes.txt", "text/plain"
+                "document", media or b"fake document bytes\n", document_name, document_mime
             )
         if edited:
             message["edit_date"] = date

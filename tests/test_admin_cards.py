@@ -1,0 +1,55 @@
+"""/admin partner import|export and /admin lore in the owner's DM."""
+
+from __future__ import annotations
+
+import json
+
+from partners.card_format import read_card
+from tests import card_fixtures as cards
+from tests.admin_support import admin, admin_messages, partner_dir, say
+from tests.conftest import Harness
+from tests.test_lore import entry
+
+
+async def test_an_import_waits_for_the_owner_and_card_text_is_shown_literally(
+    harness: Harness,
+) -> None:
+    raw = cards.png(cards.v2(cards.card_data(name="*Bold* Kai")))
+    answer = await admin(harness, "/admin partner import kai", attachment=("kai.png", raw))
+    assert r"\*Bold\* Kai" in answer
+    assert harness.app.catalog.get("kai") is None
+    token = answer.split("/admin partner import confirm ")[1].split()[0]
+    created = await admin(harness, f"/admin partner import confirm {token}")
+    assert created.startswith(r"Created \*Bold\* Kai (kai)")
+    assert harness.app.catalog.require("kai").name == "*Bold* Kai"
+    again = await admin(harness, f"/admin partner import confirm {token}")
+    assert "no card waits" in again
+
+
+async def test_import_without_a_file_says_how_to_send_one(harness: Harness) -> None:
+    answer = await admin(harness, "/admin partner import")
+    assert "as a file" in answer and "not as a photo" in answer
+
+
+async def test_export_sends_a_v3_card_of_the_partner(harness: Harness) -> None:
+    await admin_messages(harness, "/admin partner export example --card json")
+    [(_, name, data, caption)] = harness.channel.files
+    assert caption.startswith("Mira as a V3 character card")
+    assert name == "example.json"
+    assert read_card(data).data["name"] == "Mira"
+
+
+async def test_lore_lists_entries_and_what_fired_on_the_last_turn(harness: Harness) -> None:
+    book = {
+        "entries": [
+            entry(["lighthouse"], "Oren keeps the light.", comment="Oren"),
+            entry(["harbour"], "Boats come at dawn.", comment="Harbour"),
+        ]
+    }
+    (partner_dir(harness) / "lorebook.json").write_text(json.dumps(book), encoding="utf-8")
+    await say(harness, 42, "who keeps the lighthouse?", "Oren does.")
+    answer = await admin(harness, "/admin lore example")
+    assert "2 entries" in answer and "fired Oren" in answer
+    assert "Boats come at dawn" in answer
+    found = await admin(harness, "/admin lore example boats")
+    assert "1 matching" in found and "Oren keeps" not in found

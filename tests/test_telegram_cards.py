@@ -1,0 +1,77 @@
+"""A character card dropped into the owner's Telegram DM, through the real python-telegram-bot
+against the fake Bot API: summary, confirm, and the character greets in its own picture."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests import card_fixtures as cards
+from tests.fakes.fake_llm import FakeLLM
+from tests.fakes.fake_telegram import FakeTelegram
+from tests.telegram_harness import BOT_USERNAME, OWNER, TelegramGateways
+
+ALICE = 502
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram(bot_username=BOT_USERNAME) as tg:
+        yield tg
+
+
+@pytest.fixture
+async def gateways(
+    fake: FakeTelegram, fake_llm: FakeLLM, tmp_path: Path
+) -> AsyncIterator[TelegramGateways]:
+    gateways = TelegramGateways(fake, fake_llm, tmp_path / "data")
+    yield gateways
+    await gateways.stop_all()
+
+
+def send_card(fake: FakeTelegram, raw: bytes, name: str = "sirin.png") -> None:
+    fake.send_user_message(
+        chat_id=OWNER,
+        caption="/admin partner import",
+        document=True,
+        media=raw,
+        document_name=name,
+        document_mime="image/png",
+    )
+
+
+async def test_owner_imports_a_card_from_the_dm_after_confirming(
+    gateways: TelegramGateways, fake: FakeTelegram
+) -> None:
+    gateway = await gateways.start()
+    send_card(fake, cards.png(cards.v3(), keyword="ccv3"))
+    [summary] = await fake.wait_for_sent(chat_id=OWNER)
+    text = summary.text or ""
+    assert "Ŝirin 🌙" in text and "lorebook entries: 2" in text
+    partners = gateway.app.config.data_dir / "partners"
+    assert not (partners / "sirin").exists()  # nothing before the owner confirms
+    [[button]] = summary.params["reply_markup"]["inline_keyboard"]
+    fake.push_update(
+        fake.callback_query_update(
+            chat_id=OWNER,
+            user_id=OWNER,
+            data=button["callback_data"],
+            message_id=summary.result["message_id"],
+        )
+    )
+    await fake.wait_for_sent(lambda c: "Created" in (c.text or ""), chat_id=OWNER)
+    assert (partners / "sirin" / "lorebook.json").exists()
+    assert gateway.app.catalog.require("sirin").name == "Ŝirin 🌙"
+
+
+async def test_a_bad_card_in_the_dm_gets_one_line_and_nothing_is_written(
+    gateways: TelegramGateways, fake: FakeTelegram
+) -> None:
+    gateway = await gateways.start()
+    send_card(fake, cards.png(cards.v2(), compressed=True))
+    [answer] = await fake.wait_for_sent(chat_id=OWNER)
+    assert "zTXt" in (answer.text or "") and "\n" not in (answer.text or "").strip()
+    partners = gateway.app.config.data_dir / "partners"
+    assert sorted(p.name for p in partners.iterdir()) == ["example"]
