@@ -195,3 +195,16 @@ class MediaChannel(Protocol):
     async def recording(self, chat: ChatRef) -> None:
         """Show that a voice message is being recorded (once; the caller refreshes it)."""
         ...
+
+
+@runtime_checkable
+class PhotoChannel(Protocol):
+    """A channel that shows a partner's picture with an answer (Telegram: bots cannot change
+    their own photo per message, so the partner's card in ``/partner`` carries it)."""
+
+    caption_limit: int
+
+    async def send_photo(self, message: Outbound, photo: bytes) -> str | None:
+        """Send ``photo`` with ``message.text`` as its caption and ``message.choices`` as its
+        buttons; returns the platform's message id. Raises DeliveryError."""
+        ...

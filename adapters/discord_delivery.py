@@ -5,6 +5,12 @@
   webhook with ``thread=``). :class:`PersonaWebhooks` finds the bot's webhook (or creates it)
   once per channel and caches it. Without the Manage Webhooks permission it says so once and
   the channel falls back to normal messages prefixed with the partner's name.
+* **Avatars from a file.** ``Webhook.send`` takes an avatar only as a URL, and a partner's
+  ``avatar.png`` (a character card's picture) has none that lasts: Discord's attachment URLs
+  expire. So a partner with an avatar image gets a webhook of its own in each channel it
+  speaks in, created with the image as the webhook's avatar (and changed when the image
+  changes). Discord allows 15 webhooks per channel; when a channel has no room left, the
+  partner speaks through the shared webhook with its name and without its picture.
 * **Mentions.** Every send carries ``allowed_mentions`` that cannot ping @everyone, @here or a
   role, whatever the model wrote: :data:`NO_PINGS` for webhooks and interaction answers,
   :data:`REPLY_PING` (only the author of the answered message) for replies.
@@ -15,6 +21,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -31,6 +38,9 @@ logger = logging.getLogger(__name__)
 
 MAX_MESSAGE_CHARS = 2000
 WEBHOOK_NAME = "companion-gateway"
+PARTNER_WEBHOOK_PREFIX = "companion-gateway:"
+"""A partner's own webhook is named ``companion-gateway:<partner id>:<image hash>``."""
+MAX_CHANNEL_WEBHOOKS = 15
 FORBIDDEN_RETRY_SECONDS = 600.0
 """After a missing permission, how long to use the fallback before asking Discord again."""
 CANNOT_MESSAGE_USER = 50007
@@ -107,6 +117,7 @@ class PersonaWebhooks:
         self._client = client
         self._on_missing_permission = on_missing_permission
         self._hooks: dict[int, discord.Webhook] = {}
+        self._partner_hooks: dict[tuple[int, str], discord.Webhook] = {}
         self._forbidden_until: dict[int, float] = {}
         self._told: set[int] = set()
         self._locks: dict[int, asyncio.Lock] = {}
@@ -148,6 +159,54 @@ class PersonaWebhooks:
         hook = self._hooks.pop(channel_id, None)
         if hook is not None:
             self.own_ids.discard(hook.id)
+        for key in [k for k in self._partner_hooks if k[0] == channel_id]:
+            self.own_ids.discard(self._partner_hooks.pop(key).id)
+
+    async def for_partner(
+        self, channel: discord.TextChannel, partner_id: str, image: bytes
+    ) -> discord.Webhook | None:
+        """The partner's own webhook in this channel, its avatar ``image``; None when the
+        channel has no room for another webhook (or the bot may not manage them)."""
+        key = (channel.id, partner_id)
+        wanted = f"{PARTNER_WEBHOOK_PREFIX}{partner_id}:{hashlib.sha256(image).hexdigest()[:12]}"
+        hook = self._partner_hooks.get(key)
+        if hook is not None and hook.name == wanted:
+            return hook
+        if time.monotonic() < self._forbidden_until.get(channel.id, 0.0):
+            return None
+        async with self._locks.setdefault(channel.id, asyncio.Lock()):
+            try:
+                hook = await self._partner_hook(channel, partner_id, wanted, image)
+            except discord.Forbidden:
+                self._forbidden_until[channel.id] = time.monotonic() + FORBIDDEN_RETRY_SECONDS
+                return None
+            if hook is not None:
+                self._partner_hooks[key] = hook
+                self.own_ids.add(hook.id)
+            return hook
+
+    async def _partner_hook(
+        self, channel: discord.TextChannel, partner_id: str, wanted: str, image: bytes
+    ) -> discord.Webhook | None:
+        me = self._client.user
+        hooks = await channel.webhooks()
+        prefix = f"{PARTNER_WEBHOOK_PREFIX}{partner_id}:"
+        for hook in hooks:
+            ours = hook.user is not None and me is not None and hook.user.id == me.id
+            if ours and hook.token and (hook.name or "").startswith(prefix):
+                if hook.name != wanted:  # the picture changed since
+                    hook = await hook.edit(name=wanted, avatar=image, reason="new avatar")
+                return hook
+        if len(hooks) >= MAX_CHANNEL_WEBHOOKS:
+            logger.warning(
+                "discord: #%s has %d webhooks; %s speaks without its picture there",
+                channel.name,
+                len(hooks),
+                partner_id,
+            )
+            return None
+        logger.info("discord: creating %s's webhook in #%s", partner_id, channel.name)
+        return await channel.create_webhook(name=wanted, avatar=image, reason="partner avatar")
 
 
 class Poster:
@@ -172,7 +231,7 @@ class Poster:
         target, parent = await self.group_target(message.chat)
         text = message.text
         if message.partner_name:
-            hook = await self._webhooks.get(parent) if parent is not None else None
+            hook = await self._persona_hook(parent, message)
             if hook is not None and parent is not None:
                 return await self._as_persona(hook, parent, message, extra)
             text = f"**{message.partner_name}:** {text}"
@@ -185,6 +244,20 @@ class Poster:
                 text, reference=reference, allowed_mentions=REPLY_PING, **extra
             )
         return await target.send(text, allowed_mentions=NO_PINGS, **extra)
+
+    async def _persona_hook(
+        self, parent: discord.TextChannel | None, message: Outbound
+    ) -> discord.Webhook | None:
+        """The partner's own webhook when it has a picture and no avatar URL, else the
+        channel's shared one."""
+        if parent is None:
+            return None
+        image = message.partner_avatar_image
+        if image and message.partner_id and not avatar_url(message.partner_avatar):
+            own = await self._webhooks.for_partner(parent, message.partner_id, image)
+            if own is not None:
+                return own
+        return await self._webhooks.get(parent)
 
     async def messageable(self, chat: ChatRef) -> discord.abc.Messageable:
         """Where a chat's messages are (a user's DM, a channel, a thread)."""

@@ -550,6 +550,22 @@ class TelegramChannel:
         where = _placement(message.chat, message.reply_to_message_id)
         return await self.media.send_voice(int(message.chat.chat_id), audio, message.text, where)
 
+    async def send_photo(self, message: Outbound, photo: bytes) -> str | None:
+        rendered = render(message.text)
+        try:
+            await self.bot.initialize()
+            sent = await self.bot.send_photo(
+                int(message.chat.chat_id),
+                photo,
+                caption=rendered.html,
+                parse_mode=ParseMode.HTML,
+                reply_markup=_keyboard(message.choices),
+                **_placement(message.chat, message.reply_to_message_id),
+            )
+        except TelegramError as exc:
+            raise delivery_error(exc) from exc
+        return str(sent.message_id)
+
     async def react(self, chat: ChatRef, message_id: str, emoji: str) -> None:
         await self.media.react(chat, message_id, emoji)
 

@@ -251,7 +251,7 @@ async def build_app(
     delivery = Delivery(
         store,
         channels,
-        lambda pid: (p.name, p.preset.avatar) if (p := catalog.get(pid)) else None,
+        lambda pid: (p.name, p.preset.avatar, p.avatar_image) if (p := catalog.get(pid)) else None,
         config.delivery,
         notify_owner,
         voice,

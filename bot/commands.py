@@ -42,6 +42,8 @@ class CommandReply:
     """A file sent with the reply: (file name, content)."""
     greet: str | None = None
     """A partner id: its greeting opens a conversation after this answer (``bot/greeter.py``)."""
+    photo: bytes | None = None
+    """A picture shown with the answer where the channel can (a partner's avatar)."""
 
 
 @dataclass
@@ -138,9 +140,12 @@ async def partner(ctx: CommandContext) -> CommandReply:
     await ctx.store.select_partner(ctx.chat_key, chosen.id)
     open_session = await ctx.store.open_session(ctx.chat_key, chosen.id)
     await ctx.end_sessions(ctx.chat_key, "partner changed")
+    photo = chosen.avatar_image
     if open_session is not None:
-        return CommandReply(f"You're talking with {chosen.name} again.")
-    return CommandReply(f"You're now talking with {chosen.name}. Say hello!", greet=chosen.id)
+        return CommandReply(f"You're talking with {chosen.name} again.", photo=photo)
+    return CommandReply(
+        f"You're now talking with {chosen.name}. Say hello!", greet=chosen.id, photo=photo
+    )
 
 
 def _partner_menu(ctx: CommandContext) -> CommandReply:

@@ -48,7 +48,8 @@ MAX_FLOOD_WAIT_SECONDS = 30.0
 MAX_DOUBLINGS = 30
 ERROR_CHARS = 200
 
-PartnerFace = Callable[[str], tuple[str, str | None] | None]
+PartnerFace = Callable[[str], tuple[str, str | None, bytes | None] | None]
+"""Partner id -> (name, avatar URL, avatar image), or None for a partner that is gone."""
 """A partner id -> (name, avatar) as its replies show them, or None for an unknown partner."""
 NotifyOwner = Callable[[str, str], Awaitable[None]]
 """(platform, text): a DM to the owner, on that platform if they have an id there."""
@@ -243,7 +244,7 @@ class Delivery:
                 await self.store.record_chunk(message_id, 0, streamed_id)
                 done = 1
         face = self.partner_face(reply.partner_id) if reply.partner_id else None
-        name, avatar = face if face else (None, None)
+        name, avatar, image = face if face else (None, None, None)
         for index in range(done, len(chunks)):
             outbound = Outbound(
                 chat_ref(chat),
@@ -252,6 +253,7 @@ class Delivery:
                 reply.partner_id,
                 name,
                 partner_avatar=avatar,
+                partner_avatar_image=image,
             )
             try:
                 platform_id = await self._send_chunk(channel, outbound)
@@ -306,7 +308,7 @@ class Delivery:
             return 0
         whole = len(chunks) == 1 and utf16_len(text) <= channel.caption_limit
         face = self.partner_face(reply.partner_id) if reply.partner_id else None
-        name, avatar = face if face else (None, None)
+        name, avatar, image = face if face else (None, None, None)
         outbound = Outbound(
             chat_ref(reply.chat),
             text if whole else "",
@@ -314,6 +316,7 @@ class Delivery:
             reply.partner_id,
             name,
             partner_avatar=avatar,
+            partner_avatar_image=image,
         )
         voice_id = await channel.send_voice(outbound, audio)
         if not whole:

@@ -164,6 +164,9 @@ class Outbound:
     choices: tuple[Choice, ...] = ()
     partner_avatar: str | None = None
     """The partner's avatar (preset.yml ``avatar``), for platforms that show one per message."""
+    partner_avatar_image: bytes | None = None
+    """The partner's avatar.png, for platforms that take an image rather than a URL (Discord
+    webhooks: ``adapters/discord_delivery.py``)."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from adapters.base import Channel, DeliveryError, MediaChannel, NotStored
+from adapters.base import Channel, DeliveryError, MediaChannel, NotStored, PhotoChannel
 from bot.access import APPROVED_WELCOME, Access
 from bot.admin_services import AdminServices
 from bot.claims import CLAIM_COMMANDS, CLAIM_REFUSED, CLAIMED, OwnerClaims
@@ -376,9 +376,27 @@ class Gateway:
         if reply.attachment is not None:
             await self._send_file(inbound.chat, reply.attachment, reply.text)
             return
-        await self.reply(inbound.chat, reply.text, inbound.message_id, reply.choices)
+        if reply.photo is None or not await self._photo(inbound, reply, reply.photo):
+            await self.reply(inbound.chat, reply.text, inbound.message_id, reply.choices)
         if reply.greet is not None:
             await self._greet(inbound, reply.greet, is_owner)
+
+    async def _photo(self, inbound: Inbound, reply: CommandReply, photo: bytes) -> bool:
+        """The answer as a picture's caption, where the channel shows pictures and the text
+        fits; False if it was not sent that way (the caller sends the text)."""
+        channel = self.channels.get(inbound.chat.platform)
+        fits = len(reply.text.encode("utf-16-le")) // 2 <= getattr(channel, "caption_limit", 0)
+        if not isinstance(channel, PhotoChannel) or not fits:
+            return False
+        outbound = Outbound(inbound.chat, reply.text, inbound.message_id, choices=reply.choices)
+        try:
+            await channel.send_photo(outbound, photo)
+        except DeliveryError as exc:
+            logger.warning(
+                "picture to %s not delivered (%s); sending the text", inbound.chat.key, exc
+            )
+            return False
+        return True
 
     async def _greet(self, inbound: Inbound, partner_id: str, is_owner: bool) -> None:
         partner = self.catalog.get(partner_id)

@@ -38,11 +38,16 @@ from partners.card_format import (
     write_png,
 )
 from partners.lore import LOREBOOK_FILE, read_book
-from partners.persona import MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, PARTNER_ID, check_partner_id
+from partners.persona import (
+    AVATAR_FILE,
+    MAX_DESCRIPTION_CHARS,
+    MAX_NAME_CHARS,
+    PARTNER_ID,
+    check_partner_id,
+)
 from partners.preset import read_preset
 
 CARD_FILE = "card.json"
-AVATAR_FILE = "avatar.png"
 FIELD_FILES = {
     "system_prompt": "SYSTEM.md",
     "personality": "SOUL.md",

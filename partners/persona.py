@@ -60,11 +60,19 @@ def check_partner_id(partner_id: str) -> str:
     return partner_id
 
 
+AVATAR_FILE = "avatar.png"
+MAX_AVATAR_BYTES = 8 * 1024 * 1024
+"""Discord refuses larger webhook avatars; Telegram photos stay well under it too."""
+
+
 @dataclass(frozen=True)
 class Partner:
     id: str
     dir: Path
     preset: Preset
+    avatar_image: bytes | None = None
+    """``avatar.png`` in the partner directory (a character card's picture), read when the
+    partner is loaded: shown by platforms that take an image rather than a URL."""
 
     @property
     def name(self) -> str:
@@ -94,7 +102,20 @@ class Partner:
 
 def load_partner(directory: Path) -> Partner:
     partner_id = check_partner_id(directory.name)
-    return Partner(partner_id, directory, load_preset(directory / "preset.yml", partner_id))
+    preset = load_preset(directory / "preset.yml", partner_id)
+    return Partner(partner_id, directory, preset, _avatar(directory))
+
+
+def _avatar(directory: Path) -> bytes | None:
+    path = directory / AVATAR_FILE
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return None
+    if size > MAX_AVATAR_BYTES:
+        logger.warning("%s is %d bytes, over %d: not used", path, size, MAX_AVATAR_BYTES)
+        return None
+    return path.read_bytes()
 
 
 def load_preset(path: Path, partner_id: str) -> Preset:

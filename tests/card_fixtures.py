@@ -76,6 +76,12 @@ def image(color: tuple[int, int, int] = (40, 90, 160)) -> Image.Image:
     return Image.new("RGB", (8, 12), color)
 
 
+def image_png(color: tuple[int, int, int]) -> bytes:
+    out = io.BytesIO()
+    image(color).save(out, format="PNG")
+    return out.getvalue()
+
+
 def png(document: dict[str, Any] | None, keyword: str = "chara", compressed: bool = False) -> bytes:
     """A PNG with ``document`` as base64 JSON in a text chunk (zTXt if ``compressed``)."""
     info = PngInfo()

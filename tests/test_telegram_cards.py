@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from partners.cards import plan_import, write_import
+from partners.catalog import PartnerCatalog
 from tests import card_fixtures as cards
 from tests.fakes.fake_llm import FakeLLM
 from tests.fakes.fake_telegram import FakeTelegram
@@ -75,3 +77,18 @@ async def test_a_bad_card_in_the_dm_gets_one_line_and_nothing_is_written(
     assert "zTXt" in (answer.text or "") and "\n" not in (answer.text or "").strip()
     partners = gateway.app.config.data_dir / "partners"
     assert sorted(p.name for p in partners.iterdir()) == ["example"]
+
+
+async def test_picking_a_card_partner_shows_its_picture_then_its_greeting(
+    gateways: TelegramGateways, fake: FakeTelegram
+) -> None:
+    root = gateways.data_dir / "partners"
+    PartnerCatalog(root).ensure_example()
+    write_import(plan_import(cards.png(cards.v2()), "sirin.png", "sirin", root), root)
+    await gateways.start()
+    fake.send_user_message(chat_id=ALICE, text="/partner sirin")
+    [photo] = await fake.wait_for_sent(chat_id=ALICE, method="sendPhoto")
+    assert photo.params["caption"].startswith("You're now talking with Ŝirin 🌙")
+    assert photo.files["photo"][1] == (root / "sirin" / "avatar.png").read_bytes()
+    [greeting] = await fake.wait_for_sent(chat_id=ALICE)
+    assert (greeting.text or "").endswith("I'm Ŝirin 🌙.")

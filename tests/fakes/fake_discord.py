@@ -57,6 +57,7 @@ INVALID_SESSION); override ``Client.before_identify_hook`` in tests that re-iden
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import copy
 import hashlib
@@ -410,6 +411,8 @@ class FakeDiscord:
         self._dm_by_user: dict[int, int] = {}
         self._history: dict[int, list[dict[str, Any]]] = {}
         self._webhooks: dict[int, dict[str, Any]] = {}
+        self.webhook_avatars: dict[int, bytes] = {}
+        """Webhook id -> the avatar image it was created or last edited with."""
         self._interactions: dict[int, _Interaction] = {}
         self._cdn: dict[str, tuple[bytes, str]] = {}
 
@@ -2234,6 +2237,7 @@ class FakeDiscord:
             raise ApiError(
                 400, 30007, f"Maximum number of webhooks reached ({MAX_WEBHOOKS_PER_CHANNEL})"
             )
+        image = self._avatar_image(body.get("avatar"))
         webhook = self._create_webhook(
             channel,
             body["name"],
@@ -2241,7 +2245,21 @@ class FakeDiscord:
             application_id=self.application_id,
             user_id=self.bot_id,
         )
+        if image is not None:
+            self.webhook_avatars[int(webhook["id"])] = image
         return 200, copy.deepcopy(webhook)
+
+    def _avatar_image(self, avatar: object) -> bytes | None:
+        """An avatar as Discord takes it: a data URI of a PNG, JPEG, GIF or WebP image."""
+        if avatar is None:
+            return None
+        match = re.match(r"^data:image/(png|jpeg|gif|webp);base64,(.+)$", str(avatar), re.S)
+        if match is None:
+            raise ApiError(400, 50035, "Invalid Form Body (avatar: not an image data URI)")
+        try:
+            return base64.b64decode(match.group(2), validate=True)
+        except ValueError:
+            raise ApiError(400, 50035, "Invalid Form Body (avatar: bad base64)") from None
 
     async def _get_webhook(self, _call: RestCall, m: dict[str, str]) -> tuple[int, JSON]:
         token = m.get("token")
@@ -2258,7 +2276,10 @@ class FakeDiscord:
             self._check_webhook_name(body["name"])
             webhook["name"] = body["name"]
         if "avatar" in body:
+            image = self._avatar_image(body["avatar"])
             webhook["avatar"] = _fake_hash(body["avatar"]) if body["avatar"] else None
+            if image is not None:
+                self.webhook_avatars[int(webhook["id"])] = image
         if "channel_id" in body:
             channel = self._require_channel(int(body["channel_id"]))
             webhook["channel_id"] = channel["id"]
