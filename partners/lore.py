@@ -20,6 +20,7 @@ so the prompt stays byte-identical and provider prompt caches keep hitting.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import random
@@ -50,6 +51,7 @@ LORE_FRAME = "World notes for this moment (background you know; not something an
 Position = Literal["before_char", "after_char"]
 Logic = Literal["and_any", "not_all", "not_any", "and_all"]
 LOGIC_BY_NUMBER: dict[int, Logic] = {0: "and_any", 1: "not_all", 2: "not_any", 3: "and_all"}
+_SEPARATORS = re.compile(r"[\W_]+")
 _CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 
 
@@ -130,15 +132,6 @@ def parse_entry(index: int, entry: dict[str, Any]) -> LoreEntry:
     )
 
 
-@dataclass(frozen=True)
-class _Key:
-    entry: int
-    secondary: bool
-    number: int
-    whole_words: bool
-    length: int
-
-
 class Lorebook:
     """A book's entries and the automata that find their keys, built once per load."""
 
@@ -150,6 +143,11 @@ class Lorebook:
         self.entries = tuple(parse_entry(i, e) for i, e in enumerate(book.get("entries", [])))
         self._folded = ahocorasick.Automaton()
         self._exact = ahocorasick.Automaton()
+        self._constants = {e.index for e in self.entries if e.constant and e.enabled}
+        self._needles: list[list[int]] = []
+        """Needle id -> the entries whose primary key it is."""
+        self._secondary: dict[int, list[int]] = {}
+        """Entry index -> the needle ids of its secondary keys."""
         for entry in self.entries:
             if entry.enabled:
                 self._add_keys(entry)
@@ -158,78 +156,100 @@ class Lorebook:
                 automaton.make_automaton()
 
     def _add_keys(self, entry: LoreEntry) -> None:
+        """Each key into its automaton as a needle with an id; a primary key's needle lists
+        the entries it fires, a secondary key's id is kept with its entry."""
         for secondary, keys in ((False, entry.keys), (True, entry.secondary_keys)):
-            for number, key in enumerate(keys):
+            for key in keys:
                 exact = entry.case_sensitive
-                needle = unicodedata.normalize("NFC", key) if exact else fold(key)
-                needle = needle.strip()
-                if not needle:
-                    continue
-                whole = entry.whole_words and not _CJK.search(needle)
-                automaton = self._exact if exact else self._folded
-                found = automaton.get(needle, None)
-                hit = _Key(entry.index, secondary, number, whole, len(needle))
-                if found is None:
-                    automaton.add_word(needle, [hit])
-                else:
-                    found.append(hit)
+                needle = _words(unicodedata.normalize("NFC", key) if exact else fold(key))
+                if entry.whole_words and needle and not _CJK.search(needle):
+                    needle = f" {needle} "  # the text is spaced the same way: whole words only
+                needle_id = self._needle(self._exact if exact else self._folded, needle)
+                if secondary:
+                    self._secondary.setdefault(entry.index, []).append(needle_id)
+                elif needle_id >= 0:
+                    self._needles[needle_id].append(entry.index)
+
+    def _needle(self, automaton: Any, needle: str) -> int:
+        """The id of ``needle`` in ``automaton``, added if new (-1: an empty key, which
+        matches nothing)."""
+        if not needle.strip():
+            return -1
+        found = automaton.get(needle, None)
+        if found is not None:
+            return int(found)
+        needle_id = len(self._needles)
+        self._needles.append([])
+        automaton.add_word(needle, needle_id)
+        return needle_id
 
     def fire(self, messages: Sequence[str], chance: Callable[[], float] = random.random) -> Fired:
         """The entries the newest ``scan_depth`` of ``messages`` (oldest first) bring in,
         within the token budget, and the text that carries them into the turn."""
-        text = "\n".join(messages[-self.scan_depth :]) if self.scan_depth > 0 else ""
-        active = self._activated(self._hits(text), set(), chance, by_recursion=False)
+        scanned = messages[-self.scan_depth :] if self.scan_depth > 0 else []
+        active = self._activated(self._found(scanned), set(), chance, by_recursion=False)
         seen = set(active)
         steps = 0
         new = active
         while self.recursive and new and steps < MAX_RECURSION_STEPS:
             steps += 1
-            more = "\n".join(
-                self.entries[i].content for i in new if not self.entries[i].prevent_recursion
-            )
-            new = self._activated(self._hits(more), seen, chance, by_recursion=True)
+            more = [self.entries[i].content for i in new if not self.entries[i].prevent_recursion]
+            new = self._activated(self._found(more), seen, chance, by_recursion=True)
             seen.update(new)
             active = active + new
         chosen = self._within_budget([self.entries[i] for i in active])
         return Fired(chosen, render(chosen))
 
-    def _hits(self, text: str) -> dict[int, set[tuple[bool, int]]]:
-        """Entry index -> the (secondary?, key number) pairs found in ``text``."""
-        hits: dict[int, set[tuple[bool, int]]] = {}
-        if not text:
-            return hits
-        for automaton, haystack in (
-            (self._folded, fold(text)),
-            (self._exact, unicodedata.normalize("NFC", text)),
-        ):
-            if not len(automaton):
-                continue
-            for end, keys in automaton.iter(haystack):
-                for key in keys:
-                    if key.whole_words and not _whole_word(haystack, end, key.length):
-                        continue
-                    hits.setdefault(key.entry, set()).add((key.secondary, key.number))
-        return hits
+    def _found(self, texts: Sequence[str]) -> set[int]:
+        """The ids of the needles (keys) found in ``texts``; a key said a hundred times is
+        one id."""
+        found: set[int] = set()
+        for automaton, prepared in ((self._folded, _folded), (self._exact, _exact)):
+            if len(automaton):
+                for text in texts:
+                    found.update(needle for _, needle in automaton.iter(prepared(text)))
+        return found
 
     def _activated(
         self,
-        hits: dict[int, set[tuple[bool, int]]],
+        found: set[int],
         seen: set[int],
         chance: Callable[[], float],
         by_recursion: bool,
     ) -> list[int]:
+        """Entries that fire on the keys ``found`` (and the constant ones, but not by
+        recursion), in book order; only entries one of whose keys was found are looked at,
+        however big the book."""
+        candidates = {index for needle in found for index in self._needles[needle]}
+        if not by_recursion:
+            candidates |= self._constants
         active = []
-        for entry in self.entries:
-            if entry.index in seen or not entry.enabled:
+        for index in sorted(candidates - seen):
+            entry = self.entries[index]
+            if not entry.enabled:
                 continue
             if by_recursion and (entry.exclude_recursion or entry.constant):
                 continue
-            if not (entry.constant or _matches(entry, hits.get(entry.index, set()))):
+            if not (entry.constant or self._selected(entry, found)):
                 continue
             if entry.probability < 100 and chance() * 100 >= entry.probability:
                 continue
-            active.append(entry.index)
+            active.append(index)
         return active
+
+    def _selected(self, entry: LoreEntry, found: set[int]) -> bool:
+        """A primary key was found; the selective logic on the secondary keys decides."""
+        if not entry.selective:
+            return True
+        secondary = self._secondary.get(entry.index, [])
+        matched = sum(1 for needle in secondary if needle in found)
+        if entry.logic == "and_any":
+            return matched > 0
+        if entry.logic == "not_any":
+            return matched == 0
+        if entry.logic == "and_all":
+            return matched == len(secondary)
+        return matched < len(secondary)  # not_all
 
     def _within_budget(self, entries: list[LoreEntry]) -> tuple[LoreEntry, ...]:
         """Constant entries first, then by priority and insertion order, until the budget is
@@ -246,33 +266,23 @@ class Lorebook:
         return tuple(kept)
 
 
-def _whole_word(haystack: str, end: int, length: int) -> bool:
-    """The match ending at ``end`` (inclusive) is not part of a longer word."""
-    start = end - length + 1
-    before = haystack[start - 1] if start > 0 else " "
-    after = haystack[end + 1] if end + 1 < len(haystack) else " "
-    return not _word_char(before) and not _word_char(after)
+@functools.lru_cache(maxsize=512)
+def _folded(text: str) -> str:
+    """A message folded like search folds it, and spaced for whole-word keys; cached, since
+    each turn scans mostly the messages the turn before scanned."""
+    folded = text.lower() if text.isascii() else fold(text)  # the same for ASCII, faster
+    return f" {_words(folded)} "
 
 
-def _word_char(ch: str) -> bool:
-    return ch.isalnum() or ch == "_"
+@functools.lru_cache(maxsize=512)
+def _exact(text: str) -> str:
+    return f" {_words(unicodedata.normalize('NFC', text))} "
 
 
-def _matches(entry: LoreEntry, found: set[tuple[bool, int]]) -> bool:
-    """Primary keys (any), then the selective logic on the secondary keys."""
-    if not any(not secondary for secondary, _ in found):
-        return False
-    if not entry.selective:
-        return True
-    matched = sum(1 for secondary, _ in found if secondary)
-    total = len(entry.secondary_keys)
-    if entry.logic == "and_any":
-        return matched > 0
-    if entry.logic == "not_any":
-        return matched == 0
-    if entry.logic == "and_all":
-        return matched == total
-    return matched < total  # not_all
+def _words(text: str) -> str:
+    """``text`` with every run of characters that are not letters or digits as one space:
+    keys and text spaced alike, so a key padded with spaces matches whole words only."""
+    return _SEPARATORS.sub(" ", text).strip()
 
 
 def render(entries: Sequence[LoreEntry]) -> str:
