@@ -105,3 +105,40 @@ async def test_a_full_channel_falls_back_to_the_shared_webhook_without_the_pictu
     assert mira.json["username"] == "Mira" and sirin.json["username"] == "Ŝirin 🌙"
     assert sirin.path == mira.path  # the shared webhook, named for each
     assert len(fake.webhooks(CHANNEL)) == 15
+
+
+async def test_owner_imports_a_card_sent_in_a_discord_dm(
+    gateways: DiscordGateways, fake: FakeDiscord
+) -> None:
+    gateway = await gateways.start()
+    owner_dm = fake.dm_channel_id(OWNER)
+    card = cards.png(cards.v3(cards.card_data(name="Kai")), keyword="ccv3")
+    await fake.dm_message(
+        user_id=OWNER,
+        content="/admin partner import",
+        attachments=[{"filename": "kai.png", "data": card}],
+    )
+    await fake.wait_until(lambda: fake.sent_messages(owner_dm), TIMEOUT, "the summary")
+    summary = fake.sent_messages(owner_dm)[0].json["content"]
+    assert "Import Kai from kai.png?" in summary and "lorebook entries: 2" in summary
+    confirm = next(line for line in summary.splitlines() if line.startswith("Send /admin"))
+    command = confirm.removeprefix("Send ").removesuffix(" to create it.")
+    await fake.dm_message(user_id=OWNER, content=command)
+    await fake.wait_until(lambda: len(fake.sent_messages(owner_dm)) == 2, TIMEOUT, "created")
+    assert "Created Kai (kai)" in fake.sent_messages(owner_dm)[1].json["content"]
+    assert gateway.app.catalog.require("kai").avatar_image is not None
+    assert len(fake.cdn_downloads) == 1
+
+
+async def test_a_strangers_file_with_a_command_is_not_downloaded(
+    gateways: DiscordGateways, fake: FakeDiscord
+) -> None:
+    await gateways.start()
+    alice_dm = fake.dm_channel_id(ALICE)
+    await fake.dm_message(
+        user_id=ALICE,
+        content="/help",
+        attachments=[{"filename": "big.png", "data": cards.png(cards.v2())}],
+    )
+    await fake.wait_until(lambda: fake.sent_messages(alice_dm), TIMEOUT, "the help")
+    assert fake.cdn_downloads == []  # only the owner's /admin commands take files

@@ -415,6 +415,8 @@ class FakeDiscord:
         """Webhook id -> the avatar image it was created or last edited with."""
         self._interactions: dict[int, _Interaction] = {}
         self._cdn: dict[str, tuple[bytes, str]] = {}
+        self.cdn_downloads: list[str] = []
+        """Attachment paths fetched from the fake CDN, in order."""
 
         # Machinery.
         self._failures: list[_Failure] = []
@@ -1595,6 +1597,7 @@ class FakeDiscord:
 
     async def _cdn_handler(self, request: web.Request) -> web.Response:
         entry = self._cdn.get(request.match_info["tail"])
+        self.cdn_downloads.append(request.match_info["tail"])
         if entry is None:
             return web.Response(status=404, text="Not Found")
         data, content_type = entry
