@@ -22,6 +22,7 @@ from pathlib import Path
 from bot.admin_args import AdminError, file_reply, need, services
 from bot.commands import CommandContext, CommandReply
 from bot.events import Choice
+from bot.literal import literal_line
 from bot.paging import paged, pop_page
 from bot.store import MessageRow, SessionRow
 from partners.catalog import apply_search_languages
@@ -49,8 +50,9 @@ async def admin_partners(ctx: CommandContext) -> CommandReply:
         when = f"{datetime.fromtimestamp(last, zone):%Y-%m-%d %H:%M}" if last else "never"
         budget = p.preset.daily_token_budget
         used = f"{tokens.get(p.id, 0)}" + (f" of {budget}" if budget else "")
+        description = literal_line(p.preset.description) if p.preset.description else ""
         cards.append(
-            f"{p.name} ({p.id}) — {p.preset.description or 'no description'}\n"
+            f"{literal_line(p.name)} ({p.id}) — {description or 'no description'}\n"
             f"  memory: {p.preset.memory_scope}, {visibility}, bound chats: {bound}\n"
             f"  last activity: {when}, tokens today: {used}"
         )
@@ -107,8 +109,8 @@ async def partner_show(ctx: CommandContext) -> CommandReply:
     partner = ctx.catalog.require(ctx.args[0])
     preset = partner.preset
     lines = [
-        f"{partner.name} ({partner.id})",
-        f"description: {preset.description or '(none)'}",
+        f"{literal_line(partner.name)} ({partner.id})",
+        f"description: {literal_line(preset.description) if preset.description else '(none)'}",
         f"memory scope: {preset.memory_scope}, public: {str(preset.public).lower()}",
         f"model: {preset.model or 'default'}, timezone: {preset.timezone or 'owner'}",
         f"avatar: {preset.avatar or '(none)'}",

@@ -53,3 +53,15 @@ async def test_lore_lists_entries_and_what_fired_on_the_last_turn(harness: Harne
     assert "Boats come at dawn" in answer
     found = await admin(harness, "/admin lore example boats")
     assert "1 matching" in found and "Oren keeps" not in found
+
+
+async def test_names_and_descriptions_from_a_card_are_shown_literally(harness: Harness) -> None:
+    data = cards.card_data(name="_Under_ *Star*", creator_notes="[click](https://x.example)")
+    raw = cards.as_json(cards.v2(data))
+    answer = await admin(harness, "/admin partner import star", attachment=("s.json", raw))
+    token = answer.split("/admin partner import confirm ")[1].split()[0]
+    await admin(harness, f"/admin partner import confirm {token}")
+    listing = await admin(harness, "/admin partners")
+    assert r"\_Under\_ \*Star\* (star) — \[click\]\(https://x.example\)" in listing
+    shown = await admin(harness, "/admin partner show star")
+    assert shown.startswith(r"\_Under\_ \*Star\* (star)")
