@@ -163,9 +163,12 @@ def check_book(book: object, where: str) -> None:
     for number, entry in enumerate(entries, 1):
         if not isinstance(entry, dict):
             raise CardError(f"{where}: entry {number} is not an object")
-        keys = entry.get("keys", [])
-        if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-            raise CardError(f"{where}: entry {number}: 'keys' should be a list of texts")
+        for field in ("keys", "secondary_keys"):
+            keys = entry.get(field) or []
+            if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+                raise CardError(f"{where}: entry {number}: {field!r} should be a list of texts")
+        if not isinstance(entry.get("extensions") or {}, dict):
+            raise CardError(f"{where}: entry {number}: 'extensions' should be an object")
         if not isinstance(entry.get("content", ""), str):
             raise CardError(f"{where}: entry {number}: 'content' should be text")
 

@@ -118,7 +118,10 @@ def plan_import(raw: bytes, filename: str, partner_id: str | None, root: Path) -
     chosen = partner_id or slug(data["name"])
     check_partner_id(chosen)
     if (root / chosen).exists():
-        raise CardError(f"a partner {chosen!r} exists already; choose another id with --id")
+        raise CardError(
+            f"a partner {chosen!r} exists already; give the new one another id "
+            "(companion partners import FILE --id ID, or /admin partner import ID)"
+        )
     notes: list[str] = []
     name = " ".join(data["name"].split())
     if len(name) > MAX_NAME_CHARS:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import math
 import random
 import re
@@ -36,6 +37,8 @@ import ahocorasick
 from bot.search_terms import fold
 from partners.card_format import CardError, check_book
 from partners.persona import Partner
+
+logger = logging.getLogger(__name__)
 
 LOREBOOK_FILE = "lorebook.json"
 DEFAULT_SCAN_DEPTH = 2
@@ -101,13 +104,24 @@ def _flag(entry: dict[str, Any], key: str, extension: str, default: bool) -> boo
     return default if value is None else bool(value)
 
 
+def _number(value: object, default: int) -> int:
+    """A number field as written by hand or by some front-end ("5", 5.0, null): a value
+    that is no number takes the default rather than breaking every turn."""
+    if isinstance(value, bool) or value is None:
+        return default
+    try:
+        return int(float(value))  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return default
+
+
 def parse_entry(index: int, entry: dict[str, Any]) -> LoreEntry:
     """One ``character_book`` entry; SillyTavern's settings are read from its extensions."""
     ext = entry.get("extensions") or {}
     keys = tuple(k for k in entry.get("keys", []) if k.strip())
     secondary = tuple(k for k in entry.get("secondary_keys") or [] if k.strip())
     raw_position = entry.get("position") or ("after_char" if ext.get("position") else "before_char")
-    probability = int(ext.get("probability", 100)) if ext.get("useProbability", True) else 100
+    probability = _number(ext.get("probability"), 100) if ext.get("useProbability", True) else 100
     label = str(entry.get("name") or entry.get("comment") or (keys[0] if keys else f"#{index}"))
     content = str(entry.get("content", ""))
     return LoreEntry(
@@ -116,12 +130,12 @@ def parse_entry(index: int, entry: dict[str, Any]) -> LoreEntry:
         keys=keys,
         secondary_keys=secondary,
         selective=bool(entry.get("selective")) and bool(secondary),
-        logic=LOGIC_BY_NUMBER.get(int(ext.get("selectiveLogic", 0) or 0), "and_any"),
+        logic=LOGIC_BY_NUMBER.get(_number(ext.get("selectiveLogic"), 0), "and_any"),
         content=content,
         constant=bool(entry.get("constant")),
         enabled=entry.get("enabled", True) is not False,
-        order=int(entry.get("insertion_order", 100) or 0),
-        priority=int(entry.get("priority", 0) or 0),
+        order=_number(entry.get("insertion_order"), 100),
+        priority=_number(entry.get("priority"), 0),
         position="after_char" if raw_position == "after_char" else "before_char",
         probability=max(0, min(100, probability)),
         case_sensitive=_flag(entry, "case_sensitive", "case_sensitive", False),
@@ -137,8 +151,8 @@ class Lorebook:
 
     def __init__(self, book: dict[str, Any]) -> None:
         self.name = str(book.get("name") or "")
-        self.scan_depth = int(book.get("scan_depth") or DEFAULT_SCAN_DEPTH)
-        self.token_budget = int(book.get("token_budget") or DEFAULT_TOKEN_BUDGET)
+        self.scan_depth = _number(book.get("scan_depth"), DEFAULT_SCAN_DEPTH)
+        self.token_budget = _number(book.get("token_budget"), DEFAULT_TOKEN_BUDGET)
         self.recursive = bool(book.get("recursive_scanning"))
         self.entries = tuple(parse_entry(i, e) for i, e in enumerate(book.get("entries", [])))
         self._folded = ahocorasick.Automaton()
@@ -425,7 +439,11 @@ class LoreLibrary:
     ) -> str:
         """The text placed after the history this turn ("" if none); blocking file reads."""
         parts = []
-        book = self.book(partner.id, partner.dir)
+        try:
+            book = self.book(partner.id, partner.dir)
+        except CardError as exc:  # the owner's hand edit broke it: the turn goes on without
+            logger.warning("partner %s: lorebook not used: %s", partner.id, exc)
+            book = None
         if book is not None:
             fired = book.fire(messages, self.chance)
             self.last[partner.id] = LastTurn(

@@ -172,3 +172,23 @@ async def test_fired_entries_go_after_the_frozen_prompt_and_the_prefix_stays(
     # the entry is still in the scanned window on the second turn, after the new message
     assert second[-1]["content"].startswith(LORE_FRAME)
     assert second[-2]["content"].endswith("and the weather?")
+
+
+def test_numbers_written_as_text_or_nonsense_take_their_defaults() -> None:
+    book = {
+        "scan_depth": "3",
+        "token_budget": None,
+        "entries": [entry(["a"], "ok", insertion_order="x", extensions={"probability": "50"})],
+    }
+    loaded = Lorebook(book)
+    assert loaded.scan_depth == 3 and loaded.entries[0].probability == 50
+    assert loaded.entries[0].order == 100
+
+
+async def test_a_broken_lorebook_file_does_not_stop_the_partner(harness: Harness) -> None:
+    partner = harness.app.catalog.require("example")
+    (partner.dir / "lorebook.json").write_text('{"entries": [', encoding="utf-8")
+    harness.llm.script(Reply(text="still here"))
+    await harness.send(dm(42, "hello"))
+    await harness.settle()
+    assert harness.channel.texts() == ["still here"]
