@@ -221,9 +221,11 @@ def card_data(partner_dir: Path) -> dict[str, Any]:
     data: dict[str, Any] = dict(side)
     data["name"] = full_name if full_name[:MAX_NAME_CHARS].rstrip() == preset.name else preset.name
     for card_field, file_name in FIELD_FILES.items():
-        path = partner_dir / file_name
-        # bytes decoded as they are: read_text would turn CRLF into LF
-        data[card_field] = to_card_text(path.read_bytes().decode("utf-8")) if path.exists() else ""
+        data[card_field] = to_card_text(_file_text(partner_dir / file_name))
+    agents = _file_text(partner_dir / "AGENTS.md").strip()
+    if agents:  # the owner's ways of working, which a card has no field for
+        joined = "\n\n".join(part for part in (data["system_prompt"].strip(), agents) if part)
+        data["system_prompt"] = to_card_text(joined)
     for key in GREETING_FIELDS:
         value = data.get(key)
         if isinstance(value, str):
@@ -242,6 +244,12 @@ def card_data(partner_dir: Path) -> dict[str, Any]:
     if book is not None:
         data["character_book"] = book
     return data
+
+
+def _file_text(path: Path) -> str:
+    """A persona file's text with its line endings as they are (read_text would turn CRLF
+    into LF); "" if there is none."""
+    return path.read_bytes().decode("utf-8") if path.exists() else ""
 
 
 def export_card(partner_dir: Path, as_png: bool) -> bytes:

@@ -165,3 +165,17 @@ def test_the_summary_names_sizes_lore_and_what_was_not_mapped(tmp_path: Path) ->
     assert f"IDENTITY.md {len(identity)}" in summary
     assert "extensions (depth_prompt, talkativeness)" in summary
     assert "{{original}}" in summary
+
+
+def test_a_hand_made_partner_exports_its_persona_and_nothing_of_its_memory(
+    tmp_path: Path,
+) -> None:
+    catalog = PartnerCatalog(tmp_path)
+    mira = catalog.create("mira", "Mira")
+    (mira.dir / "AGENTS.md").write_text("Answer briefly.", encoding="utf-8")
+    (mira.dir / "MEMORY.md").write_text("- PRIVATE-MEMORY-LINE\n", encoding="utf-8")
+    (mira.dir / "USER.md").write_text("PRIVATE-USER-NOTE", encoding="utf-8")
+    exported = export_card(mira.dir, as_png=True)
+    data = read_card(exported).data
+    assert data["name"] == "Mira" and data["system_prompt"].endswith("Answer briefly.")
+    assert "PRIVATE" not in json.dumps(data)
