@@ -26,10 +26,13 @@ from bot.literal import literal_line
 from bot.paging import paged, pop_page
 from bot.store import MessageRow, SessionRow
 from partners.catalog import apply_search_languages
+from partners.lore import POST_HISTORY_FILE
 from partners.memory import FileChanged, MemoryFile, fingerprint
 from partners.persona import PROMPT_FILES, Partner, check_partner_id
 from partners.preset import SETTABLE, set_setting
 
+EDITABLE_FILES = (*PROMPT_FILES, POST_HISTORY_FILE)
+"""The persona files, and a character card's post-history instructions (sent every turn)."""
 CONFIRM = "confirm"
 MAX_EDIT_BYTES = 512 * 1024
 MAX_AVATAR_CHARS = 500
@@ -117,7 +120,7 @@ async def partner_show(ctx: CommandContext) -> CommandReply:
         f"daily token budget: {preset.daily_token_budget or 'none'}",
         "files (name, characters, fingerprint):",
     ]
-    for name in PROMPT_FILES:
+    for name in EDITABLE_FILES:
         data = await asyncio.to_thread(_read_bytes, partner.dir / name)
         lines.append(f"  {name}: {len(data.decode('utf-8', 'replace'))}, {fingerprint(data)}")
     users = await asyncio.to_thread(_count, partner.dir / "users")
@@ -145,8 +148,10 @@ def _count(directory: Path) -> int:
 
 def _file_arg(raw: str) -> str:
     wanted = raw.upper().removesuffix(".MD") + ".md"
-    if wanted not in PROMPT_FILES:
-        raise AdminError(f"{raw!r} is not a partner file; choose one of {', '.join(PROMPT_FILES)}")
+    if wanted not in EDITABLE_FILES:
+        raise AdminError(
+            f"{raw!r} is not a partner file; choose one of {', '.join(EDITABLE_FILES)}"
+        )
     return wanted
 
 
@@ -166,7 +171,7 @@ def _edit_reply(partner: Partner, name: str, data: bytes, intro: str) -> Command
 
 
 async def partner_edit(ctx: CommandContext) -> CommandReply:
-    need(ctx, 2, f"partner edit <id> <{'|'.join(PROMPT_FILES)}>")
+    need(ctx, 2, f"partner edit <id> <{'|'.join(EDITABLE_FILES)}>")
     partner = ctx.catalog.require(ctx.args[0])
     name = _file_arg(ctx.args[1])
     data = await asyncio.to_thread(_read_bytes, partner.dir / name)

@@ -65,3 +65,17 @@ async def test_names_and_descriptions_from_a_card_are_shown_literally(harness: H
     assert r"\_Under\_ \*Star\* (star) — \[click\]\(https://x.example\)" in listing
     shown = await admin(harness, "/admin partner show star")
     assert shown.startswith(r"\_Under\_ \*Star\* (star)")
+
+
+async def test_owner_edits_post_history_instructions_which_follow_the_next_message(
+    harness: Harness,
+) -> None:
+    answer = await admin(harness, "/admin partner edit example POST_HISTORY.md")
+    assert "POST_HISTORY.md of Mira is empty" in answer
+    put = answer.split("caption ")[-1].strip()
+    saved = await admin(harness, put, attachment=("POST_HISTORY.md", b"Reply as {{char}}.\n"))
+    assert saved.startswith("Saved POST_HISTORY.md")
+    await say(harness, 42, "hello", "hi")
+    last = harness.llm.requests[-1]["messages"]
+    assert last[-1]["content"] == "Reply as Mira."
+    assert "Reply as" not in last[0]["content"]
