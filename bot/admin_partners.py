@@ -26,7 +26,7 @@ from bot.literal import literal_line
 from bot.paging import paged, pop_page
 from bot.store import MessageRow, SessionRow
 from partners.catalog import apply_search_languages
-from partners.lore import POST_HISTORY_FILE
+from partners.lore_books import POST_HISTORY_FILE
 from partners.memory import FileChanged, MemoryFile, fingerprint
 from partners.persona import PROMPT_FILES, Partner, check_partner_id
 from partners.preset import SETTABLE, set_setting

@@ -18,7 +18,7 @@ from bot.dispatcher import Dispatcher
 from bot.sessions import Sessions, Speaker
 from bot.settings import Settings
 from bot.store import ChatRow
-from partners.lore import LoreLibrary
+from partners.lore_books import LoreLibrary
 from partners.memory import MemoryFile, MemoryStore
 from partners.review import Reviewer
 

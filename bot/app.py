@@ -45,7 +45,7 @@ from partners.catalog import PartnerCatalog, apply_search_languages
 from partners.checkins import Checkins
 from partners.consolidate import Consolidator
 from partners.forgetting import Forgetting
-from partners.lore import LoreLibrary
+from partners.lore_books import LoreLibrary
 from partners.memory import MemoryFile, MemoryStore
 from partners.persona import Partner, size_report
 from partners.review import Reviewer

@@ -47,7 +47,7 @@ class TurnInput:
     """Users' reactions to the partner's messages since its last reply."""
     after_history: str = ""
     """Lorebook entries that fired and a card's post-history instructions
-    (``partners/lore.py``): placed after the new messages, never in the system prompt, so the
+    (``partners/lore_books.py``): placed after the new messages, never in the system prompt, so the
     system prompt and the history stay byte-identical from turn to turn and prompt caches keep
     hitting; it is not stored, so the next turn's history does not carry it."""
 

@@ -1,5 +1,5 @@
 """``companion partners import|export`` and ``companion lore import``: character cards and
-lorebooks from the terminal (``partners/cards.py``, ``partners/lore.py``).
+lorebooks from the terminal (``partners/cards.py``, ``partners/lore_books.py``).
 
 An import shows the owner what the card becomes and asks before anything is written; ``--yes``
 skips the question. Writing takes the data directory's lock, like every command that changes
@@ -20,7 +20,7 @@ from bot.config import Config
 from partners.card_format import MAX_CARD_FILE_BYTES, CardError, read_card
 from partners.cards import dump_book, export_card, plan_import, write_import
 from partners.catalog import PartnerCatalog
-from partners.lore import LOREBOOK_FILE, from_world_info, read_book
+from partners.lore_books import LOREBOOK_FILE, from_world_info, read_book
 
 
 class CardCommandError(Exception):

@@ -43,7 +43,7 @@ from bot.tools import ToolRegistry, ToolSurface
 from bot.transcripts import load_transcripts
 from bot.voice_replies import VoiceReplies
 from partners.catalog import PartnerCatalog
-from partners.lore import LoreLibrary
+from partners.lore_books import LoreLibrary
 from partners.memory import MemoryFile, MemoryStore
 from partners.persona import Partner
 from partners.review import Reviewer

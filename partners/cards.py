@@ -37,7 +37,7 @@ from partners.card_format import (
     read_card,
     write_png,
 )
-from partners.lore import LOREBOOK_FILE, read_book
+from partners.lore_books import LOREBOOK_FILE, read_book
 from partners.persona import (
     AVATAR_FILE,
     MAX_DESCRIPTION_CHARS,

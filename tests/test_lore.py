@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from partners.lore import LORE_FRAME, Lorebook, estimate_tokens, from_world_info
+from partners.lore import LORE_FRAME, Lorebook, estimate_tokens
+from partners.lore_books import from_world_info
 from tests.conftest import Harness, dm
 from tests.fakes.fake_llm import Reply
 
