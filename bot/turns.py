@@ -45,6 +45,7 @@ from bot.voice_replies import VoiceReplies
 from partners.catalog import PartnerCatalog
 from partners.memory import MemoryFile, MemoryStore
 from partners.persona import Partner
+from partners.recall import Recall
 from partners.review import Reviewer
 from partners.tools import (
     OWNER_MEMORY_TOOL_NAMES,
@@ -120,6 +121,7 @@ class TurnRunner:
         memory_settings: Callable[[], MemoryConfig] | None = None,
         media: MediaReader | None = None,
         voice: VoiceReplies | None = None,
+        recall: Recall | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -143,6 +145,8 @@ class TurnRunner:
         """Reads voice notes and photos before the model runs; None: text only."""
         self.voice = voice
         """Speaks replies (``/voice``); None: text only."""
+        self.recall = recall or Recall(store)
+        """History search for partner_search (semantic when embeddings are configured)."""
         self._stops: dict[str, asyncio.Event] = {}
         """Chat key -> set to stop the model call of the turn running there."""
 
@@ -508,6 +512,7 @@ class TurnRunner:
             actor=speaker.user_key,
             user_name=speaker.name,
             source_message_id=last.id,
+            recall=self.recall,
         )
         if partner is None:
             ctx.budget = TurnBudget(consults_left=self.config.owner.consult_budget)
