@@ -2183,7 +2183,7 @@ class Store:
         upto = await self.embedding_watermark(model)
         redo = await self._all(
             "SELECT m.id, m.text FROM embedding_redo r JOIN messages m ON m.id = r.message_id"
-            " WHERE r.message_id <= ? ORDER BY r.message_id LIMIT ?",
+            " WHERE r.message_id <= ? AND m.terms IS NOT NULL ORDER BY r.message_id LIMIT ?",
             (upto, limit),
         )
         fresh = await self._all(
@@ -2242,7 +2242,8 @@ class Store:
         upto = await self.embedding_watermark(model)
         row = await self._one(
             "SELECT (SELECT COUNT(*) FROM messages WHERE id > ? AND terms IS NOT NULL)"
-            " + (SELECT COUNT(*) FROM embedding_redo WHERE message_id <= ?)",
+            " + (SELECT COUNT(*) FROM embedding_redo r JOIN messages m ON m.id = r.message_id"
+            " WHERE r.message_id <= ? AND m.terms IS NOT NULL)",
             (upto, upto),
         )
         return int(row[0]) if row else 0

@@ -133,6 +133,34 @@ async def test_a_paraphrase_is_found_through_its_vector(
     assert "adopted a kitten" in await search_as(harness, ALICE, "my cat")
 
 
+async def test_a_message_whose_text_changed_is_embedded_again(
+    harness_factory: HarnessFactory, fake_llm: FakeLLM
+) -> None:
+    """A voice note's transcript replaces its placeholder after the message was embedded."""
+    harness = await with_embeddings(harness_factory, fake_llm)
+    message_id = await said_in_dm(harness, ALICE, "(voice note)")
+    await backlog_cleared(harness)
+    await harness.app.store.set_message_text(message_id, "I adopted a kitten last spring")
+    assert await harness.app.store.embedding_backlog(MODEL) == 1
+    await backlog_cleared(harness)
+    assert "adopted a kitten" in await search_as(harness, ALICE, "my cat")
+
+
+async def test_a_text_the_endpoint_refuses_is_skipped_and_the_rest_embedded(
+    harness_factory: HarnessFactory, fake_llm: FakeLLM
+) -> None:
+    harness = await with_embeddings(harness_factory, fake_llm)
+    fake_llm.embedding_max_chars = 100
+    short = await said_in_dm(harness, ALICE, "I adopted a kitten")
+    long = await said_in_dm(harness, ALICE, "and then " * 20)
+    other = await said_in_dm(harness, ALICE, "we went hiking")
+    await backlog_cleared(harness)
+    assert set(vector_rows(harness)) == {short, other}
+    embedder = harness.app.embedder
+    assert embedder is not None and embedder.failures == 0
+    assert long not in vector_rows(harness)
+
+
 # ---- never on the reply path ---------------------------------------------------------------
 
 

@@ -351,6 +351,8 @@ class FakeLLM:
         """While set to an unset Event, embedding requests are held (recorded, not answered)."""
         self.embedding_synonyms: dict[str, str] = {}
         """Words the fake model takes to mean another (``{"kitten": "cat"}``)."""
+        self.embedding_max_chars: int | None = None
+        """When set, a request with a longer input gets 400 (a model's context is full)."""
         self.embedding_seed: str | None = None
         """When set, every model's vectors are hashed alike (by default each model differs)."""
         self._embedding_failures: deque[Failure] = deque()
@@ -656,6 +658,11 @@ class FakeLLM:
             return self._error_response(Failure(400, "'input' must be a string or strings"))
         if any(not t for t in texts):
             return self._error_response(Failure(400, "'input' cannot contain an empty string"))
+        limit = self.embedding_max_chars
+        if limit is not None and any(len(t) > limit for t in texts):
+            return self._error_response(
+                Failure(400, "This model's maximum context length is exceeded")
+            )
         data = [
             {
                 "object": "embedding",
