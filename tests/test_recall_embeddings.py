@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bot.config import EmbeddingsConfig, LLMConfig
+from bot.config import EmbeddingsConfig, LLMConfig, parse_config
 from bot.embedder import Embedder, reindex
 from bot.embeddings import EmbeddingsClient
 from bot.store import NewMessage, Store
@@ -102,6 +102,14 @@ def test_embeddings_need_both_an_endpoint_and_a_model() -> None:
     with pytest.raises(ValueError, match="embeddings.base_url is not set"):
         EmbeddingsConfig(model="bge-m3")
     assert not EmbeddingsConfig().enabled
+
+
+def test_the_embeddings_key_can_come_from_the_environment(tmp_path: Path) -> None:
+    text = '[embeddings]\nbase_url = "http://127.0.0.1:1/v1"\nmodel = "m"\napi_key = "${EMB}"\n'
+    config = parse_config(text, tmp_path / "config.toml", {"EMB": "sk-emb"})
+    assert config.embeddings.api_key is not None
+    assert config.embeddings.api_key.get_secret_value() == "sk-emb"
+    assert config.embeddings.enabled
 
 
 # ---- in the background, in batches ---------------------------------------------------------

@@ -429,7 +429,8 @@ class FakeLLM:
         self._transcripts.extend(items)
 
     def script_embeddings(self, *failures: Failure) -> None:
-        """Failures the next embedding requests answer, in order (then vectors again)."""
+        """Failures the next embedding requests answer, in order (then vectors again); a
+        failure's ``delay_seconds`` is waited first (an endpoint that times out, then fails)."""
         self._embedding_failures.extend(failures)
 
     async def wait_for_embeddings(
@@ -647,7 +648,9 @@ class FakeLLM:
         if self.embeddings_down:
             return self._error_response(Failure(503, "embedding server unavailable"))
         if self._embedding_failures:
-            return self._error_response(self._embedding_failures.popleft())
+            failure = self._embedding_failures.popleft()
+            await self._delay(failure.delay_seconds)
+            return self._error_response(failure)
         texts = body.get("input") if isinstance(body, dict) else None
         if isinstance(texts, str):
             texts = [texts]
