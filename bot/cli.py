@@ -1,10 +1,10 @@
 """The ``companion`` command: set up, run the gateway, chat in the terminal, look after the data.
 
-``setup`` writes config.toml (``bot/setup_wizard.py``). ``run`` and ``chat`` write and take the
-data directory's lock; ``search``, ``memory show``, ``pairing``, ``doctor``, ``backup`` and
-``health`` work beside a running gateway (``pairing`` writes its decisions to the shared
-database). Problems the owner can fix (config, a busy data directory, no LLM) end with one
-clear message and exit status 2.
+``setup`` writes config.toml (``bot/setup_wizard.py``). ``run``, ``chat``, ``import`` and
+``reindex`` write and take the data directory's lock; ``search``, ``memory show``,
+``pairing``, ``doctor``, ``backup`` and ``health`` work beside a running gateway (``pairing``
+writes its decisions to the shared database). Problems the owner can fix (config, a busy data
+directory, no LLM) end with one clear message and exit status 2.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ from bot.claims import claim_notice
 from bot.cli_cards import CardCommandError, add_card_commands
 from bot.config import Config, ConfigError, config_path, load_config
 from bot.doctor import TokenChecker, examine
+from bot.embedder import reindex
+from bot.embeddings import EmbeddingsClient, EmbeddingsUnavailable
 from bot.health import check_health
 from bot.llm import configuration_problem
 from bot.llm_check import check_endpoint
@@ -43,6 +45,7 @@ from bot.store import NewMessage, Store, StoreError
 from partners.catalog import PartnerCatalog
 from partners.memory import read_text
 from partners.persona import Partner, PartnerError, check_partner_id
+from partners.recall import Recall
 from partners.tools import format_hit, user_memory_file
 
 logger = logging.getLogger("companion")
@@ -166,6 +169,14 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--limit", type=int, default=30, help="most hits to show (1-100)")
     search.add_argument("--json", action="store_true", help="print JSON instead of text")
     search.set_defaults(handler=cmd_search)
+
+    reindex = sub.add_parser(
+        "reindex",
+        help="embed past messages for semantic recall (after [embeddings] is set or its model"
+        " changed)",
+    )
+    reindex.add_argument("partner", nargs="?", help="partner id (default: every partner)")
+    reindex.set_defaults(handler=cmd_reindex)
 
     imp = sub.add_parser(
         "import",
@@ -562,12 +573,16 @@ def cmd_search(config: Config, args: argparse.Namespace) -> int:
 
     async def go() -> None:
         store = await Store.open(config.data_dir / "gateway.db")
+        embeddings = (
+            EmbeddingsClient(config.embeddings, config.llm) if config.embeddings.enabled else None
+        )
+        recall = Recall(store, embeddings, config.embeddings.max_scan)
         try:
             queries = [args.query] if args.query is not None else None
             if queries is None:
                 for line in sys.stdin:
                     if line.strip():
-                        hits = await store.search(partner.id, line.strip(), audiences, args.limit)
+                        hits = await recall.search(partner.id, line.strip(), audiences, args.limit)
                         print(
                             json.dumps(
                                 {"query": line.strip(), "results": _hits_json(hits)},
@@ -576,7 +591,7 @@ def cmd_search(config: Config, args: argparse.Namespace) -> int:
                             flush=True,
                         )
                 return
-            hits = await store.search(partner.id, args.query, audiences, args.limit)
+            hits = await recall.search(partner.id, args.query, audiences, args.limit)
             if args.json:
                 print(
                     json.dumps(
@@ -587,10 +602,46 @@ def cmd_search(config: Config, args: argparse.Namespace) -> int:
                 language = partner.preset.language
                 print("\n".join(format_hit(h, args.query, language) for h in hits) or "no matches")
         finally:
+            if embeddings is not None:
+                await embeddings.close()
             await store.close()
 
     asyncio.run(go())
     return 0
+
+
+def cmd_reindex(config: Config, args: argparse.Namespace) -> int:
+    if not config.embeddings.enabled:
+        raise CLIError(
+            "semantic recall is off: set [embeddings] base_url and model in config.toml first "
+            '(README, "Recall")'
+        )
+    partner_id = _catalog(config).require(args.partner).id if args.partner else None
+    lock = _locked(config)
+    try:
+        embedded = asyncio.run(_reindex(config, partner_id))
+    finally:
+        lock.release()
+    print(f"embedded {embedded} messages with {config.embeddings.model}")
+    return 0
+
+
+async def _reindex(config: Config, partner_id: str | None) -> int:
+    store = await Store.open(config.data_dir / "gateway.db")
+    client = EmbeddingsClient(config.embeddings, config.llm)
+    try:
+        return await reindex(
+            store,
+            client,
+            partner_id,
+            config.embeddings.batch_size,
+            progress=lambda done: print(f"  {done} embedded", flush=True),
+        )
+    except EmbeddingsUnavailable as exc:
+        raise CLIError(f"{exc}; what was embedded so far is kept, run reindex again") from exc
+    finally:
+        await client.close()
+        await store.close()
 
 
 def _hits_json(hits: list[Any]) -> list[dict[str, Any]]:

@@ -226,6 +226,41 @@ class SpeechConfig(_Section):
     budget_tokens_per_thousand_chars: int = Field(1000, ge=0)
 
 
+class EmbeddingsConfig(_Section):
+    """Optional semantic recall through an OpenAI-compatible embeddings endpoint (README
+    "Recall"). Unset ``base_url`` or ``model``: off, search is lexical only."""
+
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    """Unset: llm.api_key when the endpoint is llm.base_url, else none (a local server)."""
+    model: str | None = Field(None, validate_default=True)
+    batch_size: int = Field(64, ge=1, le=2048)
+    """Texts per request when messages are embedded in the background."""
+    timeout: float = Field(60.0, gt=0)
+    """Seconds one background batch may take."""
+    max_retries: int = Field(2, ge=0, le=10)
+    """Retries of a background batch before the embedder backs off (a query has none)."""
+    query_timeout: float = Field(2.0, gt=0, le=30)
+    """Seconds a search waits for its query's vector before it answers lexically."""
+    max_scan: int = Field(20_000, ge=100, le=5_000_000)
+    """Vectors one search compares at most: the newest ones the asker may see."""
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.base_url and self.model)
+
+    @field_validator("model")
+    @classmethod
+    def _both_or_neither(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if bool(value) != bool(info.data.get("base_url")):
+            missing = "model" if not value else "base_url"
+            raise ValueError(
+                f"embeddings.{missing} is not set: set both base_url and model to turn "
+                "semantic recall on, or neither to leave it off"
+            )
+        return value
+
+
 class PartnersConfig(_Section):
     default: str | None = None
 
@@ -243,6 +278,7 @@ class Config(_Section):
     delivery: DeliveryConfig = DeliveryConfig()
     partners: PartnersConfig = PartnersConfig()
     speech: SpeechConfig = SpeechConfig()
+    embeddings: EmbeddingsConfig = EmbeddingsConfig()
 
     @property
     def data_dir(self) -> Path:

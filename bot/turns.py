@@ -46,6 +46,7 @@ from partners.catalog import PartnerCatalog
 from partners.lore_books import LoreLibrary
 from partners.memory import MemoryFile, MemoryStore
 from partners.persona import Partner
+from partners.recall import Recall
 from partners.review import Reviewer
 from partners.tools import (
     OWNER_MEMORY_TOOL_NAMES,
@@ -122,6 +123,7 @@ class TurnRunner:
         media: MediaReader | None = None,
         voice: VoiceReplies | None = None,
         lore: LoreLibrary | None = None,
+        recall: Recall | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -147,6 +149,8 @@ class TurnRunner:
         """Speaks replies (``/voice``); None: text only."""
         self.lore = lore
         """Lorebooks and post-history instructions; None: none are read."""
+        self.recall = recall or Recall(store)
+        """History search for partner_search (semantic when embeddings are configured)."""
         self._stops: dict[str, asyncio.Event] = {}
         """Chat key -> set to stop the model call of the turn running there."""
 
@@ -533,6 +537,7 @@ class TurnRunner:
             actor=speaker.user_key,
             user_name=speaker.name,
             source_message_id=last.id,
+            recall=self.recall,
         )
         if partner is None:
             ctx.budget = TurnBudget(consults_left=self.config.owner.consult_budget)

@@ -21,6 +21,7 @@ from bot.search_terms import DEFAULT_LANGUAGE, snippet
 from bot.store import SearchHit, Store
 from partners.memory import MAX_ENTRY_CHARS, MemoryFile, MemoryInputError, MemoryStore, text_hash
 from partners.persona import Partner
+from partners.recall import Recall
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +63,8 @@ class ToolContext:
     source_message_id: int | None = None
     consult: Callable[[str, str], Awaitable[str]] | None = None
     budget: TurnBudget = field(default_factory=TurnBudget)
+    recall: Recall | None = None
+    """History search, semantic when embeddings are configured; None: lexical on ``store``."""
 
 
 Handler = Callable[[ToolContext, dict[str, Any]], Awaitable[str]]
@@ -195,7 +198,8 @@ async def partner_search(ctx: ToolContext, args: dict[str, Any]) -> str:
     if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
         raise ToolError(f"'limit' must be a whole number from 1 to {SEARCH_MAX_LIMIT}")
     since, until = _day_arg(args, "since"), _day_arg(args, "until")
-    hits = await ctx.store.search(
+    recall = ctx.recall or Recall(ctx.store)
+    hits = await recall.search(
         ctx.partner.id,
         query[:1000],
         ctx.audiences,

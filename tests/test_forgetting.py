@@ -8,8 +8,10 @@ its WAL, and a backup archive written after forgetting, unpacked — for the wor
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
+import sqlite3
 import tarfile
 import uuid
 import zipfile
@@ -22,7 +24,7 @@ from bot.commands import request_key
 from bot.events import Inbound
 from partners.memory import MemoryFile, text_hash
 from tests.conftest import OWNER_ID, Harness, dm
-from tests.fakes.fake_llm import Reply, ToolCallSpec
+from tests.fakes.fake_llm import FakeLLM, Reply, ToolCallSpec
 
 USER = 42
 USER_KEY = f"test:{USER}"
@@ -277,6 +279,69 @@ async def test_forget_history_leaves_no_trace_in_titles_index_wal_or_backup(
     answer = await command(harness, "/forget history confirm")
     assert "4 messages" in answer
     assert await traces(harness, secret) == []
+
+
+async def test_forget_history_leaves_no_vector_behind(
+    harness_factory: Any, fake_llm: FakeLLM
+) -> None:
+    """With semantic recall on, each message also has a vector: after forgetting no vector
+    row of the user's messages remains, and no file holds the bytes of one."""
+    harness = await harness_factory(embeddings={"base_url": fake_llm.base_url, "model": "e"})
+    secret = new_secret()
+    harness.llm.script(Reply(text="ok"))
+    await harness.send(dm(USER, f"my locker code is {secret}"))
+    await harness.settle()
+    ids = await harness.app.store.user_message_ids("example", USER_KEY, ("user", "assistant"))
+    vectors = await embedded(harness, "e", ids)
+    assert any(vectors[0] in p.read_bytes() for p in harness.config.data_dir.glob("gateway.db*"))
+    await command(harness, "/forget history confirm")
+    assert await traces(harness, secret) == []
+    assert vector_blobs(harness, ids) == []
+    for path in harness.config.data_dir.rglob("gateway.db*"):
+        assert not any(v in path.read_bytes() for v in vectors), path
+
+
+async def test_a_message_forgotten_while_at_the_endpoint_gets_no_vector(
+    harness_factory: Any, fake_llm: FakeLLM
+) -> None:
+    harness = await harness_factory(embeddings={"base_url": fake_llm.base_url, "model": "e"})
+    harness.llm.script(Reply(text="ok"))
+    await harness.send(dm(USER, "my locker code is 4711"))
+    await harness.settle()
+    ids = await harness.app.store.user_message_ids("example", USER_KEY, ("user", "assistant"))
+    fake_llm.embedding_gate = asyncio.Event()
+    embedder = harness.app.embedder
+    assert embedder is not None
+    embedder.wake()
+    await fake_llm.wait_for_embeddings(1)  # the texts are at the endpoint
+    await command(harness, "/forget history confirm")
+    fake_llm.embedding_gate.set()
+    async with asyncio.timeout(10):
+        while await harness.app.store.embedding_watermark("e") < max(ids):
+            embedder.wake()
+            await asyncio.sleep(0.02)
+    assert vector_blobs(harness, ids) == []
+
+
+async def embedded(harness: Harness, model: str, ids: list[int]) -> list[bytes]:
+    """Wake the embedder and wait until these messages have their vectors; returns them."""
+    embedder = harness.app.embedder
+    assert embedder is not None
+    async with asyncio.timeout(10):
+        while len(vector_blobs(harness, ids)) < len(ids):
+            embedder.wake()
+            await asyncio.sleep(0.02)
+    assert await harness.app.store.embedding_backlog(model) == 0
+    return vector_blobs(harness, ids)
+
+
+def vector_blobs(harness: Harness, ids: list[int]) -> list[bytes]:
+    marks = ", ".join("?" for _ in ids)
+    with sqlite3.connect(harness.config.data_dir / "gateway.db") as db:
+        rows = db.execute(
+            f"SELECT vector FROM message_vectors WHERE message_id IN ({marks})", ids
+        ).fetchall()
+    return [row[0] for row in rows]
 
 
 async def test_forgetting_leaves_another_users_journal_passages_alone(

@@ -18,6 +18,12 @@ parts of chat requests are recorded in ``image_parts``. Each rejects what the re
 rejects: an audio file of an unknown format or over 25 MB, a speech input over 4096
 characters or without a voice, an image part that is not an image.
 
+Embeddings: ``POST /v1/embeddings`` answers deterministic vectors (:func:`fake_embedding`: a
+hashed bag of the text's lower-cased words, seeded by the model name, so texts that share
+words are close and two models' vectors are unrelated). Each request is recorded in
+``embedding_requests``; ``embeddings_down`` answers 503, :meth:`FakeLLM.script_embeddings`
+queues failures, and ``embedding_gate`` holds requests (a slow endpoint) until it is set.
+
 Typical use::
 
     async with FakeLLM() as llm:
@@ -32,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import hashlib
 import inspect
 import itertools
 import json
@@ -48,6 +55,7 @@ from aiohttp import web
 from tests.fakes.ogg_opus import make_ogg_opus
 
 __all__ = [
+    "EMBEDDING_DIMENSIONS",
     "FAKE_MODEL_ID",
     "Failure",
     "ImagePart",
@@ -58,9 +66,13 @@ __all__ = [
     "Reply",
     "Responder",
     "ToolCallSpec",
+    "fake_embedding",
 ]
 
 FAKE_MODEL_ID = "fake-model"
+EMBEDDING_DIMENSIONS = 256
+"""Size of the fake's vectors (hashed word buckets)."""
+WORD = re.compile(r"\w+")
 
 # Number of pieces a streamed text (content or reasoning) is split into, at most.
 _TEXT_PIECES = 4
@@ -187,6 +199,33 @@ class ImagePart:
 Responder = Callable[[dict[str, Any]], Outcome | Awaitable[Outcome]]
 
 
+def fake_embedding(
+    text: str,
+    seed: str,
+    synonyms: dict[str, str] | None = None,
+    dimensions: int = EMBEDDING_DIMENSIONS,
+) -> list[float]:
+    """The fake's vector for ``text``: one bucket per lower-cased word (CJK text one per
+    character), chosen by a hash seeded with ``seed`` (the model name, by default), after
+    ``synonyms`` folded words to what they mean — the one thing a real model knows that
+    lexical search does not. Texts sharing no word are orthogonal (unless two words share a
+    bucket); a text without words gets a bucket of its own."""
+    vector = [0.0] * dimensions
+    words = [w for token in WORD.findall(text.lower()) for w in _units(token)] or [text]
+    for word in words:
+        meaning = (synonyms or {}).get(word, word)
+        digest = hashlib.sha256(f"{seed}\x00{meaning}".encode()).digest()
+        vector[int.from_bytes(digest[:4], "big") % dimensions] += 1.0
+    return vector
+
+
+def _units(token: str) -> list[str]:
+    """A word, or each character of a run of CJK ideographs, kana or Hangul (no spaces there)."""
+    if all(ord(c) >= 0x3000 for c in token):
+        return list(token)
+    return [token]
+
+
 def _default_responder(request: dict[str, Any]) -> Reply:  # noqa: ARG001
     return Reply(text="ok")
 
@@ -304,6 +343,19 @@ class FakeLLM:
         """The transcript when none is scripted."""
         self.transcription_gate: asyncio.Event | None = None
         """While set to an unset Event, transcriptions are held (recorded, not answered)."""
+        self.embedding_requests: list[dict[str, Any]] = []
+        """Bodies of ``/v1/embeddings`` requests (failed ones too)."""
+        self.embeddings_down = False
+        """While true, ``/v1/embeddings`` answers 503 (an embedding server that is down)."""
+        self.embedding_gate: asyncio.Event | None = None
+        """While set to an unset Event, embedding requests are held (recorded, not answered)."""
+        self.embedding_synonyms: dict[str, str] = {}
+        """Words the fake model takes to mean another (``{"kitten": "cat"}``)."""
+        self.embedding_max_chars: int | None = None
+        """When set, a request with a longer input gets 400 (a model's context is full)."""
+        self.embedding_seed: str | None = None
+        """When set, every model's vectors are hashed alike (by default each model differs)."""
+        self._embedding_failures: deque[Failure] = deque()
         self._transcripts: deque[str | Failure] = deque()
         self._queue: deque[Outcome] = deque()
         self._counter = itertools.count(1)
@@ -323,6 +375,7 @@ class FakeLLM:
         app.router.add_get("/v1/models", self._handle_models)
         app.router.add_post("/v1/audio/transcriptions", self._handle_transcription)
         app.router.add_post("/v1/audio/speech", self._handle_speech)
+        app.router.add_post("/v1/embeddings", self._handle_embeddings)
         runner = web.AppRunner(
             app,
             handler_cancellation=True,
@@ -374,6 +427,21 @@ class FakeLLM:
     def script_transcripts(self, *items: str | Failure) -> None:
         """Transcripts (or failures) the next transcription requests answer, in order."""
         self._transcripts.extend(items)
+
+    def script_embeddings(self, *failures: Failure) -> None:
+        """Failures the next embedding requests answer, in order (then vectors again); a
+        failure's ``delay_seconds`` is waited first (an endpoint that times out, then fails)."""
+        self._embedding_failures.extend(failures)
+
+    async def wait_for_embeddings(
+        self,
+        n: int,
+        timeout: float = 5.0,  # noqa: ASYNC109 - the public API takes a timeout
+    ) -> list[dict[str, Any]]:
+        """Wait until at least ``n`` embedding requests arrived; return all so far."""
+        async with asyncio.timeout(timeout), self._condition:
+            await self._condition.wait_for(lambda: len(self.embedding_requests) >= n)
+        return list(self.embedding_requests)
 
     @property
     def queued(self) -> int:
@@ -566,6 +634,51 @@ class FakeLLM:
             return self._error_response(Failure(400, "the fake speaks only response_format=opus"))
         audio = make_ogg_opus(round(max(0.2, len(entry.input) * SPEECH_SECONDS_PER_CHAR), 1))
         return web.Response(body=audio, content_type="audio/ogg")
+
+    async def _handle_embeddings(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except ValueError:
+            return self._error_response(Failure(400, "request body is not valid JSON"))
+        async with self._condition:
+            self.embedding_requests.append(body)
+            self._condition.notify_all()
+        if self.embedding_gate is not None:
+            await self.embedding_gate.wait()
+        if self.embeddings_down:
+            return self._error_response(Failure(503, "embedding server unavailable"))
+        if self._embedding_failures:
+            failure = self._embedding_failures.popleft()
+            await self._delay(failure.delay_seconds)
+            return self._error_response(failure)
+        texts = body.get("input") if isinstance(body, dict) else None
+        if isinstance(texts, str):
+            texts = [texts]
+        model = body.get("model") if isinstance(body, dict) else None
+        if not isinstance(model, str) or not model:
+            return self._error_response(Failure(400, "'model' is a required property"))
+        if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+            return self._error_response(Failure(400, "'input' must be a string or strings"))
+        if any(not t for t in texts):
+            return self._error_response(Failure(400, "'input' cannot contain an empty string"))
+        limit = self.embedding_max_chars
+        if limit is not None and any(len(t) > limit for t in texts):
+            return self._error_response(
+                Failure(400, "This model's maximum context length is exceeded")
+            )
+        data = [
+            {
+                "object": "embedding",
+                "index": i,
+                "embedding": fake_embedding(
+                    text, self.embedding_seed or model, self.embedding_synonyms
+                ),
+            }
+            for i, text in enumerate(texts)
+        ]
+        tokens = sum(_estimate_tokens(t) for t in texts)
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        return self._json_response({"object": "list", "data": data, "model": model, "usage": usage})
 
     async def _next_outcome(self, body: dict[str, Any]) -> Outcome:
         if self._queue:

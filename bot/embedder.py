@@ -1,0 +1,145 @@
+"""The background embedder: gives stored messages and journal entries their vectors.
+
+An asyncio task the app starts when ``[embeddings]`` is set. It reads what the store lists as
+not embedded yet (new messages past its watermark, and messages whose text changed), sends
+them to the endpoint in batches of ``embeddings.batch_size`` and stores the vectors. It is never
+on the reply path: a turn stores its messages and goes on; their vectors come a moment later.
+When the endpoint is down or slow the backlog simply waits: the embedder backs off (doubling
+up to ``RETRY_MAX_SECONDS``) and tries again, and search answers lexically meanwhile. A text
+the endpoint refuses is split off and skipped, so one odd message cannot stall the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+
+from bot.embeddings import EmbeddingsClient, EmbeddingsRejected, EmbeddingsUnavailable
+from bot.store import NewVector, Store
+from bot.vectors import pack
+
+logger = logging.getLogger(__name__)
+
+IDLE_SECONDS = 5.0
+"""How often an idle embedder looks for new messages (a store query of one index range)."""
+RETRY_FIRST_SECONDS = 2.0
+RETRY_MAX_SECONDS = 300.0
+
+
+class Embedder:
+    """Embeds the store's backlog, batch by batch, for one model."""
+
+    def __init__(
+        self,
+        store: Store,
+        client: EmbeddingsClient,
+        batch_size: int,
+        *,
+        idle_seconds: float = IDLE_SECONDS,
+        retry_first_seconds: float = RETRY_FIRST_SECONDS,
+        retry_max_seconds: float = RETRY_MAX_SECONDS,
+    ) -> None:
+        self.store = store
+        self.client = client
+        self.batch_size = batch_size
+        self.idle_seconds = idle_seconds
+        self.retry_first_seconds = retry_first_seconds
+        self.retry_max_seconds = retry_max_seconds
+        self.failures = 0
+        """Batches failed in a row (0: the endpoint answers)."""
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="embedder")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    def wake(self) -> None:
+        """Look for new messages now rather than at the next idle round."""
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                embedded = await self.run_once()
+            except EmbeddingsUnavailable as exc:
+                self.failures += 1
+                delay = min(
+                    self.retry_first_seconds * 2 ** (self.failures - 1), self.retry_max_seconds
+                )
+                logger.warning("embedding paused for %.0f s: %s", delay, exc)
+                await self._pause(delay)
+                continue
+            except Exception:
+                # the edge of a background job: log it, keep the gateway and the job alive
+                logger.exception("embedding failed")
+                await self._pause(self.retry_max_seconds)
+                continue
+            self.failures = 0
+            if not embedded:
+                await self._pause(self.idle_seconds)
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
+        self._wake.clear()
+
+    async def run_once(self) -> int:
+        """Embed one batch of the backlog; returns how many messages it took (0: none
+        waiting). Raises EmbeddingsUnavailable when the endpoint fails (nothing is lost:
+        the same messages are the backlog next time)."""
+        work = await self.store.embedding_work(self.client.model, self.batch_size)
+        if not work.texts:
+            return 0
+        vectors = await self.vectors(work.texts)
+        await self.store.save_vectors(self.client.model, vectors, upto=work.upto)
+        return len(work.texts)
+
+    async def vectors(self, texts: Sequence[tuple[int, str]]) -> list[NewVector]:
+        """Vectors for (message id, text) pairs; blank texts and texts the endpoint refuses
+        get none (and are not asked for again)."""
+        wanted = [(i, t) for i, t in texts if t.strip()]
+        await self.store.skip_embedding([i for i, t in texts if not t.strip()])
+        if not wanted:
+            return []
+        try:
+            found = await self.client.embed([t for _, t in wanted])
+        except EmbeddingsRejected as exc:
+            if len(wanted) == 1:
+                logger.warning("message %d is not embedded: %s", wanted[0][0], exc)
+                await self.store.skip_embedding([wanted[0][0]])
+                return []
+            half = len(wanted) // 2
+            return [*await self.vectors(wanted[:half]), *await self.vectors(wanted[half:])]
+        return [
+            NewVector(message_id, text, vector.size, pack(vector))
+            for (message_id, text), vector in zip(wanted, found, strict=True)
+        ]
+
+
+async def reindex(
+    store: Store,
+    client: EmbeddingsClient,
+    partner_id: str | None,
+    batch_size: int,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Embed every searchable message (all, or one partner's) that has no vector of the
+    client's model yet: the backfill after ``[embeddings]`` is set, or after its model changed
+    (older models' vectors are replaced). Returns how many were embedded; raises
+    EmbeddingsUnavailable if the endpoint fails (what was stored stays)."""
+    embedder = Embedder(store, client, batch_size)
+    done, after = 0, 0
+    while texts := await store.unembedded(client.model, partner_id, after, batch_size):
+        done += await store.save_vectors(client.model, await embedder.vectors(texts))
+        after = texts[-1][0]
+        if progress is not None:
+            progress(done)
+    return done

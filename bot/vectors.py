@@ -1,0 +1,55 @@
+"""Embedding vectors as the store keeps them, and the brute-force comparison of a query with
+the stored ones.
+
+A vector is stored unit-length as float32 bytes, so cosine similarity is a dot product. This
+Python's sqlite3 cannot load extensions (no sqlite-vec), so a search scans: it reads the
+vectors its asker may see (the store filters them in SQL first) and scores them all with one
+numpy matrix product. Measured with bench/vectors.py (bench/README.md, "Recall"): numpy scores
+10k vectors of 384 dimensions 15-50 times faster than pure Python (which needs most of a second
+for them), so numpy is worth its dependency; reading the vectors out of SQLite costs more than
+scoring them, which is why ``embeddings.max_scan`` bounds a scan."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+FLOAT32 = np.dtype("<f4")
+
+
+class BadVector(ValueError):
+    """An endpoint answered something that is not a usable vector."""
+
+
+def unit(values: Sequence[float]) -> np.ndarray:
+    """A vector scaled to length 1, as float32 (raises BadVector if empty, zero or not finite)."""
+    vector = np.asarray(values, dtype=FLOAT32)
+    if vector.ndim != 1 or vector.size == 0 or not np.all(np.isfinite(vector)):
+        raise BadVector("an embedding must be a non-empty list of finite numbers")
+    norm = float(np.linalg.norm(vector))
+    if norm == 0.0:
+        raise BadVector("an embedding of length zero cannot be compared")
+    return (vector / norm).astype(FLOAT32)
+
+
+def pack(vector: np.ndarray) -> bytes:
+    """The stored form: little-endian float32."""
+    return vector.astype(FLOAT32).tobytes()
+
+
+def nearest(
+    query: np.ndarray, candidates: Sequence[tuple[int, bytes]], top: int
+) -> list[tuple[int, float]]:
+    """The ``top`` candidates (id, packed vector) most similar to ``query`` (a unit vector of
+    the same dimension), best first, with their cosine similarity; those pointing away from
+    the query (similarity <= 0) are no match at all."""
+    if not candidates or top < 1:
+        return []
+    ids = np.fromiter((c[0] for c in candidates), dtype=np.int64, count=len(candidates))
+    matrix = np.frombuffer(b"".join(c[1] for c in candidates), dtype=FLOAT32)
+    scores = matrix.reshape(len(candidates), query.size) @ query
+    count = min(top, len(candidates))
+    best = np.argpartition(-scores, count - 1)[:count]
+    best = best[np.argsort(-scores[best], kind="stable")]
+    return [(int(ids[i]), float(scores[i])) for i in best if scores[i] > 0]

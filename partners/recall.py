@@ -1,0 +1,114 @@
+"""History search as ``partner_search`` and ``companion search`` see it: lexical (BM25 over
+stemmed terms and neighbour context, in the store) always, fused with semantic similarity when
+an embeddings endpoint is configured.
+
+Semantic recall never decides who may see what: the store hands over only the vectors the
+asker may see (the same rule as its lexical search, applied in SQL before any score), and
+only vectors of the configured model. The query's own vector is the one network call on the
+search path; it gets ``embeddings.query_timeout`` and no retry, and if it fails or is late
+the answer is the lexical one, as if embeddings were off (one log line, nothing else).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+
+from bot.embeddings import EmbeddingsClient, EmbeddingsError
+from bot.store import SearchHit, Store
+from bot.vectors import nearest
+
+logger = logging.getLogger(__name__)
+
+RRF_K = 60
+"""Reciprocal rank fusion's constant (Cormack et al. 2009); see :func:`fuse`."""
+FUSION_DEPTH = 50
+"""Results taken from each ranking before they are fused."""
+DEFAULT_MAX_SCAN = 20_000
+
+
+def fuse(*rankings: Sequence[int]) -> list[int]:
+    """Message ids ordered by reciprocal rank fusion: each ranking gives an id
+    1 / (RRF_K + rank), and the sums decide (ties keep the first ranking's order).
+
+    Why RRF rather than a weighted sum of scores: BM25 scores are unbounded and shift with the
+    query's length and the index's statistics, while cosine similarities crowd into a narrow
+    band whose place depends on the model; no weight fits both across models and languages.
+    Ranks are comparable whatever produced them, need no tuning per model, and an item found
+    by both rankings rises above one found by a single one — which is what a paraphrase that
+    still shares a word with the answer should do. k = 60 is the published default, which
+    keeps the first few ranks from dominating."""
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, message_id in enumerate(ranking, start=1):
+            scores[message_id] = scores.get(message_id, 0.0) + 1.0 / (RRF_K + rank)
+    return sorted(scores, key=lambda m: -scores[m])
+
+
+class Recall:
+    """Searches a partner's history for one asker."""
+
+    def __init__(
+        self,
+        store: Store,
+        embeddings: EmbeddingsClient | None = None,
+        max_scan: int = DEFAULT_MAX_SCAN,
+    ) -> None:
+        self.store = store
+        self.embeddings = embeddings
+        """None: lexical only (``[embeddings]`` not set), and no vector is ever read."""
+        self.max_scan = max_scan
+
+    async def search(
+        self,
+        partner_id: str,
+        query: str,
+        audiences: Sequence[str] | None,
+        limit: int,
+        *,
+        since: float | None = None,
+        until: float | None = None,
+        speaker: str | None = None,
+    ) -> list[SearchHit]:
+        """Best matches first among the given audiences (None: all of the partner's), as
+        :meth:`Store.search` takes them."""
+        if self.embeddings is None:
+            return await self.store.search(
+                partner_id, query, audiences, limit, since=since, until=until, speaker=speaker
+            )
+        depth = max(limit, FUSION_DEPTH)
+        lexical = await self.store.search(
+            partner_id, query, audiences, depth, since=since, until=until, speaker=speaker
+        )
+        vector = await self._query_vector(self.embeddings, query)
+        if vector is None:
+            return lexical[:limit]
+        candidates = await self.store.vector_candidates(
+            partner_id,
+            audiences,
+            self.embeddings.model,
+            vector.size,
+            self.max_scan,
+            since=since,
+            until=until,
+            speaker=speaker,
+        )
+        similar = await asyncio.to_thread(nearest, vector, candidates, depth)
+        order = fuse([hit.message_id for hit in lexical], [m for m, _ in similar])[:limit]
+        hits = {hit.message_id: hit for hit in lexical}
+        hits.update(await self.store.search_hits([m for m in order if m not in hits]))
+        return [hits[m] for m in order if m in hits]
+
+    async def _query_vector(self, client: EmbeddingsClient, query: str) -> np.ndarray | None:
+        """The query's vector, or None (search stays lexical) if the endpoint fails or is slow."""
+        if not query.strip():
+            return None
+        try:
+            async with asyncio.timeout(client.query_timeout):
+                return await client.embed_query(query)
+        except (EmbeddingsError, TimeoutError) as exc:
+            logger.info("search answered lexically: no query vector (%s)", exc or "timed out")
+            return None
