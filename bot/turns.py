@@ -314,7 +314,7 @@ class TurnRunner:
             if partner is None:
                 return None
         user = await self.store.user(last.user_key)
-        name = (user or {}).get("display_name") or last.speaker or "someone"
+        name = (user["display_name"] if user else "") or last.speaker or "someone"
         speaker = Speaker(last.user_key, name, self.is_owner(last.user_key))
         return Conversation(chat, partner, speaker)
 
