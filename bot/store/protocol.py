@@ -100,7 +100,7 @@ class Store(Protocol):
 
     async def claimed_owners(self) -> list[ClaimedOwnerRow]: ...
 
-    # ---- chats ---------------------------------------------------------------------------
+    # ---- chats -------------------------------------------------------------------------------
 
     async def upsert_chat(
         self,
@@ -128,7 +128,7 @@ class Store(Protocol):
 
     async def replace_config_bindings(self, rows: Iterable[tuple[str, str, str]]) -> None: ...
 
-    # ---- messages ------------------------------------------------------------------------
+    # ---- messages ----------------------------------------------------------------------------
 
     async def update_seen(self, platform: str, update_id: str) -> bool:
         """Whether :meth:`seen_update` recorded this platform update id (read only)."""
@@ -247,7 +247,7 @@ class Store(Protocol):
     ) -> MessageRow | None:
         """The reply one of whose chunks is this platform message, if any."""
 
-    # ---- media ---------------------------------------------------------------------------
+    # ---- media -------------------------------------------------------------------------------
 
     async def media_for(self, message_ids: Sequence[int]) -> dict[int, list[MediaRow]]:
         """The media (or reply actions) of these messages, in the order they were stored."""
@@ -256,7 +256,7 @@ class Store(Protocol):
 
     async def set_media_state(self, message_id: int, kind: str, ref: str, state: str) -> None: ...
 
-    # ---- sessions ------------------------------------------------------------------------
+    # ---- sessions ----------------------------------------------------------------------------
 
     async def open_session(self, chat_key: str, partner_id: str | None) -> SessionRow | None: ...
 
