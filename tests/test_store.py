@@ -15,7 +15,7 @@ from bot.store.connection import Connection
 from tests.conftest import Harness, StoreBackend, dm
 from tests.fakes.fake_llm import Reply
 
-TURN_ROUND_TRIPS = 21
+TURN_ROUND_TRIPS = 15
 """Round trips to the database of a DM turn in a running session, everything included (the
 inbound row, queue, session, history, reply, delivery). Measured; a change that adds trips
 must say why here, one that saves some lowers the figure."""

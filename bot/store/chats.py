@@ -3,13 +3,20 @@ and the bindings of groups and channels to partners, from config.toml or ``/admi
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import cast
 
 from bot.store.connection import Connection, SqliteBase
-from bot.store.rows import BindingRow, ChatRow
+from bot.store.rows import BindingRow, ChatRow, UserRow
+from bot.store.users import USER_BY_KEY
+
+CHAT_BY_KEY = (
+    "SELECT chat_key, platform, platform_chat_id, thread_id, kind, title, selected_partner"
+    " FROM chats WHERE chat_key = ?"
+)
 
 
 class Chats(SqliteBase):
@@ -42,12 +49,23 @@ class Chats(SqliteBase):
         self._written_chats[chat_key] = (kind, title)
 
     async def chat(self, chat_key: str) -> ChatRow | None:
-        row = await self._one(
-            "SELECT chat_key, platform, platform_chat_id, thread_id, kind, title, selected_partner"
-            " FROM chats WHERE chat_key = ?",
-            (chat_key,),
-        )
+        row = await self._one(CHAT_BY_KEY, (chat_key,))
         return ChatRow(*row) if row else None
+
+    async def chat_and_user(
+        self, chat_key: str, user_key: str
+    ) -> tuple[ChatRow | None, UserRow | None]:
+        """A chat and one of its people, read in one round trip (a turn needs both)."""
+
+        def read(db: sqlite3.Connection) -> tuple[ChatRow | None, UserRow | None]:
+            chat = db.execute(CHAT_BY_KEY, (chat_key,)).fetchone()
+            user = db.execute(USER_BY_KEY, (user_key,)).fetchone()
+            return (
+                ChatRow(*chat) if chat else None,
+                cast(UserRow, dict(user)) if user else None,
+            )
+
+        return await self._db.run(read)
 
     async def selected_partner(self, chat_key: str) -> str | None:
         row = await self._one("SELECT selected_partner FROM chats WHERE chat_key = ?", (chat_key,))

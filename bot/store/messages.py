@@ -3,6 +3,7 @@ same statement), platform update ids seen, and reading history back."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -58,27 +59,26 @@ class Messages(SearchIndex):
 
         One statement (a trigger fills the index), so one trip to the database thread."""
         async with self._write_lock:
-            return await self._insert_message(message)
+            return await self._db.run(lambda db: self._insert_message(db, message))
 
     async def add_message_with_media(self, message: NewMessage) -> int | None:
         """:meth:`add_message` for a message with media: both in one transaction."""
-        async with self._transaction():
-            return await self._insert_message(message)
+        return await self._in_one_trip(lambda db: self._insert_message(db, message))
 
     async def add_messages(self, messages: Sequence[NewMessage]) -> list[int | None]:
-        ids: list[int | None] = []
-        async with self._transaction():
-            for message in messages:
-                ids.append(await self._insert_message(message))
-        return ids
+        return await self._in_one_trip(
+            lambda db: [self._insert_message(db, message) for message in messages]
+        )
 
-    async def _insert_message(self, m: NewMessage) -> int | None:
+    def _insert_message(self, db: sqlite3.Connection, m: NewMessage) -> int | None:
+        """Record one message (and its media) on the database thread; the caller decides
+        whether that is inside a transaction."""
         searchable = m.role in SEARCHABLE_ROLES and m.partner_id
         threaded = searchable and m.role in THREAD_ROLES
         scope = audience_token(m.partner_id, m.audience) if m.partner_id and searchable else None
         # the terms of the message before this one in its thread are its "before" context;
         # the insert trigger makes this one that message's "after"
-        cursor = await self._db.execute(
+        cursor = db.execute(
             "INSERT OR IGNORE INTO messages (dedup_key, queue_key, session_id, partner_id,"
             " chat_key, platform_message_id, user_key, speaker, role, text, audience, status,"
             " created_at, answers_upto, terms, scope, before_terms)"
@@ -114,7 +114,7 @@ class Messages(SearchIndex):
         message_id = cursor.lastrowid
         assert message_id is not None
         if m.media:
-            await self._db.executemany(
+            db.executemany(
                 "INSERT OR IGNORE INTO media (message_id, kind, ref, mime, seconds, bytes,"
                 " filename) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [

@@ -114,6 +114,11 @@ class Store(Protocol):
 
     async def chat(self, chat_key: str) -> ChatRow | None: ...
 
+    async def chat_and_user(
+        self, chat_key: str, user_key: str
+    ) -> tuple[ChatRow | None, UserRow | None]:
+        """A chat and one of its people, read in one round trip (a turn needs both)."""
+
     async def selected_partner(self, chat_key: str) -> str | None: ...
 
     async def select_partner(self, chat_key: str, partner_id: str | None) -> None: ...
@@ -238,6 +243,12 @@ class Store(Protocol):
     async def record_chunk(
         self, message_id: int, chunk: int, platform_message_id: str | None
     ) -> None: ...
+
+    async def record_last_chunk(
+        self, message_id: int, chunk: int, platform_message_id: str | None
+    ) -> None:
+        """:meth:`record_chunk` for a reply's last chunk and :meth:`mark_delivered`, in one
+        transaction and one round trip."""
 
     async def answered_message(self, reply_id: int) -> MessageRow | None:
         """The last inbound message a reply answers (what the reply should quote)."""

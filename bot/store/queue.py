@@ -5,12 +5,19 @@ platform refused waits for its retry here."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 
 from bot.store.messages import Messages
 from bot.store.rows import DeliveryRetry, MessageRow, NewMessage
+
+RECORD_CHUNK = (
+    "INSERT OR IGNORE INTO deliveries (message_id, chunk, platform_message_id, sent_at)"
+    " VALUES (?, ?, ?, ?)"
+)
+MARK_DELIVERED = "UPDATE messages SET status = 'delivered' WHERE id = ?"
 
 
 class Queue(Messages):
@@ -43,17 +50,20 @@ class Queue(Messages):
         """Close the inbound messages and record the reply, in one transaction. Without a
         session the inbound messages stay out of every session's history."""
         marks = ", ".join("?" for _ in inbound_ids)
-        async with self._transaction():
-            await self._db.execute(
+
+        def finish(db: sqlite3.Connection) -> int:
+            db.execute(
                 f"UPDATE messages SET status = ?, session_id = ? WHERE id IN ({marks})",
                 (inbound_status, session_id, *inbound_ids),
             )
-            reply_id = await self._insert_message(replace(reply, answers_upto=max(inbound_ids)))
+            reply_id = self._insert_message(db, replace(reply, answers_upto=max(inbound_ids)))
             assert reply_id is not None
-            await self._db.execute(
+            db.execute(
                 "UPDATE sessions SET last_active_at = ? WHERE id = ?", (time.time(), session_id)
             )
-        return reply_id
+            return reply_id
+
+        return await self._in_one_trip(finish)
 
     async def count_failed_turn(self, message_ids: Sequence[int]) -> int:
         """Count a turn that raised against each of its messages that is still pending; the
@@ -92,7 +102,7 @@ class Queue(Messages):
             )
 
     async def mark_delivered(self, message_id: int) -> None:
-        await self._write("UPDATE messages SET status = 'delivered' WHERE id = ?", (message_id,))
+        await self._write(MARK_DELIVERED, (message_id,))
 
     async def set_status(self, message_id: int, status: str) -> None:
         await self._write("UPDATE messages SET status = ? WHERE id = ?", (status, message_id))
@@ -162,11 +172,19 @@ class Queue(Messages):
     async def record_chunk(
         self, message_id: int, chunk: int, platform_message_id: str | None
     ) -> None:
-        await self._write(
-            "INSERT OR IGNORE INTO deliveries (message_id, chunk, platform_message_id, sent_at)"
-            " VALUES (?, ?, ?, ?)",
-            (message_id, chunk, platform_message_id, time.time()),
-        )
+        await self._write(RECORD_CHUNK, (message_id, chunk, platform_message_id, time.time()))
+
+    async def record_last_chunk(
+        self, message_id: int, chunk: int, platform_message_id: str | None
+    ) -> None:
+        """:meth:`record_chunk` for a reply's last chunk and :meth:`mark_delivered`, in one
+        transaction and one round trip."""
+
+        def record(db: sqlite3.Connection) -> None:
+            db.execute(RECORD_CHUNK, (message_id, chunk, platform_message_id, time.time()))
+            db.execute(MARK_DELIVERED, (message_id,))
+
+        await self._in_one_trip(record)
 
     async def answered_message(self, reply_id: int) -> MessageRow | None:
         """The last inbound message a reply answers (what the reply should quote)."""

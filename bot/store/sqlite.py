@@ -22,7 +22,8 @@ from bot.store.users import Users
 
 
 class SqliteStore(Users, Chats, Queue, Media, ReviewState, Forgetting, Checkins, Usage, Audit):
-    """The :class:`bot.store.Store` interface on SQLite through aiosqlite."""
+    """The :class:`bot.store.Store` interface on SQLite (the standard library's sqlite3 on a
+    thread of its own, see :mod:`bot.store.connection`)."""
 
     @classmethod
     async def open(cls, path: Path) -> SqliteStore:

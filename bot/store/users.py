@@ -10,6 +10,8 @@ from typing import Any, cast
 from bot.store.connection import Connection, SqliteBase
 from bot.store.rows import ClaimedOwnerRow, PairingRow, UserRow
 
+USER_BY_KEY = "SELECT * FROM users WHERE user_key = ?"
+
 
 class Users(SqliteBase):
     """Users, pairing requests and owner claims."""
@@ -37,7 +39,7 @@ class Users(SqliteBase):
         self._written_users[user_key] = (name, username)
 
     async def user(self, user_key: str) -> UserRow | None:
-        row = await self._one("SELECT * FROM users WHERE user_key = ?", (user_key,))
+        row = await self._one(USER_BY_KEY, (user_key,))
         return cast(UserRow, dict(row)) if row else None
 
     async def set_user_access(self, user_key: str, access: str) -> bool:
