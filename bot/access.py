@@ -78,7 +78,7 @@ class Access:
         if self.is_owner(sender.key):
             return DMVerdict(True)
         user = await self.store.user(sender.key)
-        status = (user or {}).get("access", "unknown")
+        status = user["access"] if user else "unknown"
         if status == "blocked":
             return DMVerdict(False)
         policy = self.config.access.dm_policy

@@ -28,8 +28,8 @@ async def admin_pending(ctx: CommandContext) -> CommandReply:
         return CommandReply("No pairing requests are waiting.")
     lines = []
     for row in rows:
-        user = await ctx.store.user(row["user_key"]) or {}
-        name = literal_line(user.get("display_name") or "?")
+        user = await ctx.store.user(row["user_key"])
+        name = literal_line(user["display_name"] if user and user["display_name"] else "?")
         lines.append(f"{row['code']} — {name} ({literal_line(row['user_key'])})")
     return CommandReply("Waiting for approval:\n" + "\n".join(lines))
 

@@ -20,7 +20,7 @@ from bot.commands import CommandContext, CommandReply
 from bot.events import Choice
 from bot.literal import literal_line
 from bot.paging import paged, pop_page
-from bot.search_terms import fold
+from bot.store.search_terms import fold
 from partners.card_format import MAX_CARD_FILE_BYTES
 from partners.cards import export_card, plan_import, write_import
 from partners.catalog import apply_search_languages

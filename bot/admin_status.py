@@ -13,6 +13,7 @@ from bot.commands import CommandContext, CommandReply
 from bot.paging import paged, pop_page
 from bot.sessions import OWNER_AUDIENCE
 from bot.settings import SETTABLE
+from bot.store import UsageRow
 
 HOUR_SECONDS = 3600.0
 DEFAULT_USAGE_DAYS = 7
@@ -132,7 +133,7 @@ async def admin_usage(ctx: CommandContext) -> CommandReply:
     return paged("\n".join(lines), f"/admin usage {days}", page)
 
 
-def _media_lines(ctx: CommandContext, rows: list[dict]) -> list[str]:
+def _media_lines(ctx: CommandContext, rows: list[UsageRow]) -> list[str]:
     """Seconds transcribed, characters spoken and images seen, per day and partner."""
     units: dict[tuple[str, str, str], float] = defaultdict(float)
     for row in rows:

@@ -402,7 +402,7 @@ async def checkins(ctx: CommandContext) -> CommandReply:
             f"{ctx.partner.name} may write to you now and then. /checkins off takes it back."
         )
     user = await ctx.store.user(user_key)
-    zone = (user or {}).get("timezone") or "the partner's time zone"
+    zone = (user["timezone"] if user else None) or "the partner's time zone"
     return CommandReply(
         f"{ctx.partner.name} may now write to you now and then (never at night, in {zone}; "
         "set yours with /timezone Area/City). /checkins off stops it."
@@ -424,7 +424,7 @@ def _never_first(ctx: CommandContext) -> str:
 async def timezone(ctx: CommandContext) -> CommandReply:
     if not ctx.args:
         user = await ctx.store.user(ctx.inbound.sender.key)
-        current = (user or {}).get("timezone") or "not set (the partner's is used)"
+        current = (user["timezone"] if user else None) or "not set (the partner's is used)"
         return CommandReply(f"Your time zone: {current}. Usage: /timezone Europe/Lisbon")
     try:
         check_timezone(ctx.args[0])

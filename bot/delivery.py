@@ -260,7 +260,11 @@ class Delivery:
             except DeliveryError as exc:
                 await self._refused(reply, index, exc)
                 return False
+            if index == len(chunks) - 1:
+                await self.store.record_last_chunk(message_id, index, platform_id)
+                return True
             await self.store.record_chunk(message_id, index, platform_id)
+        # every chunk was recorded already: a resumed reply, or the stream carried it
         await self.store.mark_delivered(message_id)
         return True
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
@@ -25,7 +24,7 @@ from bot.events import ChatRef, Choice, Inbound, Media, Outbound, Reaction, Send
 from bot.greeter import Greeter
 from bot.literal import literal_line
 from bot.sessions import Sessions, Speaker, audience_for
-from bot.store import ChatRow, NewMedia, NewMessage, Store
+from bot.store import ChatRow, NewMedia, NewMessage, Store, StoreUnavailable
 from bot.terminal import printable
 from bot.turns import queue_key
 from partners.catalog import PartnerCatalog
@@ -52,8 +51,8 @@ def storing() -> Iterator[None]:
     """The database refusing a write or read (a full disk, an I/O error) as NotStored."""
     try:
         yield
-    except sqlite3.OperationalError as exc:
-        raise NotStored(f"the database cannot store it ({exc})") from exc
+    except StoreUnavailable as exc:
+        raise NotStored(str(exc)) from exc
 
 
 class Gateway:
@@ -367,7 +366,7 @@ class Gateway:
         )
         try:
             reply = await run_command(ctx, name)
-        except sqlite3.OperationalError:
+        except StoreUnavailable:
             raise  # NotStored (see storing()): the platform offers the command again
         except Exception as exc:
             # the edge of one command: whatever broke, the sender gets an answer

@@ -1,6 +1,6 @@
 """What a turn does with the voice notes and photos among its messages, before the model runs.
 
-A message arrives stored with its platform file id (``bot/store.py``, table ``media``), never
+A message arrives stored with its platform file id (``bot/store/media.py``, table ``media``), never
 its bytes, so a crash before this point loses nothing: the turn runs again and so does this.
 
 * **Voice** (voice and audio notes, video notes): downloaded, transcribed through

@@ -22,9 +22,9 @@ async def pending_lines(store: Store) -> list[str]:
     """One line per live pairing request: code, who, and how long the code still works."""
     lines = []
     for request in await store.live_pairings():
-        user = await store.user(request["user_key"]) or {}
-        name = printable(user.get("display_name") or "?")
-        handle = f" @{printable(user['username'])}" if user.get("username") else ""
+        user = await store.user(request["user_key"])
+        name = printable(user["display_name"] if user and user["display_name"] else "?")
+        handle = f" @{printable(user['username'])}" if user and user["username"] else ""
         minutes = max(1, round((request["expires_at"] - time.time()) / 60))
         lines.append(
             f"{request['code']}  {name}{handle} ({printable(request['user_key'])}), "

@@ -313,16 +313,17 @@ class TurnRunner:
         return True
 
     async def _conversation(self, last: MessageRow) -> Conversation | None:
-        chat = await self.store.chat(last.chat_key)
-        if chat is None or last.user_key is None:
+        if last.user_key is None:
+            return None
+        chat, user = await self.store.chat_and_user(last.chat_key, last.user_key)
+        if chat is None:
             return None
         partner = None
         if last.partner_id is not None:
             partner = self.catalog.get(last.partner_id)
             if partner is None:
                 return None
-        user = await self.store.user(last.user_key)
-        name = (user or {}).get("display_name") or last.speaker or "someone"
+        name = (user["display_name"] if user else "") or last.speaker or "someone"
         speaker = Speaker(last.user_key, name, self.is_owner(last.user_key))
         return Conversation(chat, partner, speaker)
 

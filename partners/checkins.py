@@ -31,12 +31,11 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from datetime import time as clock_time
 from importlib import resources
-from typing import Any
 from zoneinfo import ZoneInfo
 
 from bot.llm import LLMClient, LLMError
 from bot.markers import SILENCE, strip
-from bot.store import Store
+from bot.store import CheckinCandidate, Store
 from partners.catalog import PartnerCatalog
 from partners.memory import read_text, strip_ids
 from partners.persona import Partner
@@ -182,7 +181,7 @@ class Checkins:
         self,
         partner: Partner,
         settings: Proactive,
-        row: dict[str, Any],
+        row: CheckinCandidate,
         now: float,
         budget_spent: bool,
     ) -> str:
@@ -196,7 +195,7 @@ class Checkins:
             logger.exception("check-in for %s by %s failed", row["user_key"], partner.id)
             return "failed"
 
-    def _candidate(self, partner: Partner, row: dict[str, Any]) -> Candidate:
+    def _candidate(self, partner: Partner, row: CheckinCandidate) -> Candidate:
         return Candidate(
             row["user_key"],
             self.user_timezone(partner, row["timezone"]),
@@ -285,7 +284,7 @@ class Checkins:
             if partner is None:
                 continue
             user = await self.store.user(row["user_key"])
-            zone = self.user_timezone(partner, (user or {}).get("timezone"))
+            zone = self.user_timezone(partner, user["timezone"] if user else None)
             due = date.fromisoformat(row["due_date"])
             if datetime.fromtimestamp(now, zone).date() > due:
                 await self.store.close_reminder(row["id"], "missed")

@@ -2,7 +2,7 @@
 conversation touches their keys. This module decides which entries fire; the file and the
 per-partner loading are ``partners/lore_books.py``.
 
-Matching folds case and accents like search does (``bot/search_terms.fold``) and finds every
+Matching folds case and accents like search does (``bot/store/search_terms.fold``) and finds every
 key of every entry in one pass over the scanned text with an Aho-Corasick automaton built when
 the book is loaded, so a 10,000-entry book costs well under a millisecond per turn. Keys are
 matched as whole words unless an entry says otherwise (``match_whole_words: false``); keys in
@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import ahocorasick
 
-from bot.search_terms import fold
+from bot.store.search_terms import fold
 
 DEFAULT_SCAN_DEPTH = 2
 """Messages scanned for keys when the book does not say (SillyTavern's default)."""

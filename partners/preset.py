@@ -38,7 +38,7 @@ from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from bot.config import check_timezone
-from bot.search_terms import DEFAULT_LANGUAGE, search_language
+from bot.store.search_terms import DEFAULT_LANGUAGE, search_language
 
 MAX_NAME_CHARS = 60
 MAX_DESCRIPTION_CHARS = 200

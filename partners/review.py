@@ -513,7 +513,7 @@ class Reviewer:
         if not partner.per_user or session.user_key is None:
             return ""
         user = await self.store.user(session.user_key)
-        name = (user or {}).get("display_name") or session.user_key
+        name = (user["display_name"] if user else "") or session.user_key
         return f"{name} {user_marker(session.user_key)}"
 
     async def _write_journal(

@@ -17,8 +17,8 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bot.search_terms import DEFAULT_LANGUAGE, snippet
 from bot.store import SearchHit, Store
+from bot.store.search_terms import DEFAULT_LANGUAGE, snippet
 from partners.memory import MAX_ENTRY_CHARS, MemoryFile, MemoryInputError, MemoryStore, text_hash
 from partners.persona import Partner
 from partners.recall import Recall

@@ -17,6 +17,7 @@ from adapters.base import DeliveryError, Receiver
 from bot.app import App, build_app
 from bot.config import Config
 from bot.events import ChatRef, Inbound, Outbound, Sender
+from bot.store import Store
 from tests.fakes.fake_llm import FakeLLM
 
 OWNER_ID = 1
@@ -185,3 +186,33 @@ async def harness_factory(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[Ca
 @pytest.fixture
 async def harness(harness_factory: Callable[..., Any]) -> Harness:
     return await harness_factory()
+
+
+# ---- the store contract ---------------------------------------------------------------------
+
+STORE_BACKENDS = ("sqlite",)
+"""Every backend the store tests run against: a test that takes the ``store`` (or
+``store_backend``) fixture is part of the contract every backend must keep."""
+
+
+@dataclass
+class StoreBackend:
+    """One backend's database for one test; :meth:`open` again is a restart."""
+
+    name: str
+    location: Path
+
+    async def open(self) -> Store:
+        return await Store.open(self.location)
+
+
+@pytest.fixture(params=STORE_BACKENDS)
+def store_backend(request: pytest.FixtureRequest, tmp_path: Path) -> StoreBackend:
+    return StoreBackend(request.param, tmp_path / "db.sqlite")
+
+
+@pytest.fixture
+async def store(store_backend: StoreBackend) -> AsyncIterator[Store]:
+    opened = await store_backend.open()
+    yield opened
+    await opened.close()  # an open store's database thread would keep pytest from exiting

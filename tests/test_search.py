@@ -5,22 +5,12 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
-
-from bot.search_terms import fold, index_terms, match_expression
 from bot.store import NewMessage, Store
+from bot.store.search_terms import fold, index_terms, match_expression
 
 CHATS = itertools.count()
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await Store.open(tmp_path / "db.sqlite")
-    yield opened
-    await opened.close()  # an open store's SQLite thread would keep pytest from exiting
 
 
 async def add(

@@ -5,21 +5,11 @@ never crosses an audience, and forgetting a message leaves no copy in its neighb
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from bot.store import SCHEMA, NewMessage, Store
 from tests.conftest import Harness, dm, group_message
 from tests.fakes.fake_llm import Reply
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await Store.open(tmp_path / "db.sqlite")
-    yield opened
-    await opened.close()
 
 
 async def say(

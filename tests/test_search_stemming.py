@@ -5,22 +5,15 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from bot.search_terms import index_terms, match_expression, search_language
 from bot.store import SCHEMA, NewMessage, Store
+from bot.store.search_terms import index_terms, match_expression, search_language
+from tests.conftest import StoreBackend
 
 CHATS = itertools.count()
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await Store.open(tmp_path / "db.sqlite")
-    yield opened
-    await opened.close()
 
 
 async def add(store: Store, text: str, partner: str = "p") -> int:
@@ -66,11 +59,11 @@ async def test_changing_the_language_reindexes_the_partners_history(store: Store
     assert await store.set_search_language("p", "spanish") == 0  # nothing to redo
 
 
-async def test_the_language_is_kept_across_restarts(tmp_path: Path) -> None:
-    store = await Store.open(tmp_path / "db.sqlite")
+async def test_the_language_is_kept_across_restarts(store_backend: StoreBackend) -> None:
+    store = await store_backend.open()
     await store.set_search_language("p", "spanish")
     await store.close()
-    store = await Store.open(tmp_path / "db.sqlite")
+    store = await store_backend.open()
     try:
         said = await add(store, "Adoptamos dos perros")
         assert [h.message_id for h in await store.search("p", "adoptar", None, 10)] == [said]

@@ -7,8 +7,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.search_terms import snippet
 from bot.store import NewMessage
+from bot.store.search_terms import snippet
 from partners.tools import PARTNER_TOOLS
 from tests.conftest import Harness, dm
 from tests.fakes.fake_llm import Reply, ToolCallSpec

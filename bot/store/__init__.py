@@ -1,0 +1,80 @@
+"""The gateway's database, and all of its SQL.
+
+A newcomer's map:
+- :mod:`bot.store.protocol` — :class:`Store`, the interface the rest of the code is written
+  against; ``await Store.open(path)`` opens the database.
+- :mod:`bot.store.rows` — the typed rows its methods take and return.
+- :mod:`bot.store.errors` — :class:`StoreUnavailable` and its family, the only database errors
+  that leave the store.
+- :mod:`bot.store.schema` — the versioned migrations, one list of steps.
+- :mod:`bot.store.search_terms` — search text normalised and tokenised in Python (folding,
+  stems, CJK bigrams), so every backend indexes the same terms.
+- :mod:`bot.store.sqlite` — the SQLite backend, composed from one module per concern:
+  ``users`` (users, pairings, owner claims), ``chats`` (chats, bindings), ``messages``,
+  ``queue`` (pending turns and delivery), ``media``, ``sessions``, ``review``, ``search``,
+  ``forgetting``, ``checkins`` (and reminders), ``usage``, ``audit`` (and settings),
+  ``vectors`` (semantic recall), all on
+  ``connection`` (the shared connection, its round-trip counter and error translation).
+
+The dispatcher's queue is rows in ``messages`` (``status = 'pending'``), not only memory, so
+restart recovery is a query and a second backend can offer failover with the same code path.
+"""
+
+from bot.store.errors import StoreError, StoreFull, StoreUnavailable
+from bot.store.protocol import Store
+from bot.store.rows import (
+    AuditRow,
+    BindingRow,
+    ChatRow,
+    CheckinCandidate,
+    CheckinSetting,
+    ClaimedOwnerRow,
+    DeliveryRetry,
+    EmbeddingWork,
+    ForgetOperation,
+    MediaRow,
+    MessageRow,
+    NewMedia,
+    NewMessage,
+    NewVector,
+    PairingRow,
+    ReminderRow,
+    RestNoticeRow,
+    SearchHit,
+    SessionRow,
+    UsageRow,
+    UserRow,
+    new_session_id,
+)
+from bot.store.schema import SCHEMA, Migration
+
+__all__ = [
+    "SCHEMA",
+    "AuditRow",
+    "BindingRow",
+    "ChatRow",
+    "CheckinCandidate",
+    "CheckinSetting",
+    "ClaimedOwnerRow",
+    "DeliveryRetry",
+    "EmbeddingWork",
+    "ForgetOperation",
+    "MediaRow",
+    "MessageRow",
+    "Migration",
+    "NewMedia",
+    "NewMessage",
+    "NewVector",
+    "PairingRow",
+    "ReminderRow",
+    "RestNoticeRow",
+    "SearchHit",
+    "SessionRow",
+    "Store",
+    "StoreError",
+    "StoreFull",
+    "StoreUnavailable",
+    "UsageRow",
+    "UserRow",
+    "new_session_id",
+]

@@ -1,0 +1,48 @@
+"""The audit log (who did what, for the owner and for accountability) and the owner's
+settings overrides (``/admin settings`` writes them; config.toml stays the base)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from bot.store.connection import SqliteBase
+from bot.store.rows import AuditRow
+
+
+class Audit(SqliteBase):
+    """The audit log and the owner's stored settings."""
+
+    async def audit(self, actor: str, action: str, **detail: Any) -> None:
+        await self._write(
+            "INSERT INTO audit (time, actor, action, detail) VALUES (?, ?, ?, ?)",
+            (time.time(), actor, action, json.dumps(detail, ensure_ascii=False, default=str)),
+        )
+
+    async def audit_rows(self, action: str | None = None, limit: int = 100) -> list[AuditRow]:
+        sql = "SELECT time, actor, action, detail FROM audit"
+        params: tuple[Any, ...] = ()
+        if action is not None:
+            sql += " WHERE action = ?"
+            params = (action,)
+        rows = await self._all(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))
+        return [
+            AuditRow(time=time, actor=actor, action=action, detail=json.loads(detail))
+            for time, actor, action, detail in rows
+        ]
+
+    async def settings(self) -> dict[str, str]:
+        return {row[0]: row[1] for row in await self._all("SELECT key, value FROM settings")}
+
+    async def put_setting(self, key: str, value: str) -> None:
+        await self._write(
+            "INSERT INTO settings (key, value, updated_at) VALUES (?, ?, ?)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value,"
+            " updated_at = excluded.updated_at",
+            (key, value, time.time()),
+        )
+
+    async def delete_setting(self, key: str) -> bool:
+        cursor = await self._write("DELETE FROM settings WHERE key = ?", (key,))
+        return cursor.rowcount > 0

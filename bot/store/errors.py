@@ -1,0 +1,19 @@
+"""The store's errors: one family, so the layers above handle a database that cannot work
+without knowing which database it is (no caller outside the store imports ``sqlite3``)."""
+
+from __future__ import annotations
+
+
+class StoreUnavailable(Exception):
+    """The database refused a read or write for now (an I/O error, a lock held too long): the
+    caller keeps what it has and tries again later; nothing stored is lost."""
+
+
+class StoreFull(StoreUnavailable):
+    """The disk (or quota) under the database is full: nothing more can be written until
+    space is freed."""
+
+
+class StoreError(StoreUnavailable):
+    """The database cannot be opened or used at all: a path that is not a database, a file
+    written by a newer version. Starting again does not help; the message says what to do."""

@@ -1,0 +1,209 @@
+"""What a user owns and may take back: tombstones, their messages and sessions, reminders,
+and ``/forget`` as a recorded operation whose steps a restart finishes (DESIGN.md "Forgetting
+is an operation, not a loop"). Every deletion of messages also rewrites the neighbours'
+context columns, so no copy of forgotten words stays in the index."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Any, cast
+
+from bot.store.messages import Messages
+from bot.store.rows import ForgetOperation, MessageRow, ReminderRow
+from bot.store.sessions import Sessions
+
+
+class Forgetting(Messages, Sessions):
+    """Tombstones, a user's rows, and forget operations."""
+
+    async def add_tombstones(self, partner_id: str, user_key: str, hashes: Iterable[str]) -> None:
+        now = time.time()
+        async with self._transaction():
+            await self._db.executemany(
+                "INSERT OR IGNORE INTO tombstones (partner_id, user_key, text_hash, created_at)"
+                " VALUES (?, ?, ?, ?)",
+                [(partner_id, user_key, h, now) for h in hashes],
+            )
+
+    async def tombstones(self, partner_id: str, user_key: str) -> set[str]:
+        rows = await self._all(
+            "SELECT text_hash FROM tombstones WHERE partner_id = ? AND user_key = ?",
+            (partner_id, user_key),
+        )
+        return {row[0] for row in rows}
+
+    async def user_messages(self, partner_id: str, user_key: str) -> list[MessageRow]:
+        """A user's messages with a partner and the partner's replies in their DMs."""
+        return await self._messages(
+            "WHERE partner_id = ? AND (user_key = ? OR audience = ?) ORDER BY id",
+            (partner_id, user_key, f"user:{user_key}"),
+        )
+
+    async def user_message_ids(
+        self, partner_id: str, user_key: str, roles: Sequence[str]
+    ) -> list[int]:
+        """A user's finished messages (of these roles) with a partner, their DM replies too."""
+        marks = ", ".join("?" for _ in roles)
+        rows = await self._all(
+            "SELECT id FROM messages WHERE partner_id = ? AND (user_key = ? OR audience = ?)"
+            f" AND role IN ({marks}) AND status != 'pending' ORDER BY id",
+            (partner_id, user_key, f"user:{user_key}", *roles),
+        )
+        return [row[0] for row in rows]
+
+    async def journal_messages(self, partner_id: str) -> list[MessageRow]:
+        """Every journal entry of a partner as search indexes it."""
+        return await self._messages(
+            "WHERE partner_id = ? AND role = 'journal' ORDER BY id", (partner_id,)
+        )
+
+    async def delete_messages(self, message_ids: Sequence[int]) -> int:
+        """The one way a message leaves the store: the row, (by the delete trigger) its search
+        index entry, and the copies of its words in its neighbours' context columns. Returns
+        how many were still there."""
+        deleted = 0
+        async with self._transaction():
+            threads: set[tuple[str, str, str]] = set()
+            for message_id in message_ids:
+                threads.update(await self._threads("id = ?", (message_id,)))
+                cursor = await self._db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
+                deleted += cursor.rowcount
+            await self._rewrite_neighbours(sorted(threads))
+        return deleted
+
+    async def forget_session_prompts(self, partner_id: str, user_key: str) -> None:
+        """Frozen prompts hold the user's memory as it was: end those sessions and drop it."""
+        await self._write(
+            "UPDATE sessions SET system_prompt = '', ended_at = COALESCE(ended_at, ?),"
+            " end_reason = COALESCE(end_reason, 'forgotten') WHERE partner_id = ? AND user_key = ?",
+            (time.time(), partner_id, user_key),
+        )
+
+    async def sessions_titled_by(self, partner_id: str, user_key: str) -> list[str]:
+        """A user's DM sessions with a partner, and group sessions opened by their message:
+        a session's title is its first message."""
+        rows = await self._all(
+            "SELECT id FROM sessions WHERE partner_id = ? AND user_key = ? UNION"
+            " SELECT m.session_id FROM messages m WHERE m.partner_id = ? AND m.user_key = ?"
+            " AND m.role = 'user' AND m.session_id IS NOT NULL AND m.id = (SELECT MIN(f.id)"
+            " FROM messages f WHERE f.session_id = m.session_id AND f.role = 'user')",
+            (partner_id, user_key, partner_id, user_key),
+        )
+        return [row[0] for row in rows]
+
+    async def clear_session_titles(self, session_ids: Sequence[str]) -> None:
+        async with self._transaction():
+            await self._db.executemany(
+                "UPDATE sessions SET title = '' WHERE id = ?", [(s,) for s in session_ids]
+            )
+
+    async def user_reminders(self, partner_id: str, user_key: str) -> list[ReminderRow]:
+        rows = await self._all(
+            "SELECT * FROM reminders WHERE partner_id = ? AND user_key = ? ORDER BY id",
+            (partner_id, user_key),
+        )
+        return [cast(ReminderRow, dict(row)) for row in rows]
+
+    async def delete_reminders(self, reminder_ids: Sequence[int]) -> None:
+        async with self._transaction():
+            await self._db.executemany(
+                "DELETE FROM reminders WHERE id = ?", [(r,) for r in reminder_ids]
+            )
+
+    async def begin_forget(self, operation: ForgetOperation) -> ForgetOperation:
+        """Record a forget operation and its tombstones, in one transaction, before anything
+        is removed (a ``request`` is recorded once: look it up first)."""
+        now = time.time()
+        async with self._transaction():
+            cursor = await self._db.execute(
+                "INSERT INTO forget_operations (request, partner_id, user_key, kind, entry_ids,"
+                " hashes, texts, session_ids, entries, passages, messages, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    operation.request,
+                    operation.partner_id,
+                    operation.user_key,
+                    operation.kind,
+                    json.dumps(operation.entry_ids),
+                    json.dumps(operation.hashes),
+                    json.dumps(operation.texts, ensure_ascii=False),
+                    json.dumps(operation.session_ids),
+                    operation.entries,
+                    operation.passages,
+                    operation.messages,
+                    now,
+                ),
+            )
+            await self._db.executemany(
+                "INSERT OR IGNORE INTO tombstones (partner_id, user_key, text_hash, created_at)"
+                " VALUES (?, ?, ?, ?)",
+                [(operation.partner_id, operation.user_key, h, now) for h in operation.hashes],
+            )
+        assert cursor.lastrowid is not None
+        return replace(operation, id=cursor.lastrowid)
+
+    async def forget_operation(self, request: str) -> ForgetOperation | None:
+        rows = await self._forget_operations("WHERE request = ?", (request,))
+        return rows[0] if rows else None
+
+    async def unfinished_forgets(
+        self, partner_id: str | None = None, user_key: str | None = None
+    ) -> list[ForgetOperation]:
+        """Operations a crash or a failed step left behind, oldest first."""
+        where, params = "WHERE status != 'done'", []
+        if partner_id is not None and user_key is not None:
+            where += " AND partner_id = ? AND user_key = ?"
+            params += [partner_id, user_key]
+        return await self._forget_operations(where + " ORDER BY id", params)
+
+    async def forget_scrubbed(self, operation_id: int) -> None:
+        """Every copy is gone: the operation keeps no text of its own any more."""
+        await self._write(
+            "UPDATE forget_operations SET status = 'scrubbed', texts = NULL WHERE id = ?",
+            (operation_id,),
+        )
+
+    async def forget_done(self, operation_id: int) -> None:
+        await self._write(
+            "UPDATE forget_operations SET status = 'done', texts = NULL, finished_at = ?"
+            " WHERE id = ?",
+            (time.time(), operation_id),
+        )
+
+    async def erase_deleted_text(self) -> bool:
+        """After forgetting: rebuild the search index's segments without the deleted rows'
+        terms (an FTS5 delete only adds a marker; the terms stay in the old segments until a
+        merge) and checkpoint the WAL into the database, truncating it, so no older page
+        image keeps the text either. False if a reader kept the checkpoint from finishing."""
+        async with self._write_lock:
+            await self._db.execute("INSERT INTO message_index (message_index) VALUES ('optimize')")
+            rows = await self._db.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
+        return bool(rows) and rows[0][0] == 0
+
+    async def _forget_operations(self, where: str, params: Sequence[Any]) -> list[ForgetOperation]:
+        rows = await self._all(
+            "SELECT id, request, partner_id, user_key, kind, entry_ids, hashes, texts,"
+            f" session_ids, entries, passages, messages, status FROM forget_operations {where}",
+            params,
+        )
+        return [
+            ForgetOperation(
+                id=row["id"],
+                request=row["request"],
+                partner_id=row["partner_id"],
+                user_key=row["user_key"],
+                kind=row["kind"],
+                entry_ids=tuple(json.loads(row["entry_ids"])),
+                hashes=tuple(json.loads(row["hashes"])),
+                texts=tuple(json.loads(row["texts"] or "[]")),
+                session_ids=tuple(json.loads(row["session_ids"])),
+                entries=row["entries"],
+                passages=row["passages"],
+                messages=row["messages"],
+                status=row["status"],
+            )
+            for row in rows
+        ]

@@ -1,0 +1,41 @@
+"""Voice notes and photos of messages (by platform file id, never the file) and the actions
+of replies (a reaction, a sticker, a voice bubble)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bot.store.connection import SqliteBase
+from bot.store.rows import MediaRow, NewMedia
+
+
+class Media(SqliteBase):
+    """Media rows of messages."""
+
+    async def media_for(self, message_ids: Sequence[int]) -> dict[int, list[MediaRow]]:
+        """The media (or reply actions) of these messages, in the order they were stored."""
+        if not message_ids:
+            return {}
+        marks = ", ".join("?" for _ in message_ids)
+        rows = await self._all(
+            "SELECT message_id, kind, ref, mime, seconds, bytes, filename, state FROM media"
+            f" WHERE message_id IN ({marks}) ORDER BY rowid",
+            tuple(message_ids),
+        )
+        found: dict[int, list[MediaRow]] = {}
+        for row in rows:
+            found.setdefault(int(row[0]), []).append(MediaRow(*row))
+        return found
+
+    async def add_media(self, message_id: int, media: Sequence[NewMedia]) -> None:
+        await self._write_many(
+            "INSERT OR IGNORE INTO media (message_id, kind, ref, mime, seconds, bytes, filename)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(message_id, x.kind, x.ref, x.mime, x.seconds, x.bytes, x.filename) for x in media],
+        )
+
+    async def set_media_state(self, message_id: int, kind: str, ref: str, state: str) -> None:
+        await self._write(
+            "UPDATE media SET state = ? WHERE message_id = ? AND kind = ? AND ref = ?",
+            (state, message_id, kind, ref),
+        )

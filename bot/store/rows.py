@@ -1,0 +1,284 @@
+"""The store's typed rows: what its methods take and return. Frozen dataclasses for the rows
+the gateway reads by attribute; ``TypedDict``s for the rows it has always read as dicts
+(``row["display_name"]``), so those callers keep working and are type-checked all the same.
+Backends build these from their own rows; nothing here knows SQL."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, TypedDict
+
+
+@dataclass(frozen=True)
+class MessageRow:
+    id: int
+    session_id: str | None
+    partner_id: str | None
+    chat_key: str
+    platform_message_id: str | None
+    user_key: str | None
+    speaker: str
+    role: str
+    text: str
+    audience: str
+    status: str
+    created_at: float
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    id: str
+    partner_id: str | None
+    chat_key: str
+    user_key: str | None
+    audience: str
+    kind: str
+    carry_from: str | None
+    title: str
+    system_prompt: str
+    created_at: float
+    last_active_at: float
+    ended_at: float | None
+    reviewed_upto: int
+    review_attempts: int
+    review_error: str | None
+    review_due_at: float | None
+
+
+@dataclass(frozen=True)
+class DeliveryRetry:
+    """Where a reply the platform refused for now stands."""
+
+    message_id: int
+    attempts: int
+    first_failed_at: float
+    next_attempt_at: float
+    last_error: str
+
+
+@dataclass(frozen=True)
+class ChatRow:
+    chat_key: str
+    platform: str
+    platform_chat_id: str
+    thread_id: str | None
+    kind: str
+    title: str | None
+    selected_partner: str | None
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    message_id: int
+    session_title: str
+    role: str
+    text: str
+    created_at: float
+    platform_message_id: str | None
+
+
+@dataclass(frozen=True)
+class EmbeddingWork:
+    """The background embedder's next batch: (message id, text) pairs, and the watermark
+    to record once they are embedded."""
+
+    texts: tuple[tuple[int, str], ...]
+    upto: int
+
+
+@dataclass(frozen=True)
+class NewVector:
+    """A message's vector (float32 bytes), with the text it was made from."""
+
+    message_id: int
+    text: str
+    dim: int
+    vector: bytes
+
+
+@dataclass(frozen=True)
+class ForgetOperation:
+    """One ``/forget``: what to remove, recorded before anything is removed (DESIGN.md
+    "Forgetting is an operation, not a loop"). ``texts`` are what the steps search for; they
+    are cleared once the steps ran, when ``status`` moves from running to scrubbed; done
+    means the search index and the WAL were cleaned up too. The counts answer the user."""
+
+    partner_id: str
+    user_key: str
+    kind: str
+    request: str | None = None
+    """The command's platform message, so a redelivered command finds its operation."""
+    entry_ids: tuple[str, ...] = ()
+    hashes: tuple[str, ...] = ()
+    texts: tuple[str, ...] = ()
+    session_ids: tuple[str, ...] = ()
+    """Sessions whose title is one of the user's messages (``history``)."""
+    entries: int = 0
+    passages: int = 0
+    messages: int = 0
+    status: str = "running"
+    id: int = 0
+
+
+@dataclass(frozen=True)
+class MediaRow:
+    """A voice note or photo of a message (by platform file id), or an action of a reply:
+    ``react`` (an emoji), ``sticker`` (a file id), ``speak`` (send it as a voice bubble)."""
+
+    message_id: int
+    kind: str
+    ref: str
+    mime: str | None = None
+    seconds: float | None = None
+    bytes: int | None = None
+    filename: str | None = None
+    state: str = "new"
+
+
+@dataclass(frozen=True)
+class NewMedia:
+    kind: str
+    ref: str
+    mime: str | None = None
+    seconds: float | None = None
+    bytes: int | None = None
+    filename: str | None = None
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    """A message to record. ``dedup_key`` makes a repeated platform message a no-op."""
+
+    chat_key: str
+    role: str
+    text: str
+    audience: str
+    status: str = "done"
+    dedup_key: str | None = None
+    queue_key: str | None = None
+    session_id: str | None = None
+    partner_id: str | None = None
+    platform_message_id: str | None = None
+    user_key: str | None = None
+    speaker: str = ""
+    created_at: float | None = None
+    answers_upto: int | None = None
+    """For a reply: the last inbound message it answers (what it quotes)."""
+    media: tuple[NewMedia, ...] = ()
+    """Stored with the message, in the same statement batch: a file id is never lost."""
+
+
+def new_session_id() -> str:
+    return uuid.uuid4().hex
+
+
+# ---- rows read as dicts ----------------------------------------------------------------
+
+
+class UserRow(TypedDict):
+    """A person on one platform (``users``)."""
+
+    user_key: str
+    platform: str
+    platform_user_id: str
+    display_name: str
+    username: str | None
+    access: str
+    """unknown, allowed, blocked (bot/access.py)"""
+    timezone: str | None
+    created_at: float
+    updated_at: float
+    voice_mode: str | None
+
+
+class BindingRow(TypedDict):
+    """A group or channel bound to a partner, from config.toml or ``/admin bind``."""
+
+    platform: str
+    chat_id: str
+    partner_id: str
+    source: str
+    """config or command"""
+
+
+class PairingRow(TypedDict):
+    """A stranger's request to talk to the partners, decided by the owner."""
+
+    code: str
+    user_key: str
+    created_at: float
+    expires_at: float
+    status: str
+    """pending, approved, denied"""
+    announced_at: float | None
+
+
+class ClaimedOwnerRow(TypedDict):
+    """A user who became the owner of a platform with a claim code."""
+
+    user_key: str
+    platform: str
+    claimed_at: float
+
+
+class AuditRow(TypedDict):
+    time: float
+    actor: str
+    action: str
+    detail: dict[str, Any]
+
+
+class UsageRow(TypedDict):
+    """One day's calls of one kind on one model for one partner."""
+
+    day: str
+    partner_id: str
+    kind: str
+    model: str
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    units: float
+
+
+class CheckinSetting(TypedDict):
+    """Whether a partner may check in on a user."""
+
+    partner_id: str
+    user_key: str
+    enabled: int
+    unanswered: int
+    last_sent_at: float | None
+    disabled_reason: str | None
+
+
+class CheckinCandidate(TypedDict):
+    """An opted-in user with what the check-in gates need (partners/checkins.py)."""
+
+    user_key: str
+    timezone: str | None
+    last_message: float | None
+    last_checkin: float | None
+    today: int
+    this_week: int
+
+
+class ReminderRow(TypedDict):
+    """A dated thing a partner promised to bring up again."""
+
+    id: int
+    partner_id: str
+    user_key: str
+    due_date: str
+    about: str
+    status: str
+    created_at: float
+
+
+class RestNoticeRow(TypedDict):
+    """When a "resting" notice (a budget ran out) was last sent for a subject."""
+
+    kind: str
+    subject: str
+    sent_at: float
