@@ -7,7 +7,7 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 STAMP_MUTATION := $(VENV)/.installed-mutation
 
-.PHONY: setup run test lint typecheck pytest bench soak mutation clean lock
+.PHONY: setup run test lint typecheck pytest bench soak mutation clean lock postgresql
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,7 +43,24 @@ setup: $(STAMP_RUN)
 run: $(STAMP_RUN)
 	$(BIN)/companion run
 
-test: $(STAMP_DEV)
+# The store's tests start a throwaway PostgreSQL server of the machine's own (tests/postgres_server.py).
+# As root on a Debian-like machine (CI: a fresh one with only Python) the distribution's package
+# is installed when its server programs are missing; elsewhere this says what to install, and
+# the PostgreSQL tests fail naming it too (they are never skipped).
+PG_FOUND = ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1
+
+postgresql:
+	@if $(PG_FOUND); then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing PostgreSQL for the store's tests (apt-get install postgresql)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq --no-install-recommends postgresql >/dev/null; \
+	else \
+		echo "PostgreSQL is not installed: the store's PostgreSQL tests will fail until it is" \
+			"(Debian/Ubuntu: sudo apt-get install postgresql)"; \
+	fi
+
+test: $(STAMP_DEV) postgresql
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +19,7 @@ from bot.config import Config
 from bot.events import ChatRef, Inbound, Outbound, Sender
 from bot.store import Store
 from tests.fakes.fake_llm import FakeLLM
+from tests.postgres_server import PostgresServer, PostgresUnavailable
 
 OWNER_ID = 1
 _message_ids = itertools.count(1000)
@@ -186,6 +187,29 @@ async def harness_factory(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[Ca
 @pytest.fixture
 async def harness(harness_factory: Callable[..., Any]) -> Harness:
     return await harness_factory()
+
+
+# ---- a throwaway PostgreSQL server ----------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """The session's PostgreSQL server, started by the first test that needs it. A machine
+    without PostgreSQL fails those tests, naming what to install: they are never skipped."""
+    try:
+        server = PostgresServer.start()
+    except PostgresUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def postgres_database(postgres_server: PostgresServer) -> AsyncIterator[str]:
+    """The URL of a new, empty database on the session's server, dropped after the test."""
+    name = await postgres_server.create_database()
+    yield postgres_server.url(name)
+    await postgres_server.drop_database(name)
 
 
 # ---- the store contract ---------------------------------------------------------------------

@@ -1,0 +1,181 @@
+"""A throwaway PostgreSQL server for one test session, and a fresh database per test.
+
+The server is the machine's own (the distribution's ``postgresql`` package, which ``make test``
+installs when it runs as root on a Debian-like machine). It lives in a temporary directory,
+listens on a unix socket there and on no TCP port (so two test runs on one machine never meet,
+and nothing but this machine can reach it), trusts its local connections and skips fsync: its
+data is thrown away. ``initdb`` refuses to run as root, so a root test run starts the server
+as the ``postgres`` user, in a directory that user owns.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+
+INSTALL_HINT = (
+    "install the PostgreSQL server: the distribution's `postgresql` package"
+    " (Debian/Ubuntu: `apt-get install postgresql`, which `make test` runs by itself as root)"
+    " or put a directory holding `initdb` and `pg_ctl` on PATH"
+)
+SERVER_USER = "postgres"
+"""Who runs the server when the tests run as root (initdb refuses root)."""
+SUPERUSER = "postgres"
+"""The database role the server is initialised with; it trusts local connections."""
+DISTRIBUTION_BIN_DIRS = "/usr/lib/postgresql/*/bin"
+"""Where Debian and Ubuntu keep the server's programs (they are not on PATH there)."""
+START_TIMEOUT_SECONDS = 60
+
+
+class PostgresUnavailable(RuntimeError):
+    """No PostgreSQL server can be started on this machine; the message says what to install."""
+
+
+def find_bin_dir(path: str | None = None, distribution_dirs: str = DISTRIBUTION_BIN_DIRS) -> Path:
+    """The directory of ``initdb`` and ``pg_ctl``: PATH first, then the newest version the
+    distribution installed."""
+    for found in (shutil.which("initdb", path=path), shutil.which("pg_ctl", path=path)):
+        if found:
+            bin_dir = Path(os.path.realpath(found)).parent
+            if (bin_dir / "initdb").exists() and (bin_dir / "pg_ctl").exists():
+                return bin_dir
+    versions = sorted(
+        (Path(d) for d in glob.glob(distribution_dirs) if (Path(d) / "initdb").exists()),
+        key=lambda d: _version_key(d.parent.name),
+    )
+    if versions:
+        return versions[-1]
+    raise PostgresUnavailable(f"no PostgreSQL server on this machine: {INSTALL_HINT}")
+
+
+def _version_key(name: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in name.split(".") if part.isdigit())
+
+
+def _server_account() -> pwd.struct_passwd | None:
+    """The account the server runs as: ``postgres`` for a root test run, None (this user)
+    otherwise."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        return pwd.getpwnam(SERVER_USER)
+    except KeyError:
+        raise PostgresUnavailable(
+            f"the tests run as root and initdb refuses root, but there is no {SERVER_USER!r}"
+            f" user to run it as: {INSTALL_HINT} (the package creates that user)"
+        ) from None
+
+
+@dataclass
+class PostgresServer:
+    """One running server in ``directory``; :meth:`stop` ends it and removes its files."""
+
+    bin_dir: Path
+    directory: Path
+    account: pwd.struct_passwd | None
+
+    @property
+    def data_dir(self) -> Path:
+        return self.directory / "data"
+
+    @property
+    def socket_dir(self) -> Path:
+        return self.directory
+
+    @classmethod
+    def start(cls) -> PostgresServer:
+        bin_dir = find_bin_dir()
+        account = _server_account()
+        directory = Path(tempfile.mkdtemp(prefix="companion-pg-"))
+        if account is not None:
+            os.chown(directory, account.pw_uid, account.pw_gid)
+        server = cls(bin_dir, directory, account)
+        try:
+            server._run(
+                "initdb",
+                "--pgdata",
+                str(server.data_dir),
+                "--username",
+                SUPERUSER,
+                "--auth",
+                "trust",
+                "--encoding",
+                "UTF8",
+                "--locale",
+                "C",
+                "--no-sync",
+            )
+            server._run(
+                "pg_ctl",
+                "start",
+                "--wait",
+                f"--timeout={START_TIMEOUT_SECONDS}",
+                "--pgdata",
+                str(server.data_dir),
+                "--log",
+                str(directory / "server.log"),
+                "-o",
+                server._options(),
+            )
+        except BaseException:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
+        return server
+
+    def _options(self) -> str:
+        # no TCP port: the socket in our own directory is the only way in; fsync off because
+        # the data is thrown away at the end
+        return (
+            f"-c listen_addresses='' -k {self.socket_dir} -c fsync=off"
+            " -c synchronous_commit=off -c full_page_writes=off"
+        )
+
+    def _run(self, program: str, *args: str) -> None:
+        command = [str(self.bin_dir / program), *args]
+        if self.account is not None:
+            command = ["runuser", "-u", self.account.pw_name, "--", *command]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            log = self.directory / "server.log"
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise PostgresUnavailable(
+                f"{program} failed ({done.returncode}): {done.stderr.strip()}\n{tail}"
+            )
+
+    def stop(self) -> None:
+        try:
+            self._run(
+                "pg_ctl", "stop", "--wait", "--mode", "immediate", "--pgdata", str(self.data_dir)
+            )
+        finally:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def url(self, database: str) -> str:
+        """A ``postgresql://`` URL of one database on this server (over its socket)."""
+        return f"postgresql://{SUPERUSER}@/{database}?host={self.socket_dir}"
+
+    async def create_database(self) -> str:
+        """A new, empty database; its name."""
+        name = f"test_{uuid.uuid4().hex[:16]}"
+        await self._admin(f'CREATE DATABASE "{name}"')
+        return name
+
+    async def drop_database(self, name: str) -> None:
+        # FORCE: a test that failed may have left a connection open
+        await self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    async def _admin(self, sql: str) -> None:
+        connection = await asyncpg.connect(self.url("postgres"))
+        try:
+            await connection.execute(sql)
+        finally:
+            await connection.close()

@@ -1,0 +1,85 @@
+"""The throwaway PostgreSQL server the store's tests run on (tests/postgres_server.py): started
+once per session from the machine's own installation, a fresh database per test, reachable only
+through its own socket, never run as root, and a clear failure where PostgreSQL is missing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from tests.postgres_server import PostgresServer, PostgresUnavailable, find_bin_dir
+
+
+async def test_a_test_database_starts_empty_and_takes_writes(postgres_database: str) -> None:
+    connection = await asyncpg.connect(postgres_database)
+    try:
+        tables = await connection.fetchval(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'"
+        )
+        await connection.execute("CREATE TABLE notes (text TEXT)")
+        await connection.execute("INSERT INTO notes VALUES ('kept')")
+        assert tables == 0
+        assert await connection.fetchval("SELECT text FROM notes") == "kept"
+    finally:
+        await connection.close()
+
+
+async def test_databases_of_two_tests_do_not_share_tables(postgres_server: PostgresServer) -> None:
+    first, second = await postgres_server.create_database(), await postgres_server.create_database()
+    try:
+        one = await asyncpg.connect(postgres_server.url(first))
+        two = await asyncpg.connect(postgres_server.url(second))
+        await one.execute("CREATE TABLE notes (text TEXT)")
+        seen = await two.fetchval("SELECT to_regclass('public.notes') IS NOT NULL")
+        await one.close()
+        await two.close()
+    finally:
+        await postgres_server.drop_database(first)
+        await postgres_server.drop_database(second)
+    assert seen is False
+
+
+async def test_a_dropped_database_is_gone_even_with_a_connection_left_open(
+    postgres_server: PostgresServer,
+) -> None:
+    name = await postgres_server.create_database()
+    forgotten = await asyncpg.connect(postgres_server.url(name))
+    await postgres_server.drop_database(name)
+    admin = await asyncpg.connect(postgres_server.url("postgres"))
+    try:
+        left = await admin.fetchval("SELECT count(*) FROM pg_database WHERE datname = $1", name)
+    finally:
+        await admin.close()
+        forgotten.terminate()
+    assert left == 0
+
+
+async def test_the_server_listens_on_no_tcp_port(postgres_database: str) -> None:
+    connection = await asyncpg.connect(postgres_database)
+    try:
+        assert await connection.fetchval("SHOW listen_addresses") == ""
+    finally:
+        await connection.close()
+
+
+def test_the_server_never_runs_as_root(postgres_server: PostgresServer) -> None:
+    assert postgres_server.data_dir.stat().st_uid != 0
+
+
+def test_a_machine_without_postgresql_is_told_what_to_install(tmp_path: Path) -> None:
+    with pytest.raises(PostgresUnavailable) as raised:
+        find_bin_dir(path=str(tmp_path), distribution_dirs=str(tmp_path / "*" / "bin"))
+    assert "apt-get install postgresql" in str(raised.value)
+
+
+def test_the_newest_distribution_version_is_chosen(tmp_path: Path) -> None:
+    for version in ("9.6", "15", "13"):
+        bin_dir = tmp_path / version / "bin"
+        bin_dir.mkdir(parents=True)
+        (bin_dir / "initdb").touch()
+    found = find_bin_dir(
+        path=str(tmp_path / "nowhere"), distribution_dirs=str(tmp_path / "*" / "bin")
+    )
+    assert found == tmp_path / "15" / "bin"
