@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from bot.store import SCHEMA, NewMessage, Store
+from bot.store import SCHEMA, NewMessage, Store, for_dialect
 from tests.conftest import Harness, dm, group_message
 from tests.fakes.fake_llm import Reply
 
@@ -120,7 +120,8 @@ async def test_forget_history_leaves_no_copy_in_a_group(harness: Harness) -> Non
 async def test_an_index_without_context_is_rebuilt_at_open(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite"
     db = sqlite3.connect(path, isolation_level=None)
-    for number, script in enumerate(SCHEMA[:3], start=1):
+    for number, step in enumerate(SCHEMA[:3], start=1):
+        script = for_dialect(step, "sqlite")
         assert isinstance(script, str)
         db.executescript(f"BEGIN; {script}; PRAGMA user_version = {number}; COMMIT;")
     for text in ("What are your pets' names?", "Luna and Oliver!"):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.store import SCHEMA, NewMessage, Store
+from bot.store import SCHEMA, NewMessage, Store, for_dialect
 from bot.store.search_terms import index_terms, match_expression, search_language
 from tests.conftest import StoreBackend
 
@@ -83,7 +83,9 @@ def test_language_names_and_codes_are_understood() -> None:
 async def test_an_index_written_before_stemming_is_rebuilt_at_open(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite"
     db = sqlite3.connect(path, isolation_level=None)
-    for number, script in enumerate(SCHEMA[:3], start=1):
+    for number, step in enumerate(SCHEMA[:3], start=1):
+        script = for_dialect(step, "sqlite")
+        assert isinstance(script, str)
         db.executescript(f"BEGIN; {script}; PRAGMA user_version = {number}; COMMIT;")
     # a message as schema 3 indexed it: folded words, no stems
     db.execute(

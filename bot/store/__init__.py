@@ -46,7 +46,7 @@ from bot.store.rows import (
     UserRow,
     new_session_id,
 )
-from bot.store.schema import SCHEMA, Migration
+from bot.store.schema import SCHEMA, Dialects, Migration, for_dialect
 
 __all__ = [
     "SCHEMA",
@@ -56,6 +56,7 @@ __all__ = [
     "CheckinCandidate",
     "CheckinSetting",
     "ClaimedOwnerRow",
+    "Dialects",
     "DeliveryRetry",
     "EmbeddingWork",
     "ForgetOperation",
@@ -76,5 +77,6 @@ __all__ = [
     "StoreUnavailable",
     "UsageRow",
     "UserRow",
+    "for_dialect",
     "new_session_id",
 ]

@@ -16,7 +16,7 @@ from bot.store.forgetting import Forgetting
 from bot.store.media import Media
 from bot.store.queue import Queue
 from bot.store.review import ReviewState
-from bot.store.schema import SCHEMA, Migration
+from bot.store.schema import SCHEMA, Migration, for_dialect
 from bot.store.usage import Usage
 from bot.store.users import Users
 from bot.store.vectors import Vectors
@@ -62,7 +62,7 @@ class SqliteStore(
                 f"{self.path} was written by a newer version (schema {version}); upgrade first"
             )
         for number, step in enumerate(SCHEMA[version:], start=version + 1):
-            await self._migrate(number, step)
+            await self._migrate(number, for_dialect(step, "sqlite"))
         await self._load_search_languages()
 
     async def _migrate(self, number: int, step: str | Migration) -> None:
