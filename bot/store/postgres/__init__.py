@@ -1,8 +1,9 @@
 """The PostgreSQL backend, on asyncpg (one database shared by several gateway workers; see
 DESIGN.md, "Scale-out path"). It mirrors the SQLite backend's layout: ``connection`` (opening
-a database, error translation, the URL's password kept out of every message) and
-``migrations`` (the one list of steps in :mod:`bot.store.schema`, applied in PostgreSQL's
-words, one worker at a time).
+a database or a pool, the URL's password kept out of every message), ``migrations`` (the one
+list of steps in :mod:`bot.store.schema`, applied in PostgreSQL's words, one worker at a
+time), ``base`` (the pool, round trips, outages as the store's errors) and one module per
+concern, so far ``audit`` (the audit log and settings).
 
-Not yet here: the concern modules that make up the :class:`bot.store.Store` interface, so
-``[storage]`` cannot select PostgreSQL yet; SQLite is the only backend a gateway runs on."""
+Not yet here: the other concerns of the :class:`bot.store.Store` interface, so ``[storage]``
+cannot select PostgreSQL yet; SQLite is the only backend a gateway runs on."""

@@ -1,5 +1,6 @@
-"""Opening a PostgreSQL database with asyncpg: its errors leave as the store's own, and the
-database URL is named in messages without its password (it is a secret like any token)."""
+"""Opening a PostgreSQL database with asyncpg (one connection, or a pool of them): its errors
+leave as the store's own, and the database URL is named in messages without its password (it
+is a secret like any token)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import asyncpg
 from bot.store.errors import StoreError
 
 CONNECT_TIMEOUT_SECONDS = 10.0
+POOL_SIZE = 10
+"""Connections one gateway process holds: enough for its concurrent turns' short statements."""
 
 
 def redacted(url: str) -> str:
@@ -29,3 +32,15 @@ async def connect(url: str) -> asyncpg.Connection:
         return await asyncpg.connect(url, timeout=CONNECT_TIMEOUT_SECONDS)
     except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         raise StoreError(f"cannot open the database {redacted(url)}: {exc}") from exc
+
+
+async def create_pool(url: str) -> asyncpg.Pool:
+    """A pool of connections to the database at ``url``, one of them opened now."""
+    try:
+        pool = await asyncpg.create_pool(
+            url, min_size=1, max_size=POOL_SIZE, timeout=CONNECT_TIMEOUT_SECONDS
+        )
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        raise StoreError(f"cannot open the database {redacted(url)}: {exc}") from exc
+    assert pool is not None  # None only from a pool made without awaiting it
+    return pool

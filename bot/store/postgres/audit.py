@@ -1,0 +1,52 @@
+"""The audit log and the owner's settings overrides on PostgreSQL (see :mod:`bot.store.audit`,
+whose SQLite twin this is)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from bot.store.postgres.base import PostgresBase
+from bot.store.rows import AuditRow
+
+
+class Audit(PostgresBase):
+    """The audit log and the owner's stored settings."""
+
+    async def audit(self, actor: str, action: str, **detail: Any) -> None:
+        await self._write(
+            "INSERT INTO audit (time, actor, action, detail) VALUES ($1, $2, $3, $4)",
+            time.time(),
+            actor,
+            action,
+            json.dumps(detail, ensure_ascii=False, default=str),
+        )
+
+    async def audit_rows(self, action: str | None = None, limit: int = 100) -> list[AuditRow]:
+        rows = await self._all(
+            "SELECT time, actor, action, detail FROM audit"
+            " WHERE action = coalesce($1, action) ORDER BY id DESC LIMIT $2",
+            action,
+            limit,
+        )
+        return [
+            AuditRow(time=time, actor=actor, action=action, detail=json.loads(detail))
+            for time, actor, action, detail in rows
+        ]
+
+    async def settings(self) -> dict[str, str]:
+        return {row[0]: row[1] for row in await self._all("SELECT key, value FROM settings")}
+
+    async def put_setting(self, key: str, value: str) -> None:
+        await self._write(
+            "INSERT INTO settings (key, value, updated_at) VALUES ($1, $2, $3)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value,"
+            " updated_at = excluded.updated_at",
+            key,
+            value,
+            time.time(),
+        )
+
+    async def delete_setting(self, key: str) -> bool:
+        return await self._write("DELETE FROM settings WHERE key = $1", key) > 0

@@ -1,0 +1,102 @@
+"""What every concern of the PostgreSQL store stands on: a pool of connections (several tasks'
+statements run side by side; a transaction holds one connection to itself), every statement
+counted as a round trip, and asyncpg's errors for the database's own reasons translated into
+the store's (a lost connection, a full disk, a conflict to retry). A mistake in our SQL still
+raises as itself: it is a bug, not an outage."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import asyncpg
+
+from bot.store.errors import StoreFull, StoreUnavailable
+
+TRANSIENT = (
+    OSError,
+    TimeoutError,
+    asyncpg.InterfaceError,  # includes a connection closed under us
+    asyncpg.PostgresConnectionError,
+    asyncpg.InsufficientResourcesError,  # too many connections, out of memory
+    asyncpg.OperatorInterventionError,  # the server shutting down, a cancelled statement
+    asyncpg.TransactionRollbackError,  # serialization failures and deadlocks
+)
+"""What the database raises for its own reasons: the caller keeps what it has and retries."""
+
+
+@contextmanager
+def translated() -> Iterator[None]:
+    """PostgreSQL's outages as the store's own errors."""
+    try:
+        yield
+    except asyncpg.DiskFullError as exc:
+        raise StoreFull(f"the database cannot store it ({exc})") from exc
+    except TRANSIENT as exc:
+        raise StoreUnavailable(f"the database cannot be reached ({exc})") from exc
+
+
+class PostgresBase:
+    """The pool, the round-trip counter and the helpers each concern's SQL runs through."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+        self._round_trips = 0
+
+    @property
+    def round_trips(self) -> int:
+        """Statements sent to the server so far (bench/turn.py prints them per turn)."""
+        return self._round_trips
+
+    async def _all(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        self._round_trips += 1
+        with translated():
+            return list(await self._pool.fetch(sql, *args))
+
+    async def _one(self, sql: str, *args: Any) -> asyncpg.Record | None:
+        self._round_trips += 1
+        with translated():
+            return await self._pool.fetchrow(sql, *args)
+
+    async def _write(self, sql: str, *args: Any) -> int:
+        """Run one statement; the rows it changed."""
+        self._round_trips += 1
+        with translated():
+            status = await self._pool.execute(sql, *args)
+        return changed_rows(status)
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[Transaction]:
+        """A transaction on a connection of its own, committed when the block ends (rolled
+        back if it raises)."""
+        with translated():
+            async with self._pool.acquire() as connection, connection.transaction():
+                self._round_trips += 2  # BEGIN and COMMIT
+                yield Transaction(connection, self)
+
+
+class Transaction:
+    """The statements of one transaction, counted like the store's own."""
+
+    def __init__(self, connection: asyncpg.Connection, store: PostgresBase) -> None:
+        self._connection = connection
+        self._store = store
+
+    async def all(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        self._store._round_trips += 1
+        return list(await self._connection.fetch(sql, *args))
+
+    async def one(self, sql: str, *args: Any) -> asyncpg.Record | None:
+        self._store._round_trips += 1
+        return await self._connection.fetchrow(sql, *args)
+
+    async def write(self, sql: str, *args: Any) -> int:
+        self._store._round_trips += 1
+        return changed_rows(await self._connection.execute(sql, *args))
+
+
+def changed_rows(status: str) -> int:
+    """The row count of a command tag such as ``UPDATE 3`` or ``INSERT 0 1``."""
+    last = status.rsplit(" ", 1)[-1]
+    return int(last) if last.isdigit() else 0
