@@ -1,5 +1,6 @@
 """The ground the PostgreSQL store's concerns stand on (bot/store/postgres/base.py), and the
-first concern on it, the audit log and settings, held to the same contract on both backends."""
+concerns built on it so far, held to the same contract on both backends until the PostgreSQL
+store is whole and joins STORE_BACKENDS."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from bot.store import Store, StoreUnavailable
 from bot.store.postgres.audit import Audit
 from bot.store.postgres.connection import create_pool
 from bot.store.postgres.migrations import migrate
+from bot.store.postgres.usage import Usage
 from tests.postgres_server import PostgresServer
 
 
@@ -29,9 +31,16 @@ async def pool(postgres_database: str) -> AsyncIterator[asyncpg.Pool]:
     await pool.close()
 
 
+class PostgresConcerns(Audit, Usage):
+    """The concerns the PostgreSQL store has so far."""
+
+
+Concerns = Store | PostgresConcerns
+
+
 @pytest.fixture(params=("sqlite", "postgres"))
-async def audited(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store | Audit]:
-    """The audit log and settings of either backend."""
+async def both(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Concerns]:
+    """The whole SQLite store, or the PostgreSQL concerns built so far."""
     if request.param == "sqlite":
         store = await Store.open(tmp_path / "db.sqlite")
         yield store
@@ -42,35 +51,35 @@ async def audited(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     pool = await create_pool(server.url(database))
     async with pool.acquire() as db:
         await migrate(db, no_recompute)
-    yield Audit(pool)
+    yield PostgresConcerns(pool)
     await pool.close()
     await server.drop_database(database)
 
 
-async def test_audit_rows_come_newest_first_and_filter_by_action(audited: Store | Audit) -> None:
-    await audited.audit("owner", "bind", chat="g1")
-    await audited.audit("user:2", "pairing", code="ABC", nested={"n": 1})
-    await audited.audit("owner", "bind", chat="g2")
-    rows = await audited.audit_rows()
+async def test_audit_rows_come_newest_first_and_filter_by_action(both: Concerns) -> None:
+    await both.audit("owner", "bind", chat="g1")
+    await both.audit("user:2", "pairing", code="ABC", nested={"n": 1})
+    await both.audit("owner", "bind", chat="g2")
+    rows = await both.audit_rows()
     assert [(r["actor"], r["action"], r["detail"]) for r in rows] == [
         ("owner", "bind", {"chat": "g2"}),
         ("user:2", "pairing", {"code": "ABC", "nested": {"n": 1}}),
         ("owner", "bind", {"chat": "g1"}),
     ]
-    assert [r["detail"]["chat"] for r in await audited.audit_rows("bind", limit=1)] == ["g2"]
+    assert [r["detail"]["chat"] for r in await both.audit_rows("bind", limit=1)] == ["g2"]
 
 
-async def test_a_setting_is_put_replaced_and_deleted(audited: Store | Audit) -> None:
-    await audited.put_setting("memory.review_turns", "3")
-    await audited.put_setting("memory.review_turns", "5")
-    await audited.put_setting("owner.timezone", "Asia/Tokyo")
-    assert await audited.settings() == {
+async def test_a_setting_is_put_replaced_and_deleted(both: Concerns) -> None:
+    await both.put_setting("memory.review_turns", "3")
+    await both.put_setting("memory.review_turns", "5")
+    await both.put_setting("owner.timezone", "Asia/Tokyo")
+    assert await both.settings() == {
         "memory.review_turns": "5",
         "owner.timezone": "Asia/Tokyo",
     }
-    assert await audited.delete_setting("memory.review_turns") is True
-    assert await audited.delete_setting("memory.review_turns") is False
-    assert await audited.settings() == {"owner.timezone": "Asia/Tokyo"}
+    assert await both.delete_setting("memory.review_turns") is True
+    assert await both.delete_setting("memory.review_turns") is False
+    assert await both.settings() == {"owner.timezone": "Asia/Tokyo"}
 
 
 async def test_each_statement_counts_as_a_round_trip(pool: asyncpg.Pool) -> None:
@@ -121,3 +130,38 @@ async def test_a_mistake_in_our_sql_is_not_an_outage(pool: asyncpg.Pool) -> None
     store = Audit(pool)
     with pytest.raises(asyncpg.UndefinedTableError):
         await store._all("SELECT * FROM no_such_table")
+
+
+async def test_usage_adds_up_per_day_partner_kind_and_model(both: Concerns) -> None:
+    await both.add_usage("2026-03-09", "mira", "chat", "m1", 100, 10)
+    await both.add_usage("2026-03-09", "mira", "chat", "m1", 50, 5)
+    await both.add_usage("2026-03-09", "mira", "review", "m1", 7, 3)
+    await both.add_usage("2026-03-09", "kai", "chat", "m2", 1, 1)
+    await both.add_usage("2026-03-08", "mira", "chat", "m1", 1000, 1000)
+    await both.add_units("2026-03-09", "mira", "speech", "tts", 12.5)
+    await both.add_units("2026-03-09", "mira", "speech", "tts", 0.25)
+    assert await both.tokens_on("2026-03-09") == {"mira": 175, "kai": 2}
+    assert await both.units_on("2026-03-09") == {"mira": {"speech": 12.75}}
+    rows = await both.usage("2026-03-09")
+    assert [(r["partner_id"], r["kind"], r["calls"], r["prompt_tokens"]) for r in rows] == [
+        ("kai", "chat", 1, 1),
+        ("mira", "chat", 2, 150),
+        ("mira", "review", 1, 7),
+        ("mira", "speech", 2, 0),
+    ]
+
+
+async def test_a_resting_notice_is_remembered_per_kind_and_subject(both: Concerns) -> None:
+    assert await both.last_rest_notice("budget", "mira") is None
+    await both.note_rest_notice("budget", "mira")
+    first = await both.last_rest_notice("budget", "mira")
+    await both.note_rest_notice("budget", "mira")
+    await both.note_rest_notice("rate", "user:1")
+    again = await both.last_rest_notice("budget", "mira")
+    assert first is not None and again is not None and again >= first
+    notices = await both.rest_notices_since(0)
+    assert sorted((n["kind"], n["subject"]) for n in notices) == [
+        ("budget", "mira"),
+        ("rate", "user:1"),
+    ]
+    assert await both.rest_notices_since(again + 3600) == []
