@@ -15,6 +15,7 @@ from bot.store.postgres.audit import Audit
 from bot.store.postgres.connection import create_pool
 from bot.store.postgres.migrations import migrate
 from bot.store.postgres.usage import Usage
+from bot.store.postgres.users import Users
 from tests.postgres_server import PostgresServer
 
 
@@ -31,7 +32,7 @@ async def pool(postgres_database: str) -> AsyncIterator[asyncpg.Pool]:
     await pool.close()
 
 
-class PostgresConcerns(Audit, Usage):
+class PostgresConcerns(Audit, Usage, Users):
     """The concerns the PostgreSQL store has so far."""
 
 
@@ -165,3 +166,54 @@ async def test_a_resting_notice_is_remembered_per_kind_and_subject(both: Concern
         ("rate", "user:1"),
     ]
     assert await both.rest_notices_since(again + 3600) == []
+
+
+async def test_a_user_is_recorded_once_and_renamed_in_place(both: Concerns) -> None:
+    await both.upsert_user("test:1", "test", "1", "Alice", "alice")
+    await both.set_user_access("test:1", "allowed")
+    await both.upsert_user("test:1", "test", "1", "Alice B.", None)
+    await both.set_voice_mode("test:1", "always")
+    await both.set_user_timezone("test:1", "Europe/Paris")
+    user = await both.user("test:1")
+    assert user is not None
+    assert (user["display_name"], user["username"], user["access"], user["timezone"]) == (
+        "Alice B.",
+        None,
+        "allowed",
+        "Europe/Paris",
+    )
+    assert await both.voice_mode("test:1") == "always"
+    assert await both.set_user_access("test:404", "allowed") is False
+    assert await both.user("test:404") is None
+
+
+async def test_pairings_live_until_closed_and_an_approval_is_told_once(both: Concerns) -> None:
+    await both.create_pairing("AAA", "test:1", 3600)
+    await both.create_pairing("BBB", "test:2", 3600)
+    await both.create_pairing("OLD", "test:3", -1)
+    assert [p["code"] for p in await both.live_pairings()] == ["AAA", "BBB"]
+    assert [p["code"] for p in await both.live_pairings("test:2")] == ["BBB"]
+    await both.close_pairing("AAA", "approved")
+    assert [p["code"] for p in await both.live_pairings()] == ["BBB"]
+    assert [p["code"] for p in await both.unannounced_approvals()] == ["AAA"]
+    assert await both.take_announcement("AAA") is True
+    assert await both.take_announcement("AAA") is False
+    assert await both.take_announcement("BBB") is False
+    assert await both.unannounced_approvals() == []
+    pairing = await both.pairing("AAA")
+    assert pairing is not None and pairing["status"] == "approved"
+
+
+async def test_a_platform_is_claimed_once_and_its_other_codes_die(both: Concerns) -> None:
+    await both.add_claim_code("h1", "telegram", 3600)
+    await both.add_claim_code("h2", "telegram", 3600)
+    await both.add_claim_code("h3", "discord", 3600)
+    await both.add_claim_code("expired", "discord", -1)
+    assert await both.redeem_claim("expired", "discord", "discord:9") is False
+    assert await both.redeem_claim("h1", "telegram", "telegram:7") is True
+    assert await both.redeem_claim("h2", "telegram", "telegram:8") is False
+    assert await both.live_claim_codes("telegram") == []
+    assert await both.live_claim_codes("discord") == ["h3"]
+    assert [(o["user_key"], o["platform"]) for o in await both.claimed_owners()] == [
+        ("telegram:7", "telegram")
+    ]
