@@ -10,8 +10,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from bot.store import Store, StoreUnavailable
+from bot.store import ChatRow, Store, StoreUnavailable
 from bot.store.postgres.audit import Audit
+from bot.store.postgres.chats import Chats
 from bot.store.postgres.connection import create_pool
 from bot.store.postgres.migrations import migrate
 from bot.store.postgres.usage import Usage
@@ -32,7 +33,7 @@ async def pool(postgres_database: str) -> AsyncIterator[asyncpg.Pool]:
     await pool.close()
 
 
-class PostgresConcerns(Audit, Usage, Users):
+class PostgresConcerns(Audit, Chats, Usage, Users):
     """The concerns the PostgreSQL store has so far."""
 
 
@@ -217,3 +218,36 @@ async def test_a_platform_is_claimed_once_and_its_other_codes_die(both: Concerns
     assert [(o["user_key"], o["platform"]) for o in await both.claimed_owners()] == [
         ("telegram:7", "telegram")
     ]
+
+
+async def test_a_chat_is_recorded_retitled_and_read_with_its_user(both: Concerns) -> None:
+    await both.upsert_chat("test:g1", "test", "g1", None, "group", "Tea club")
+    await both.upsert_chat("test:g1", "test", "g1", None, "group", "Tea & cake club")
+    await both.select_partner("test:g1", "mira")
+    await both.upsert_user("test:1", "test", "1", "Alice", "alice")
+    expected = ChatRow("test:g1", "test", "g1", None, "group", "Tea & cake club", "mira")
+    assert await both.chat("test:g1") == expected
+    assert await both.selected_partner("test:g1") == "mira"
+    chat, user = await both.chat_and_user("test:g1", "test:1")
+    assert chat == expected
+    assert user == await both.user("test:1")
+    assert await both.chat_and_user("test:nowhere", "test:404") == (None, None)
+    chat, user = await both.chat_and_user("test:g1", "test:404")
+    assert (chat, user) == (expected, None)
+
+
+async def test_bindings_by_command_and_by_config(both: Concerns) -> None:
+    assert await both.bind("test", "g1", "mira", "command") is True
+    assert await both.bind("test", "g1", "mira", "command") is False
+    await both.bind("test", "g1", "kai", "command")
+    await both.replace_config_bindings([("test", "g2", "mira"), ("test", "g1", "kai")])
+    assert sorted((b["chat_id"], b["partner_id"], b["source"]) for b in await both.bindings()) == [
+        ("g1", "kai", "config"),
+        ("g1", "mira", "command"),
+        ("g2", "mira", "config"),
+    ]
+    # a config binding is not the command's to remove
+    assert await both.unbind("test", "g1", None) == 1
+    assert [b["partner_id"] for b in await both.bindings("test", "g1")] == ["kai"]
+    await both.replace_config_bindings([])
+    assert await both.bindings() == []
