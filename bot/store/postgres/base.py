@@ -18,6 +18,8 @@ TRANSIENT = (
     OSError,
     TimeoutError,
     asyncpg.InterfaceError,  # includes a connection closed under us
+    # a pooled connection the server closed while idle, caught before asyncpg noticed
+    asyncpg.InternalClientError,
     asyncpg.PostgresConnectionError,
     asyncpg.InsufficientResourcesError,  # too many connections, out of memory
     asyncpg.OperatorInterventionError,  # the server shutting down, a cancelled statement
