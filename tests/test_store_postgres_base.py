@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
@@ -16,6 +17,7 @@ from bot.store.postgres.chats import Chats
 from bot.store.postgres.checkins import Checkins
 from bot.store.postgres.connection import create_pool
 from bot.store.postgres.migrations import migrate
+from bot.store.postgres.sessions import Sessions
 from bot.store.postgres.usage import Usage
 from bot.store.postgres.users import Users
 from tests.postgres_server import PostgresServer
@@ -34,7 +36,7 @@ async def pool(postgres_database: str) -> AsyncIterator[asyncpg.Pool]:
     await pool.close()
 
 
-class PostgresConcerns(Audit, Chats, Checkins, Usage, Users):
+class PostgresConcerns(Audit, Chats, Checkins, Sessions, Usage, Users):
     """The concerns the PostgreSQL store has so far."""
 
 
@@ -308,3 +310,44 @@ async def test_a_reminder_is_added_once_and_fires_once(both: Concerns) -> None:
     assert await both.close_reminder(pending[0]["id"], "done") is True
     assert await both.close_reminder(pending[0]["id"], "done") is False
     assert [r["about"] for r in await both.pending_reminders()] == ["the exam"]
+
+
+async def test_sessions_open_end_and_are_found(both: Concerns) -> None:
+    def new(chat: str, partner: str | None, **extra: str) -> dict[str, Any]:
+        return {
+            "partner_id": partner,
+            "chat_key": chat,
+            "user_key": "test:1",
+            "audience": "user:test:1",
+            "system_prompt": "You are Mira.",
+            **extra,
+        }
+
+    first = await both.create_session(**new("test:1", "mira"), session_id="s-aaaa1")
+    owner = await both.create_session(**new("test:1", None))
+    consult = await both.create_session(**new("test:1#consult", "kai"))
+    assert first.id == "s-aaaa1" and first.title == "" and first.reviewed_upto == 0
+    assert await both.session("s-aaaa1") == first
+    assert await both.open_session("test:1", "mira") == first
+    assert await both.open_session("test:1", None) == owner
+    await both.set_session_title(first.id, "tea")
+    await both.set_session_title(first.id, "coffee")
+    assert [s.id for s in await both.find_sessions("mira", "s-aa")] == ["s-aaaa1"]
+    assert await both.count_sessions("test:1", "mira") == 1
+    assert sorted(await both.end_chat_sessions("test:1", "new")) == sorted(
+        [first.id, owner.id, consult.id]
+    )
+    assert await both.open_session("test:1", "mira") is None
+    ended = await both.latest_session("test:1", "mira")
+    assert ended is not None and ended.title == "tea" and ended.ended_at is not None
+    assert [s.id for s in await both.partner_sessions("mira", "test:1")] == [first.id]
+    assert await both.partner_sessions("mira", "test:2") == []
+    assert [s.id for s in await both.sessions_of("kai")] == [consult.id]
+    assert set(await both.last_activity()) == {"mira", "kai"}
+    assert await both.message_counts([first.id]) == {}
+
+
+async def test_only_the_newest_transcript_references_stay(both: Concerns) -> None:
+    for referenced in ("s1", "s2", "s3", "s2"):
+        await both.add_transcript_ref("owner", referenced, keep=2)
+    assert sorted(await both.transcript_refs("owner")) == ["s2", "s3"]
