@@ -11,13 +11,13 @@ from typing import Any
 import asyncpg
 import pytest
 
-from bot.store import ChatRow, Store, StoreUnavailable
+from bot.store import ChatRow, NewMessage, Store, StoreUnavailable
 from bot.store.postgres.audit import Audit
 from bot.store.postgres.chats import Chats
 from bot.store.postgres.checkins import Checkins
 from bot.store.postgres.connection import create_pool
 from bot.store.postgres.migrations import migrate
-from bot.store.postgres.sessions import Sessions
+from bot.store.postgres.review import ReviewState
 from bot.store.postgres.usage import Usage
 from bot.store.postgres.users import Users
 from tests.postgres_server import PostgresServer
@@ -36,7 +36,7 @@ async def pool(postgres_database: str) -> AsyncIterator[asyncpg.Pool]:
     await pool.close()
 
 
-class PostgresConcerns(Audit, Chats, Checkins, Sessions, Usage, Users):
+class PostgresConcerns(Audit, Chats, Checkins, ReviewState, Usage, Users):
     """The concerns the PostgreSQL store has so far."""
 
 
@@ -351,3 +351,58 @@ async def test_only_the_newest_transcript_references_stay(both: Concerns) -> Non
     for referenced in ("s1", "s2", "s3", "s2"):
         await both.add_transcript_ref("owner", referenced, keep=2)
     assert sorted(await both.transcript_refs("owner")) == ["s2", "s3"]
+
+
+async def add_message(store: Concerns, session_id: str, role: str) -> int:
+    """A conversation message in a session (PostgreSQL has no messages concern yet: SQL)."""
+    if isinstance(store, PostgresConcerns):
+        row = await store._one(
+            "INSERT INTO messages (chat_key, session_id, partner_id, role, text, audience,"
+            " status, created_at) VALUES ('test:1', $1, 'mira', $2, 'hi', 'user:test:1',"
+            " 'done', 1.0) RETURNING id",
+            session_id,
+            role,
+        )
+        assert row is not None
+        return int(row[0])
+    new = NewMessage("test:1", role, "hi", "user:test:1", session_id=session_id)
+    added = await store.add_message(new)
+    assert added is not None
+    return added
+
+
+async def test_reviews_are_debounced_counted_and_watermarked(both: Concerns) -> None:
+    session = await both.create_session(
+        partner_id="mira", chat_key="test:1", user_key="test:1", audience="user:test:1",
+        system_prompt="",
+    )  # fmt: skip
+    quiet = await both.create_session(
+        partner_id="mira", chat_key="test:2", user_key="test:2", audience="user:test:2",
+        system_prompt="",
+    )  # fmt: skip
+    await add_message(both, session.id, "tool")
+    assert await both.sessions_to_review() == []
+    last = await add_message(both, session.id, "user")
+    assert [s.id for s in await both.sessions_to_review(partner_id="mira")] == [session.id]
+    assert await both.sessions_to_review(partner_id="kai") == []
+    assert await both.sessions_to_review(idle_before=0.0) == []
+    await both.mark_review_due(session.id, 200.0)
+    await both.mark_review_due(session.id, 300.0)
+    await both.mark_review_due(quiet.id, 100.0)
+    assert [s.id for s in await both.due_reviews(250.0)] == [quiet.id, session.id]
+    assert await both.review_failed(session.id, "timeout", retry_at=400.0) == 1
+    assert await both.review_failed(session.id, "x" * 600, retry_at=500.0) == 2
+    failed = await both.session(session.id)
+    assert failed is not None and failed.review_due_at == 500.0
+    assert failed.review_error == "x" * 500 and failed.reviewed_upto == 0
+    await both.review_succeeded(session.id, last)
+    await both.review_succeeded(session.id, last - 1)
+    reviewed = await both.session(session.id)
+    assert reviewed is not None
+    assert (reviewed.reviewed_upto, reviewed.review_attempts, reviewed.review_due_at) == (
+        last,
+        0,
+        None,
+    )
+    assert await both.sessions_to_review() == []
+    assert set(await both.last_reviews()) == {"mira"}

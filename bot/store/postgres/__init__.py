@@ -4,8 +4,9 @@ a database or a pool, the URL's password kept out of every message), ``migration
 list of steps in :mod:`bot.store.schema`, applied in PostgreSQL's words, one worker at a
 time), ``base`` (the pool, round trips, outages as the store's errors) and one module per
 concern, so far ``audit`` (the audit log and settings), ``chats`` (chats and bindings),
-``checkins`` (check-ins and reminders), ``sessions``, ``usage`` (usage counters and resting
-notices) and ``users`` (users, pairing requests, owner claims).
+``checkins`` (check-ins and reminders), ``sessions`` and ``review`` (review state),
+``usage`` (usage counters and resting notices) and ``users`` (users, pairing requests, owner
+claims).
 
 Not yet here: the other concerns of the :class:`bot.store.Store` interface, so ``[storage]``
 cannot select PostgreSQL yet; SQLite is the only backend a gateway runs on."""
