@@ -43,10 +43,11 @@ setup: $(STAMP_RUN)
 run: $(STAMP_RUN)
 	$(BIN)/companion run
 
-# The store's tests start a throwaway PostgreSQL server of the machine's own (tests/postgres_server.py).
-# As root on a Debian-like machine (CI: a fresh one with only Python) the distribution's package
-# is installed when its server programs are missing; elsewhere this says what to install, and
-# the PostgreSQL tests fail naming it too (they are never skipped).
+# The store's tests start a throwaway server of the machine's own PostgreSQL
+# (tests/postgres_server.py). As root on a Debian-like machine (CI: a fresh one with only
+# Python) the distribution's package is installed when its server programs are missing;
+# elsewhere this says what to install, and the PostgreSQL tests fail naming it too (they are
+# never skipped).
 PG_FOUND = ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1
 
 postgresql:
