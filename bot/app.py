@@ -40,6 +40,10 @@ from bot.store import Store
 from bot.tools import default_registry
 from bot.turns import TurnRunner
 from bot.voice_replies import VoiceReplies
+from bot.web.actions import OwnerActions
+from bot.web.auth import WebAuth
+from bot.web.pages import WebParts
+from bot.web.server import WebServer
 from partners.catalog import PartnerCatalog, apply_search_languages
 from partners.checkins import Checkins
 from partners.consolidate import Consolidator
@@ -120,6 +124,7 @@ class App:
     channels: dict[str, Channel] = field(default_factory=dict)
     status_task: asyncio.Task[None] | None = None
     approvals_task: asyncio.Task[None] | None = None
+    web: WebServer | None = None
 
     @property
     def owner_file(self) -> MemoryFile:
@@ -144,6 +149,8 @@ class App:
         await self.scheduler.plan_reminders()
         for channel in self.channels.values():
             await channel.start(self.gateway)
+        if self.web is not None:
+            await self.web.start()
         self.status_task = asyncio.create_task(self._report_status(), name="status file")
         self.approvals_task = asyncio.create_task(
             self._announce_approvals(), name="pairing approvals"
@@ -177,6 +184,8 @@ class App:
         stored and wait, pending, for the next start."""
         if not self.lock.held:
             return
+        if self.web is not None:
+            await self.web.stop()
         if self.approvals_task is not None:
             self.approvals_task.cancel()
             await asyncio.gather(self.approvals_task, return_exceptions=True)
@@ -350,6 +359,8 @@ async def build_app(
         settings=settings,
         budget=budget,
     )
+    web = web_server(config, store, catalog, access, gateway)
+    gateway.admin.web = web
     return App(
         config,
         store,
@@ -369,4 +380,15 @@ async def build_app(
         scheduler,
         lock,
         channels,
+        web=web,
     )
+
+
+def web_server(
+    config: Config, store: Store, catalog: PartnerCatalog, access: Access, gateway: Gateway
+) -> WebServer | None:
+    """The owner's web page, when ``[web] enabled``."""
+    if not config.web.enabled:
+        return None
+    actions = OwnerActions(config, store, catalog, access, gateway)
+    return WebServer(config, WebParts(config, store, catalog, actions), WebAuth(store, config.web))

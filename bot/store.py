@@ -441,6 +441,22 @@ SCHEMA: list[str | Migration] = [
     ALTER TABLE users ADD COLUMN voice_mode TEXT;
     ALTER TABLE usage ADD COLUMN units REAL NOT NULL DEFAULT 0;
     """,
+    # 13: the owner's web page: one-time login links and browser sessions, both kept only as
+    # hashes of their secrets (a copy of the database logs nobody in)
+    """
+    CREATE TABLE web_logins (
+        token_hash TEXT PRIMARY KEY,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        used_at REAL
+    );
+    CREATE TABLE web_sessions (
+        session_hash TEXT PRIMARY KEY,
+        csrf_token TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL
+    );
+    """,
 ]
 THREAD_ROLES = ("user", "assistant", "context")
 """Roles that make up a conversation thread: each one is its neighbours' context. (The
@@ -2128,3 +2144,88 @@ class Store:
             await self._db.backup(dest)
         finally:
             await dest.close()
+
+    # ---- the owner's web page: login links, sessions, and what its pages list ------------
+
+    async def add_web_login(self, token_hash: str, ttl_seconds: float) -> None:
+        now = time.time()
+        await self._write(
+            "INSERT INTO web_logins (token_hash, created_at, expires_at) VALUES (?, ?, ?)",
+            (token_hash, now, now + ttl_seconds),
+        )
+
+    async def redeem_web_login(
+        self, token_hash: str, session_hash: str, csrf_token: str, ttl_seconds: float
+    ) -> bool:
+        """Use up a live login link and open a session with it, in one transaction: False
+        when the link is unknown, expired or used already."""
+        now = time.time()
+        async with self._transaction():
+            cursor = await self._db.execute(
+                "UPDATE web_logins SET used_at = ? WHERE token_hash = ? AND used_at IS NULL"
+                " AND expires_at > ?",
+                (now, token_hash, now),
+            )
+            if cursor.rowcount != 1:
+                return False
+            await self._db.execute(
+                "INSERT INTO web_sessions (session_hash, csrf_token, created_at, expires_at)"
+                " VALUES (?, ?, ?, ?)",
+                (session_hash, csrf_token, now, now + ttl_seconds),
+            )
+            await self._db.execute("DELETE FROM web_logins WHERE expires_at < ?", (now,))
+            await self._db.execute("DELETE FROM web_sessions WHERE expires_at < ?", (now,))
+        return True
+
+    async def web_session(self, session_hash: str) -> dict[str, Any] | None:
+        """A live session (with its CSRF token), or None."""
+        row = await self._one(
+            "SELECT * FROM web_sessions WHERE session_hash = ? AND expires_at > ?",
+            (session_hash, time.time()),
+        )
+        return dict(row) if row else None
+
+    async def end_web_sessions(self, session_hash: str | None = None) -> int:
+        """End one session, or (None) every session and every unused link."""
+        if session_hash is not None:
+            cursor = await self._write(
+                "DELETE FROM web_sessions WHERE session_hash = ?", (session_hash,)
+            )
+            return cursor.rowcount
+        async with self._transaction():
+            cursor = await self._db.execute("DELETE FROM web_sessions")
+            await self._db.execute("DELETE FROM web_logins WHERE used_at IS NULL")
+        return cursor.rowcount
+
+    async def web_users(self) -> list[dict[str, Any]]:
+        """Every user the gateway has seen, newest first, with their check-in settings."""
+        rows = await self._all("SELECT * FROM users ORDER BY updated_at DESC")
+        users = [dict(row) for row in rows]
+        checkins = await self._all("SELECT * FROM checkins ORDER BY partner_id")
+        by_user: dict[str, list[dict[str, Any]]] = {}
+        for row in checkins:
+            by_user.setdefault(row["user_key"], []).append(dict(row))
+        for user in users:
+            user["checkins"] = by_user.get(user["user_key"], [])
+        return users
+
+    async def audit_page(
+        self, search: str = "", before_id: int | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        """Audit rows newest first, ``limit`` at a time below ``before_id``; ``search``
+        keeps rows whose actor or action contains it."""
+        sql = "SELECT id, time, actor, action, detail FROM audit WHERE 1 = 1"
+        params: list[Any] = []
+        if search:
+            sql += " AND (instr(lower(actor), ?) > 0 OR instr(lower(action), ?) > 0)"
+            params += [search.lower(), search.lower()]
+        if before_id is not None:
+            sql += " AND id < ?"
+            params.append(before_id)
+        rows = [
+            dict(row)
+            for row in await self._all(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))
+        ]
+        for row in rows:
+            row["detail"] = json.loads(row["detail"])
+        return rows

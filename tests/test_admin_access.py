@@ -44,6 +44,7 @@ PLAUSIBLE_ARGS = {
     "reload": "",
     "export": "example",
     "backup": "",
+    "web": "",
 }
 NEEDS_ARGUMENTS = [
     "partner new",

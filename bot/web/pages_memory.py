@@ -1,0 +1,167 @@
+"""Memory: the owner's shared memory, each partner's own memory and its per-user files, with
+entry ids and dates, search, edit, forget and the changelog with undo.
+
+Forgetting, remembering and undoing run ``/admin forget|remember|undo``; an edit goes through
+the memory store's ``edit`` (the one partner_memorize uses, changelog first); search is the
+``partner_search`` tool itself, over all of the partner's history as the owner may read it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from aiohttp import web
+
+from bot.web.actions import WEB_ACTOR
+from bot.web.pages import WebParts, form
+from partners.memory import MemoryFile, MemoryInputError
+from partners.persona import Partner
+from partners.tools import ToolContext, ToolError, partner_search
+
+USER_FILE = re.compile(r"^[a-z0-9][a-z0-9-]{0,120}$")
+CHANGES_SHOWN = 20
+SEARCH_LIMIT = 50
+
+
+def routes(parts: WebParts) -> list[web.RouteDef]:
+    async def owner(request: web.Request) -> web.Response:
+        file = parts.actions.admin.owner_file
+        return await memory_page(parts, request, file, None, "Your memory (every partner reads it)")
+
+    async def partner_own(request: web.Request) -> web.Response:
+        partner = parts.partner(request.match_info["id"])
+        file = MemoryFile(partner.dir, "MEMORY.md")
+        return await memory_page(parts, request, file, partner, f"{partner.name}'s own memory")
+
+    async def user_file(request: web.Request) -> web.Response:
+        partner = parts.partner(request.match_info["id"])
+        stem = request.match_info["user"]
+        if not USER_FILE.match(stem) or stem not in await _user_files(partner):
+            raise web.HTTPNotFound(text=f"{partner.name} keeps no file about {stem!r}.")
+        file = MemoryFile(partner.dir, f"users/{stem}.md")
+        title = f"What {partner.name} keeps about {stem}"
+        return await memory_page(parts, request, file, partner, title)
+
+    async def remember(request: web.Request) -> web.Response:
+        data = await form(request)
+        answer = await parts.actions.run("remember", data.get("text", ""))
+        raise parts.done(request, answer, "/memory")
+
+    async def forget(request: web.Request) -> web.Response:
+        data = await form(request)
+        entry, back = data.get("entry", ""), data.get("back", "/memory")
+        if data.get("partner"):
+            answer = await parts.actions.run("forget", data["partner"], entry)
+        else:
+            answer = await parts.actions.run("forget", entry)
+        raise parts.done(request, answer, _local(back))
+
+    async def undo(request: web.Request) -> web.Response:
+        data = await form(request)
+        answer = await parts.actions.run("undo", data.get("change", ""))
+        raise parts.done(request, answer, _local(data.get("back", "/memory")))
+
+    async def edit(request: web.Request) -> web.Response:
+        data = await form(request)
+        back = _local(data.get("back", "/memory"))
+        file = await _file_of(parts, data.get("partner", ""), data.get("file", ""))
+        answer = await edit_entry(parts, file, data.get("entry", ""), data.get("text", ""))
+        raise parts.done(request, answer, back)
+
+    return [
+        web.get("/memory", owner),
+        web.post("/memory/remember", remember),
+        web.post("/memory/forget", forget),
+        web.post("/memory/undo", undo),
+        web.post("/memory/edit", edit),
+        web.get("/memory/{id}", partner_own),
+        web.get("/memory/{id}/users/{user}", user_file),
+    ]
+
+
+def _local(path: str) -> str:
+    """Where to go back to: a path on this site only (never ``//elsewhere``)."""
+    return path if path.startswith("/") and not path.startswith("//") else "/memory"
+
+
+async def _user_files(partner: Partner) -> list[str]:
+    def listing() -> list[str]:
+        directory = partner.dir / "users"
+        return sorted(p.stem for p in directory.glob("*.md")) if directory.is_dir() else []
+
+    return await asyncio.to_thread(listing)
+
+
+async def _file_of(parts: WebParts, partner_id: str, name: str) -> MemoryFile:
+    """The memory file an edit form names: the owner's, a partner's MEMORY.md, or one of its
+    per-user files — nothing else."""
+    if not partner_id:
+        return parts.actions.admin.owner_file
+    partner = parts.partner(partner_id)
+    if name == "MEMORY.md":
+        return MemoryFile(partner.dir, name)
+    stem = name.removeprefix("users/").removesuffix(".md")
+    if name.startswith("users/") and USER_FILE.match(stem) and stem in await _user_files(partner):
+        return MemoryFile(partner.dir, f"users/{stem}.md")
+    raise web.HTTPNotFound(text=f"{name!r} is not a memory file of {partner.name}.")
+
+
+async def edit_entry(parts: WebParts, file: MemoryFile, entry_id: str, text: str) -> str:
+    memory = parts.actions.admin.memory
+    try:
+        result = await memory.edit(file, entry_id, text, reason="edited by the owner", source="web")
+    except MemoryInputError as exc:
+        await parts.store.audit(
+            WEB_ACTOR, "web memory edit", entry=entry_id, outcome=f"refused: {exc}"
+        )
+        return f"Not changed: {exc}"
+    await parts.store.audit(
+        WEB_ACTOR, "web memory edit", file=file.name, entry=entry_id, change=result.change_id
+    )
+    if result.duplicate:
+        return f"Another entry ({result.entry_id}) says that already; nothing changed."
+    return f"Changed {entry_id} (change {result.change_id}; undo it below)."
+
+
+async def memory_page(
+    parts: WebParts, request: web.Request, file: MemoryFile, partner: Partner | None, title: str
+) -> web.Response:
+    memory = parts.actions.admin.memory
+    entries = await memory.entries(file)
+    changes = [c for c in await memory.changes(file.root) if c.file == file.name]
+    query = request.query.get("q", "").strip()
+    results = await search(parts, partner, query) if partner and query else []
+    return parts.render(
+        request,
+        "memory.html",
+        title=title,
+        file=file,
+        partner=partner,
+        partners=parts.catalog.all(),
+        entries=entries,
+        changes=list(reversed(changes))[:CHANGES_SHOWN],
+        users=await _user_files(partner) if partner else [],
+        query=query,
+        results=results,
+    )
+
+
+async def search(parts: WebParts, partner: Partner, query: str) -> list[str]:
+    """The partner's history as ``partner_search`` finds it, over everything the owner may
+    read (every audience)."""
+    admin = parts.actions.admin
+    ctx = ToolContext(
+        store=parts.store,
+        memory=admin.memory,
+        owner_file=admin.owner_file,
+        session_id="",
+        actor=WEB_ACTOR,
+        partner=partner,
+        audiences=None,
+    )
+    try:
+        answer = await partner_search(ctx, {"query": query, "limit": SEARCH_LIMIT})
+    except ToolError as exc:
+        return [str(exc)]
+    return answer.splitlines()
