@@ -54,8 +54,11 @@ def routes(parts: WebParts) -> list[web.RouteDef]:
         data = await form(request)
         answers = []
         for key, shown in setting_values(partner).items():
-            wanted = data.get(key, shown).strip()
-            if wanted != shown:
+            # compared with what the form showed, not with the file now: a form opened
+            # before another change must not set that change back
+            opened_with = data.get(f"was:{key}", shown).strip()
+            wanted = data.get(key, opened_with).strip()
+            if wanted != opened_with:
                 value = wanted or "default"
                 answers.append(await parts.actions.run("partner", "set", partner.id, key, value))
         note = "\n".join(answers) or "Nothing changed."
