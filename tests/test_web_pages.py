@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import gzip
 import re
+import time
 from pathlib import Path
 
 import aiohttp
 
 from bot.access import APPROVED_WELCOME
 from partners.memory import fingerprint
-from tests.admin_support import admin, partner_dir
+from tests.admin_support import admin, partner_dir, say
 from tests.conftest import Harness, HarnessFactory, dm
 from tests.test_web_auth import logged_in, seen_user
 from tests.web_support import csrf_of, web_harness
@@ -124,8 +125,6 @@ async def test_a_partners_memory_is_searched_like_partner_search(
     harness_factory: HarnessFactory,
 ) -> None:
     harness = await web_harness(harness_factory)
-    from tests.admin_support import say
-
     await say(harness, 21, "my cat is called Biscuit", "What a lovely name!")
     browser, base, _ = await logged_in(harness)
     async with browser:
@@ -156,7 +155,7 @@ async def test_a_pairing_request_is_approved_from_the_page(harness_factory: Harn
 
 async def test_usage_is_charted_per_partner_and_kind(harness_factory: HarnessFactory) -> None:
     harness = await web_harness(harness_factory)
-    day = harness.config.usage_day(__import__("time").time())
+    day = harness.config.usage_day(time.time())
     await harness.app.store.add_usage(day, "example", "chat", "m", 1000, 234)
     await harness.app.store.add_usage(day, "example", "review", "m", 500, 0)
     browser, base, _ = await logged_in(harness)

@@ -53,7 +53,7 @@ def stacked_bars(
                 continue
             h = value / top * plot_h
             y -= h
-            tip = f"{day} · {name}: {fmt.format(value)} {unit}"
+            tip = f"{day} · {name}: {fmt.format(value)} {unit}".rstrip()
             parts.append(
                 f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar_w:.1f}" height="{h:.1f}" '
                 f'fill="{color_of(index)}"><title>{escape(tip)}</title></rect>'

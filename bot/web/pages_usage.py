@@ -34,7 +34,7 @@ def routes(parts: WebParts) -> list[web.RouteDef]:
             calendar=calendar,
             partner_chart=stacked_bars(calendar, by_partner, "tokens"),
             kind_chart=stacked_bars(calendar, by_kind, "tokens"),
-            cost_chart=stacked_bars(calendar, {"cost": cost}, "cost", "{:,.4f}")
+            cost_chart=stacked_bars(calendar, {"estimated cost": cost}, "", "{:,.4f}")
             if any(cost)
             else None,
             legend_partner=[(name, color_of(i)) for i, name in enumerate(by_partner)],
