@@ -223,3 +223,19 @@ async def test_a_stranger_user_page_shows_their_checkins(harness_factory: Harnes
         people = await page(browser, base + "/people")
     assert "example: on" in people
     assert csrf_of(people) == csrf
+
+
+async def test_a_long_memory_is_paged_and_filtered(harness_factory: HarnessFactory) -> None:
+    harness = await web_harness(harness_factory)
+    lines = [f"- fact {n:03d} <!-- m_1a2b3c{n:03d}0000 -->" for n in range(250)]
+    (partner_dir(harness) / "MEMORY.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    browser, base, _ = await logged_in(harness)
+    async with browser:
+        first = await page(browser, base + "/memory/example")
+        last = await page(browser, base + "/memory/example?page=3")
+        found = await page(browser, base + "/memory/example?find=FACT%20123")
+    assert "250 entries" in first and "page 1 of 3" in first
+    assert 'value="fact 000"' in first and 'value="fact 099"' in first
+    assert 'value="fact 100"' not in first
+    assert 'value="fact 249"' in last and 'value="fact 199"' not in last
+    assert re.findall(r'value="(fact \d+)"', found) == ["fact 123"]

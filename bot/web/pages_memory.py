@@ -22,6 +22,8 @@ from partners.tools import ToolContext, ToolError, partner_search
 USER_FILE = re.compile(r"^[a-z0-9][a-z0-9-]{0,120}$")
 CHANGES_SHOWN = 20
 SEARCH_LIMIT = 50
+ENTRIES_PER_PAGE = 100
+"""A file of thousands of entries is shown a page at a time (and can be filtered)."""
 
 
 def routes(parts: WebParts) -> list[web.RouteDef]:
@@ -128,7 +130,14 @@ async def memory_page(
     parts: WebParts, request: web.Request, file: MemoryFile, partner: Partner | None, title: str
 ) -> web.Response:
     memory = parts.actions.admin.memory
-    entries = await memory.entries(file)
+    find = request.query.get("find", "").strip()
+    entries = [
+        e for e in await memory.entries(file) if not find or find.casefold() in e.text.casefold()
+    ]
+    pages = max(1, -(-len(entries) // ENTRIES_PER_PAGE))
+    raw = request.query.get("page", "")
+    number = min(int(raw), pages) if raw.isdigit() and int(raw) > 0 else 1
+    shown = entries[(number - 1) * ENTRIES_PER_PAGE : number * ENTRIES_PER_PAGE]
     changes = [c for c in await memory.changes(file.root) if c.file == file.name]
     query = request.query.get("q", "").strip()
     results = await search(parts, partner, query) if partner and query else []
@@ -139,7 +148,11 @@ async def memory_page(
         file=file,
         partner=partner,
         partners=parts.catalog.all(),
-        entries=entries,
+        entries=shown,
+        total=len(entries),
+        find=find,
+        page=number,
+        pages=pages,
         changes=list(reversed(changes))[:CHANGES_SHOWN],
         users=await _user_files(partner) if partner else [],
         query=query,
