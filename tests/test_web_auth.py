@@ -208,3 +208,9 @@ async def test_what_users_wrote_is_shown_as_text(harness_factory: HarnessFactory
     assert "<script>" not in page
     assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;evil" in page
     assert "\u202e" not in page
+
+
+async def test_with_the_page_off_the_command_says_how_to_turn_it_on(harness: Harness) -> None:
+    answer = await admin(harness, "/admin web")
+    assert "The web page is off" in answer and "[web]" in answer
+    assert harness.app.web is None

@@ -17,6 +17,7 @@ from bot.web import (
     pages_people,
     pages_usage,
 )
+from bot.web.actions import WEB_ACTOR
 from bot.web.auth import COOKIE_NAME, WebAuth
 from bot.web.pages import WebParts
 from bot.web.security import require_owner, security_headers, session_of
@@ -101,7 +102,7 @@ class WebServer:
         opened = await self.auth.redeem(request.match_info["token"])
         if opened is None:
             raise web.HTTPForbidden(text=EXPIRED_PAGE, content_type="text/html")
-        await self.parts.store.audit("web:owner", "web login")
+        await self.parts.store.audit(WEB_ACTOR, "web login")
         response = web.Response(status=303, headers={"Location": "/"})
         response.set_cookie(
             COOKIE_NAME,
