@@ -115,8 +115,11 @@ async def test_memory_entries_are_remembered_edited_undone_and_forgotten(
         assert "Tea, no milk" in owner_file.read_text(encoding="utf-8")
         forget = {"csrf": csrf, "entry": entry, "partner": "", "back": "/memory"}
         gone = await post(browser, base + "/memory/forget", forget)
+        after = await page(browser, base + "/memory")
     assert "Forgotten" in gone
     assert "Tea" not in owner_file.read_text(encoding="utf-8")
+    # forgotten text is gone from the page too: entries and the changes list
+    assert "Tea" not in after.split("</nav>", 2)[-1]
     actions = [row["action"] for row in await harness.app.store.audit_rows()]
     assert {"admin remember", "web memory edit", "admin undo", "admin forget"} <= set(actions)
 

@@ -27,59 +27,64 @@ ENTRIES_PER_PAGE = 100
 
 
 def routes(parts: WebParts) -> list[web.RouteDef]:
-    async def owner(request: web.Request) -> web.Response:
-        file = parts.actions.admin.owner_file
-        return await memory_page(parts, request, file, None, "Your memory (every partner reads it)")
+    pages = MemoryPages(parts)
+    return [
+        web.get("/memory", pages.owner),
+        web.post("/memory/remember", pages.remember),
+        web.post("/memory/forget", pages.forget),
+        web.post("/memory/undo", pages.undo),
+        web.post("/memory/edit", pages.edit),
+        web.get("/memory/{id}", pages.partner_own),
+        web.get("/memory/{id}/users/{user}", pages.user_file),
+    ]
 
-    async def partner_own(request: web.Request) -> web.Response:
-        partner = parts.partner(request.match_info["id"])
+
+class MemoryPages:
+    def __init__(self, parts: WebParts) -> None:
+        self.parts = parts
+
+    async def owner(self, request: web.Request) -> web.Response:
+        file = self.parts.actions.admin.owner_file
+        title = "Your memory (every partner reads it)"
+        return await memory_page(self.parts, request, file, None, title)
+
+    async def partner_own(self, request: web.Request) -> web.Response:
+        partner = self.parts.partner(request.match_info["id"])
         file = MemoryFile(partner.dir, "MEMORY.md")
-        return await memory_page(parts, request, file, partner, f"{partner.name}'s own memory")
+        title = f"{partner.name}'s own memory"
+        return await memory_page(self.parts, request, file, partner, title)
 
-    async def user_file(request: web.Request) -> web.Response:
-        partner = parts.partner(request.match_info["id"])
+    async def user_file(self, request: web.Request) -> web.Response:
+        partner = self.parts.partner(request.match_info["id"])
         stem = request.match_info["user"]
         if not USER_FILE.match(stem) or stem not in await _user_files(partner):
             raise web.HTTPNotFound(text=f"{partner.name} keeps no file about {stem!r}.")
         file = MemoryFile(partner.dir, f"users/{stem}.md")
         title = f"What {partner.name} keeps about {stem}"
-        return await memory_page(parts, request, file, partner, title)
+        return await memory_page(self.parts, request, file, partner, title)
 
-    async def remember(request: web.Request) -> web.Response:
+    async def remember(self, request: web.Request) -> web.Response:
         data = await form(request)
-        answer = await parts.actions.run("remember", data.get("text", ""))
-        raise parts.done(request, answer, "/memory")
+        answer = await self.parts.actions.run("remember", data.get("text", ""))
+        raise self.parts.done(request, answer, "/memory")
 
-    async def forget(request: web.Request) -> web.Response:
+    async def forget(self, request: web.Request) -> web.Response:
+        """``/admin forget [partner] <entry>``: gone for good, no undo."""
         data = await form(request)
-        entry, back = data.get("entry", ""), data.get("back", "/memory")
-        if data.get("partner"):
-            answer = await parts.actions.run("forget", data["partner"], entry)
-        else:
-            answer = await parts.actions.run("forget", entry)
-        raise parts.done(request, answer, _local(back))
+        whose = [data["partner"]] if data.get("partner") else []
+        answer = await self.parts.actions.run("forget", *whose, data.get("entry", ""))
+        raise self.parts.done(request, answer, _local(data.get("back", "/memory")))
 
-    async def undo(request: web.Request) -> web.Response:
+    async def undo(self, request: web.Request) -> web.Response:
         data = await form(request)
-        answer = await parts.actions.run("undo", data.get("change", ""))
-        raise parts.done(request, answer, _local(data.get("back", "/memory")))
+        answer = await self.parts.actions.run("undo", data.get("change", ""))
+        raise self.parts.done(request, answer, _local(data.get("back", "/memory")))
 
-    async def edit(request: web.Request) -> web.Response:
+    async def edit(self, request: web.Request) -> web.Response:
         data = await form(request)
-        back = _local(data.get("back", "/memory"))
-        file = await _file_of(parts, data.get("partner", ""), data.get("file", ""))
-        answer = await edit_entry(parts, file, data.get("entry", ""), data.get("text", ""))
-        raise parts.done(request, answer, back)
-
-    return [
-        web.get("/memory", owner),
-        web.post("/memory/remember", remember),
-        web.post("/memory/forget", forget),
-        web.post("/memory/undo", undo),
-        web.post("/memory/edit", edit),
-        web.get("/memory/{id}", partner_own),
-        web.get("/memory/{id}/users/{user}", user_file),
-    ]
+        file = await _file_of(self.parts, data.get("partner", ""), data.get("file", ""))
+        answer = await edit_entry(self.parts, file, data.get("entry", ""), data.get("text", ""))
+        raise self.parts.done(request, answer, _local(data.get("back", "/memory")))
 
 
 def _local(path: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+from typing import Any
 
 from aiohttp import web
 
@@ -21,89 +22,22 @@ from partners.persona import PROMPT_FILES, Partner
 from partners.preset import SETTABLE
 
 MAX_EDIT_CHARS = 512 * 1024
+NEW_SESSIONS_NOTE = "It takes effect in new conversations; running ones keep their prompt."
 
 
 def routes(parts: WebParts) -> list[web.RouteDef]:
-    async def partner_list(request: web.Request) -> web.Response:
-        return await list_page(parts, request)
-
-    async def create(request: web.Request) -> web.Response:
-        data = await form(request)
-        answer = await parts.actions.run("partner", "new", data.get("id", ""), data.get("name", ""))
-        raise parts.done(request, answer, "/partners")
-
-    async def clone(request: web.Request) -> web.Response:
-        source = parts.partner(request.match_info["id"]).id
-        data = await form(request)
-        answer = await parts.actions.run("partner", "clone", source, data.get("new_id", ""))
-        raise parts.done(request, answer, "/partners")
-
-    async def delete(request: web.Request) -> web.Response:
-        partner = parts.partner(request.match_info["id"])
-        data = await form(request)
-        if data.get("sure") != "yes":
-            raise parts.done(request, "Tick the box to confirm the deletion.", _url(partner))
-        answer = await parts.actions.run("partner", "delete", partner.id, "confirm")
-        raise parts.done(request, answer, "/partners")
-
-    async def show(request: web.Request) -> web.Response:
-        return await partner_page(parts, request, parts.partner(request.match_info["id"]))
-
-    async def settings(request: web.Request) -> web.Response:
-        partner = parts.partner(request.match_info["id"])
-        data = await form(request)
-        answers = []
-        for key, shown in setting_values(partner).items():
-            # compared with what the form showed, not with the file now: a form opened
-            # before another change must not set that change back
-            opened_with = data.get(f"was:{key}", shown).strip()
-            wanted = data.get(key, opened_with).strip()
-            if wanted != opened_with:
-                value = wanted or "default"
-                answers.append(await parts.actions.run("partner", "set", partner.id, key, value))
-        note = "\n".join(answers) or "Nothing changed."
-        raise parts.done(request, note, _url(partner))
-
-    async def edit(request: web.Request) -> web.Response:
-        partner = parts.partner(request.match_info["id"])
-        name = file_name(request.match_info["name"])
-        current = await asyncio.to_thread(_read_bytes, MemoryFile(partner.dir, name))
-        text = current.decode("utf-8", "replace")
-        return parts.render(
-            request,
-            "edit.html",
-            partner=partner,
-            name=name,
-            text=text,
-            version=fingerprint(current),
-            diff=None,
-            conflict=None,
-        )
-
-    async def save(request: web.Request) -> web.Response:
-        partner = parts.partner(request.match_info["id"])
-        name = file_name(request.match_info["name"])
-        return await save_file(parts, request, partner, name)
-
-    async def export(request: web.Request) -> web.StreamResponse:
-        partner = parts.partner(request.match_info["id"])
-        return await export_download(parts, partner)
-
+    pages = PartnerPages(parts)
     return [
-        web.get("/partners", partner_list),
-        web.post("/partners", create),
-        web.get("/partners/{id}", show),
-        web.post("/partners/{id}/settings", settings),
-        web.post("/partners/{id}/clone", clone),
-        web.post("/partners/{id}/delete", delete),
-        web.get("/partners/{id}/files/{name}", edit),
-        web.post("/partners/{id}/files/{name}", save),
-        web.get("/partners/{id}/export", export),
+        web.get("/partners", pages.list),
+        web.post("/partners", pages.create),
+        web.get("/partners/{id}", pages.show),
+        web.post("/partners/{id}/settings", pages.settings),
+        web.post("/partners/{id}/clone", pages.clone),
+        web.post("/partners/{id}/delete", pages.delete),
+        web.get("/partners/{id}/files/{name}", pages.edit),
+        web.post("/partners/{id}/files/{name}", pages.save),
+        web.get("/partners/{id}/export", pages.export),
     ]
-
-
-def _url(partner: Partner) -> str:
-    return f"/partners/{partner.id}"
 
 
 def file_name(raw: str) -> str:
@@ -112,27 +46,6 @@ def file_name(raw: str) -> str:
     if raw not in PROMPT_FILES:
         raise web.HTTPNotFound(text=f"{raw!r} is not a persona file; they are {PROMPT_FILES}.")
     return raw
-
-
-def _read_bytes(file: MemoryFile) -> bytes:
-    try:
-        return file.path.read_bytes()
-    except FileNotFoundError:
-        return b""
-
-
-async def list_page(parts: WebParts, request: web.Request) -> web.Response:
-    active = await parts.store.last_activity()
-    bindings = await parts.store.bindings()
-    rows = [
-        {
-            "partner": p,
-            "bound": sum(1 for b in bindings if b["partner_id"] == p.id),
-            "last": active.get(p.id),
-        }
-        for p in parts.catalog.all()
-    ]
-    return parts.render(request, "partners.html", rows=rows, errors=parts.catalog.errors)
 
 
 def setting_values(partner: Partner) -> dict[str, str]:
@@ -147,9 +60,7 @@ def setting_values(partner: Partner) -> dict[str, str]:
             value = preset.language
         else:
             value = getattr(preset, key)
-        values[key] = (
-            "" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
-        )
+        values[key] = _shown(value)
     return values
 
 
@@ -159,19 +70,11 @@ def _shown(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-async def partner_page(parts: WebParts, request: web.Request, partner: Partner) -> web.Response:
-    sizes = {}
-    for name in PROMPT_FILES:
-        data = await asyncio.to_thread(_read_bytes, MemoryFile(partner.dir, name))
-        sizes[name] = len(data.decode("utf-8", "replace"))
-    return parts.render(
-        request,
-        "partner.html",
-        partner=partner,
-        settings=setting_values(partner),
-        help=SETTABLE,
-        sizes=sizes,
-    )
+def _read_bytes(file: MemoryFile) -> bytes:
+    try:
+        return file.path.read_bytes()
+    except FileNotFoundError:
+        return b""
 
 
 def _diff(old: str, new: str, old_label: str, new_label: str) -> str:
@@ -181,60 +84,161 @@ def _diff(old: str, new: str, old_label: str, new_label: str) -> str:
     return "\n".join(lines) or "(no difference)"
 
 
-async def save_file(
-    parts: WebParts, request: web.Request, partner: Partner, name: str
-) -> web.Response:
-    data = await form(request)
-    text = data.get("text", "").replace("\r\n", "\n")
-    version = data.get("version", "")
-    file = MemoryFile(partner.dir, name)
-    current = (await asyncio.to_thread(_read_bytes, file)).decode("utf-8", "replace")
-    values = {"partner": partner, "name": name, "text": text, "version": version}
-    if len(text) > MAX_EDIT_CHARS:
-        values["conflict"] = f"The text is {len(text)} characters; the limit is {MAX_EDIT_CHARS}."
-        return parts.render(request, "edit.html", diff=None, **values)
-    if data.get("step") != "save":
-        diff = _diff(current, text, f"{name} (saved)", f"{name} (yours)")
-        return parts.render(request, "edit.html", diff=diff, conflict=None, **values)
-    try:
-        result = await parts.actions.admin.memory.replace_file(
-            file, text, version, reason="edited by the owner", source="web"
+class PartnerPages:
+    def __init__(self, parts: WebParts) -> None:
+        self.parts = parts
+
+    def _partner(self, request: web.Request) -> Partner:
+        return self.parts.partner(request.match_info["id"])
+
+    async def list(self, request: web.Request) -> web.Response:
+        active = await self.parts.store.last_activity()
+        bindings = await self.parts.store.bindings()
+        rows = [
+            {
+                "partner": p,
+                "bound": sum(1 for b in bindings if b["partner_id"] == p.id),
+                "last": active.get(p.id),
+            }
+            for p in self.parts.catalog.all()
+        ]
+        errors = self.parts.catalog.errors
+        return self.parts.render(request, "partners.html", rows=rows, errors=errors)
+
+    async def create(self, request: web.Request) -> web.Response:
+        data = await form(request)
+        new_id, name = data.get("id", ""), data.get("name", "")
+        answer = await self.parts.actions.run("partner", "new", new_id, name)
+        raise self.parts.done(request, answer, "/partners")
+
+    async def clone(self, request: web.Request) -> web.Response:
+        source = self._partner(request).id
+        data = await form(request)
+        answer = await self.parts.actions.run("partner", "clone", source, data.get("new_id", ""))
+        raise self.parts.done(request, answer, "/partners")
+
+    async def delete(self, request: web.Request) -> web.Response:
+        partner = self._partner(request)
+        data = await form(request)
+        if data.get("sure") != "yes":
+            note = "Tick the box to confirm the deletion."
+            raise self.parts.done(request, note, f"/partners/{partner.id}")
+        answer = await self.parts.actions.run("partner", "delete", partner.id, "confirm")
+        raise self.parts.done(request, answer, "/partners")
+
+    async def show(self, request: web.Request) -> web.Response:
+        partner = self._partner(request)
+        sizes = {}
+        for name in PROMPT_FILES:
+            data = await asyncio.to_thread(_read_bytes, MemoryFile(partner.dir, name))
+            sizes[name] = len(data.decode("utf-8", "replace"))
+        return self.parts.render(
+            request,
+            "partner.html",
+            partner=partner,
+            settings=setting_values(partner),
+            help=SETTABLE,
+            sizes=sizes,
         )
-    except FileChanged as exc:
-        await parts.actions.audit(
+
+    async def settings(self, request: web.Request) -> web.Response:
+        partner = self._partner(request)
+        data = await form(request)
+        answers = []
+        for key, shown in setting_values(partner).items():
+            # compared with what the form showed, not with the file now: a form opened
+            # before another change must not set that change back
+            opened_with = data.get(f"was:{key}", shown).strip()
+            wanted = data.get(key, opened_with).strip()
+            if wanted != opened_with:
+                value = wanted or "default"
+                answer = await self.parts.actions.run("partner", "set", partner.id, key, value)
+                answers.append(answer)
+        note = "\n".join(answers) or "Nothing changed."
+        raise self.parts.done(request, note, f"/partners/{partner.id}")
+
+    async def edit(self, request: web.Request) -> web.Response:
+        partner = self._partner(request)
+        name = file_name(request.match_info["name"])
+        current = await asyncio.to_thread(_read_bytes, MemoryFile(partner.dir, name))
+        return self._editor(
+            request, partner, name, current.decode("utf-8", "replace"), fingerprint(current)
+        )
+
+    def _editor(
+        self,
+        request: web.Request,
+        partner: Partner,
+        name: str,
+        text: str,
+        version: str,
+        **more: Any,
+    ) -> web.Response:
+        values: dict[str, Any] = {"diff": None, "conflict": None, **more}
+        return self.parts.render(
+            request, "edit.html", partner=partner, name=name, text=text, version=version, **values
+        )
+
+    async def save(self, request: web.Request) -> web.Response:
+        """ "Show the diff" or "Save" (only onto the version the editor was opened with)."""
+        partner = self._partner(request)
+        name = file_name(request.match_info["name"])
+        data = await form(request)
+        text = data.get("text", "").replace("\r\n", "\n")
+        version = data.get("version", "")
+        if len(text) > MAX_EDIT_CHARS:
+            too_long = f"The text is {len(text)} characters; the limit is {MAX_EDIT_CHARS}."
+            return self._editor(request, partner, name, text, version, conflict=too_long)
+        file = MemoryFile(partner.dir, name)
+        if data.get("step") != "save":
+            saved = (await asyncio.to_thread(_read_bytes, file)).decode("utf-8", "replace")
+            diff = _diff(saved, text, f"{name} (saved)", f"{name} (yours)")
+            return self._editor(request, partner, name, text, version, diff=diff)
+        try:
+            result = await self.parts.actions.admin.memory.replace_file(
+                file, text, version, reason="edited by the owner", source="web"
+            )
+        except FileChanged as exc:
+            return await self._conflict(request, partner, name, text, exc)
+        await self.parts.actions.audit(
+            "web partner put", partner=partner.id, file=name, change=result.change_id, outcome="ok"
+        )
+        note = (
+            f"Saved {name} of {partner.name} (change {result.change_id}). {NEW_SESSIONS_NOTE}"
+            if result.change_id
+            else f"{name} of {partner.name} is unchanged: nothing to save."
+        )
+        raise self.parts.done(request, note, f"/partners/{partner.id}/files/{name}")
+
+    async def _conflict(
+        self, request: web.Request, partner: Partner, name: str, text: str, exc: FileChanged
+    ) -> web.Response:
+        """Nothing was written: the owner's text stays, beside the version saved meanwhile,
+        and the editor now carries that version's fingerprint."""
+        await self.parts.actions.audit(
             "web partner put", partner=partner.id, file=name, outcome=f"refused: {exc}"
         )
         now = exc.current.decode("utf-8", "replace")
-        values["version"] = fingerprint(exc.current)
-        return parts.render(
+        return self._editor(
             request,
-            "edit.html",
+            partner,
+            name,
+            text,
+            fingerprint(exc.current),
             diff=_diff(now, text, f"{name} (saved meanwhile)", f"{name} (yours)"),
             conflict=f"Not saved: {exc}. Your text is below, unchanged; the diff shows what "
             "differs from the version saved meanwhile. Bring the two together and save again.",
             current=now,
-            **values,
         )
-    await parts.actions.audit(
-        "web partner put", partner=partner.id, file=name, change=result.change_id, outcome="ok"
-    )
-    note = (
-        f"Saved {name} of {partner.name} (change {result.change_id}). It takes effect in new "
-        "conversations; running ones keep their prompt."
-        if result.change_id
-        else f"{name} of {partner.name} is unchanged: nothing to save."
-    )
-    raise parts.done(request, note, f"/partners/{partner.id}/files/{name}")
 
-
-async def export_download(parts: WebParts, partner: Partner) -> web.StreamResponse:
-    """What ``/admin export`` sends, as a download (or its answer, when too big to send)."""
-    reply = await parts.actions.reply("export", partner.id)
-    if reply.attachment is None:
-        return parts.text_page(reply.text)
-    filename, data = reply.attachment
-    return web.Response(
-        body=data,
-        content_type="application/gzip",
-        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
-    )
+    async def export(self, request: web.Request) -> web.StreamResponse:
+        """What ``/admin export`` sends, as a download (or its answer, when too big to send)."""
+        reply = await self.parts.actions.reply("export", self._partner(request).id)
+        if reply.attachment is None:
+            return self.parts.text_page(reply.text)
+        filename, data = reply.attachment
+        return web.Response(
+            body=data,
+            content_type="application/gzip",
+            headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+        )
