@@ -147,10 +147,10 @@ class App:
         # the owner's /admin settings override decides whether reviews run at all
         self.scheduler.start(reviews=self.reviewer.settings().auto_memory)
         await self.scheduler.plan_reminders()
+        if self.web is not None:  # before the channels: a port in use stops the start
+            await self.web.start()
         for channel in self.channels.values():
             await channel.start(self.gateway)
-        if self.web is not None:
-            await self.web.start()
         self.status_task = asyncio.create_task(self._report_status(), name="status file")
         self.approvals_task = asyncio.create_task(
             self._announce_approvals(), name="pairing approvals"
@@ -347,6 +347,7 @@ async def build_app(
         announce or log_announcement,
         stop_turn=runner.stop,
     )
+    web = web_server(config, store, catalog, access, gateway)
     gateway.admin = AdminServices(
         memory=memory,
         owner_file=owner_memory_file(config),
@@ -358,9 +359,8 @@ async def build_app(
         next_runs=scheduler.next_runs,
         settings=settings,
         budget=budget,
+        web=web,
     )
-    web = web_server(config, store, catalog, access, gateway)
-    gateway.admin.web = web
     return App(
         config,
         store,

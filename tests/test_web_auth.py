@@ -4,9 +4,13 @@ change, the security headers on every answer, and file names that cannot leave t
 
 from __future__ import annotations
 
+import socket
+
 import aiohttp
+import pytest
 
 from bot.commands import UNKNOWN
+from bot.config import ConfigError
 from bot.web.auth import COOKIE_NAME, secret_hash
 from bot.web.security import CONTENT_SECURITY_POLICY
 from tests.admin_support import admin, partner_dir
@@ -214,3 +218,12 @@ async def test_with_the_page_off_the_command_says_how_to_turn_it_on(harness: Har
     answer = await admin(harness, "/admin web")
     assert "The web page is off" in answer and "[web]" in answer
     assert harness.app.web is None
+
+
+async def test_a_port_in_use_stops_the_start_with_the_fix(harness_factory: HarnessFactory) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        with pytest.raises(ConfigError, match=rf"127\.0\.0\.1:{port}.*pick another port"):
+            await harness_factory(web={"enabled": True, "port": port})

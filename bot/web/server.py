@@ -8,7 +8,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from bot.config import Config
+from bot.config import Config, ConfigError
 from bot.web import (
     pages_audit,
     pages_journals,
@@ -75,8 +75,15 @@ class WebServer:
     async def start(self) -> None:
         self._runner = web.AppRunner(self.application(), access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.config.web.listen, self.config.web.port)
-        await site.start()
+        listen, port = self.config.web.listen, self.config.web.port
+        try:
+            await web.TCPSite(self._runner, listen, port).start()
+        except OSError as exc:
+            await self.stop()
+            raise ConfigError(
+                f"web: cannot listen on {listen}:{port} ({exc.strerror}); pick another port "
+                "under [web] in config.toml, or stop what holds this one"
+            ) from exc
         if self.config.web.port == 0 and self._runner.addresses:
             self.port = int(self._runner.addresses[0][1])
         logger.info("web page listening on %s:%d", self.config.web.listen, self.port)
