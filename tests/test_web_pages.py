@@ -12,6 +12,7 @@ import aiohttp
 
 from bot.access import APPROVED_WELCOME
 from partners.memory import fingerprint
+from partners.tools import user_memory_file
 from tests.admin_support import admin, partner_dir, say
 from tests.conftest import Harness, HarnessFactory, dm
 from tests.test_web_auth import logged_in, seen_user
@@ -161,9 +162,11 @@ async def test_usage_is_charted_per_partner_and_kind(harness_factory: HarnessFac
     day = harness.config.usage_day(time.time())
     await harness.app.store.add_usage(day, "example", "chat", "m", 1000, 234)
     await harness.app.store.add_usage(day, "example", "review", "m", 500, 0)
+    await harness.app.store.add_units(day, "example", "transcription", "whisper", 75)
     browser, base, _ = await logged_in(harness)
     async with browser:
         usage = await page(browser, base + "/usage?days=7")
+    assert "<td>transcription</td><td>75 s heard</td>" in usage
     assert f"<title>{day} · example: 1,734 tokens</title>" in usage
     assert f"<title>{day} · chat: 1,234 tokens</title>" in usage
     assert f"<title>{day} · review: 500 tokens</title>" in usage
@@ -242,3 +245,20 @@ async def test_a_long_memory_is_paged_and_filtered(harness_factory: HarnessFacto
     assert 'value="fact 100"' not in first
     assert 'value="fact 249"' in last and 'value="fact 199"' not in last
     assert re.findall(r'value="(fact \d+)"', found) == ["fact 123"]
+
+
+async def test_a_users_file_is_read_and_an_entry_forgotten(harness_factory: HarnessFactory) -> None:
+    harness = await web_harness(harness_factory)
+    partner = harness.app.catalog.require("example")
+    file = user_memory_file(partner, "test:21")
+    entry = await harness.app.memory.add(file, "Ana's sister is Rita", reason="t", source="t")
+    browser, base, csrf = await logged_in(harness)
+    async with browser:
+        listing = await page(browser, base + "/memory/example")
+        assert 'href="/memory/example/users/test-21"' in listing
+        shown = await page(browser, base + "/memory/example/users/test-21")
+        assert 'value="Ana&#39;s sister is Rita"' in shown
+        forget = {"csrf": csrf, "partner": "example", "entry": str(entry.entry_id)}
+        answer = await post(browser, base + "/memory/forget", forget)
+    assert "Forgotten" in answer
+    assert "Rita" not in file.path.read_text(encoding="utf-8")

@@ -9,7 +9,12 @@ from datetime import datetime, timedelta
 
 from aiohttp import web
 
-from bot.admin_status import DEFAULT_USAGE_DAYS, MAX_USAGE_DAYS, TOKENS_PER_PRICE_UNIT
+from bot.admin_status import (
+    DEFAULT_USAGE_DAYS,
+    MAX_USAGE_DAYS,
+    MEDIA_UNITS,
+    TOKENS_PER_PRICE_UNIT,
+)
 from bot.config import Config
 from bot.sessions import OWNER_AUDIENCE
 from bot.web.charts import color_of, stacked_bars
@@ -40,6 +45,7 @@ def routes(parts: WebParts) -> list[web.RouteDef]:
             legend_partner=[(name, color_of(i)) for i, name in enumerate(by_partner)],
             legend_kind=[(name, color_of(i)) for i, name in enumerate(by_kind)],
             totals={name: sum(values) for name, values in by_partner.items()},
+            media=_media_totals(rows),
             total_cost=sum(cost),
             priced=_priced(parts.config),
         )
@@ -60,6 +66,16 @@ def _series(rows: list[dict], calendar: list[str], column: str) -> dict[str, lis
             name = _who(row[column]) if column == "partner_id" else row[column]
             series[name][index[row["day"]]] += tokens
     return dict(sorted(series.items()))
+
+
+def _media_totals(rows: list[dict]) -> dict[str, str]:
+    """Voice and images over the period, in their own units (seconds heard, characters
+    spoken, images seen)."""
+    totals: dict[str, float] = defaultdict(float)
+    for row in rows:
+        if row["kind"] in MEDIA_UNITS and row.get("units"):
+            totals[row["kind"]] += row["units"]
+    return {kind: f"{amount:g} {MEDIA_UNITS[kind]}" for kind, amount in sorted(totals.items())}
 
 
 def _priced(config: Config) -> bool:
