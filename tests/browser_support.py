@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
+from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright, expect
 
 CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_FLAGS = [
@@ -29,7 +29,10 @@ ARTIFACTS = Path(__file__).parent / "artifacts" / "web"
 """Screenshots for a reviewer to look at (git-ignored)."""
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
-TIMEOUT_MS = 10_000
+TIMEOUT_MS = 15_000
+"""How long an element may take to appear: generous, for a CI machine under load (waits end
+as soon as the element is there)."""
+expect.set_options(timeout=TIMEOUT_MS)
 
 
 @pytest.fixture
