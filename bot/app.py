@@ -43,6 +43,10 @@ from bot.store import Store
 from bot.tools import default_registry
 from bot.turns import TurnRunner
 from bot.voice_replies import VoiceReplies
+from bot.web.actions import OwnerActions
+from bot.web.auth import WebAuth
+from bot.web.pages import WebParts
+from bot.web.server import WebServer
 from partners.catalog import PartnerCatalog, apply_search_languages
 from partners.checkins import Checkins
 from partners.consolidate import Consolidator
@@ -127,6 +131,7 @@ class App:
     """Gives messages their vectors in the background; None: ``[embeddings]`` is off."""
     status_task: asyncio.Task[None] | None = None
     approvals_task: asyncio.Task[None] | None = None
+    web: WebServer | None = None
 
     @property
     def owner_file(self) -> MemoryFile:
@@ -151,6 +156,8 @@ class App:
         await self.scheduler.plan_reminders()
         if self.embedder is not None:
             self.embedder.start()
+        if self.web is not None:  # before the channels: a port in use stops the start
+            await self.web.start()
         for channel in self.channels.values():
             await channel.start(self.gateway)
         self.status_task = asyncio.create_task(self._report_status(), name="status file")
@@ -186,6 +193,8 @@ class App:
         stored and wait, pending, for the next start."""
         if not self.lock.held:
             return
+        if self.web is not None:
+            await self.web.stop()
         if self.approvals_task is not None:
             self.approvals_task.cancel()
             await asyncio.gather(self.approvals_task, return_exceptions=True)
@@ -357,6 +366,7 @@ async def build_app(
         stop_turn=runner.stop,
         greeter=Greeter(store, sessions, delivery),
     )
+    web = web_server(config, store, catalog, access, gateway)
     gateway.admin = AdminServices(
         memory=memory,
         owner_file=owner_memory_file(config),
@@ -369,6 +379,7 @@ async def build_app(
         settings=settings,
         budget=budget,
         lore=lore,
+        web=web,
     )
     return App(
         config,
@@ -392,4 +403,15 @@ async def build_app(
         embedder=(
             Embedder(store, embeddings, config.embeddings.batch_size) if embeddings else None
         ),
+        web=web,
     )
+
+
+def web_server(
+    config: Config, store: Store, catalog: PartnerCatalog, access: Access, gateway: Gateway
+) -> WebServer | None:
+    """The owner's web page, when ``[web] enabled``."""
+    if not config.web.enabled:
+        return None
+    actions = OwnerActions(config, store, catalog, access, gateway)
+    return WebServer(config, WebParts(config, store, catalog, actions), WebAuth(store, config.web))

@@ -234,6 +234,12 @@ def add_setup_command(sub: Any) -> None:
     )
     setup.add_argument("--data-dir", metavar="DIR", help="storage.data_dir (in Docker: /data)")
     setup.add_argument(
+        "--web",
+        action="store_const",
+        const=True,
+        help="turn on the owner's web page ([web] enabled = true; /admin web logs you in)",
+    )
+    setup.add_argument(
         "--no-check", action="store_true", help="write without checking (an offline build)"
     )
 
@@ -248,6 +254,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
         telegram_owner=args.telegram_owner,
         discord_owner=args.discord_owner,
         data_dir=args.data_dir,
+        web=args.web,
         check=not args.no_check,
     )
     path = config_path(Path(args.config) if args.config else None)

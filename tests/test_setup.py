@@ -238,3 +238,37 @@ async def test_a_config_that_does_not_load_is_named_before_any_question(
     assert "NOT_SET_ANYWHERE" in err and "fix that first" in err
     assert "LLM endpoint" not in err
     assert config.read_bytes() == before
+
+
+async def test_the_interactive_run_offers_the_web_page(
+    tmp_path: Path, fake_llm: FakeLLM, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = existing_config(tmp_path)
+    answers = [fake_llm.base_url, "", "", "", "y"]  # endpoint, model, no tokens, web: yes
+    code, err = await setup(config, capsys, answers="\n".join(answers) + "\n")
+    assert code == 0, err
+    assert "Turn on the web page" in err and "/admin web" in err
+    loaded = load_config(config)
+    assert loaded.web.enabled is True
+    assert loaded.web.listen == "127.0.0.1"
+
+
+async def test_the_web_page_stays_off_unless_asked_for(
+    tmp_path: Path, fake_llm: FakeLLM, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = existing_config(tmp_path)
+    answers = [fake_llm.base_url, "", "", ""]  # the input ends before the web question
+    code, err = await setup(config, capsys, answers="\n".join(answers) + "\n")
+    assert code == 0, err
+    assert load_config(config).web.enabled is False
+
+
+async def test_the_non_interactive_form_turns_the_web_page_on(
+    tmp_path: Path, fake_llm: FakeLLM, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = existing_config(tmp_path)
+    code, err = await setup(
+        config, capsys, "--llm-base-url", fake_llm.base_url, "--model", FAKE_MODEL_ID, "--web"
+    )
+    assert code == 0, err
+    assert load_config(config).web.enabled is True

@@ -102,6 +102,9 @@ class Store(Protocol):
 
     async def claimed_owners(self) -> list[ClaimedOwnerRow]: ...
 
+    async def web_users(self) -> list[dict[str, Any]]:
+        """Every user the gateway has seen, newest first, with their check-in settings."""
+
     # ---- chats -------------------------------------------------------------------------------
 
     async def upsert_chat(
@@ -531,3 +534,22 @@ class Store(Protocol):
         """The vectors a search may compare: the lexical search's visibility rule, in SQL."""
 
     async def search_hits(self, message_ids: Sequence[int]) -> dict[int, SearchHit]: ...
+
+    async def audit_page(
+        self, search: str = "", before_id: int | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        """Audit rows newest first, ``limit`` at a time below ``before_id``."""
+
+    # ---- the web page's logins -------------------------------------------------------------------
+
+    async def add_web_login(self, token_hash: str, ttl_seconds: float) -> None: ...
+
+    async def redeem_web_login(
+        self, token_hash: str, session_hash: str, csrf_token: str, ttl_seconds: float
+    ) -> bool:
+        """Use up a live login link and open a session with it: False when the link is
+        unknown, expired or used already."""
+
+    async def web_session(self, session_hash: str) -> dict[str, Any] | None: ...
+
+    async def end_web_sessions(self, session_hash: str | None = None) -> int: ...

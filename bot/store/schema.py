@@ -455,4 +455,20 @@ SCHEMA: list[str | Migration] = [
         SELECT new.id WHERE new.terms IS NOT NULL;
     END;
     """,
+    # 14: the owner's web page: one-time login links and browser sessions, both kept only as
+    # hashes of their secrets (a copy of the database logs nobody in)
+    """
+    CREATE TABLE web_logins (
+        token_hash TEXT PRIMARY KEY,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        used_at REAL
+    );
+    CREATE TABLE web_sessions (
+        session_hash TEXT PRIMARY KEY,
+        csrf_token TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL
+    );
+    """,
 ]
