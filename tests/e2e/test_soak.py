@@ -86,9 +86,8 @@ class Figures:
     """RSS after each tenth of the messages: a leak climbs, a warm cache levels off."""
     threads: tuple[int, int] = (0, 0)
     threads_series: list[int] = field(default_factory=list)
-    """Threads after each tenth: worker pools (the database's, asyncio's default executor for
-    file reads) start threads as concurrency first asks for them, up to their bound, and keep
-    them; a leak keeps adding threads after the pools are full."""
+    """Threads after each tenth: a worker pool starts threads when concurrency asks for them,
+    up to its bound, and keeps them; a leak keeps adding threads past every bound."""
     open_files: tuple[int, int] = (0, 0)
     seconds: float = 0.0
 
@@ -202,5 +201,8 @@ async def test_soak_every_message_answered_once_with_flat_memory(world: World) -
     assert figures.open_files[1] <= figures.open_files[0] + OPEN_FILES_GROWTH_ALLOWED, (
         figures.summary()
     )
-    first_half = figures.threads_series[: len(figures.threads_series) // 2]
-    assert figures.threads[1] <= max(first_half) + 1, figures.summary()
+    # asyncio's default executor (file reads off the loop) starts a thread whenever none is
+    # idle, up to min(32, cores + 4), and keeps it; a thread per turn would pass that bound
+    # many times over in this run
+    pool_bound = min(32, (os.cpu_count() or 1) + 4)
+    assert figures.threads[1] <= figures.threads[0] + pool_bound, figures.summary()
