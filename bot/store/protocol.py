@@ -32,8 +32,10 @@ from bot.store.rows import (
     RestNoticeRow,
     SearchHit,
     SessionRow,
+    StoredVector,
     UsageRow,
     UserRow,
+    VectorChanges,
 )
 from bot.store.sqlite import SqliteStore
 
@@ -531,3 +533,24 @@ class Store(Protocol):
         """The vectors a search may compare: the lexical search's visibility rule, in SQL."""
 
     async def search_hits(self, message_ids: Sequence[int]) -> dict[int, SearchHit]: ...
+
+    async def search_scopes(self, partner_id: str, audiences: Sequence[str] | None) -> list[str]:
+        """The scope tokens of the audiences a search may see (None: all of the partner's)."""
+
+    async def vector_log_position(self) -> int:
+        """Where the vector log stands now (read before the vectors it covers)."""
+
+    async def vector_changes(self, after_seq: int) -> VectorChanges:
+        """Messages whose vector or pending state changed after ``after_seq``."""
+
+    async def stored_vectors(
+        self,
+        partner_id: str,
+        model: str,
+        dim: int,
+        *,
+        after_id: int = 0,
+        limit: int | None = None,
+        message_ids: Sequence[int] | None = None,
+    ) -> list[StoredVector]:
+        """A partner's searchable, finished messages' vectors of ``model`` and ``dim``, by id."""

@@ -71,7 +71,7 @@ class SearchIndex(SqliteBase):
         ``since``/``until`` (epoch seconds, until exclusive) and ``speaker`` (a name, any
         case) narrow the messages searched.
         """
-        scopes = await self._search_scopes(partner_id, audiences)
+        scopes = await self.search_scopes(partner_id, audiences)
         tags = [term_tag(scope) for scope in scopes]
         expression = match_expression(query, self._language(partner_id), tags)
         if expression is None or not scopes:
@@ -94,7 +94,7 @@ class SearchIndex(SqliteBase):
         )  # fmt: skip
         return [SearchHit(*row) for row in await self._all(sql, params)]
 
-    async def _search_scopes(self, partner_id: str, audiences: Sequence[str] | None) -> list[str]:
+    async def search_scopes(self, partner_id: str, audiences: Sequence[str] | None) -> list[str]:
         """The scope tokens of the audiences a search may see (None: all of the partner's)."""
         if audiences is None:
             rows = await self._all(
