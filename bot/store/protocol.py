@@ -8,6 +8,7 @@ cannot work raises from :mod:`bot.store.errors`.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -499,6 +500,12 @@ class Store(Protocol):
     async def delete_setting(self, key: str) -> bool: ...
 
     # ---- semantic recall: vectors --------------------------------------------------------------
+
+    @property
+    def new_searchable(self) -> asyncio.Event:
+        """Set when a searchable message is stored or its text changes (the background
+        embedder waits on it and clears it)."""
+        ...
 
     async def embedding_work(self, model: str, limit: int) -> EmbeddingWork:
         """The background embedder's next batch of ``model``'s messages."""

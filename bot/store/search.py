@@ -7,13 +7,14 @@ so an answer is found by the question before it."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from bot.store.connection import Connection, SqliteBase
-from bot.store.rows import SearchHit
+from bot.store.rows import NewMessage, SearchHit
 from bot.store.search_terms import DEFAULT_LANGUAGE, index_terms, match_expression
 
 THREAD_ROLES = ("user", "assistant", "context")
@@ -27,6 +28,11 @@ REINDEX_BATCH = 2000
 """Messages re-indexed per round trip when search terms are recomputed."""
 SEARCHABLE_ROLES = ("user", "assistant", "context", "journal")
 """Roles partner_search can find; tool traffic and notices never are."""
+
+
+def is_searchable(message: NewMessage) -> bool:
+    """Whether partner_search can find this message (and semantic recall embeds it)."""
+    return message.role in SEARCHABLE_ROLES and bool(message.partner_id)
 
 
 def audience_token(partner_id: str, audience: str) -> str:
@@ -49,6 +55,18 @@ class SearchIndex(SqliteBase):
         super().__init__(db, path)
         self._languages: dict[str, str] = {}
         """Each partner's search language (stemmer); absent: the default."""
+        self._new_searchable = asyncio.Event()
+
+    @property
+    def new_searchable(self) -> asyncio.Event:
+        """Set when a searchable message is stored or its text changes: the background
+        embedder waits on it (and clears it), so a new message gets its vector at once."""
+        return self._new_searchable
+
+    def _stored(self, messages: Sequence[NewMessage]) -> None:
+        """Wake whoever waits for new searchable messages, if any of these is one."""
+        if any(is_searchable(m) for m in messages):
+            self._new_searchable.set()
 
     async def _load_search_languages(self) -> None:
         rows = await self._all("SELECT partner_id, language FROM search_languages")
