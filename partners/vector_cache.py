@@ -83,17 +83,17 @@ class PartnerVectors:
     def add(self, vectors: Iterable[StoredVector]) -> None:
         batch = list(vectors)
         self.remove(v.message_id for v in batch)
-        self._reserve(self.count + len(batch))
-        for vector in batch:
-            row = self.count
-            self.matrix[row] = np.frombuffer(vector.vector, dtype=FLOAT32)
-            self.ids[row] = vector.message_id
-            self.scopes[row] = self.code(vector.scope)
-            self.created[row] = vector.created_at
-            self.speakers[row] = self.code("\0" + vector.speaker.translate(ASCII_FOLD))
-            self.alive[row] = True
-            self.rows[vector.message_id] = row
-            self.count += 1
+        first, self.count = self.count, self.count + len(batch)
+        self._reserve(self.count)
+        rows = slice(first, self.count)
+        joined = b"".join(v.vector for v in batch)
+        self.matrix[rows] = np.frombuffer(joined, dtype=FLOAT32).reshape(len(batch), self.dim)
+        self.ids[rows] = [v.message_id for v in batch]
+        self.scopes[rows] = [self.code(v.scope) for v in batch]
+        self.created[rows] = [v.created_at for v in batch]
+        self.speakers[rows] = [self.code("\0" + v.speaker.translate(ASCII_FOLD)) for v in batch]
+        self.alive[rows] = True
+        self.rows.update((v.message_id, row) for row, v in enumerate(batch, start=first))
 
     def remove(self, message_ids: Iterable[int]) -> None:
         for message_id in message_ids:
