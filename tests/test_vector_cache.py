@@ -4,6 +4,7 @@ store has deleted or replaced since it was read — a forgotten message above al
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -168,3 +169,19 @@ async def test_a_partner_too_large_for_the_budget_is_searched_through_the_store(
     await said(store, ALICE, "I adopted a kitten")
     cache = VectorCache(store, budget_bytes=16)
     assert await cache.candidates("example", MODEL, DIM, VectorFilter(["x"], 10)) is None
+
+
+async def test_a_cache_the_pruned_log_no_longer_covers_reads_everything_again(
+    store: Store,
+) -> None:
+    cache = VectorCache(store, BUDGET_BYTES)
+    kitten = await said(store, ALICE, "I adopted a kitten")
+    lyon = await said(store, ALICE, "my sister moved to Lyon")
+    assert await cache_candidates(cache, store, [ALICE]) == [lyon, kitten]  # warm
+    seen = await store.vector_log_position()
+    await store.delete_messages([kitten])  # logged after what the cache has seen...
+    newer = await said(store, ALICE, "we went hiking")
+    # ...and pruned away, as save_vectors prunes the oldest entries of a long log
+    with sqlite3.connect(store.path) as db:
+        db.execute("DELETE FROM vector_log WHERE seq <= ?", (seen + 1,))
+    assert await cache_candidates(cache, store, [ALICE]) == [newer, lyon]
