@@ -4,7 +4,9 @@ an embeddings endpoint is configured.
 
 Semantic recall never decides who may see what: the store hands over only the vectors the
 asker may see (the same rule as its lexical search, applied in SQL before any score), and
-only vectors of the configured model. The query's own vector is the one network call on the
+only vectors of the configured model; with the vector cache (:mod:`partners.vector_cache`)
+the store computes the asker's scope tokens and the cache compares only rows carrying one of
+them, choosing exactly what the SQL would. The query's own vector is the one network call on the
 search path; it gets ``embeddings.query_timeout`` and no retry, and if it fails or is late
 the answer is the lexical one, as if embeddings were off (one log line, nothing else).
 """
