@@ -347,7 +347,7 @@ async def build_app(
         media=MediaReader(config, store, speech, llm, channels),
         voice=voice,
         lore=lore,
-        recall=Recall(store, embeddings, config.embeddings.max_scan),
+        recall=Recall.configured(store, embeddings, config.embeddings),
     )
     dispatcher = Dispatcher(store, runner.process, config.dispatch.max_concurrent_turns)
     forgetting = Forgetting(store, memory, catalog)

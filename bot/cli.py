@@ -583,7 +583,7 @@ def cmd_search(config: Config, args: argparse.Namespace) -> int:
         embeddings = (
             EmbeddingsClient(config.embeddings, config.llm) if config.embeddings.enabled else None
         )
-        recall = Recall(store, embeddings, config.embeddings.max_scan)
+        recall = Recall.configured(store, embeddings, config.embeddings)
         try:
             queries = [args.query] if args.query is not None else None
             if queries is None:

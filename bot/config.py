@@ -244,6 +244,8 @@ class EmbeddingsConfig(_Section):
     """Seconds a search waits for its query's vector before it answers lexically."""
     max_scan: int = Field(20_000, ge=100, le=5_000_000)
     """Vectors one search compares at most: the newest ones the asker may see."""
+    cache_mb: int = Field(512, ge=0, le=1_000_000)
+    """Memory for vectors kept between searches (0: read them from the database each time)."""
 
     @property
     def enabled(self) -> bool:

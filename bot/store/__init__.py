@@ -42,8 +42,10 @@ from bot.store.rows import (
     RestNoticeRow,
     SearchHit,
     SessionRow,
+    StoredVector,
     UsageRow,
     UserRow,
+    VectorChanges,
     new_session_id,
 )
 from bot.store.schema import SCHEMA, Migration
@@ -74,7 +76,9 @@ __all__ = [
     "StoreError",
     "StoreFull",
     "StoreUnavailable",
+    "StoredVector",
     "UsageRow",
     "UserRow",
+    "VectorChanges",
     "new_session_id",
 ]

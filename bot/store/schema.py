@@ -471,4 +471,29 @@ SCHEMA: list[str | Migration] = [
         expires_at REAL NOT NULL
     );
     """,
+    # 15: the vector log, by which the in-memory vector cache learns what changed since it
+    # read the vectors: every vector stored, replaced or deleted (by whatever path: a
+    # forgotten message's delete trigger, a changed text, a new model), and every message with
+    # a vector that enters or leaves 'pending' (searches skip pending messages), logs the
+    # message's id. Ids only, never text; the oldest entries are pruned (see save_vectors).
+    """
+    CREATE TABLE vector_log (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        message_id INTEGER NOT NULL
+    );
+    CREATE TRIGGER vector_log_stored AFTER INSERT ON message_vectors BEGIN
+        INSERT INTO vector_log (message_id) VALUES (new.message_id);
+    END;
+    CREATE TRIGGER vector_log_replaced AFTER UPDATE ON message_vectors BEGIN
+        INSERT INTO vector_log (message_id) VALUES (new.message_id);
+    END;
+    CREATE TRIGGER vector_log_deleted AFTER DELETE ON message_vectors BEGIN
+        INSERT INTO vector_log (message_id) VALUES (old.message_id);
+    END;
+    CREATE TRIGGER vector_log_status AFTER UPDATE OF status ON messages
+    WHEN (old.status = 'pending') IS NOT (new.status = 'pending') BEGIN
+        INSERT INTO vector_log (message_id)
+        SELECT message_id FROM message_vectors WHERE message_id = new.id;
+    END;
+    """,
 ]
