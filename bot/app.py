@@ -15,7 +15,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from adapters.base import Channel
@@ -43,10 +43,6 @@ from bot.store import Store
 from bot.tools import default_registry
 from bot.turns import TurnRunner
 from bot.voice_replies import VoiceReplies
-from bot.web.actions import OwnerActions
-from bot.web.auth import WebAuth
-from bot.web.pages import WebParts
-from bot.web.server import WebServer
 from partners.catalog import PartnerCatalog, apply_search_languages
 from partners.checkins import Checkins
 from partners.consolidate import Consolidator
@@ -57,6 +53,9 @@ from partners.persona import Partner, size_report
 from partners.recall import Recall
 from partners.review import Reviewer
 from partners.user_memory import UserMemory
+
+if TYPE_CHECKING:
+    from bot.web.server import WebServer
 
 logger = logging.getLogger(__name__)
 
@@ -413,5 +412,11 @@ def web_server(
     """The owner's web page, when ``[web] enabled``."""
     if not config.web.enabled:
         return None
+    # imported here: the templates' engine stays out of a gateway whose page is off
+    from bot.web.actions import OwnerActions
+    from bot.web.auth import WebAuth
+    from bot.web.pages import WebParts
+    from bot.web.server import WebServer
+
     actions = OwnerActions(config, store, catalog, access, gateway)
     return WebServer(config, WebParts(config, store, catalog, actions), WebAuth(store, config.web))

@@ -19,7 +19,6 @@ from collections.abc import Callable, Sequence
 
 from bot.embeddings import EmbeddingsClient, EmbeddingsRejected, EmbeddingsUnavailable
 from bot.store import NewVector, Store
-from bot.vectors import pack
 
 logger = logging.getLogger(__name__)
 
@@ -126,6 +125,8 @@ class Embedder:
                 return []
             half = len(wanted) // 2
             return [*await self.vectors(wanted[:half]), *await self.vectors(wanted[half:])]
+        from bot.vectors import pack  # numpy, loaded only once embeddings are on
+
         return [
             NewVector(message_id, text, vector.size, pack(vector))
             for (message_id, text), vector in zip(wanted, found, strict=True)

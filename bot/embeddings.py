@@ -11,13 +11,15 @@ never do), so nothing past this module knows the SDK. Vectors come back unit-len
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
 import openai
 from pydantic import SecretStr
 
 from bot.config import EmbeddingsConfig, LLMConfig
-from bot.vectors import BadVector, unit
+
+if TYPE_CHECKING:  # numpy is loaded only when [embeddings] is set: ~20 MB a gateway without
+    import numpy as np  # semantic recall never needs
 
 NO_KEY = "not-set"
 MAX_INPUT_CHARS = 8000
@@ -89,6 +91,8 @@ class EmbeddingsClient:
             raise EmbeddingsUnavailable(
                 f"the embeddings endpoint answered {len(data)} vectors for {len(inputs)} texts"
             )
+        from bot.vectors import BadVector, unit
+
         try:
             vectors = [unit(item.embedding) for item in data]
         except (BadVector, TypeError) as exc:

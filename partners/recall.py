@@ -17,14 +17,16 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from bot.config import EmbeddingsConfig
 from bot.embeddings import EmbeddingsClient, EmbeddingsError
 from bot.store import SearchHit, Store
-from bot.vectors import nearest
-from partners.vector_cache import VectorCache, VectorFilter
+
+if TYPE_CHECKING:  # numpy and the cache are loaded only when [embeddings] is set
+    import numpy as np
+
+    from partners.vector_cache import VectorCache, VectorFilter
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +64,8 @@ class Narrowing:
     speaker: str | None = None
 
     def filter(self, scopes: Sequence[str], max_scan: int) -> VectorFilter:
+        from partners.vector_cache import VectorFilter
+
         return VectorFilter(scopes, max_scan, self.since, self.until, self.speaker)
 
 
@@ -91,6 +95,8 @@ class Recall:
         ``cache_mb`` when embeddings are on (0: none)."""
         cache = None
         if embeddings is not None and settings.cache_mb > 0:
+            from partners.vector_cache import VectorCache
+
             cache = VectorCache(store, settings.cache_mb * 2**20)
         return cls(store, embeddings, settings.max_scan, cache)
 
@@ -156,6 +162,8 @@ class Recall:
             until=only.until,
             speaker=only.speaker,
         )
+        from bot.vectors import nearest
+
         return await asyncio.to_thread(nearest, vector, candidates, depth)
 
     async def _query_vector(self, client: EmbeddingsClient, query: str) -> np.ndarray | None:
