@@ -192,6 +192,8 @@ async def test_every_page_at_desktop_and_phone_widths(
     )
     await harness.send(dm(STRANGER, "hello", name="Ana Beatriz dos Santos Oliveira"))
     await harness.settle()
+    session = await harness.app.store.open_session(f"test:{STRANGER}", "example")
+    assert session is not None
     tab, base = await logged_in_tab(harness, chromium)
     pages = {
         "status": "/",
@@ -204,6 +206,8 @@ async def test_every_page_at_desktop_and_phone_widths(
         "usage-list": "/usage",
         "journal-year": "/journals/example?year=2026",
         "journal-day": "/journals/example/2026-11-24",
+        "sessions": "/sessions/example",
+        "transcript": f"/sessions/example/{session.id}",
         "audit": "/audit",
     }
     for name, path in pages.items():
