@@ -96,7 +96,16 @@ async def test_every_page_needs_a_session(harness_factory: HarnessFactory) -> No
     harness = await web_harness(harness_factory)
     base = base_of(await login_link(harness))
     async with browser_client() as stranger:
-        for path in ("/", "/partners", "/memory", "/people", "/usage", "/audit", "/journals"):
+        for path in (
+            "/",
+            "/partners",
+            "/memory",
+            "/people",
+            "/usage",
+            "/audit",
+            "/journals",
+            "/sessions/example",
+        ):
             async with stranger.get(base + path) as response:
                 assert response.status == 403, path
                 assert "/admin web" in await response.text()

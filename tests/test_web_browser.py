@@ -13,6 +13,8 @@ from partners.memory import MemoryFile
 from tests.admin_support import partner_dir
 from tests.browser_support import PHONE, Tab, chromium, log_in, open_tab
 from tests.conftest import Harness, HarnessFactory, dm
+from tests.test_web_journals import DAY as HOSTILE_DAY
+from tests.test_web_journals import HOSTILE
 from tests.web_support import base_of, login_link, web_harness
 
 __all__ = ["chromium"]  # the fixture, used by name
@@ -149,6 +151,28 @@ async def test_last_weeks_cost_is_read_from_the_chart(
     assert tab.errors == []
 
 
+async def test_a_hostile_journal_day_runs_nothing_in_the_browser(
+    harness_factory: HarnessFactory, chromium: Browser
+) -> None:
+    harness = await web_harness(harness_factory)
+    journal = partner_dir(harness) / "memory" / f"{HOSTILE_DAY}.md"
+    journal.parent.mkdir(exist_ok=True)
+    journal.write_text(HOSTILE, encoding="utf-8")
+    tab, base = await logged_in_tab(harness, chromium)
+    dialogs: list[str] = []
+    tab.page.on("dialog", lambda dialog: dialogs.append(dialog.message))
+    await tab.page.goto(f"{base}/journals/example/{HOSTILE_DAY}")
+    await expect(tab.page.get_by_role("heading", name="Key facts")).to_be_visible()
+    await expect(tab.page.get_by_text("<script>alert('day')</script>")).to_be_visible()
+    links = tab.page.locator(".journal a")
+    assert await links.evaluate_all("links => links.map(a => a.href)") == [
+        "https://tracker.example/p.png"
+    ]
+    assert await tab.page.locator("script, img, style, iframe").count() == 0
+    await tab.screenshot("journal-hostile")
+    assert dialogs == [] and tab.errors == []
+
+
 async def test_every_page_at_desktop_and_phone_widths(
     harness_factory: HarnessFactory, chromium: Browser
 ) -> None:
@@ -168,6 +192,8 @@ async def test_every_page_at_desktop_and_phone_widths(
     )
     await harness.send(dm(STRANGER, "hello", name="Ana Beatriz dos Santos Oliveira"))
     await harness.settle()
+    session = await harness.app.store.open_session(f"test:{STRANGER}", "example")
+    assert session is not None
     tab, base = await logged_in_tab(harness, chromium)
     pages = {
         "status": "/",
@@ -180,6 +206,8 @@ async def test_every_page_at_desktop_and_phone_widths(
         "usage-list": "/usage",
         "journal-year": "/journals/example?year=2026",
         "journal-day": "/journals/example/2026-11-24",
+        "sessions": "/sessions/example",
+        "transcript": f"/sessions/example/{session.id}",
         "audit": "/audit",
     }
     for name, path in pages.items():

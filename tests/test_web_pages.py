@@ -15,6 +15,7 @@ from partners.memory import fingerprint
 from partners.tools import user_memory_file
 from tests.admin_support import admin, partner_dir, say
 from tests.conftest import Harness, HarnessFactory, dm
+from tests.test_memory import edit_by_hand_in_the_same_tick
 from tests.test_web_auth import logged_in, seen_user
 from tests.web_support import csrf_of, web_harness
 
@@ -262,3 +263,17 @@ async def test_a_users_file_is_read_and_an_entry_forgotten(harness_factory: Harn
         answer = await post(browser, base + "/memory/forget", forget)
     assert "Forgotten" in answer
     assert "Rita" not in file.path.read_text(encoding="utf-8")
+
+
+async def test_a_hand_edit_between_two_views_shows_on_the_second(
+    harness_factory: HarnessFactory,
+) -> None:
+    harness = await web_harness(harness_factory)
+    memory = partner_dir(harness) / "MEMORY.md"
+    memory.write_text("- Has a dog called Rex <!-- m_1a2b3c0010000 -->\n", encoding="utf-8")
+    browser, base, _ = await logged_in(harness)
+    async with browser:
+        assert 'value="Has a dog called Rex"' in await page(browser, base + "/memory/example")
+        edit_by_hand_in_the_same_tick(memory, "Rex", "Max")
+        second = await page(browser, base + "/memory/example")
+    assert 'value="Has a dog called Max"' in second and "Rex" not in second

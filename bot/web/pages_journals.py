@@ -1,6 +1,6 @@
 """Journals: a year's calendar per partner (days with a journal are links), one day's
 entries with the nightly summary of the day — read from the files ``/admin journal`` reads,
-chat markers hidden as they are there."""
+chat markers hidden as they are there, the Markdown shown formatted (``journal_html``)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from datetime import date, datetime
 from aiohttp import web
 
 from bot.admin_memory import CHAT_MARKER
+from bot.web.journal_html import journal_html
 from bot.web.pages import WebParts
 from partners.journal import DAY_LINE, journal_file, journal_files
 from partners.memory import read_text
@@ -59,7 +60,12 @@ def routes(parts: WebParts) -> list[web.RouteDef]:
         text = await asyncio.to_thread(read_text, journal_file(partner, wanted).path)
         summary, body = split_day(text)
         return parts.render(
-            request, "journal_day.html", partner=partner, day=wanted, summary=summary, body=body
+            request,
+            "journal_day.html",
+            partner=partner,
+            day=wanted,
+            summary=summary,
+            body=journal_html(body) if body else None,
         )
 
     return [

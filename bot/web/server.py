@@ -15,6 +15,7 @@ from bot.web import (
     pages_memory,
     pages_partners,
     pages_people,
+    pages_sessions,
     pages_usage,
 )
 from bot.web.actions import WEB_ACTOR
@@ -57,6 +58,7 @@ class WebServer:
             pages_partners,
             pages_memory,
             pages_journals,
+            pages_sessions,
             pages_people,
             pages_usage,
             pages_audit,
