@@ -99,4 +99,3 @@ def test_optional_parts_cost_no_memory_until_they_are_turned_on() -> None:
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.split()
     assert loaded == []
-
