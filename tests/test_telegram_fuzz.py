@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from telegram import Update
 
@@ -328,6 +328,9 @@ LIMITS = st.integers(min_value=50, max_value=200)
 
 @settings(max_examples=1500, deadline=None, database=None)
 @given(markdown, LIMITS)
+# a list cut inside its last item, then a list with another marker: the cut part must not
+# swallow the empty item as paragraph text
+@example("- 0000000000000000000000000000000000000\n0\n0\n0\n+", 50)
 def test_any_markdown_splits_into_chunks_that_fit_and_lose_nothing(text: str, limit: int) -> None:
     chunks = split(text, limit)
     assert all(utf16_len(render(chunk).plain) <= limit for chunk in chunks)
