@@ -102,11 +102,18 @@ def replying_to(message_id: int) -> Callable[[Call], bool]:
 
 
 async def settled(fake: FakeTelegram, gateway: Gateway, chat_id: int = 31337) -> None:
-    """Wait until the gateway has worked through everything sent so far: updates are handled
-    in order, so once a marker in a chat of its own is answered every earlier update was
-    handled; then every turn they started has ended. The marker is a command: it never
-    reaches the model."""
+    """Wait until the gateway has worked through everything sent so far, then until every
+    turn it started has ended. A marker (a command: it never reaches the model) is pushed
+    last, in a chat of its own; its answer alone does not say that the updates before it
+    were handled, since the chats of one batch are handled side by side. Its confirmation
+    does: the gateway confirms a batch only once every update in it was handled."""
     before = len(fake.sent("sendMessage", chat_id))
-    fake.send_user_message(chat_id=chat_id, text="/help", first_name="Marker")
+    marker = fake.send_user_message(chat_id=chat_id, text="/help", first_name="Marker")
     await fake.wait_for_sent(chat_id=chat_id, count=before + 1, timeout=10)
+    marker_id = int(marker["update_id"])
+    await fake.wait_until(
+        lambda: all(int(update["update_id"]) > marker_id for update in fake.pending_updates),
+        timeout=10,
+        description="the updates up to the marker to be confirmed",
+    )
     await asyncio.wait_for(gateway.app.dispatcher.idle(), timeout=30)
