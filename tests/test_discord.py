@@ -326,6 +326,29 @@ async def test_without_manage_webhooks_replies_carry_the_name_and_the_owner_is_t
     assert fake.webhook_messages() == []
 
 
+async def test_a_channel_full_of_other_webhooks_gets_replies_carrying_the_name(
+    gateways: DiscordGateways, fake: FakeDiscord
+) -> None:
+    for number in range(15):  # Discord's most: creating one more is refused with 30007
+        fake.add_webhook(CHANNEL, f"other {number}")
+    await gateways.start()
+    for number in (1, 2):
+        asked = await fake.message_create(
+            channel_id=CHANNEL, author_id=ALICE, content=mention(f"question {number}"),
+            mentions=[BOT_ID],
+        )  # fmt: skip
+        reply = await fake.wait_for_rest(
+            lambda c, asked=asked: (
+                posts_to(CHANNEL)(c)
+                and str((c.json.get("message_reference") or {}).get("message_id")) == asked["id"]
+            ),
+            TIMEOUT,
+        )
+        assert reply.json["content"].startswith("**Mira:** ")
+    assert fake.webhook_messages() == [] and len(fake.webhooks(CHANNEL)) == 15
+    assert gateways.running[0].app.dispatcher.turns_failed == 0
+
+
 async def test_messages_from_other_bots_are_ignored(
     gateways: DiscordGateways, fake: FakeDiscord, fake_llm: FakeLLM
 ) -> None:
