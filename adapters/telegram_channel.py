@@ -104,6 +104,13 @@ _draft_ids = itertools.count(1)
 warnings.filterwarnings("ignore", r"Please use 'Bot\.getUpdates'", PTBUserWarning)
 
 
+def _menu(owner: bool) -> list[BotCommand]:
+    """The command menu: the user commands, and for an owner the owner's after them."""
+    users = [BotCommand(c.name, c.help) for c in COMMANDS.values() if not c.owner_only]
+    owners = [BotCommand(c.name, c.help) for c in COMMANDS.values() if c.owner_only]
+    return users + owners if owner else users
+
+
 class PollStalled(Exception):
     """No getUpdates answer within the watchdog's time."""
 
@@ -189,16 +196,27 @@ class TelegramChannel:
         await self.bot.shutdown()
 
     async def _set_commands(self) -> None:
-        """The command menu: user commands for everyone, /admin too in the owner's chats."""
-        visible = [BotCommand(c.name, c.help) for c in COMMANDS.values() if not c.owner_only]
-        owner_only = [BotCommand(c.name, c.help) for c in COMMANDS.values() if c.owner_only]
-        everything = visible + owner_only
+        """The command menu: user commands for everyone, /admin too in the owners' chats
+        (config.toml's owners and those who claimed the bot)."""
+        assert self.receiver is not None
+        owners = [int(i) for i in self.receiver.owner_ids(PLATFORM) if i.lstrip("-").isdigit()]
         try:
-            await self.bot.set_my_commands(visible)
-            for owner_id in self.owner_ids:
-                await self.bot.set_my_commands(everything, scope=BotCommandScopeChat(owner_id))
+            await self.bot.set_my_commands(_menu(owner=False))
+            for owner_id in dict.fromkeys([*self.owner_ids, *owners]):
+                await self.bot.set_my_commands(
+                    _menu(owner=True), scope=BotCommandScopeChat(owner_id)
+                )
         except TelegramError as exc:
             logger.warning("telegram: command menu not set (%s); commands still work", exc)
+
+    async def show_owner_commands(self, user_id: str) -> None:
+        """A new owner (a claim) sees /admin in the menu of their chat with the bot."""
+        try:
+            await self.bot.set_my_commands(
+                _menu(owner=True), scope=BotCommandScopeChat(int(user_id))
+            )
+        except TelegramError as exc:
+            logger.warning("telegram: owner's command menu not set (%s); /admin works", exc)
 
     # ---- polling ---------------------------------------------------------------------
 
