@@ -1,17 +1,21 @@
 """A running gateway on the real python-telegram-bot, against FakeTelegram and FakeLLM.
 
 Tests build one with :meth:`TelegramGateways.start` (a second start on the same data
-directory is a restart) and read what the bot sent from the fake's recorded calls.
+directory is a restart) and read what the bot sent from the fake's recorded calls. A test
+module gets the usual fake Bot API and its gateways as the fixtures ``fake`` and ``gateways``
+by importing :func:`telegram_fake` and :func:`telegram_gateways`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from adapters.telegram_channel import TelegramChannel
 from bot.app import App, build_app
@@ -117,3 +121,20 @@ async def settled(fake: FakeTelegram, gateway: Gateway, chat_id: int = 31337) ->
         description="the updates up to the marker to be confirmed",
     )
     await asyncio.wait_for(gateway.app.dispatcher.idle(), timeout=30)
+
+
+@pytest.fixture(name="fake")
+async def telegram_fake() -> AsyncIterator[FakeTelegram]:
+    """The fake Bot API as @companion_bot, which reads every group message (no privacy mode)."""
+    async with FakeTelegram(bot_username=BOT_USERNAME, can_read_all_group_messages=True) as tg:
+        yield tg
+
+
+@pytest.fixture(name="gateways")
+async def telegram_gateways(
+    fake: FakeTelegram, fake_llm: FakeLLM, tmp_path: Path
+) -> AsyncIterator[TelegramGateways]:
+    """Gateways on ``fake``, with their data in the test's temporary directory; stopped after."""
+    gateways = TelegramGateways(fake, fake_llm, tmp_path / "data")
+    yield gateways
+    await gateways.stop_all()

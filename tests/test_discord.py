@@ -6,7 +6,6 @@ other bots, reconnects and missed messages."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +17,14 @@ from tests.discord_harness import (
     BOB,
     BOT_ID,
     CHANNEL,
-    GUILD,
     OWNER,
     THREAD,
     TIMEOUT,
     DiscordGateways,
+    discord_gateways,  # noqa: F401 (the gateways fixture)
     eventually,
     posts_to,
+    tea_house,  # noqa: F401 (the fake fixture)
 )
 from tests.fakes.fake_discord import (
     INTENT_DIRECT_MESSAGE_REACTIONS,
@@ -35,36 +35,10 @@ from tests.fakes.fake_discord import (
     INTENT_MESSAGE_CONTENT,
     FakeDiscord,
     RestCall,
-    point_discord_at,
 )
 from tests.fakes.fake_llm import FakeLLM, Reply
 
 SOL_AVATAR = "https://example.org/avatars/sol.png"
-
-
-@pytest.fixture
-async def fake(request: pytest.FixtureRequest) -> AsyncIterator[FakeDiscord]:
-    options: dict[str, Any] = getattr(request, "param", {})
-    async with FakeDiscord(**options) as server:
-        server.add_guild(GUILD, "Tea House", owner_id=OWNER)
-        server.add_text_channel(GUILD, CHANNEL, "general")
-        server.add_thread(GUILD, CHANNEL, THREAD, "brewing")
-        server.add_user(ALICE, "alice")
-        server.add_user(BOB, "bob")
-        restore = point_discord_at(server)  # restores discord.py's endpoints afterwards
-        try:
-            yield server
-        finally:
-            restore()
-
-
-@pytest.fixture
-async def gateways(
-    fake: FakeDiscord, fake_llm: FakeLLM, tmp_path: Path
-) -> AsyncIterator[DiscordGateways]:
-    gateways = DiscordGateways(fake, fake_llm, tmp_path / "data")
-    yield gateways
-    await gateways.stop_all()
 
 
 def system_prompt(request: dict[str, Any]) -> str:

@@ -15,7 +15,14 @@ from tests.discord_harness import TIMEOUT, DiscordGateways, posts_to
 from tests.fakes.fake_discord import FakeDiscord, point_discord_at
 from tests.fakes.fake_llm import FakeLLM
 from tests.fakes.fake_telegram import FakeTelegram
-from tests.telegram_harness import BOT_USERNAME, GROUP, Gateway, TelegramGateways, settled
+from tests.telegram_harness import (
+    BOT_USERNAME,
+    GROUP,
+    Gateway,
+    TelegramGateways,
+    settled,
+    telegram_gateways,  # noqa: F401 (the gateways fixture)
+)
 
 ALICE = 501
 BOB = 502
@@ -27,15 +34,6 @@ DISCORD_ALICE = 5
 async def fake() -> AsyncIterator[FakeTelegram]:
     async with FakeTelegram(bot_username=BOT_USERNAME) as tg:
         yield tg
-
-
-@pytest.fixture
-async def gateways(
-    fake: FakeTelegram, fake_llm: FakeLLM, tmp_path: Path
-) -> AsyncIterator[TelegramGateways]:
-    gateways = TelegramGateways(fake, fake_llm, tmp_path / "data")
-    yield gateways
-    await gateways.stop_all()
 
 
 async def start_unowned(gateways: TelegramGateways) -> Gateway:
