@@ -29,7 +29,8 @@ from bot.delivery import Delivery, PendingReply, chat_ref
 from bot.dispatcher import Worked
 from bot.events import storable
 from bot.llm import Delta, LLMError
-from bot.media import MediaReader, Prepared
+from bot.markers import EMPTY_ANSWER
+from bot.media import MediaReader, Prepared, book
 from bot.sessions import (
     OWNER_AUDIENCE,
     TITLE_CHARS,
@@ -77,7 +78,6 @@ MAX_REACTIONS_SHOWN = 20
 MAX_TURN_ATTEMPTS = 3
 """Turns that raise before a message is given up (DESIGN.md: nothing stays pending forever)."""
 ERROR_DETAIL_CHARS = 300
-EMPTY_ANSWER = "…"
 STOPPED = "(stopped)"
 """The answer to a turn its chat stopped (Ctrl-C in the console): a note, not the partner's."""
 
@@ -341,15 +341,7 @@ class TurnRunner:
                 conversation.chat.platform, conversation.partner, pending
             )
         partner_id = conversation.partner.id if conversation.partner else OWNER_AUDIENCE
-        day = self.config.usage_day(self.clock())
-        for spent in prepared.spent:
-            if spent.prompt_tokens or spent.completion_tokens:
-                await self.store.add_usage(
-                    day, partner_id, spent.kind, spent.model,
-                    spent.prompt_tokens, spent.completion_tokens,
-                )  # fmt: skip
-            else:
-                await self.store.add_units(day, partner_id, spent.kind, spent.model, spent.units)
+        await book(self.store, self.config.usage_day(self.clock()), partner_id, prepared.spent)
         return prepared
 
     async def _unheard(
@@ -442,7 +434,10 @@ class TurnRunner:
                         on_delta=_accumulate(stream) if stream else None,
                     ),
                 )
-            text, actions = self._marked(output.text or EMPTY_ANSWER, partner, chat.platform)
+            text, actions = markers.acted_on(
+                output.text or EMPTY_ANSWER,
+                lambda name: None if partner is None else partner.sticker(name, chat.platform),
+            )
             await self._record_usage(
                 partner,
                 "chat",
@@ -487,25 +482,6 @@ class TurnRunner:
             conversation.chat.chat_key,
             self.clock(),
         )
-
-    @staticmethod
-    def _marked(
-        raw: str, partner: Partner | None, platform: str
-    ) -> tuple[str, tuple[NewMedia, ...]]:
-        """The reply's text without markers, and the reactions and stickers they asked for
-        (acted on by delivery). A sticker name not in preset.yml ``stickers:`` is ignored."""
-        marked = markers.parse(raw)
-        actions = [NewMedia("react", emoji) for emoji in marked.reactions]
-        for name in marked.stickers:
-            sticker = partner.sticker(name, platform) if partner is not None else None
-            if sticker is None:
-                logger.info("sticker %r is not in the partner's preset.yml; ignored", name)
-                continue
-            actions.append(NewMedia("sticker", sticker))
-        text = marked.text
-        if not text and not actions and not marked.silent:
-            text = EMPTY_ANSWER
-        return text, tuple(actions)
 
     async def _unless_stopped(self, chat_key: str, work: Awaitable[T]) -> T:
         """``work``, unless :meth:`stop` is called for this chat first: then it is cancelled

@@ -9,7 +9,7 @@ import asyncio
 import io
 import os
 import stat
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,15 +21,13 @@ from bot.store import Store
 from tests.fakes.fake_discord import BOT_TOKEN, FakeDiscord, point_discord_at
 from tests.fakes.fake_llm import FAKE_MODEL_ID, FakeLLM
 from tests.fakes.fake_telegram import TOKEN, FakeTelegram
+from tests.first_run import (
+    BOT,
+    new_bot,  # noqa: F401 (the telegram fixture)
+    wrong_endpoint,
+    wrong_endpoints,
+)
 from tests.test_llm_check import refused_port
-
-BOT = "mira_home_bot"
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram(bot_username=BOT) as fake:
-        yield fake
 
 
 @pytest.fixture(autouse=True)
@@ -101,15 +99,7 @@ async def test_the_non_interactive_form_writes_a_checked_config_and_offers_a_cla
     assert loaded.llm.model == FAKE_MODEL_ID and loaded.telegram.token is not None
 
 
-@pytest.mark.parametrize(
-    ("case", "fix"),
-    [
-        ("no /v1", "llm.base_url = "),
-        ("unknown model", "Set llm.model to one of them"),
-        ("401", "set llm.api_key"),
-        ("refused", "connection refused"),
-    ],
-)
+@wrong_endpoints
 async def test_a_wrong_endpoint_is_named_with_its_fix_and_nothing_is_written(
     tmp_path: Path,
     fake_llm: FakeLLM,
@@ -117,15 +107,7 @@ async def test_a_wrong_endpoint_is_named_with_its_fix_and_nothing_is_written(
     case: str,
     fix: str,
 ) -> None:
-    url = fake_llm.base_url
-    if case == "no /v1":
-        url = url.removesuffix("/v1")
-    elif case == "unknown model":
-        fake_llm.models = ["llama3.2:latest"]
-    elif case == "401":
-        fake_llm.api_key = "sk-needed"
-    else:
-        url = f"http://127.0.0.1:{refused_port()}/v1"
+    url = wrong_endpoint(fake_llm, case)
     config = existing_config(tmp_path)
     before = config.read_bytes()
     code, err = await setup(config, capsys, "--llm-base-url", url, "--model", FAKE_MODEL_ID)
