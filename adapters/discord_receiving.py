@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -82,8 +82,8 @@ class DiscordReceiving:
     _background: set[asyncio.Task[None]]
     _chat_locks: ChatLocks
 
-    async def send(self, message: Outbound) -> str | None:
-        raise NotImplementedError  # the channel's (a polite line to an unsupported message)
+    send: Callable[[Outbound], Awaitable[str | None]]
+    """The channel's own send (a polite line to an unsupported message)."""
 
     def _register_events(self) -> None:
         client = self.client

@@ -22,7 +22,7 @@ import secrets
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -91,8 +91,8 @@ class TelegramReceiving:
     _last_poll_at: float | None
     _not_storing: bool
 
-    async def send(self, message: Outbound) -> str | None:
-        raise NotImplementedError  # the channel's (a polite line to an unsupported message)
+    send: Callable[[Outbound], Awaitable[str | None]]
+    """The channel's own send (a polite line to an unsupported message)."""
 
     async def _poll_loop(self) -> None:
         backoff = unstored_wait = BACKOFF_SECONDS
