@@ -7,7 +7,7 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 STAMP_MUTATION := $(VENV)/.installed-mutation
 
-.PHONY: setup run test lint typecheck pytest bench soak mutation clean lock postgresql
+.PHONY: setup run test lint typecheck pytest bench soak mutation clean lock postgresql browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -61,7 +61,25 @@ postgresql:
 			"(Debian/Ubuntu: sudo apt-get install postgresql)"; \
 	fi
 
-test: $(STAMP_DEV) postgresql
+
+# The web page's browser tests drive Debian's chromium through Playwright (never a browser
+# Playwright downloads). As root on a Debian-like machine (CI) a missing chromium is installed;
+# elsewhere this only says what to install, and the browser tests fail saying the same.
+CHROMIUM ?= /usr/bin/chromium
+
+browser:
+	@if [ -x "$(CHROMIUM)" ]; then \
+		:; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends chromium; } \
+		|| echo "make browser: installing chromium failed; the browser tests will say so"; \
+	else \
+		echo "make browser: $(CHROMIUM) is missing; install Debian's chromium package" \
+			"(sudo apt-get install chromium) for the web page's browser tests"; \
+	fi
+
+test: $(STAMP_DEV) postgresql browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy

@@ -124,6 +124,10 @@ class Receiver(Protocol):
         """Tell the owner something they need to act on (a missing permission, ...)."""
         ...
 
+    def owner_ids(self, platform: str) -> list[str]:
+        """The platform user ids of the owners: config.toml's and those who claimed the bot."""
+        ...
+
 
 class Channel(Protocol):
     platform: str
@@ -194,6 +198,17 @@ class MediaChannel(Protocol):
 
     async def recording(self, chat: ChatRef) -> None:
         """Show that a voice message is being recorded (once; the caller refreshes it)."""
+        ...
+
+
+@runtime_checkable
+class OwnerMenuChannel(Protocol):
+    """A channel whose command menu shows the owner's commands only to the owner (Telegram:
+    a menu per chat), so a new owner must be added to it."""
+
+    async def show_owner_commands(self, user_id: str) -> None:
+        """Show the owner's commands in the menu of ``user_id``, who just became an owner.
+        A platform's refusal is logged, never raised: the commands work without the menu."""
         ...
 
 

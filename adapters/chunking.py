@@ -148,20 +148,27 @@ def _pieces(markdown: str, room: Room) -> list[Piece]:
     markdown = markdown.replace("\x00", "")
     pieces: list[Piece] = []
     previous_end: int | None = None
+    previous_was_cut = False
     for block in top_level_blocks(markdown, parse(markdown)):
-        separator = "\n\n" if previous_end is None else _gap(markdown[previous_end : block.start])
+        between = "" if previous_end is None else markdown[previous_end : block.start]
+        separator = _gap(between, after_cut=previous_was_cut or previous_end is None)
         text = markdown[block.start : block.end].strip("\n")
-        parts = [Piece("\n\n", text)] if room.fits(text) else _cut(block.tokens, room, whole=False)
+        fits = room.fits(text)
+        parts = [Piece("\n\n", text)] if fits else _cut(block.tokens, room, whole=False)
         if parts:
             pieces.append(Piece(separator, parts[0].text))
             pieces.extend(parts[1:])
         previous_end = block.end
+        previous_was_cut = not fits
     return pieces
 
 
-def _gap(between: str) -> str:
-    """What separates two blocks: their line breaks, and blank lines kept as blank lines."""
-    return "\n" * max(1, between.count("\n"))
+def _gap(between: str, after_cut: bool) -> str:
+    """What separates two blocks: their line breaks, and blank lines kept as blank lines.
+    After a block that was cut, at least one blank line: its last part may be a paragraph
+    that the next block (an empty list item, a ``---``) would continue or underline, where
+    the block as written had ended it."""
+    return "\n" * max(2 if after_cut else 1, between.count("\n"))
 
 
 def _cut(tokens: list[Token], room: Room, whole: bool = True) -> list[Piece]:

@@ -4,7 +4,8 @@
   channel, with its own name and avatar on every message (threads use their parent channel's
   webhook with ``thread=``). :class:`PersonaWebhooks` finds the bot's webhook (or creates it)
   once per channel and caches it. Without the Manage Webhooks permission it says so once and
-  the channel falls back to normal messages prefixed with the partner's name.
+  the channel falls back to normal messages prefixed with the partner's name; so does a
+  channel that other people's webhooks already fill (Discord allows 15).
 * **Avatars from a file.** ``Webhook.send`` takes an avatar only as a URL, and a partner's
   ``avatar.png`` (a character card's picture) has none that lasts: Discord's attachment URLs
   expire. So a partner with an avatar image gets a webhook of its own in each channel it
@@ -42,9 +43,11 @@ PARTNER_WEBHOOK_PREFIX = "companion-gateway:"
 """A partner's own webhook is named ``companion-gateway:<partner id>:<image hash>``."""
 MAX_CHANNEL_WEBHOOKS = 15
 FORBIDDEN_RETRY_SECONDS = 600.0
-"""After a missing permission, how long to use the fallback before asking Discord again."""
+"""After a missing permission or a channel full of others' webhooks, how long to use the
+fallback before asking Discord again."""
 CANNOT_MESSAGE_USER = 50007
 UNKNOWN_WEBHOOK = 10015
+MAX_WEBHOOKS_REACHED = 30007
 PREVIEW_INTERVAL_SECONDS = 1.0
 WEBHOOK_NAME_WORDS = ("discord", "clyde")
 """Discord refuses webhook usernames containing these words."""
@@ -118,7 +121,7 @@ class PersonaWebhooks:
         self._on_missing_permission = on_missing_permission
         self._hooks: dict[int, discord.Webhook] = {}
         self._partner_hooks: dict[tuple[int, str], discord.Webhook] = {}
-        self._forbidden_until: dict[int, float] = {}
+        self._fallback_until: dict[int, float] = {}
         self._told: set[int] = set()
         self._locks: dict[int, asyncio.Lock] = {}
         self.own_ids: set[int] = set()
@@ -128,7 +131,7 @@ class PersonaWebhooks:
         """The channel's persona webhook, or None when the bot may not manage webhooks."""
         if (hook := self._hooks.get(channel.id)) is not None:
             return hook
-        if time.monotonic() < self._forbidden_until.get(channel.id, 0.0):
+        if time.monotonic() < self._fallback_until.get(channel.id, 0.0):
             return None
         async with self._locks.setdefault(channel.id, asyncio.Lock()):
             if (hook := self._hooks.get(channel.id)) is not None:
@@ -136,10 +139,22 @@ class PersonaWebhooks:
             try:
                 hook = await self._find_or_create(channel)
             except discord.Forbidden:
-                self._forbidden_until[channel.id] = time.monotonic() + FORBIDDEN_RETRY_SECONDS
+                self._fallback_until[channel.id] = time.monotonic() + FORBIDDEN_RETRY_SECONDS
                 if channel.id not in self._told:
                     self._told.add(channel.id)
                     await self._on_missing_permission(channel)
+                return None
+            except discord.HTTPException as exc:
+                if exc.code != MAX_WEBHOOKS_REACHED:
+                    raise
+                # other people's webhooks fill the channel: speak as the bot, try again later
+                logger.warning(
+                    "discord: #%s already has %d webhooks, none of them ours; partners speak "
+                    "there as the bot, with their names in front",
+                    channel.name,
+                    MAX_CHANNEL_WEBHOOKS,
+                )
+                self._fallback_until[channel.id] = time.monotonic() + FORBIDDEN_RETRY_SECONDS
                 return None
             self._hooks[channel.id] = hook
             self.own_ids.add(hook.id)
@@ -172,13 +187,13 @@ class PersonaWebhooks:
         hook = self._partner_hooks.get(key)
         if hook is not None and hook.name == wanted:
             return hook
-        if time.monotonic() < self._forbidden_until.get(channel.id, 0.0):
+        if time.monotonic() < self._fallback_until.get(channel.id, 0.0):
             return None
         async with self._locks.setdefault(channel.id, asyncio.Lock()):
             try:
                 hook = await self._partner_hook(channel, partner_id, wanted, image)
             except discord.Forbidden:
-                self._forbidden_until[channel.id] = time.monotonic() + FORBIDDEN_RETRY_SECONDS
+                self._fallback_until[channel.id] = time.monotonic() + FORBIDDEN_RETRY_SECONDS
                 return None
             if hook is not None:
                 self._partner_hooks[key] = hook

@@ -19,7 +19,7 @@ from bot.commands import CommandContext, CommandReply
 from bot.literal import literal, literal_line
 from bot.paging import paged, pop_page
 from bot.sessions import OWNER_AUDIENCE, Speaker
-from bot.store import MessageRow, SessionRow
+from bot.store import MessageRow, SessionRow, Store
 from bot.transcripts import MAX_REFERENCES, transcript_label
 from partners.journal import forget_in_journals, journal_file
 from partners.memory import Change, MemoryFile, read_text
@@ -264,7 +264,7 @@ async def admin_consult(ctx: CommandContext) -> CommandReply:
 async def admin_transcript(ctx: CommandContext) -> CommandReply:
     need(ctx, 2, "transcript <partner> <session id>")
     partner = ctx.catalog.require(ctx.args[0])
-    referenced = await _session_arg(ctx, partner, ctx.args[1])
+    referenced = await find_session(ctx.store, partner, ctx.args[1])
     chat = await ctx.store.chat(ctx.chat_key)
     if chat is None:
         raise AdminError("this chat is unknown; write to me once, then try again")
@@ -286,11 +286,12 @@ async def admin_transcript(ctx: CommandContext) -> CommandReply:
     return CommandReply(text)
 
 
-async def _session_arg(ctx: CommandContext, partner: Partner, raw: str) -> SessionRow:
+async def find_session(store: Store, partner: Partner, raw: str) -> SessionRow:
+    """The partner's session a (shortened) id names; AdminError says what is wrong."""
     prefix = raw.lower()
     if not SESSION_PREFIX.match(prefix):
         raise AdminError(f"{raw!r} is not a session id; /admin sessions {partner.id} lists them")
-    found = await ctx.store.find_sessions(partner.id, prefix)
+    found = await store.find_sessions(partner.id, prefix)
     if not found:
         raise AdminError(f"{partner.name} has no session {raw}; /admin sessions {partner.id}")
     if len(found) > 1:

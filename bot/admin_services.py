@@ -11,6 +11,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 from adapters.base import Channel
 from bot.budget import Budget
@@ -24,6 +25,14 @@ from partners.review import Reviewer
 
 Consult = Callable[[ChatRow, Speaker, str, str], Awaitable[str]]
 """(owner chat, owner, partner id, question) -> "Name: answer" (TurnRunner.consult)."""
+
+
+class WebLogins(Protocol):
+    """The web page's door, as ``/admin web`` uses it (``bot/web/server.py``)."""
+
+    async def login_link(self) -> str: ...
+
+    async def logout_all(self) -> int: ...
 
 
 @dataclass
@@ -41,3 +50,5 @@ class AdminServices:
     lore: LoreLibrary | None = None
     """Partners' lorebooks and what fired last (``/admin lore``)."""
     started_at: float = field(default_factory=time.time)
+    web: WebLogins | None = None
+    """The web page, when ``[web] enabled``; None otherwise."""

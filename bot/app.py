@@ -15,7 +15,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from adapters.base import Channel
@@ -53,6 +53,9 @@ from partners.persona import Partner, size_report
 from partners.recall import Recall
 from partners.review import Reviewer
 from partners.user_memory import UserMemory
+
+if TYPE_CHECKING:
+    from bot.web.server import WebServer
 
 logger = logging.getLogger(__name__)
 
@@ -127,6 +130,7 @@ class App:
     """Gives messages their vectors in the background; None: ``[embeddings]`` is off."""
     status_task: asyncio.Task[None] | None = None
     approvals_task: asyncio.Task[None] | None = None
+    web: WebServer | None = None
 
     @property
     def owner_file(self) -> MemoryFile:
@@ -151,6 +155,8 @@ class App:
         await self.scheduler.plan_reminders()
         if self.embedder is not None:
             self.embedder.start()
+        if self.web is not None:  # before the channels: a port in use stops the start
+            await self.web.start()
         for channel in self.channels.values():
             await channel.start(self.gateway)
         self.status_task = asyncio.create_task(self._report_status(), name="status file")
@@ -186,6 +192,8 @@ class App:
         stored and wait, pending, for the next start."""
         if not self.lock.held:
             return
+        if self.web is not None:
+            await self.web.stop()
         if self.approvals_task is not None:
             self.approvals_task.cancel()
             await asyncio.gather(self.approvals_task, return_exceptions=True)
@@ -338,7 +346,7 @@ async def build_app(
         media=MediaReader(config, store, speech, llm, channels),
         voice=voice,
         lore=lore,
-        recall=Recall(store, embeddings, config.embeddings.max_scan),
+        recall=Recall.configured(store, embeddings, config.embeddings),
     )
     dispatcher = Dispatcher(store, runner.process, config.dispatch.max_concurrent_turns)
     forgetting = Forgetting(store, memory, catalog)
@@ -357,6 +365,7 @@ async def build_app(
         stop_turn=runner.stop,
         greeter=Greeter(store, sessions, delivery),
     )
+    web = web_server(config, store, catalog, access, gateway)
     gateway.admin = AdminServices(
         memory=memory,
         owner_file=owner_memory_file(config),
@@ -369,6 +378,7 @@ async def build_app(
         settings=settings,
         budget=budget,
         lore=lore,
+        web=web,
     )
     return App(
         config,
@@ -392,4 +402,21 @@ async def build_app(
         embedder=(
             Embedder(store, embeddings, config.embeddings.batch_size) if embeddings else None
         ),
+        web=web,
     )
+
+
+def web_server(
+    config: Config, store: Store, catalog: PartnerCatalog, access: Access, gateway: Gateway
+) -> WebServer | None:
+    """The owner's web page, when ``[web] enabled``."""
+    if not config.web.enabled:
+        return None
+    # imported here: the templates' engine stays out of a gateway whose page is off
+    from bot.web.actions import OwnerActions
+    from bot.web.auth import WebAuth
+    from bot.web.pages import WebParts
+    from bot.web.server import WebServer
+
+    actions = OwnerActions(config, store, catalog, access, gateway)
+    return WebServer(config, WebParts(config, store, catalog, actions), WebAuth(store, config.web))

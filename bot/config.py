@@ -244,6 +244,8 @@ class EmbeddingsConfig(_Section):
     """Seconds a search waits for its query's vector before it answers lexically."""
     max_scan: int = Field(20_000, ge=100, le=5_000_000)
     """Vectors one search compares at most: the newest ones the asker may see."""
+    cache_mb: int = Field(512, ge=0, le=1_000_000)
+    """Memory for vectors kept between searches (0: read them from the database each time)."""
 
     @property
     def enabled(self) -> bool:
@@ -265,6 +267,27 @@ class PartnersConfig(_Section):
     default: str | None = None
 
 
+class WebConfig(_Section):
+    """The owner's web page (README "The web page"): off unless enabled, loopback by default,
+    entered only through a one-time link from ``/admin web``."""
+
+    enabled: bool = False
+    listen: str = "127.0.0.1"
+    port: int = Field(8780, ge=0, le=65535)
+    """0 picks a free port (tests)."""
+    public_url: str | None = None
+    """The address the owner's browser uses, when a reverse proxy stands in front
+    (``https://...`` also marks the session cookie Secure)."""
+    session_hours: float = Field(12, gt=0, le=24 * 30)
+
+    @field_validator("public_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https:// (the address you open)")
+        return value.rstrip("/") if value else value
+
+
 class Config(_Section):
     llm: LLMConfig = LLMConfig()
     storage: StorageConfig = StorageConfig()
@@ -279,6 +302,7 @@ class Config(_Section):
     partners: PartnersConfig = PartnersConfig()
     speech: SpeechConfig = SpeechConfig()
     embeddings: EmbeddingsConfig = EmbeddingsConfig()
+    web: WebConfig = WebConfig()
 
     @property
     def data_dir(self) -> Path:

@@ -1,7 +1,8 @@
 """``companion doctor``: what would break a first run, found before the first message.
 
 One line per finding: ``ok`` or ``BAD`` (each failure names its fix), or an indented fact. It
-checks the LLM endpoint live (reachable, ``/v1``, the model, the key), each chat token with its
+checks the LLM endpoint live (reachable, ``/v1``, the model, the key), the embeddings endpoint
+the same way when ``[embeddings]`` is set, each chat token with its
 platform, that every enabled platform has an owner (in config.toml or claimed), that the data
 directory is writable and that every partner directory loads. It only reads, so it works beside
 a running gateway; secrets are only ever said to be set or not.
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from adapters.base import TokenCheck
 from bot.config import Config
+from bot.embeddings_check import check_embeddings
 from bot.llm import configuration_problem
 from bot.llm_check import check_endpoint, is_local_endpoint
 from bot.store import Store
@@ -44,6 +46,7 @@ async def examine(
     per platform whose token is set."""
     findings = [config_finding(config_file)]
     findings += await llm_findings(config)
+    findings += await embeddings_findings(config)
     for platform, check in token_checks.items():
         findings += await token_findings(platform, check)
     findings += await owner_findings(config, list(token_checks))
@@ -70,6 +73,18 @@ async def llm_findings(config: Config) -> list[Finding]:
     answers = f"LLM endpoint {llm.base_url.rstrip('/')} answers with model {llm.model}"
     findings.append(Finding(problem is None, problem or answers))
     return findings
+
+
+async def embeddings_findings(config: Config) -> list[Finding]:
+    """The ``[embeddings]`` endpoint, checked live when it is set (nothing when it is not:
+    search is lexical)."""
+    embeddings = config.embeddings
+    if not embeddings.enabled:
+        return []
+    problem = await check_embeddings(embeddings, config.llm)
+    url = (embeddings.base_url or "").rstrip("/")
+    answers = f"embeddings endpoint {url} embeds with model {embeddings.model}"
+    return [Finding(problem is None, problem or answers)]
 
 
 async def token_findings(platform: str, check: TokenChecker) -> list[Finding]:

@@ -1,6 +1,8 @@
 """The background embedder: gives stored messages and journal entries their vectors.
 
-An asyncio task the app starts when ``[embeddings]`` is set. It reads what the store lists as
+An asyncio task the app starts when ``[embeddings]`` is set. The store wakes it whenever it
+stores a searchable message (:attr:`Store.new_searchable`: setting an event, nothing more, so
+the turn that stored the message does not wait). It reads what the store lists as
 not embedded yet (new messages past its watermark, and messages whose text changed), sends
 them to the endpoint in batches of ``embeddings.batch_size`` and stores the vectors. It is never
 on the reply path: a turn stores its messages and goes on; their vectors come a moment later.
@@ -12,18 +14,18 @@ the endpoint refuses is split off and skipped, so one odd message cannot stall t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable, Sequence
 
 from bot.embeddings import EmbeddingsClient, EmbeddingsRejected, EmbeddingsUnavailable
 from bot.store import NewVector, Store
-from bot.vectors import pack
 
 logger = logging.getLogger(__name__)
 
-IDLE_SECONDS = 5.0
-"""How often an idle embedder looks for new messages (a store query of one index range)."""
+IDLE_SECONDS = 60.0
+"""How often an idle embedder looks for new messages although nobody woke it: the store wakes
+it whenever it stores a searchable message, so this only catches rows written by another
+process (a store query of one index range)."""
 RETRY_FIRST_SECONDS = 2.0
 RETRY_MAX_SECONDS = 300.0
 
@@ -50,6 +52,9 @@ class Embedder:
         self.failures = 0
         """Batches failed in a row (0: the endpoint answers)."""
         self._wake = asyncio.Event()
+        """Set by :meth:`wake`: ends any pause, a back-off too."""
+        self.idle = False
+        """Waiting for new messages (the backlog is empty)."""
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -62,11 +67,16 @@ class Embedder:
             self._task = None
 
     def wake(self) -> None:
-        """Look for new messages now rather than at the next idle round."""
+        """Look for new messages now, even in the middle of a back-off."""
         self._wake.set()
 
     async def _run(self) -> None:
+        stored = self.store.new_searchable
         while True:
+            # cleared before the backlog is read: whatever is stored from now on wakes the
+            # next idle pause, so no message waits for the idle round
+            self._wake.clear()
+            stored.clear()
             try:
                 embedded = await self.run_once()
             except EmbeddingsUnavailable as exc:
@@ -75,21 +85,18 @@ class Embedder:
                     self.retry_first_seconds * 2 ** (self.failures - 1), self.retry_max_seconds
                 )
                 logger.warning("embedding paused for %.0f s: %s", delay, exc)
-                await self._pause(delay)
+                await _first(delay, self._wake)  # new messages do not cut a back-off short
                 continue
             except Exception:
                 # the edge of a background job: log it, keep the gateway and the job alive
                 logger.exception("embedding failed")
-                await self._pause(self.retry_max_seconds)
+                await _first(self.retry_max_seconds, self._wake)
                 continue
             self.failures = 0
             if not embedded:
-                await self._pause(self.idle_seconds)
-
-    async def _pause(self, seconds: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), seconds)
-        self._wake.clear()
+                self.idle = True
+                await _first(self.idle_seconds, self._wake, stored)
+                self.idle = False
 
     async def run_once(self) -> int:
         """Embed one batch of the backlog; returns how many messages it took (0: none
@@ -118,10 +125,23 @@ class Embedder:
                 return []
             half = len(wanted) // 2
             return [*await self.vectors(wanted[:half]), *await self.vectors(wanted[half:])]
+        from bot.vectors import pack  # numpy, loaded only once embeddings are on
+
         return [
             NewVector(message_id, text, vector.size, pack(vector))
             for (message_id, text), vector in zip(wanted, found, strict=True)
         ]
+
+
+async def _first(seconds: float, *events: asyncio.Event) -> None:
+    """Wait until any of ``events`` is set, or ``seconds`` have passed."""
+    waits = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+        await asyncio.gather(*waits, return_exceptions=True)
 
 
 async def reindex(

@@ -11,12 +11,15 @@ never do), so nothing past this module knows the SDK. Vectors come back unit-len
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
 import openai
+from pydantic import SecretStr
 
 from bot.config import EmbeddingsConfig, LLMConfig
-from bot.vectors import BadVector, unit
+
+if TYPE_CHECKING:  # numpy is loaded only when [embeddings] is set: ~20 MB a gateway without
+    import numpy as np  # semantic recall never needs
 
 NO_KEY = "not-set"
 MAX_INPUT_CHARS = 8000
@@ -37,6 +40,14 @@ class EmbeddingsRejected(EmbeddingsError):
     """The endpoint refused this input itself (a 400-class answer): retrying will not help."""
 
 
+def api_key(config: EmbeddingsConfig, llm: LLMConfig) -> SecretStr | None:
+    """``embeddings.api_key``; unset, ``llm.api_key`` when both are the same endpoint (the same
+    provider: the same account)."""
+    if config.api_key is None and (config.base_url or "").rstrip("/") == llm.base_url.rstrip("/"):
+        return llm.api_key
+    return config.api_key
+
+
 class EmbeddingsClient:
     """Embeds texts with the configured model."""
 
@@ -45,9 +56,7 @@ class EmbeddingsClient:
             raise ValueError("embeddings are off: [embeddings] base_url and model are not set")
         self.model = config.model
         self.query_timeout = config.query_timeout
-        key = config.api_key
-        if key is None and config.base_url.rstrip("/") == llm.base_url.rstrip("/"):
-            key = llm.api_key  # the same provider: the same account
+        key = api_key(config, llm)
         self._client = openai.AsyncOpenAI(
             base_url=config.base_url,
             api_key=key.get_secret_value() if key else NO_KEY,
@@ -82,6 +91,8 @@ class EmbeddingsClient:
             raise EmbeddingsUnavailable(
                 f"the embeddings endpoint answered {len(data)} vectors for {len(inputs)} texts"
             )
+        from bot.vectors import BadVector, unit
+
         try:
             vectors = [unit(item.embedding) for item in data]
         except (BadVector, TypeError) as exc:

@@ -13,7 +13,14 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from adapters.base import Channel, DeliveryError, MediaChannel, NotStored, PhotoChannel
+from adapters.base import (
+    Channel,
+    DeliveryError,
+    MediaChannel,
+    NotStored,
+    OwnerMenuChannel,
+    PhotoChannel,
+)
 from bot.access import APPROVED_WELCOME, Access
 from bot.admin_services import AdminServices
 from bot.claims import CLAIM_COMMANDS, CLAIM_REFUSED, CLAIMED, OwnerClaims
@@ -123,6 +130,10 @@ class Gateway:
     async def stop_turn(self, chat: ChatRef) -> bool:
         return self._stop_turn(chat.key)
 
+    def owner_ids(self, platform: str) -> list[str]:
+        keys = (key.partition(":") for key in sorted(self.access.is_owner.keys))
+        return [user_id for where, _, user_id in keys if where == platform]
+
     def partner_choices(self) -> list[tuple[str, str]]:
         return [(p.id, p.name) for p in self.catalog.public()]
 
@@ -204,6 +215,9 @@ class Gateway:
         claimed = await self.claims.redeem(inbound.sender, args[0])
         text = CLAIMED.format(platform=platform.capitalize()) if claimed else CLAIM_REFUSED
         await self.reply(inbound.chat, text, inbound.message_id)
+        channel = self.channels.get(platform)
+        if claimed and isinstance(channel, OwnerMenuChannel):
+            await channel.show_owner_commands(inbound.sender.user_id)
         return True
 
     async def _pairing_notice(self, sender: Sender, notice: str, code: str) -> None:

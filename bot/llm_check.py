@@ -168,14 +168,14 @@ def _problem(exc: openai.APIError, config: LLMConfig, url: str, wait_seconds: fl
             "overloaded, or is llm.base_url wrong?"
         )
     if isinstance(exc, openai.APIConnectionError):
-        if _refused(exc):
+        if connection_refused(exc):
             return (
                 f"cannot reach the LLM endpoint {url}: connection refused, nothing listens "
                 "there. Start the server (Ollama: `ollama serve`) or fix llm.base_url (inside "
                 "Docker, 127.0.0.1 is the container itself: use the host's address)"
             )
         return (
-            f"cannot reach the LLM endpoint {url} ({_root_cause(exc)}): check llm.base_url "
+            f"cannot reach the LLM endpoint {url} ({root_cause(exc)}): check llm.base_url "
             "and the network"
         )
     if isinstance(exc, openai.AuthenticationError):
@@ -203,7 +203,7 @@ def _causes(exc: BaseException) -> list[BaseException]:
     return chain
 
 
-def _refused(exc: BaseException) -> bool:
+def connection_refused(exc: BaseException) -> bool:
     for cause in _causes(exc):
         if isinstance(cause, ConnectionRefusedError):
             return True
@@ -214,6 +214,6 @@ def _refused(exc: BaseException) -> bool:
     return False
 
 
-def _root_cause(exc: BaseException) -> str:
+def root_cause(exc: BaseException) -> str:
     text = str(_causes(exc)[-1]) or type(_causes(exc)[-1]).__name__
     return text.splitlines()[0] if text else "no answer"

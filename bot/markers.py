@@ -6,13 +6,23 @@ preset.yml ``stickers:``). The code acts on them and strips them on every path â
 sent, streaming previews, speech, the history the owner reads (DESIGN.md "Decisions": markers
 in replies). Markers cost no tool schema on every turn: the model writes them like text.
 
-Plain text in, plain text out: this module knows no platform and no partner.
+Plain text in, plain text out: this module knows no platform and no partner (a turn hands
+:func:`acted_on` the partner's sticker lookup).
 """
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from bot.store import NewMedia
+
+logger = logging.getLogger(__name__)
+
+EMPTY_ANSWER = "â€¦"
+"""What a reply shows that has nothing else to show (and no marker asking for silence)."""
 
 SILENCE = "[[silent]]"
 MARKER = re.compile(
@@ -64,3 +74,21 @@ def strip_preview(text: str) -> str:
     """What a live preview may show of a reply still being written: no marker, and no
     marker half-written at its end (``[[rea``)."""
     return UNFINISHED.sub("", strip(text)).rstrip()
+
+
+def acted_on(raw: str, sticker_of: Callable[[str], str | None]) -> tuple[str, tuple[NewMedia, ...]]:
+    """The reply's text without markers, and the reactions and stickers they asked for
+    (acted on by delivery). ``sticker_of`` is the platform's id for a sticker name, None for
+    a name not in the partner's preset.yml ``stickers:`` (ignored)."""
+    marked = parse(raw)
+    actions = [NewMedia("react", emoji) for emoji in marked.reactions]
+    for name in marked.stickers:
+        sticker = sticker_of(name)
+        if sticker is None:
+            logger.info("sticker %r is not in the partner's preset.yml; ignored", name)
+            continue
+        actions.append(NewMedia("sticker", sticker))
+    text = marked.text
+    if not text and not actions and not marked.silent:
+        text = EMPTY_ANSWER
+    return text, tuple(actions)

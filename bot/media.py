@@ -80,6 +80,18 @@ class Prepared:
     """States this reading gave the media (as stored)."""
 
 
+async def book(store: Store, day: str, partner_id: str, spent: list[Spent]) -> None:
+    """What reading a turn's media cost, into the usage table: tokens (a description), or
+    units (seconds heard, images seen)."""
+    for item in spent:
+        if item.prompt_tokens or item.completion_tokens:
+            await store.add_usage(
+                day, partner_id, item.kind, item.model, item.prompt_tokens, item.completion_tokens
+            )
+        else:
+            await store.add_units(day, partner_id, item.kind, item.model, item.units)
+
+
 class MediaReader:
     def __init__(
         self,

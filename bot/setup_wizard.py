@@ -3,8 +3,9 @@
 Interactive (no setting given on the command line): it asks for the LLM endpoint (listing the
 models it serves, then one tiny call; a wrong answer is explained and asked again), an optional
 Telegram token (checked with getMe: the bot's @username) and Discord token (checked: the
-invite URL), and the owner — an id if you know it, else a one-time claim code printed at the
-end. Answers come from stdin line by line, so a script may pipe them.
+invite URL), the owner — an id if you know it, else a one-time claim code printed at the
+end — and whether to turn on the owner's web page. Answers come from stdin line by line, so
+a script may pipe them.
 
 Non-interactive (``--llm-base-url … --model … --telegram-token-env …``, for scripts and
 Docker): the flags are applied to the file's current values and checked the same way; if a
@@ -30,7 +31,7 @@ from bot.config import Config, ConfigError, parse_config
 from bot.config_file import ConfigFile
 from bot.llm_check import check_endpoint, is_local_endpoint
 from bot.store import Store
-from bot.terminal import announce, ask, ask_secret, say
+from bot.terminal import announce, ask, ask_secret, confirm, say
 
 TokenCheckers = Mapping[str, Callable[[Config], Awaitable[TokenCheck]]]
 PLATFORMS = {"telegram": "Telegram", "discord": "Discord"}
@@ -60,6 +61,7 @@ class SetupOptions:
     telegram_owner: int | None = None
     discord_owner: int | None = None
     data_dir: str | None = None
+    web: bool | None = None
     check: bool = True
 
     @property
@@ -111,6 +113,8 @@ class Wizard:
         for platform, user_id in (("telegram", o.telegram_owner), ("discord", o.discord_owner)):
             if user_id is not None:
                 self.add_owner(platform, user_id)
+        if o.web is not None:
+            self.file.set("web", "enabled", o.web)
         config = self.config()
         if o.check:
             problems = await self.check_all(config)
@@ -145,6 +149,7 @@ class Wizard:
         for platform in PLATFORMS:
             await self.ask_token(platform)
         await self.ask_owners()
+        self.ask_web()
 
     async def ask_llm(self) -> None:
         while True:
@@ -229,6 +234,18 @@ class Wizard:
                 if not answer.isdigit():
                     raise SetupError(f"{answer!r} is not a {label} user id (digits only)")
                 self.add_owner(platform, int(answer))
+
+    def ask_web(self) -> None:
+        """The owner's web page (README "The web page"); the end of input leaves it as it
+        is, so scripts written before the question existed still finish."""
+        if self.file.get("web", "enabled"):
+            return
+        answer = confirm(
+            "Turn on the web page for you (on 127.0.0.1; /admin web sends you a login link)?"
+        )
+        if answer:
+            self.file.set("web", "enabled", True)
+            say("  ok: send /admin web in your direct chat with the bot once it runs")
 
     # ---- shared -------------------------------------------------------------------------
 

@@ -4,19 +4,21 @@ Every inbound message that calls for an answer belongs to exactly one turn, and 
 records exactly one reply (DESIGN.md "Decisions": one turn, one reply). The reply and the
 closing of its inbound messages are one transaction, so a crash before it re-runs the turn
 (nothing was sent yet) and a crash after it only re-delivers the remaining chunks.
+
+``TurnRunner`` orchestrates; beside it live who is talking (``bot/conversation.py``), the
+turns answered without the model (``bot/quiet_turns.py``), failure counting and the apology
+(``bot/turn_failures.py``), stopping a turn (``bot/turn_stops.py``) and the typing indicator
+and reply preview (``bot/turn_feedback.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, replace
-from datetime import datetime
-from typing import TypeVar
+from collections.abc import Callable
+from dataclasses import replace
 from zoneinfo import ZoneInfo
 
 from adapters.base import Channel, MediaChannel, ReplyStream
@@ -25,11 +27,13 @@ from bot.access import OwnerCheck
 from bot.budget import Budget
 from bot.chat import ChatLoop, TurnInput, history_window
 from bot.config import Config, MemoryConfig
+from bot.conversation import Conversation, resolve_conversation
 from bot.delivery import Delivery, PendingReply, chat_ref
 from bot.dispatcher import Worked
-from bot.events import storable
-from bot.llm import Delta, LLMError
-from bot.media import MediaReader, Prepared
+from bot.llm import LLMError
+from bot.markers import EMPTY_ANSWER
+from bot.media import MediaReader, Prepared, book
+from bot.quiet_turns import resting, unheard
 from bot.sessions import (
     OWNER_AUDIENCE,
     TITLE_CHARS,
@@ -41,6 +45,9 @@ from bot.sessions import (
 from bot.store import ChatRow, MediaRow, MessageRow, NewMedia, NewMessage, SessionRow, Store
 from bot.tools import ToolRegistry, ToolSurface
 from bot.transcripts import load_transcripts
+from bot.turn_failures import failed_attempt
+from bot.turn_feedback import accumulate, typing
+from bot.turn_stops import STOPPED, TurnStopped, TurnStops
 from bot.voice_replies import VoiceReplies
 from partners.catalog import PartnerCatalog
 from partners.lore_books import LoreLibrary
@@ -58,32 +65,10 @@ from partners.tools import (
 )
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
-TYPING_DELAY_SECONDS = 0.5
-"""A reply faster than this needs no typing indicator (and the platform one call less)."""
-TYPING_REFRESH_SECONDS = 4.5
 OWNER_QUEUE = "@owner"
 APOLOGY = "Sorry — I can't think right now (my model is unreachable). Please try again in a bit."
-TURN_FAILED = (
-    "Sorry — something went wrong on my side with that message and I couldn't answer it. "
-    "Please try again, perhaps in other words."
-)
-VOICE_UNHEARD = (
-    "Sorry — I can't listen to voice messages here right now. Could you write it for me?"
-)
-"""Said once a day per user when a voice note without a caption could not be transcribed."""
 MAX_REACTIONS_SHOWN = 20
-MAX_TURN_ATTEMPTS = 3
-"""Turns that raise before a message is given up (DESIGN.md: nothing stays pending forever)."""
-ERROR_DETAIL_CHARS = 300
-EMPTY_ANSWER = "…"
-STOPPED = "(stopped)"
-"""The answer to a turn its chat stopped (Ctrl-C in the console): a note, not the partner's."""
-
-
-class TurnStopped(Exception):
-    """The chat asked to stop the running turn."""
 
 
 def consult_chat_key(owner_chat_key: str) -> str:
@@ -92,15 +77,6 @@ def consult_chat_key(owner_chat_key: str) -> str:
 
 def queue_key(chat_key: str, partner_id: str | None) -> str:
     return f"{chat_key}|{partner_id or OWNER_QUEUE}"
-
-
-@dataclass(frozen=True)
-class Conversation:
-    """Who is talking where, resolved once per turn."""
-
-    chat: ChatRow
-    partner: Partner | None
-    speaker: Speaker
 
 
 class TurnRunner:
@@ -151,17 +127,13 @@ class TurnRunner:
         """Lorebooks and post-history instructions; None: none are read."""
         self.recall = recall or Recall(store)
         """History search for partner_search (semantic when embeddings are configured)."""
-        self._stops: dict[str, asyncio.Event] = {}
-        """Chat key -> set to stop the model call of the turn running there."""
+        self._stops = TurnStops()
+        """The stop switches of the turns running now (Ctrl-C in the console)."""
 
     def stop(self, chat_key: str) -> bool:
         """Stop the turn running in this chat at once (its model call is cancelled and it is
         answered with :data:`STOPPED`); False if none is running."""
-        requested = self._stops.get(chat_key)
-        if requested is None:
-            return False
-        requested.set()
-        return True
+        return self._stops.stop(chat_key)
 
     async def process(self, key: str) -> Worked:
         """Answer what is pending for one queue key.
@@ -175,12 +147,14 @@ class TurnRunner:
             await self._turn(pending)
         except Exception as exc:  # one turn is an outer edge: count it, lose nothing
             logger.exception("turn for %s failed", key)
-            await self._failed_attempt(pending, exc)
+            await failed_attempt(self.store, self.catalog, self.delivery, pending, exc)
             return Worked.FAILED
         return Worked.ANSWERED
 
     async def _turn(self, pending: list[MessageRow]) -> None:
-        conversation = await self._conversation(pending[-1])
+        conversation = await resolve_conversation(
+            self.store, self.catalog, self.is_owner, pending[-1]
+        )
         if conversation is None:
             logger.error(
                 "queue %s: chat or partner is gone; closing %d messages",
@@ -192,11 +166,13 @@ class TurnRunner:
         session = await self.sessions.current(
             conversation.chat, conversation.partner, conversation.speaker, pending[0]
         )
-        if await self._resting(conversation, session, pending):
+        if await resting(self.budget, self.store, self.delivery, conversation, session, pending):
             return
         prepared = await self._prepare(conversation, pending)
         if not prepared.rows:
-            await self._unheard(conversation, session, pending)
+            await unheard(
+                self.store, self.delivery, self.config, self.clock, conversation, session, pending
+            )
             return
         if not session.title:  # a session opened by a voice note is titled by its transcript
             title = " ".join(prepared.rows[0].text.split())[:TITLE_CHARS]
@@ -233,100 +209,6 @@ class TurnRunner:
         if conversation.partner is not None:
             await self.reviewer.after_turn(session, self.memory_settings().history_chars)
 
-    async def _failed_attempt(self, pending: list[MessageRow], exc: Exception) -> None:
-        attempts = await self.store.count_failed_turn([row.id for row in pending])
-        if attempts == 0:  # the reply was recorded before it failed: nothing is left pending
-            return
-        if attempts < MAX_TURN_ATTEMPTS:
-            logger.warning(
-                "turn attempt %d of %d failed; trying again", attempts, MAX_TURN_ATTEMPTS
-            )
-            return
-        await self._give_up(pending, attempts, exc)
-
-    async def _give_up(self, pending: list[MessageRow], attempts: int, exc: Exception) -> None:
-        """Close the messages as failed, apologise once and leave an audit row."""
-        ids = [row.id for row in pending]
-        last = pending[-1]
-        partner = self.catalog.get(last.partner_id) if last.partner_id else None
-        apology = NewMessage(
-            chat_key=last.chat_key,
-            role="notice",
-            text=TURN_FAILED,
-            audience=last.audience,
-            status="delivering",
-            partner_id=last.partner_id,
-            speaker=partner.name if partner else "assistant",
-        )
-        # No session: messages that broke three turns stay out of the history, or they could
-        # break every later turn of the chat too.
-        reply_id = await self.store.finish_turn(ids, None, apology, "failed")
-        await self.store.audit(
-            "gateway",
-            "turn_failed",
-            chat=last.chat_key,
-            messages=ids,
-            attempts=attempts,
-            error=storable(f"{type(exc).__name__}: {exc}")[:ERROR_DETAIL_CHARS],
-        )
-        chat = await self.store.chat(last.chat_key)
-        if chat is not None:
-            answered = last.platform_message_id
-            await self.delivery.send(
-                PendingReply(reply_id, chat, TURN_FAILED, last.partner_id, answered)
-            )
-
-    async def _resting(
-        self, conversation: Conversation, session: SessionRow, pending: list[MessageRow]
-    ) -> bool:
-        """Over a budget or rate limit: the resting line once, then quiet — no model call."""
-        if self.budget is None:
-            return False
-        speaker = conversation.speaker
-        rest = await self.budget.check(
-            conversation.partner, conversation.chat.chat_key, speaker.user_key, speaker.is_owner
-        )
-        if rest is None:
-            return False
-        ids = [row.id for row in pending]
-        logger.info("partner resting (%s) in %s", rest.reason, conversation.chat.chat_key)
-        if rest.line is None:
-            await self.store.close_unanswered(ids, session.id)
-            return True
-        partner = conversation.partner
-        assert partner is not None  # only partners rest
-        reply = NewMessage(
-            chat_key=conversation.chat.chat_key,
-            role="assistant",
-            text=rest.line,
-            audience=audience_for(conversation.chat, speaker),
-            status="delivering",
-            session_id=session.id,
-            partner_id=partner.id,
-            speaker=partner.name,
-        )
-        reply_id = await self.store.finish_turn(ids, session.id, reply)
-        answered = pending[-1].platform_message_id
-        await self.delivery.send(
-            PendingReply(reply_id, conversation.chat, rest.line, partner.id, answered)
-        )
-        return True
-
-    async def _conversation(self, last: MessageRow) -> Conversation | None:
-        if last.user_key is None:
-            return None
-        chat, user = await self.store.chat_and_user(last.chat_key, last.user_key)
-        if chat is None:
-            return None
-        partner = None
-        if last.partner_id is not None:
-            partner = self.catalog.get(last.partner_id)
-            if partner is None:
-                return None
-        name = (user["display_name"] if user else "") or last.speaker or "someone"
-        speaker = Speaker(last.user_key, name, self.is_owner(last.user_key))
-        return Conversation(chat, partner, speaker)
-
     async def _close_orphans(self, pending: list[MessageRow]) -> None:
         for row in pending:
             await self.store.set_status(row.id, "failed")
@@ -336,52 +218,13 @@ class TurnRunner:
         typing indicator meanwhile; their cost booked."""
         if self.media is None:
             return Prepared(list(pending))
-        async with self._typing(conversation.chat):
+        async with typing(self.channels, conversation.chat):
             prepared = await self.media.prepare(
                 conversation.chat.platform, conversation.partner, pending
             )
         partner_id = conversation.partner.id if conversation.partner else OWNER_AUDIENCE
-        day = self.config.usage_day(self.clock())
-        for spent in prepared.spent:
-            if spent.prompt_tokens or spent.completion_tokens:
-                await self.store.add_usage(
-                    day, partner_id, spent.kind, spent.model,
-                    spent.prompt_tokens, spent.completion_tokens,
-                )  # fmt: skip
-            else:
-                await self.store.add_units(day, partner_id, spent.kind, spent.model, spent.units)
+        await book(self.store, self.config.usage_day(self.clock()), partner_id, prepared.spent)
         return prepared
-
-    async def _unheard(
-        self, conversation: Conversation, session: SessionRow, pending: list[MessageRow]
-    ) -> None:
-        """Only voice notes nobody could transcribe: one polite line a day per user, then
-        quiet — the notes stay in the conversation, unanswered."""
-        ids = [row.id for row in pending]
-        speaker = conversation.speaker
-        now = datetime.fromtimestamp(self.clock(), self.config.owner_timezone())
-        day_start = now.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
-        told = await self.store.last_rest_notice("voice", speaker.user_key)
-        if told is not None and told >= day_start:
-            await self.store.close_unanswered(ids, session.id)
-            return
-        await self.store.note_rest_notice("voice", speaker.user_key)
-        partner = conversation.partner
-        reply = NewMessage(
-            chat_key=conversation.chat.chat_key,
-            role="notice",
-            text=VOICE_UNHEARD,
-            audience=audience_for(conversation.chat, speaker),
-            status="delivering",
-            session_id=session.id,
-            partner_id=partner.id if partner else None,
-            speaker=partner.name if partner else "assistant",
-        )
-        reply_id = await self.store.finish_turn(ids, session.id, reply)
-        answered = pending[-1].platform_message_id
-        await self.delivery.send(
-            PendingReply(reply_id, conversation.chat, VOICE_UNHEARD, reply.partner_id, answered)
-        )
 
     async def _answer(
         self,
@@ -431,18 +274,21 @@ class TurnRunner:
         role, text = "assistant", EMPTY_ANSWER
         actions: tuple[NewMedia, ...] = ()
         try:
-            async with self._typing(chat):
-                output = await self._unless_stopped(
+            async with typing(self.channels, chat):
+                output = await self._stops.unless_stopped(
                     chat.chat_key,
                     self.chat_loop.run(
                         turn,
                         surface,
                         ctx,
                         model=model,
-                        on_delta=_accumulate(stream) if stream else None,
+                        on_delta=accumulate(stream) if stream else None,
                     ),
                 )
-            text, actions = self._marked(output.text or EMPTY_ANSWER, partner, chat.platform)
+            text, actions = markers.acted_on(
+                output.text or EMPTY_ANSWER,
+                lambda name: None if partner is None else partner.sticker(name, chat.platform),
+            )
             await self._record_usage(
                 partner,
                 "chat",
@@ -487,44 +333,6 @@ class TurnRunner:
             conversation.chat.chat_key,
             self.clock(),
         )
-
-    @staticmethod
-    def _marked(
-        raw: str, partner: Partner | None, platform: str
-    ) -> tuple[str, tuple[NewMedia, ...]]:
-        """The reply's text without markers, and the reactions and stickers they asked for
-        (acted on by delivery). A sticker name not in preset.yml ``stickers:`` is ignored."""
-        marked = markers.parse(raw)
-        actions = [NewMedia("react", emoji) for emoji in marked.reactions]
-        for name in marked.stickers:
-            sticker = partner.sticker(name, platform) if partner is not None else None
-            if sticker is None:
-                logger.info("sticker %r is not in the partner's preset.yml; ignored", name)
-                continue
-            actions.append(NewMedia("sticker", sticker))
-        text = marked.text
-        if not text and not actions and not marked.silent:
-            text = EMPTY_ANSWER
-        return text, tuple(actions)
-
-    async def _unless_stopped(self, chat_key: str, work: Awaitable[T]) -> T:
-        """``work``, unless :meth:`stop` is called for this chat first: then it is cancelled
-        and TurnStopped raised."""
-        requested = self._stops[chat_key] = asyncio.Event()
-        running = asyncio.ensure_future(work)
-        stopping = asyncio.create_task(requested.wait())
-        try:
-            await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            if self._stops.get(chat_key) is requested:
-                del self._stops[chat_key]
-            stopping.cancel()
-            if not running.done():
-                running.cancel()
-                await asyncio.gather(running, return_exceptions=True)
-        if running.cancelled() or (requested.is_set() and running.exception() is not None):
-            raise TurnStopped  # what a cancelled model call raises on its way out is no news
-        return running.result()
 
     def _tools(
         self, conversation: Conversation, session: SessionRow, last: MessageRow
@@ -660,37 +468,3 @@ class TurnRunner:
             prompt,
             completion,
         )
-
-    @contextlib.asynccontextmanager
-    async def _typing(self, chat: ChatRow) -> AsyncIterator[None]:
-        channel = self.channels.get(chat.platform)
-        if channel is None:
-            yield
-            return
-        ref = chat_ref(chat)
-
-        async def refresh() -> None:
-            await asyncio.sleep(TYPING_DELAY_SECONDS)
-            while True:
-                with contextlib.suppress(Exception):
-                    await channel.typing(ref)
-                await asyncio.sleep(TYPING_REFRESH_SECONDS)
-
-        task = asyncio.create_task(refresh())
-        try:
-            yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-
-def _accumulate(stream: ReplyStream) -> Delta:
-    """Turn model deltas into "the whole text so far" for a reply stream."""
-    parts: list[str] = []
-
-    async def on_delta(delta: str) -> None:
-        parts.append(delta)
-        await stream.push(markers.strip_preview("".join(parts)))
-
-    return on_delta

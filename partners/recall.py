@@ -4,7 +4,9 @@ an embeddings endpoint is configured.
 
 Semantic recall never decides who may see what: the store hands over only the vectors the
 asker may see (the same rule as its lexical search, applied in SQL before any score), and
-only vectors of the configured model. The query's own vector is the one network call on the
+only vectors of the configured model; with the vector cache (:mod:`partners.vector_cache`)
+the store computes the asker's scope tokens and the cache compares only rows carrying one of
+them, choosing exactly what the SQL would. The query's own vector is the one network call on the
 search path; it gets ``embeddings.query_timeout`` and no retry, and if it fails or is late
 the answer is the lexical one, as if embeddings were off (one log line, nothing else).
 """
@@ -14,12 +16,17 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-
+from bot.config import EmbeddingsConfig
 from bot.embeddings import EmbeddingsClient, EmbeddingsError
 from bot.store import SearchHit, Store
-from bot.vectors import nearest
+
+if TYPE_CHECKING:  # numpy and the cache are loaded only when [embeddings] is set
+    import numpy as np
+
+    from partners.vector_cache import VectorCache, VectorFilter
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +55,20 @@ def fuse(*rankings: Sequence[int]) -> list[int]:
     return sorted(scores, key=lambda m: -scores[m])
 
 
+@dataclass(frozen=True)
+class Narrowing:
+    """A search's optional date range and speaker."""
+
+    since: float | None = None
+    until: float | None = None
+    speaker: str | None = None
+
+    def filter(self, scopes: Sequence[str], max_scan: int) -> VectorFilter:
+        from partners.vector_cache import VectorFilter
+
+        return VectorFilter(scopes, max_scan, self.since, self.until, self.speaker)
+
+
 class Recall:
     """Searches a partner's history for one asker."""
 
@@ -56,11 +77,28 @@ class Recall:
         store: Store,
         embeddings: EmbeddingsClient | None = None,
         max_scan: int = DEFAULT_MAX_SCAN,
+        cache: VectorCache | None = None,
     ) -> None:
         self.store = store
         self.embeddings = embeddings
         """None: lexical only (``[embeddings]`` not set), and no vector is ever read."""
         self.max_scan = max_scan
+        self.cache = cache
+        """Vectors kept in memory between searches; None: each search reads them from the
+        store."""
+
+    @classmethod
+    def configured(
+        cls, store: Store, embeddings: EmbeddingsClient | None, settings: EmbeddingsConfig
+    ) -> Recall:
+        """Recall as ``[embeddings]`` sets it up: ``max_scan``, and a vector cache of
+        ``cache_mb`` when embeddings are on (0: none)."""
+        cache = None
+        if embeddings is not None and settings.cache_mb > 0:
+            from partners.vector_cache import VectorCache
+
+            cache = VectorCache(store, settings.cache_mb * 2**20)
+        return cls(store, embeddings, settings.max_scan, cache)
 
     async def search(
         self,
@@ -86,21 +124,47 @@ class Recall:
         vector = await self._query_vector(self.embeddings, query)
         if vector is None:
             return lexical[:limit]
-        candidates = await self.store.vector_candidates(
-            partner_id,
-            audiences,
-            self.embeddings.model,
-            vector.size,
-            self.max_scan,
-            since=since,
-            until=until,
-            speaker=speaker,
+        only = Narrowing(since, until, speaker)
+        similar = await self._similar(
+            partner_id, audiences, self.embeddings.model, vector, depth, only
         )
-        similar = await asyncio.to_thread(nearest, vector, candidates, depth)
         order = fuse([hit.message_id for hit in lexical], [m for m, _ in similar])[:limit]
         hits = {hit.message_id: hit for hit in lexical}
         hits.update(await self.store.search_hits([m for m in order if m not in hits]))
         return [hits[m] for m in order if m in hits]
+
+    async def _similar(
+        self,
+        partner_id: str,
+        audiences: Sequence[str] | None,
+        model: str,
+        vector: np.ndarray,
+        depth: int,
+        only: Narrowing,
+    ) -> list[tuple[int, float]]:
+        """The ``depth`` most similar vectors the asker may see: from the in-memory cache
+        when there is one and the partner fits it, else read out of the store (the reference
+        path, which the cache must always agree with)."""
+        if self.cache is not None:
+            scopes = await self.store.search_scopes(partner_id, audiences)
+            found = await self.cache.nearest(
+                partner_id, model, vector, depth, only.filter(scopes, self.max_scan)
+            )
+            if found is not None:
+                return found
+        candidates = await self.store.vector_candidates(
+            partner_id,
+            audiences,
+            model,
+            vector.size,
+            self.max_scan,
+            since=only.since,
+            until=only.until,
+            speaker=only.speaker,
+        )
+        from bot.vectors import nearest
+
+        return await asyncio.to_thread(nearest, vector, candidates, depth)
 
     async def _query_vector(self, client: EmbeddingsClient, query: str) -> np.ndarray | None:
         """The query's vector, or None (search stays lexical) if the endpoint fails or is slow."""

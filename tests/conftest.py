@@ -150,8 +150,11 @@ class Harness:
     async def send(self, inbound: Inbound) -> None:
         await self.app.gateway.receive(inbound)
 
-    async def settle(self) -> None:
-        await self.app.dispatcher.idle()
+    async def settle(self, timeout: float = 60.0) -> None:
+        """Wait until every turn has run; a turn stuck past ``timeout`` fails the test
+        instead of freezing the whole run."""
+        async with asyncio.timeout(timeout):
+            await self.app.dispatcher.idle()
 
 
 @pytest.fixture

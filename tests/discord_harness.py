@@ -1,23 +1,33 @@
 """A running gateway on the real discord.py, against FakeDiscord and FakeLLM.
 
 Tests build one with :meth:`DiscordGateways.start` (a second start on the same data directory
-is a restart) and read what the bot sent from the fake's recorded REST calls.
+is a restart) and read what the bot sent from the fake's recorded REST calls. A test module
+gets the usual server and its gateways as the fixtures ``fake`` and ``gateways`` by importing
+:func:`tea_house` and :func:`discord_gateways`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from adapters.discord_channel import DiscordChannel
 from bot.app import App, build_app
 from bot.config import Config
 from partners.catalog import PartnerCatalog
 from tests.conftest import make_config
-from tests.fakes.fake_discord import BOT_TOKEN, DISCORD_EPOCH_MS, FakeDiscord, RestCall
+from tests.fakes.fake_discord import (
+    BOT_TOKEN,
+    DISCORD_EPOCH_MS,
+    FakeDiscord,
+    RestCall,
+    point_discord_at,
+)
 from tests.fakes.fake_llm import FakeLLM
 
 GUILD = 10
@@ -107,3 +117,32 @@ async def eventually(predicate: Callable[[], bool], what: str, timeout: float = 
         if loop.time() > deadline:
             raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
         await asyncio.sleep(0.01)
+
+
+@pytest.fixture(name="fake")
+async def tea_house(request: pytest.FixtureRequest) -> AsyncIterator[FakeDiscord]:
+    """The server most tests talk in: Tea House (owned by OWNER) with #general and its thread
+    "brewing", alice and bob; discord.py points at it until the test ends. A test may pass
+    FakeDiscord's options with ``@pytest.mark.parametrize("fake", [{...}], indirect=True)``."""
+    options: dict[str, Any] = getattr(request, "param", {})
+    async with FakeDiscord(**options) as server:
+        server.add_guild(GUILD, "Tea House", owner_id=OWNER)
+        server.add_text_channel(GUILD, CHANNEL, "general")
+        server.add_thread(GUILD, CHANNEL, THREAD, "brewing")
+        server.add_user(ALICE, "alice")
+        server.add_user(BOB, "bob")
+        restore = point_discord_at(server)
+        try:
+            yield server
+        finally:
+            restore()
+
+
+@pytest.fixture(name="gateways")
+async def discord_gateways(
+    fake: FakeDiscord, fake_llm: FakeLLM, tmp_path: Path
+) -> AsyncIterator[DiscordGateways]:
+    """Gateways on ``fake``, with their data in the test's temporary directory; stopped after."""
+    gateways = DiscordGateways(fake, fake_llm, tmp_path / "data")
+    yield gateways
+    await gateways.stop_all()

@@ -1,17 +1,21 @@
 """A running gateway on the real python-telegram-bot, against FakeTelegram and FakeLLM.
 
 Tests build one with :meth:`TelegramGateways.start` (a second start on the same data
-directory is a restart) and read what the bot sent from the fake's recorded calls.
+directory is a restart) and read what the bot sent from the fake's recorded calls. A test
+module gets the usual fake Bot API and its gateways as the fixtures ``fake`` and ``gateways``
+by importing :func:`telegram_fake` and :func:`telegram_gateways`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from adapters.telegram_channel import TelegramChannel
 from bot.app import App, build_app
@@ -102,11 +106,35 @@ def replying_to(message_id: int) -> Callable[[Call], bool]:
 
 
 async def settled(fake: FakeTelegram, gateway: Gateway, chat_id: int = 31337) -> None:
-    """Wait until the gateway has worked through everything sent so far: updates are handled
-    in order, so once a marker in a chat of its own is answered every earlier update was
-    handled; then every turn they started has ended. The marker is a command: it never
-    reaches the model."""
+    """Wait until the gateway has worked through everything sent so far, then until every
+    turn it started has ended. A marker (a command: it never reaches the model) is pushed
+    last, in a chat of its own; its answer alone does not say that the updates before it
+    were handled, since the chats of one batch are handled side by side. Its confirmation
+    does: the gateway confirms a batch only once every update in it was handled."""
     before = len(fake.sent("sendMessage", chat_id))
-    fake.send_user_message(chat_id=chat_id, text="/help", first_name="Marker")
+    marker = fake.send_user_message(chat_id=chat_id, text="/help", first_name="Marker")
     await fake.wait_for_sent(chat_id=chat_id, count=before + 1, timeout=10)
+    marker_id = int(marker["update_id"])
+    await fake.wait_until(
+        lambda: all(int(update["update_id"]) > marker_id for update in fake.pending_updates),
+        timeout=10,
+        description="the updates up to the marker to be confirmed",
+    )
     await asyncio.wait_for(gateway.app.dispatcher.idle(), timeout=30)
+
+
+@pytest.fixture(name="fake")
+async def telegram_fake() -> AsyncIterator[FakeTelegram]:
+    """The fake Bot API as @companion_bot, which reads every group message (no privacy mode)."""
+    async with FakeTelegram(bot_username=BOT_USERNAME, can_read_all_group_messages=True) as tg:
+        yield tg
+
+
+@pytest.fixture(name="gateways")
+async def telegram_gateways(
+    fake: FakeTelegram, fake_llm: FakeLLM, tmp_path: Path
+) -> AsyncIterator[TelegramGateways]:
+    """Gateways on ``fake``, with their data in the test's temporary directory; stopped after."""
+    gateways = TelegramGateways(fake, fake_llm, tmp_path / "data")
+    yield gateways
+    await gateways.stop_all()

@@ -47,6 +47,7 @@ PLAUSIBLE_ARGS = {
     "reload": "",
     "export": "example",
     "backup": "",
+    "web": "",
 }
 NEEDS_ARGUMENTS = [
     "partner new",

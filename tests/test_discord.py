@@ -6,7 +6,6 @@ other bots, reconnects and missed messages."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +17,14 @@ from tests.discord_harness import (
     BOB,
     BOT_ID,
     CHANNEL,
-    GUILD,
     OWNER,
     THREAD,
     TIMEOUT,
     DiscordGateways,
+    discord_gateways,  # noqa: F401 (the gateways fixture)
     eventually,
     posts_to,
+    tea_house,  # noqa: F401 (the fake fixture)
 )
 from tests.fakes.fake_discord import (
     INTENT_DIRECT_MESSAGE_REACTIONS,
@@ -35,36 +35,10 @@ from tests.fakes.fake_discord import (
     INTENT_MESSAGE_CONTENT,
     FakeDiscord,
     RestCall,
-    point_discord_at,
 )
 from tests.fakes.fake_llm import FakeLLM, Reply
 
 SOL_AVATAR = "https://example.org/avatars/sol.png"
-
-
-@pytest.fixture
-async def fake(request: pytest.FixtureRequest) -> AsyncIterator[FakeDiscord]:
-    options: dict[str, Any] = getattr(request, "param", {})
-    async with FakeDiscord(**options) as server:
-        server.add_guild(GUILD, "Tea House", owner_id=OWNER)
-        server.add_text_channel(GUILD, CHANNEL, "general")
-        server.add_thread(GUILD, CHANNEL, THREAD, "brewing")
-        server.add_user(ALICE, "alice")
-        server.add_user(BOB, "bob")
-        restore = point_discord_at(server)  # restores discord.py's endpoints afterwards
-        try:
-            yield server
-        finally:
-            restore()
-
-
-@pytest.fixture
-async def gateways(
-    fake: FakeDiscord, fake_llm: FakeLLM, tmp_path: Path
-) -> AsyncIterator[DiscordGateways]:
-    gateways = DiscordGateways(fake, fake_llm, tmp_path / "data")
-    yield gateways
-    await gateways.stop_all()
 
 
 def system_prompt(request: dict[str, Any]) -> str:
@@ -324,6 +298,29 @@ async def test_without_manage_webhooks_replies_carry_the_name_and_the_owner_is_t
     assert "Manage Webhooks" in notices[0].json["content"]
     assert "#general" in notices[0].json["content"]
     assert fake.webhook_messages() == []
+
+
+async def test_a_channel_full_of_other_webhooks_gets_replies_carrying_the_name(
+    gateways: DiscordGateways, fake: FakeDiscord
+) -> None:
+    for number in range(15):  # Discord's most: creating one more is refused with 30007
+        fake.add_webhook(CHANNEL, f"other {number}")
+    await gateways.start()
+    for number in (1, 2):
+        asked = await fake.message_create(
+            channel_id=CHANNEL, author_id=ALICE, content=mention(f"question {number}"),
+            mentions=[BOT_ID],
+        )  # fmt: skip
+        reply = await fake.wait_for_rest(
+            lambda c, asked=asked: (
+                posts_to(CHANNEL)(c)
+                and str((c.json.get("message_reference") or {}).get("message_id")) == asked["id"]
+            ),
+            TIMEOUT,
+        )
+        assert reply.json["content"].startswith("**Mira:** ")
+    assert fake.webhook_messages() == [] and len(fake.webhooks(CHANNEL)) == 15
+    assert gateways.running[0].app.dispatcher.turns_failed == 0
 
 
 async def test_messages_from_other_bots_are_ignored(

@@ -15,26 +15,13 @@ from tests.discord_harness import (
     ALICE,
     BOT_ID,
     CHANNEL,
-    GUILD,
     OWNER,
     TIMEOUT,
     DiscordGateways,
+    tea_house,  # noqa: F401 (the fake fixtures)
 )
-from tests.fakes.fake_discord import FakeDiscord, point_discord_at
+from tests.fakes.fake_discord import FakeDiscord
 from tests.fakes.fake_llm import FakeLLM, Reply
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeDiscord]:
-    async with FakeDiscord() as server:
-        server.add_guild(GUILD, "Tea House", owner_id=OWNER)
-        server.add_text_channel(GUILD, CHANNEL, "general")
-        server.add_user(ALICE, "alice")
-        restore = point_discord_at(server)
-        try:
-            yield server
-        finally:
-            restore()
 
 
 @pytest.fixture

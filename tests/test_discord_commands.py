@@ -3,39 +3,22 @@ as the interaction's follow-up, and /admin answers a non-owner like an unknown c
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import pytest
-
 from bot.commands import UNKNOWN
-from tests.discord_harness import ALICE, CHANNEL, GUILD, OWNER, TIMEOUT, DiscordGateways
-from tests.fakes.fake_discord import FakeDiscord, RestCall, point_discord_at
+from tests.discord_harness import (
+    ALICE,
+    CHANNEL,
+    OWNER,
+    TIMEOUT,
+    DiscordGateways,
+    discord_gateways,  # noqa: F401 (the gateways fixture)
+    tea_house,  # noqa: F401 (the fake fixture)
+)
+from tests.fakes.fake_discord import FakeDiscord, RestCall
 from tests.fakes.fake_llm import FakeLLM
 
 EPHEMERAL = 1 << 6
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeDiscord]:
-    async with FakeDiscord() as server:
-        server.add_guild(GUILD, "Tea House", owner_id=OWNER)
-        server.add_text_channel(GUILD, CHANNEL, "general")
-        server.add_user(ALICE, "alice")
-        restore = point_discord_at(server)
-        try:
-            yield server
-        finally:
-            restore()
-
-
-@pytest.fixture
-async def gateways(
-    fake: FakeDiscord, fake_llm: FakeLLM, tmp_path: Path
-) -> AsyncIterator[DiscordGateways]:
-    gateways = DiscordGateways(fake, fake_llm, tmp_path / "data")
-    yield gateways
-    await gateways.stop_all()
 
 
 async def answer_to(fake: FakeDiscord, payload: dict) -> tuple[RestCall, RestCall]:

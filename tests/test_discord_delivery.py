@@ -6,51 +6,25 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import discord
-import pytest
 
 from tests.discord_harness import (
     ALICE,
     BOB,
     BOT_ID,
     CHANNEL,
-    GUILD,
-    OWNER,
     TIMEOUT,
     DiscordGateways,
+    discord_gateways,  # noqa: F401 (the gateways fixture)
     eventually,
     posts_to,
     snowflake_at,
+    tea_house,  # noqa: F401 (the fake fixture)
 )
-from tests.fakes.fake_discord import BOT_TOKEN, FakeDiscord, RestCall, point_discord_at
+from tests.fakes.fake_discord import BOT_TOKEN, FakeDiscord, RestCall
 from tests.fakes.fake_llm import FakeLLM, Reply
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeDiscord]:
-    async with FakeDiscord() as server:
-        server.add_guild(GUILD, "Tea House", owner_id=OWNER)
-        server.add_text_channel(GUILD, CHANNEL, "general")
-        server.add_user(ALICE, "alice")
-        server.add_user(BOB, "bob")
-        restore = point_discord_at(server)
-        try:
-            yield server
-        finally:
-            restore()
-
-
-@pytest.fixture
-async def gateways(
-    fake: FakeDiscord, fake_llm: FakeLLM, tmp_path: Path
-) -> AsyncIterator[DiscordGateways]:
-    gateways = DiscordGateways(fake, fake_llm, tmp_path / "data")
-    yield gateways
-    await gateways.stop_all()
 
 
 def mention(text: str) -> str:

@@ -6,11 +6,8 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from PIL import Image
 
 from bot.store import MessageRow, Store
@@ -19,41 +16,19 @@ from tests.discord_harness import (
     ALICE,
     BOT_ID,
     CHANNEL,
-    GUILD,
-    OWNER,
     TIMEOUT,
     DiscordGateways,
+    discord_gateways,  # noqa: F401 (the gateways fixture)
     eventually,
     posts_to,
+    tea_house,  # noqa: F401 (the fake fixture)
 )
-from tests.fakes.fake_discord import FLAG_VOICE_MESSAGE, FakeDiscord, RestCall, point_discord_at
+from tests.fakes.fake_discord import FLAG_VOICE_MESSAGE, FakeDiscord, RestCall
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.fakes.ogg_opus import make_ogg_opus, ogg_opus_seconds
 
 SPEECH = {"stt_model": "whisper-1", "tts_model": "tts-1"}
 VOICE = make_ogg_opus(3)
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeDiscord]:
-    async with FakeDiscord() as server:
-        server.add_guild(GUILD, "Tea House", owner_id=OWNER)
-        server.add_text_channel(GUILD, CHANNEL, "general")
-        server.add_user(ALICE, "alice")
-        restore = point_discord_at(server)
-        try:
-            yield server
-        finally:
-            restore()
-
-
-@pytest.fixture
-async def gateways(
-    fake: FakeDiscord, fake_llm: FakeLLM, tmp_path: Path
-) -> AsyncIterator[DiscordGateways]:
-    gateways = DiscordGateways(fake, fake_llm, tmp_path / "data")
-    yield gateways
-    await gateways.stop_all()
 
 
 def voice_message() -> dict[str, Any]:

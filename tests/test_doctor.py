@@ -16,13 +16,11 @@ from bot.store import Store
 from tests.fakes.fake_discord import BOT_TOKEN, FakeDiscord, point_discord_at
 from tests.fakes.fake_llm import FAKE_MODEL_ID, FakeLLM
 from tests.fakes.fake_telegram import TOKEN, FakeTelegram
-from tests.test_llm_check import refused_port
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram(bot_username="mira_home_bot") as fake:
-        yield fake
+from tests.first_run import (
+    new_bot,  # noqa: F401 (the telegram fixture)
+    wrong_endpoint,
+    wrong_endpoints,
+)
 
 
 @pytest.fixture
@@ -90,15 +88,7 @@ async def test_a_good_setup_is_all_ok_and_shows_what_the_owner_needs(
     assert TOKEN not in text and BOT_TOKEN not in text
 
 
-@pytest.mark.parametrize(
-    ("case", "fix"),
-    [
-        ("no /v1", "llm.base_url = "),
-        ("unknown model", "Set llm.model to one of them"),
-        ("401", "set llm.api_key"),
-        ("refused", "connection refused"),
-    ],
-)
+@wrong_endpoints
 async def test_each_wrong_endpoint_is_one_bad_line_with_the_fix(
     tmp_path: Path,
     fake_llm: FakeLLM,
@@ -106,15 +96,7 @@ async def test_each_wrong_endpoint_is_one_bad_line_with_the_fix(
     case: str,
     fix: str,
 ) -> None:
-    url = fake_llm.base_url
-    if case == "no /v1":
-        url = url.removesuffix("/v1")
-    elif case == "unknown model":
-        fake_llm.models = ["llama3.2:latest"]
-    elif case == "401":
-        fake_llm.api_key = "sk-needed"
-    else:
-        url = f"http://127.0.0.1:{refused_port()}/v1"
+    url = wrong_endpoint(fake_llm, case)
     code, lines = await doctor(write_config(tmp_path, url), capsys)
     assert code == 1
     [line] = bad(lines)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,43 @@ async def test_entry_text_cannot_smuggle_an_id_comment(file: MemoryFile) -> None
     result = await store.add(file, "sneaky <!-- m_fake --> text", reason="", source="t")
     entries = await store.entries(file)
     assert [(e.id, e.text) for e in entries] == [(result.entry_id, "sneaky m_fake text")]
+
+
+def edit_by_hand_in_the_same_tick(path: Path, old: str, new: str) -> None:
+    """A hand edit in place that keeps the file's size, inode and modification time, as an
+    editor writing twice within one tick of the file system's clock does."""
+    assert len(old.encode()) == len(new.encode())
+    before = path.stat()
+    path.write_bytes(path.read_bytes().replace(old.encode(), new.encode()))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_ino, after.st_mtime_ns) == (
+        before.st_size,
+        before.st_ino,
+        before.st_mtime_ns,
+    )
+
+
+async def test_a_hand_edit_between_two_reads_is_read_at_once(file: MemoryFile) -> None:
+    store = MemoryStore()
+    await store.add(file, "Lives in Lisbon", reason="", source="t")
+    assert [e.text for e in await store.entries(file)] == ["Lives in Lisbon"]
+    edit_by_hand_in_the_same_tick(file.path, "Lisbon", "Dublin")
+    assert [e.text for e in await store.entries(file)] == ["Lives in Dublin"]
+
+
+async def test_entries_a_caller_changes_do_not_change_the_next_read(file: MemoryFile) -> None:
+    store = MemoryStore()
+    await store.add(file, "Likes rain", reason="", source="t")
+    for _ in range(2):  # the first read parses, the second is served from what it kept
+        (await store.entries(file)).clear()
+    assert [e.text for e in await store.entries(file)] == ["Likes rain"]
+
+
+async def test_a_file_read_for_display_still_refuses_a_rewrite(file: MemoryFile) -> None:
+    file.path.parent.mkdir(parents=True)
+    file.path.write_bytes(b"- caf\xe9 latte\n")
+    store = MemoryStore()
+    assert [e.text for e in await store.entries(file)] == ["caf\ufffd latte"]
+    with pytest.raises(MemoryInputError, match="UTF-8"):
+        await store.entries(file, strict=True)

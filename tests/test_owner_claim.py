@@ -5,6 +5,7 @@ fake Bot API."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -14,7 +15,14 @@ from tests.discord_harness import TIMEOUT, DiscordGateways, posts_to
 from tests.fakes.fake_discord import FakeDiscord, point_discord_at
 from tests.fakes.fake_llm import FakeLLM
 from tests.fakes.fake_telegram import FakeTelegram
-from tests.telegram_harness import BOT_USERNAME, GROUP, Gateway, TelegramGateways, settled
+from tests.telegram_harness import (
+    BOT_USERNAME,
+    GROUP,
+    Gateway,
+    TelegramGateways,
+    settled,
+    telegram_gateways,  # noqa: F401 (the gateways fixture)
+)
 
 ALICE = 501
 BOB = 502
@@ -26,15 +34,6 @@ DISCORD_ALICE = 5
 async def fake() -> AsyncIterator[FakeTelegram]:
     async with FakeTelegram(bot_username=BOT_USERNAME) as tg:
         yield tg
-
-
-@pytest.fixture
-async def gateways(
-    fake: FakeTelegram, fake_llm: FakeLLM, tmp_path: Path
-) -> AsyncIterator[TelegramGateways]:
-    gateways = TelegramGateways(fake, fake_llm, tmp_path / "data")
-    yield gateways
-    await gateways.stop_all()
 
 
 async def start_unowned(gateways: TelegramGateways) -> Gateway:
@@ -138,6 +137,35 @@ async def test_a_claimed_owner_stays_the_owner_after_a_restart(
     restarted = await start_unowned(gateways)
     assert owns(restarted, ALICE)
     assert "Mira (example)" in await answer(fake, ALICE, "/admin partners")
+
+
+def menu_of(fake: FakeTelegram, chat_id: int) -> list[str]:
+    """The commands Telegram shows in one chat's menu (set with a chat scope)."""
+    scope = json.dumps({"chat_id": chat_id, "type": "chat"}, sort_keys=True)
+    return [command["command"] for command in fake.commands.get((scope, ""), [])]
+
+
+async def test_a_claimed_owner_gets_admin_in_the_command_menu_at_once(
+    gateways: TelegramGateways, fake: FakeTelegram
+) -> None:
+    gateway = await start_unowned(gateways)
+    assert menu_of(fake, ALICE) == []
+    code = await gateway.app.gateway.claims.issue("telegram")
+    await answer(fake, ALICE, f"/claim {code}")
+    await fake.wait_until(lambda: "admin" in menu_of(fake, ALICE), description="/admin menu")
+    assert menu_of(fake, ALICE)[:2] == ["start", "help"]
+
+
+async def test_a_claimed_owner_gets_admin_in_the_command_menu_after_a_restart(
+    gateways: TelegramGateways, fake: FakeTelegram
+) -> None:
+    gateway = await start_unowned(gateways)
+    code = await gateway.app.gateway.claims.issue("telegram")
+    await answer(fake, ALICE, f"/claim {code}")
+    await gateways.stop_all()
+    fake.commands.clear()
+    await start_unowned(gateways)
+    assert "admin" in menu_of(fake, ALICE)
 
 
 async def test_with_an_owner_in_the_config_a_claim_is_an_ordinary_message(

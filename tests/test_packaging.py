@@ -7,6 +7,8 @@ code is copied, and the compose service with its volumes, env file and healthche
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -84,3 +86,16 @@ def test_the_compose_service_has_its_volumes_env_file_and_healthcheck() -> None:
     assert service["env_file"][0]["path"] == ".env"
     assert service["healthcheck"]["test"] == ["CMD", "companion", "health"]
     assert set(compose["volumes"]) == {v.split(":")[0] for v in service["volumes"]}
+
+
+def test_optional_parts_cost_no_memory_until_they_are_turned_on() -> None:
+    """numpy (semantic recall) and the web page's templates are loaded only when
+    ``[embeddings]`` or ``[web]`` is set: a gateway without them stays small."""
+    probe = (
+        "import sys, bot.app, bot.cli, bot.turns, partners.tools;"
+        "print(' '.join(m for m in ('numpy', 'jinja2') if m in sys.modules))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert loaded == []

@@ -119,10 +119,13 @@ async def test_messages_are_embedded_in_the_background_in_batches(
     harness_factory: HarnessFactory, fake_llm: FakeLLM
 ) -> None:
     harness = await with_embeddings(harness_factory, fake_llm)
+    fake_llm.embedding_gate = asyncio.Event()  # the first batch is held at the endpoint...
     for text in ("I adopted a kitten", "we went hiking", "my sister moved to Lyon"):
         harness.llm.script(Reply(text=f"oh, {text}?"))
         await harness.send(dm(ALICE, text))
         await harness.settle()
+    await fake_llm.wait_for_embeddings(1)
+    fake_llm.embedding_gate.set()  # ...while the messages after it wait for the next batches
     await backlog_cleared(harness)
     searchable = await harness.app.store.user_message_ids("example", f"test:{ALICE}", ("user",))
     rows = vector_rows(harness)

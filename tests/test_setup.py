@@ -9,7 +9,7 @@ import asyncio
 import io
 import os
 import stat
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,15 +21,13 @@ from bot.store import Store
 from tests.fakes.fake_discord import BOT_TOKEN, FakeDiscord, point_discord_at
 from tests.fakes.fake_llm import FAKE_MODEL_ID, FakeLLM
 from tests.fakes.fake_telegram import TOKEN, FakeTelegram
+from tests.first_run import (
+    BOT,
+    new_bot,  # noqa: F401 (the telegram fixture)
+    wrong_endpoint,
+    wrong_endpoints,
+)
 from tests.test_llm_check import refused_port
-
-BOT = "mira_home_bot"
-
-
-@pytest.fixture
-async def telegram() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram(bot_username=BOT) as fake:
-        yield fake
 
 
 @pytest.fixture(autouse=True)
@@ -101,15 +99,7 @@ async def test_the_non_interactive_form_writes_a_checked_config_and_offers_a_cla
     assert loaded.llm.model == FAKE_MODEL_ID and loaded.telegram.token is not None
 
 
-@pytest.mark.parametrize(
-    ("case", "fix"),
-    [
-        ("no /v1", "llm.base_url = "),
-        ("unknown model", "Set llm.model to one of them"),
-        ("401", "set llm.api_key"),
-        ("refused", "connection refused"),
-    ],
-)
+@wrong_endpoints
 async def test_a_wrong_endpoint_is_named_with_its_fix_and_nothing_is_written(
     tmp_path: Path,
     fake_llm: FakeLLM,
@@ -117,15 +107,7 @@ async def test_a_wrong_endpoint_is_named_with_its_fix_and_nothing_is_written(
     case: str,
     fix: str,
 ) -> None:
-    url = fake_llm.base_url
-    if case == "no /v1":
-        url = url.removesuffix("/v1")
-    elif case == "unknown model":
-        fake_llm.models = ["llama3.2:latest"]
-    elif case == "401":
-        fake_llm.api_key = "sk-needed"
-    else:
-        url = f"http://127.0.0.1:{refused_port()}/v1"
+    url = wrong_endpoint(fake_llm, case)
     config = existing_config(tmp_path)
     before = config.read_bytes()
     code, err = await setup(config, capsys, "--llm-base-url", url, "--model", FAKE_MODEL_ID)
@@ -238,3 +220,37 @@ async def test_a_config_that_does_not_load_is_named_before_any_question(
     assert "NOT_SET_ANYWHERE" in err and "fix that first" in err
     assert "LLM endpoint" not in err
     assert config.read_bytes() == before
+
+
+async def test_the_interactive_run_offers_the_web_page(
+    tmp_path: Path, fake_llm: FakeLLM, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = existing_config(tmp_path)
+    answers = [fake_llm.base_url, "", "", "", "y"]  # endpoint, model, no tokens, web: yes
+    code, err = await setup(config, capsys, answers="\n".join(answers) + "\n")
+    assert code == 0, err
+    assert "Turn on the web page" in err and "/admin web" in err
+    loaded = load_config(config)
+    assert loaded.web.enabled is True
+    assert loaded.web.listen == "127.0.0.1"
+
+
+async def test_the_web_page_stays_off_unless_asked_for(
+    tmp_path: Path, fake_llm: FakeLLM, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = existing_config(tmp_path)
+    answers = [fake_llm.base_url, "", "", ""]  # the input ends before the web question
+    code, err = await setup(config, capsys, answers="\n".join(answers) + "\n")
+    assert code == 0, err
+    assert load_config(config).web.enabled is False
+
+
+async def test_the_non_interactive_form_turns_the_web_page_on(
+    tmp_path: Path, fake_llm: FakeLLM, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = existing_config(tmp_path)
+    code, err = await setup(
+        config, capsys, "--llm-base-url", fake_llm.base_url, "--model", FAKE_MODEL_ID, "--web"
+    )
+    assert code == 0, err
+    assert load_config(config).web.enabled is True

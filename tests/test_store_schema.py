@@ -19,8 +19,9 @@ from bot.store.postgres.migrations import migrate, schema_version
 from tests.postgres_server import PostgresServer
 
 SQLITE_TYPES = {"TEXT": "text", "INTEGER": "bigint", "REAL": "double precision", "BLOB": "bytea"}
-SQLITE_ONLY_TABLES = ("message_index",)
-"""The FTS5 index and its shadow tables: PostgreSQL's search keeps no table of its own."""
+SQLITE_ONLY_TABLES = ("message_index", "sqlite_sequence")
+"""The FTS5 index and its shadow tables (PostgreSQL's search keeps no table of its own), and
+SQLite's own counter table for AUTOINCREMENT keys."""
 
 
 async def no_recompute(method: str) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,25 +24,12 @@ from tests.telegram_harness import (
     TelegramGateways,
     replying_to,
     settled,
+    telegram_fake,  # noqa: F401 (the fake fixture)
+    telegram_gateways,  # noqa: F401 (the gateways fixture)
     texts,
 )
 
 ALICE = 501
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram(bot_username=BOT_USERNAME, can_read_all_group_messages=True) as tg:
-        yield tg
-
-
-@pytest.fixture
-async def gateways(
-    fake: FakeTelegram, fake_llm: FakeLLM, tmp_path: Path
-) -> AsyncIterator[TelegramGateways]:
-    gateways = TelegramGateways(fake, fake_llm, tmp_path / "data")
-    yield gateways
-    await gateways.stop_all()
 
 
 def system_prompt(request: dict[str, Any]) -> str:

@@ -4,16 +4,19 @@ against the fake Bot API: summary, confirm, and the character greets in its own 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
 from partners.cards import plan_import, write_import
 from partners.catalog import PartnerCatalog
 from tests import card_fixtures as cards
-from tests.fakes.fake_llm import FakeLLM
 from tests.fakes.fake_telegram import FakeTelegram
-from tests.telegram_harness import BOT_USERNAME, OWNER, TelegramGateways
+from tests.telegram_harness import (
+    BOT_USERNAME,
+    OWNER,
+    TelegramGateways,
+    telegram_gateways,  # noqa: F401 (the gateways fixture)
+)
 
 ALICE = 502
 
@@ -22,15 +25,6 @@ ALICE = 502
 async def fake() -> AsyncIterator[FakeTelegram]:
     async with FakeTelegram(bot_username=BOT_USERNAME) as tg:
         yield tg
-
-
-@pytest.fixture
-async def gateways(
-    fake: FakeTelegram, fake_llm: FakeLLM, tmp_path: Path
-) -> AsyncIterator[TelegramGateways]:
-    gateways = TelegramGateways(fake, fake_llm, tmp_path / "data")
-    yield gateways
-    await gateways.stop_all()
 
 
 def send_card(fake: FakeTelegram, raw: bytes, name: str = "sirin.png") -> None:

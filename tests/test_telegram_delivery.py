@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,26 +22,13 @@ from tests.telegram_harness import (
     TelegramGateways,
     free_port,
     settled,
+    telegram_fake,  # noqa: F401 (the fake fixture)
+    telegram_gateways,  # noqa: F401 (the gateways fixture)
 )
 
 ALICE = 501
 BOB = 502
 CAROL = 503
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram(bot_username=BOT_USERNAME, can_read_all_group_messages=True) as tg:
-        yield tg
-
-
-@pytest.fixture
-async def gateways(
-    fake: FakeTelegram, fake_llm: FakeLLM, tmp_path: Path
-) -> AsyncIterator[TelegramGateways]:
-    gateways = TelegramGateways(fake, fake_llm, tmp_path / "data")
-    yield gateways
-    await gateways.stop_all()
 
 
 def mention(fake: FakeTelegram, words: str, **kwargs: Any) -> dict[str, Any]:

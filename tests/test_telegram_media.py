@@ -8,11 +8,8 @@ import asyncio
 import io
 import json
 import zipfile
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 from PIL import Image
 
 from bot.store import MessageRow, Store
@@ -20,27 +17,19 @@ from partners.catalog import PartnerCatalog
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.fakes.fake_telegram import FakeTelegram
 from tests.fakes.ogg_opus import make_ogg_opus
-from tests.telegram_harness import BOT_USERNAME, OWNER, TelegramGateways, settled
+from tests.telegram_harness import (
+    BOT_USERNAME,
+    OWNER,
+    TelegramGateways,
+    settled,
+    telegram_fake,  # noqa: F401 (the fake fixture)
+    telegram_gateways,  # noqa: F401 (the gateways fixture)
+)
 
 ALICE = 501
 BOB = 502
 SPEECH = {"stt_model": "whisper-1", "tts_model": "tts-1"}
 VOICE = make_ogg_opus(2)
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram(bot_username=BOT_USERNAME, can_read_all_group_messages=True) as tg:
-        yield tg
-
-
-@pytest.fixture
-async def gateways(
-    fake: FakeTelegram, fake_llm: FakeLLM, tmp_path: Path
-) -> AsyncIterator[TelegramGateways]:
-    gateways = TelegramGateways(fake, fake_llm, tmp_path / "data")
-    yield gateways
-    await gateways.stop_all()
 
 
 def request_text(request: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ A newcomer's map:
   ``users`` (users, pairings, owner claims), ``chats`` (chats, bindings), ``messages``,
   ``queue`` (pending turns and delivery), ``media``, ``sessions``, ``review``, ``search``,
   ``forgetting``, ``checkins`` (and reminders), ``usage``, ``audit`` (and settings),
-  ``vectors`` (semantic recall), all on
+  ``vectors`` (semantic recall), ``web`` (the web page's logins), all on
   ``connection`` (the shared connection, its round-trip counter and error translation).
 
 The dispatcher's queue is rows in ``messages`` (``status = 'pending'``), not only memory, so
@@ -42,8 +42,10 @@ from bot.store.rows import (
     RestNoticeRow,
     SearchHit,
     SessionRow,
+    StoredVector,
     UsageRow,
     UserRow,
+    VectorChanges,
     new_session_id,
 )
 from bot.store.schema import SCHEMA, Dialects, Migration, for_dialect
@@ -75,8 +77,10 @@ __all__ = [
     "StoreError",
     "StoreFull",
     "StoreUnavailable",
+    "StoredVector",
     "UsageRow",
     "UserRow",
+    "VectorChanges",
     "for_dialect",
     "new_session_id",
 ]

@@ -46,3 +46,24 @@ class Audit(SqliteBase):
     async def delete_setting(self, key: str) -> bool:
         cursor = await self._write("DELETE FROM settings WHERE key = ?", (key,))
         return cursor.rowcount > 0
+
+    async def audit_page(
+        self, search: str = "", before_id: int | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        """Audit rows newest first, ``limit`` at a time below ``before_id``; ``search``
+        keeps rows whose actor or action contains it."""
+        sql = "SELECT id, time, actor, action, detail FROM audit WHERE 1 = 1"
+        params: list[Any] = []
+        if search:
+            sql += " AND (instr(lower(actor), ?) > 0 OR instr(lower(action), ?) > 0)"
+            params += [search.lower(), search.lower()]
+        if before_id is not None:
+            sql += " AND id < ?"
+            params.append(before_id)
+        rows = [
+            dict(row)
+            for row in await self._all(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))
+        ]
+        for row in rows:
+            row["detail"] = json.loads(row["detail"])
+        return rows

@@ -59,16 +59,22 @@ class Messages(SearchIndex):
 
         One statement (a trigger fills the index), so one trip to the database thread."""
         async with self._write_lock:
-            return await self._db.run(lambda db: self._insert_message(db, message))
+            message_id = await self._db.run(lambda db: self._insert_message(db, message))
+        self._stored([message])
+        return message_id
 
     async def add_message_with_media(self, message: NewMessage) -> int | None:
         """:meth:`add_message` for a message with media: both in one transaction."""
-        return await self._in_one_trip(lambda db: self._insert_message(db, message))
+        message_id = await self._in_one_trip(lambda db: self._insert_message(db, message))
+        self._stored([message])
+        return message_id
 
     async def add_messages(self, messages: Sequence[NewMessage]) -> list[int | None]:
-        return await self._in_one_trip(
+        message_ids = await self._in_one_trip(
             lambda db: [self._insert_message(db, message) for message in messages]
         )
+        self._stored(messages)
+        return message_ids
 
     def _insert_message(self, db: sqlite3.Connection, m: NewMessage) -> int | None:
         """Record one message (and its media) on the database thread; the caller decides
@@ -192,6 +198,8 @@ class Messages(SearchIndex):
                 (text, terms, scope, message_id),
             )
             await self._rewrite_neighbours(await self._threads("id = ?", (message_id,)))
+        if scope:
+            self._new_searchable.set()  # embedded again (embedding_redo)
 
     async def partner_messages(self, partner_id: str) -> list[MessageRow]:
         """Every recorded message of a partner, session by session (for an export)."""

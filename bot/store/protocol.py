@@ -8,6 +8,7 @@ cannot work raises from :mod:`bot.store.errors`.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -32,8 +33,10 @@ from bot.store.rows import (
     RestNoticeRow,
     SearchHit,
     SessionRow,
+    StoredVector,
     UsageRow,
     UserRow,
+    VectorChanges,
 )
 from bot.store.sqlite import SqliteStore
 
@@ -101,6 +104,9 @@ class Store(Protocol):
         other code for the platform is used up with it."""
 
     async def claimed_owners(self) -> list[ClaimedOwnerRow]: ...
+
+    async def web_users(self) -> list[dict[str, Any]]:
+        """Every user the gateway has seen, newest first, with their check-in settings."""
 
     # ---- chats -------------------------------------------------------------------------------
 
@@ -498,6 +504,12 @@ class Store(Protocol):
 
     # ---- semantic recall: vectors --------------------------------------------------------------
 
+    @property
+    def new_searchable(self) -> asyncio.Event:
+        """Set when a searchable message is stored or its text changes (the background
+        embedder waits on it and clears it)."""
+        ...
+
     async def embedding_work(self, model: str, limit: int) -> EmbeddingWork:
         """The background embedder's next batch of ``model``'s messages."""
 
@@ -531,3 +543,42 @@ class Store(Protocol):
         """The vectors a search may compare: the lexical search's visibility rule, in SQL."""
 
     async def search_hits(self, message_ids: Sequence[int]) -> dict[int, SearchHit]: ...
+
+    async def audit_page(
+        self, search: str = "", before_id: int | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        """Audit rows newest first, ``limit`` at a time below ``before_id``."""
+
+    # ---- the web page's logins -------------------------------------------------------------------
+
+    async def add_web_login(self, token_hash: str, ttl_seconds: float) -> None: ...
+
+    async def redeem_web_login(
+        self, token_hash: str, session_hash: str, csrf_token: str, ttl_seconds: float
+    ) -> bool:
+        """Use up a live login link and open a session with it: False when the link is
+        unknown, expired or used already."""
+
+    async def web_session(self, session_hash: str) -> dict[str, Any] | None: ...
+
+    async def end_web_sessions(self, session_hash: str | None = None) -> int: ...
+    async def search_scopes(self, partner_id: str, audiences: Sequence[str] | None) -> list[str]:
+        """The scope tokens of the audiences a search may see (None: all of the partner's)."""
+
+    async def vector_log_position(self) -> int:
+        """Where the vector log stands now (read before the vectors it covers)."""
+
+    async def vector_changes(self, after_seq: int) -> VectorChanges:
+        """Messages whose vector or pending state changed after ``after_seq``."""
+
+    async def stored_vectors(
+        self,
+        partner_id: str,
+        model: str,
+        dim: int,
+        *,
+        after_id: int = 0,
+        limit: int | None = None,
+        message_ids: Sequence[int] | None = None,
+    ) -> list[StoredVector]:
+        """A partner's searchable, finished messages' vectors of ``model`` and ``dim``, by id."""

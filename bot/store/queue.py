@@ -63,7 +63,9 @@ class Queue(Messages):
             )
             return reply_id
 
-        return await self._in_one_trip(finish)
+        reply_id = await self._in_one_trip(finish)
+        self._stored([reply])
+        return reply_id
 
     async def count_failed_turn(self, message_ids: Sequence[int]) -> int:
         """Count a turn that raised against each of its messages that is still pending; the

@@ -98,6 +98,28 @@ class NewVector:
 
 
 @dataclass(frozen=True)
+class StoredVector:
+    """A vector as the in-memory vector cache keeps it: its message, that message's scope
+    token, time and speaker (what a search filters by), and the float32 bytes."""
+
+    message_id: int
+    scope: str
+    created_at: float
+    speaker: str
+    vector: bytes
+
+
+@dataclass(frozen=True)
+class VectorChanges:
+    """What the vector log says changed after a position: ``seq`` is its position now;
+    ``message_ids`` the messages whose vector (or pending state) changed since, or None when
+    the log no longer reaches back that far (whoever cached vectors must read them again)."""
+
+    seq: int
+    message_ids: tuple[int, ...] | None
+
+
+@dataclass(frozen=True)
 class ForgetOperation:
     """One ``/forget``: what to remove, recorded before anything is removed (DESIGN.md
     "Forgetting is an operation, not a loop"). ``texts`` are what the steps search for; they

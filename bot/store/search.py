@@ -7,13 +7,14 @@ so an answer is found by the question before it."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from bot.store.connection import Connection, SqliteBase
-from bot.store.rows import SearchHit
+from bot.store.rows import NewMessage, SearchHit
 from bot.store.search_terms import DEFAULT_LANGUAGE, index_terms, match_expression
 
 THREAD_ROLES = ("user", "assistant", "context")
@@ -27,6 +28,11 @@ REINDEX_BATCH = 2000
 """Messages re-indexed per round trip when search terms are recomputed."""
 SEARCHABLE_ROLES = ("user", "assistant", "context", "journal")
 """Roles partner_search can find; tool traffic and notices never are."""
+
+
+def is_searchable(message: NewMessage) -> bool:
+    """Whether partner_search can find this message (and semantic recall embeds it)."""
+    return message.role in SEARCHABLE_ROLES and bool(message.partner_id)
 
 
 def audience_token(partner_id: str, audience: str) -> str:
@@ -49,6 +55,18 @@ class SearchIndex(SqliteBase):
         super().__init__(db, path)
         self._languages: dict[str, str] = {}
         """Each partner's search language (stemmer); absent: the default."""
+        self._new_searchable = asyncio.Event()
+
+    @property
+    def new_searchable(self) -> asyncio.Event:
+        """Set when a searchable message is stored or its text changes: the background
+        embedder waits on it (and clears it), so a new message gets its vector at once."""
+        return self._new_searchable
+
+    def _stored(self, messages: Sequence[NewMessage]) -> None:
+        """Wake whoever waits for new searchable messages, if any of these is one."""
+        if any(is_searchable(m) for m in messages):
+            self._new_searchable.set()
 
     async def _load_search_languages(self) -> None:
         rows = await self._all("SELECT partner_id, language FROM search_languages")
@@ -71,7 +89,7 @@ class SearchIndex(SqliteBase):
         ``since``/``until`` (epoch seconds, until exclusive) and ``speaker`` (a name, any
         case) narrow the messages searched.
         """
-        scopes = await self._search_scopes(partner_id, audiences)
+        scopes = await self.search_scopes(partner_id, audiences)
         tags = [term_tag(scope) for scope in scopes]
         expression = match_expression(query, self._language(partner_id), tags)
         if expression is None or not scopes:
@@ -94,7 +112,7 @@ class SearchIndex(SqliteBase):
         )  # fmt: skip
         return [SearchHit(*row) for row in await self._all(sql, params)]
 
-    async def _search_scopes(self, partner_id: str, audiences: Sequence[str] | None) -> list[str]:
+    async def search_scopes(self, partner_id: str, audiences: Sequence[str] | None) -> list[str]:
         """The scope tokens of the audiences a search may see (None: all of the partner's)."""
         if audiences is None:
             rows = await self._all(

@@ -20,10 +20,21 @@ from bot.store.schema import SCHEMA, Migration, for_dialect
 from bot.store.usage import Usage
 from bot.store.users import Users
 from bot.store.vectors import Vectors
+from bot.store.web import WebLogins
 
 
 class SqliteStore(
-    Users, Chats, Queue, Media, ReviewState, Forgetting, Checkins, Usage, Audit, Vectors
+    Users,
+    Chats,
+    Queue,
+    Media,
+    ReviewState,
+    Forgetting,
+    Checkins,
+    Usage,
+    Audit,
+    Vectors,
+    WebLogins,
 ):
     """The :class:`bot.store.Store` interface on SQLite (the standard library's sqlite3 on a
     thread of its own, see :mod:`bot.store.connection`)."""

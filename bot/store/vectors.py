@@ -4,10 +4,14 @@ chosen by the same visibility rule as the lexical search, in SQL, before any sco
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 
-from bot.store.rows import EmbeddingWork, NewVector, SearchHit
+from bot.store.rows import EmbeddingWork, NewVector, SearchHit, StoredVector, VectorChanges
 from bot.store.search import SearchIndex
+
+VECTOR_LOG_KEEP = 100_000
+"""Vector log entries kept: a cache further behind than this reads its vectors again."""
 
 
 class Vectors(SearchIndex):
@@ -65,6 +69,10 @@ class Vectors(SearchIndex):
                     " ON CONFLICT (model) DO UPDATE SET upto = MAX(upto, excluded.upto)",
                     (model, upto),
                 )
+            await self._db.execute(
+                "DELETE FROM vector_log WHERE seq <= (SELECT MAX(seq) FROM vector_log) - ?",
+                (VECTOR_LOG_KEEP,),
+            )
         return kept
 
     async def skip_embedding(self, message_ids: Sequence[int]) -> None:
@@ -115,7 +123,7 @@ class Vectors(SearchIndex):
         (this partner, the audiences the asker may see, finished messages, the same date and
         speaker filters), applied here in SQL before any score is computed, and only vectors
         of ``model`` with ``dim`` dimensions. At most ``limit``, the newest first."""
-        scopes = await self._search_scopes(partner_id, audiences)
+        scopes = await self.search_scopes(partner_id, audiences)
         if not scopes:
             return []
         marks = ", ".join("?" for _ in scopes)
@@ -145,3 +153,56 @@ class Vectors(SearchIndex):
             tuple(message_ids),
         )
         return {row[0]: SearchHit(*row) for row in rows}
+
+    async def vector_log_position(self) -> int:
+        """Where the vector log stands now: read it before reading the vectors it covers, so
+        a change made in between is seen again, never missed."""
+        row = await self._one("SELECT MAX(seq) FROM vector_log")
+        return int(row[0]) if row and row[0] is not None else 0
+
+    async def vector_changes(self, after_seq: int) -> VectorChanges:
+        """Messages whose vector was stored, replaced or deleted, or which entered or left
+        'pending', after ``after_seq`` (the schema's triggers log every such change).
+        ``message_ids`` is None when entries after ``after_seq`` were pruned."""
+
+        def read(db: sqlite3.Connection) -> VectorChanges:
+            first = db.execute("SELECT MIN(seq) FROM vector_log").fetchone()[0]
+            rows = db.execute(
+                "SELECT seq, message_id FROM vector_log WHERE seq > ? ORDER BY seq", (after_seq,)
+            ).fetchall()
+            if not rows:
+                return VectorChanges(after_seq, ())
+            if first > after_seq + 1:  # pruning removes the oldest entries: some are gone
+                return VectorChanges(rows[-1][0], None)
+            return VectorChanges(rows[-1][0], tuple(dict.fromkeys(row[1] for row in rows)))
+
+        return await self._db.run(read)
+
+    async def stored_vectors(
+        self,
+        partner_id: str,
+        model: str,
+        dim: int,
+        *,
+        after_id: int = 0,
+        limit: int | None = None,
+        message_ids: Sequence[int] | None = None,
+    ) -> list[StoredVector]:
+        """The vectors the in-memory cache keeps for one partner, model and dimension: those
+        of searchable, finished messages (what :meth:`vector_candidates` may return before
+        the asker's scopes and filters), by id after ``after_id``, or only ``message_ids``."""
+        where = ""
+        params: list[object] = [partner_id, model, dim, after_id]
+        if message_ids is not None:
+            where = f" AND v.message_id IN ({', '.join('?' for _ in message_ids)})"
+            params.extend(message_ids)
+        params.append(-1 if limit is None else limit)
+        rows = await self._all(
+            "SELECT v.message_id, v.scope, m.created_at, m.speaker, v.vector"
+            " FROM message_vectors v JOIN messages m ON m.id = v.message_id"
+            " WHERE m.partner_id = ? AND v.model = ? AND v.dim = ? AND v.message_id > ?"
+            " AND m.scope = v.scope AND m.terms IS NOT NULL AND m.status != 'pending'"
+            f"{where} ORDER BY v.message_id LIMIT ?",
+            tuple(params),
+        )
+        return [StoredVector(*row) for row in rows]

@@ -85,6 +85,9 @@ class Figures:
     rss_series_mib: list[float] = field(default_factory=list)
     """RSS after each tenth of the messages: a leak climbs, a warm cache levels off."""
     threads: tuple[int, int] = (0, 0)
+    threads_series: list[int] = field(default_factory=list)
+    """Threads after each tenth: a worker pool starts threads when concurrency asks for them,
+    up to its bound, and keeps them; a leak keeps adding threads past every bound."""
     open_files: tuple[int, int] = (0, 0)
     seconds: float = 0.0
 
@@ -106,7 +109,8 @@ class Figures:
             f"({rate:.1f} messages/s); RSS {self.rss_idle_kib / 1024:.1f} MiB idle, "
             f"{self.rss_start_kib / 1024:.1f} MiB after warm-up, "
             f"{self.rss_end_kib / 1024:.1f} MiB at the end (peak {self.peak_kib / 1024:.1f} MiB); "
-            f"threads {self.threads[0]} -> {self.threads[1]}; "
+            f"threads {self.threads[0]} -> {self.threads[1]} "
+            f"(by tenths: {' '.join(str(n) for n in self.threads_series)}); "
             f"open files {self.open_files[0]} -> {self.open_files[1]}; RSS by tenths (MiB): "
             + " ".join(f"{mib:.1f}" for mib in self.rss_series_mib)
         )
@@ -171,6 +175,7 @@ async def test_soak_every_message_answered_once_with_flat_memory(world: World) -
                 figures.read_start(gateway)
             if answered % tenth == 0:
                 figures.rss_series_mib.append(gateway.rss_kib() / 1024)
+                figures.threads_series.append(gateway.status("Threads"))
             if answered % FORGET_LLM_REQUESTS_EVERY == 0:
                 world.llm.requests.clear()  # the fake keeps every request otherwise
                 world.llm.request_headers.clear()
@@ -196,4 +201,8 @@ async def test_soak_every_message_answered_once_with_flat_memory(world: World) -
     assert figures.open_files[1] <= figures.open_files[0] + OPEN_FILES_GROWTH_ALLOWED, (
         figures.summary()
     )
-    assert figures.threads[1] <= figures.threads[0] + 2, figures.summary()
+    # asyncio's default executor (file reads off the loop) starts a thread whenever none is
+    # idle, up to min(32, cores + 4), and keeps it; a thread per turn would pass that bound
+    # many times over in this run
+    pool_bound = min(32, (os.cpu_count() or 1) + 4)
+    assert figures.threads[1] <= figures.threads[0] + pool_bound, figures.summary()

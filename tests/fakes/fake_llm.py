@@ -651,12 +651,19 @@ class FakeLLM:
             failure = self._embedding_failures.popleft()
             await self._delay(failure.delay_seconds)
             return self._error_response(failure)
+        refused = self._unauthorized(request)
+        if refused is not None:
+            return refused
         texts = body.get("input") if isinstance(body, dict) else None
         if isinstance(texts, str):
             texts = [texts]
         model = body.get("model") if isinstance(body, dict) else None
         if not isinstance(model, str) or not model:
             return self._error_response(Failure(400, "'model' is a required property"))
+        if self.reject_unknown_models and model not in (self.models or []):
+            return self._error_response(
+                Failure(404, f"The model `{model}` does not exist", code="model_not_found")
+            )
         if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
             return self._error_response(Failure(400, "'input' must be a string or strings"))
         if any(not t for t in texts):

@@ -1365,10 +1365,13 @@ class FakeTelegram:
         }
 
     def _confirm(self, offset: int) -> None:
+        before = len(self._updates)
         if offset > 0:
             self._updates = [u for u in self._updates if int(u["update_id"]) >= offset]
         elif offset < 0:
             self._updates = self._updates[offset:]
+        if len(self._updates) != before:
+            self._notify()  # someone may wait for an update to be confirmed
 
     def _deliverable(self, limit: int) -> list[dict[str, Any]]:
         allowed = self.allowed_updates

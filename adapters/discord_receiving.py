@@ -1,0 +1,246 @@
+"""Receiving on Discord: gateway events, slash commands handed over, and missed messages.
+
+Messages become :class:`~bot.events.Inbound` (``adapters/discord_events.py``), handed to the
+gateway one chat at a time in arrival order; the gateway stores each one deduplicated by
+message id, so a repeated MESSAGE_CREATE gets one reply. After every READY and RESUMED the
+recent history of each bound channel (and its active threads) is fetched once and fed
+through the same path: messages younger than ``discord.missed_max_age_minutes`` are
+answered, older ones kept as context only.
+
+:class:`DiscordReceiving` is the part of :class:`~adapters.discord_channel.DiscordChannel`
+that does this; the channel holds the state it reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import discord
+
+from adapters import discord_media
+from adapters.base import Receiver
+from adapters.chat_locks import ChatLocks
+from adapters.discord_commands import SlashCommands
+from adapters.discord_delivery import PersonaWebhooks, Poster
+from adapters.discord_events import (
+    PLATFORM,
+    UNSUPPORTED_REPLY,
+    BotIdentity,
+    Unsupported,
+    chat_of,
+    message_event,
+)
+from bot.commands import parse_command
+from bot.config import DiscordConfig
+from bot.events import ChatRef, Inbound, Outbound, Reaction
+
+logger = logging.getLogger(__name__)
+
+MISSED_FETCH_LIMIT = 100
+MISSED_LOOKBACK = timedelta(hours=24)
+MISSED_OVERLAP = timedelta(minutes=1)
+"""Fetch a little before the newest stored message: repeats are deduplicated, gaps are not."""
+MAX_COMMAND_FILE_BYTES = 20 * 1024 * 1024
+"""Files sent with an /admin command: edited persona files are small, a character card
+(``/admin partner import``) may take a few megabytes; each command checks its own limit."""
+
+
+def _is_admin(text: str) -> bool:
+    """Only the owner's commands take files: nobody else's upload is downloaded."""
+    parsed = parse_command(text)
+    return parsed is not None and parsed[0] == "admin"
+
+
+async def _command_file(attachment: discord.Attachment) -> tuple[str, bytes] | None:
+    """The document sent with a command (an edited persona file), if it is small enough."""
+    if attachment.size > MAX_COMMAND_FILE_BYTES:
+        return None  # the command answers that it needs the file
+    try:
+        return attachment.filename, await attachment.read()
+    except discord.HTTPException as exc:
+        logger.warning("discord: attachment %s not downloaded: %s", attachment.filename, exc)
+        return None
+
+
+class DiscordReceiving:
+    """Gateway events, slash commands and missed messages of the Discord channel."""
+
+    config: DiscordConfig
+    client: discord.Client
+    webhooks: PersonaWebhooks
+    poster: Poster
+    receiver: Receiver | None
+    me: BotIdentity | None
+    catch_ups: int
+    commands: SlashCommands
+    _connected: bool
+    _background: set[asyncio.Task[None]]
+    _chat_locks: ChatLocks
+
+    send: Callable[[Outbound], Awaitable[str | None]]
+    """The channel's own send (a polite line to an unsupported message)."""
+
+    def _register_events(self) -> None:
+        client = self.client
+
+        @client.event
+        async def on_ready() -> None:
+            self._connected = True
+            self._in_background(self._catch_up(), "discord catch-up after READY")
+
+        @client.event
+        async def on_resumed() -> None:
+            self._connected = True
+            self._in_background(self._catch_up(), "discord catch-up after RESUMED")
+
+        @client.event
+        async def on_disconnect() -> None:
+            self._connected = False
+
+        @client.event
+        async def on_message(message: discord.Message) -> None:
+            await self.handle_message(message)
+
+        @client.event
+        async def on_raw_reaction_add(payload: discord.RawReactionActionEvent) -> None:
+            await self.handle_reaction(payload)
+
+    async def handle_reaction(self, payload: discord.RawReactionActionEvent) -> None:
+        """A user's reaction, handed to the gateway as context (the per-event edge)."""
+        if self.receiver is None or self.me is None or payload.user_id == self.me.user_id:
+            return
+        try:
+            reaction = await self._reaction(payload)
+            if reaction is not None:
+                await self.receiver.receive_reaction(reaction)
+        except Exception:
+            logger.exception("discord: reaction on %s not handled", payload.message_id)
+
+    async def _reaction(self, payload: discord.RawReactionActionEvent) -> Reaction | None:
+        user = payload.member or self.client.get_user(payload.user_id)
+        if user is None:
+            user = await self.client.fetch_user(payload.user_id)
+        if payload.guild_id is None:
+            chat: ChatRef | None = ChatRef(PLATFORM, str(user.id), "dm")
+        else:
+            chat = chat_of(await self.poster.channel(payload.channel_id), user)
+        return discord_media.reaction_event(payload, chat, user) if chat else None
+
+    def _in_background(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.create_task(work, name=name)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def handle_message(self, message: discord.Message, *, missed: bool = False) -> None:
+        """Convert and hand over one message, in order within its chat. Never raises: one bad
+        message must not stop the ones after it. ``missed``: fetched after a reconnect."""
+        chat = chat_of(message.channel, message.author)
+        if chat is None or self.receiver is None or self.me is None:
+            return
+        async with self._chat_locks.hold(chat.key):  # before any other await: keeps order
+            try:
+                await self._handle_message(message, chat, self.receiver, self.me, missed)
+            except Exception:
+                logger.exception("discord: message %s in %s not handled", message.id, chat.key)
+
+    async def _handle_message(
+        self,
+        message: discord.Message,
+        chat: ChatRef,
+        receiver: Receiver,
+        me: BotIdentity,
+        missed: bool,
+    ) -> None:
+        partners = [] if chat.is_dm else await receiver.partner_names(chat)
+        event = message_event(
+            message, me, self.webhooks.own_ids, partners, answer_bots=self.config.answer_bots
+        )
+        if event is None:
+            return
+        if isinstance(event, Unsupported):
+            if event.chat.is_dm and not missed:
+                await self.send(Outbound(event.chat, UNSUPPORTED_REPLY, event.message_id))
+            return
+        if isinstance(message.channel, discord.DMChannel):
+            self.poster.remember_dm(chat.chat_id, message.channel)
+        too_old = missed and message.created_at < self._answer_cutoff()
+        if parse_command(event.text) is not None:
+            await self._run_command(message, event, receiver, too_old)
+            return
+        if too_old:
+            event = replace(event, addressed=False)
+        await receiver.receive(event)
+
+    async def _run_command(
+        self, message: discord.Message, event: Inbound, receiver: Receiver, too_old: bool
+    ) -> None:
+        """A typed command, at most once per message id (a stale missed one never).
+
+        Commands are not stored like messages: their ids are recorded instead, and only once
+        the command has run. A stop or crash in between leaves it unrecorded, so the catch-up
+        after the restart runs it again (a command cut off in its answer may answer twice;
+        one recorded first and cut off would never answer at all)."""
+        seen_key = f"command:{event.message_id}"
+        if too_old or await receiver.update_seen(PLATFORM, seen_key):
+            return
+        if message.attachments and _is_admin(event.text):
+            event = replace(event, attachment=await _command_file(message.attachments[0]))
+        await receiver.receive(event)
+        await receiver.seen_update(PLATFORM, seen_key)
+
+    def _answer_cutoff(self) -> datetime:
+        return discord.utils.utcnow() - timedelta(minutes=self.config.missed_max_age_minutes)
+
+    async def _catch_up(self) -> None:
+        """Fetch what bound channels said while the gateway was away (once per connect; the
+        per-connect edge: a failure is logged and the next connect tries again)."""
+        try:
+            if self.receiver is not None:
+                await self._fetch_missed(self.receiver)
+        except Exception:
+            logger.exception("discord: missed messages not fetched")
+        finally:
+            self.catch_ups += 1
+
+    async def _fetch_missed(self, receiver: Receiver) -> None:
+        for chat_id in await receiver.bound_chats(PLATFORM):
+            try:
+                await self._catch_up_channel(int(chat_id), receiver)
+            except (discord.HTTPException, ValueError) as exc:
+                logger.warning("discord: missed messages in %s not fetched: %s", chat_id, exc)
+
+    async def _catch_up_channel(self, channel_id: int, receiver: Receiver) -> None:
+        channel = await self.poster.channel(channel_id)
+        if not isinstance(channel, discord.TextChannel) or self.client.user is None:
+            return
+        places: list[discord.TextChannel | discord.Thread] = [channel, *channel.threads]
+        for place in places:
+            chat = chat_of(place, self.client.user)
+            if chat is None:
+                continue
+            last = await receiver.last_inbound_at(chat)
+            now = discord.utils.utcnow()
+            since = (
+                datetime.fromtimestamp(last, UTC) - MISSED_OVERLAP
+                if last is not None
+                else now - timedelta(minutes=self.config.missed_max_age_minutes)
+            )
+            after = max(since, now - MISSED_LOOKBACK)
+            # newest first, so a long absence keeps the most recent messages
+            fetched = [
+                m
+                async for m in place.history(
+                    limit=MISSED_FETCH_LIMIT, after=after, oldest_first=False
+                )
+            ]
+            for message in reversed(fetched):
+                await self.handle_message(message, missed=True)
+
+    async def _on_command(self, interaction: discord.Interaction, text: str) -> None:
+        if self.receiver is not None:
+            await self.commands.run(interaction, text, self.receiver)

@@ -1,0 +1,357 @@
+"""Receiving on Telegram: the long poll, the webhook, and the per-update edge.
+
+Either way an update is confirmed to Telegram only after the gateway has stored it (DESIGN.md,
+"Decisions"): polling advances its offset past a batch only once :meth:`Receiver.receive`
+returned for every update in it (chats side by side, each chat in order), and the webhook
+(``adapters/telegram_webhook.py``) answers 200 only then. Update ids are recorded in the
+store, so an update delivered twice (also across a restart) is handled once. Each update is
+parsed on its own: one python-telegram-bot cannot read is logged, recorded as rejected and
+confirmed with its batch. A polling watchdog restarts a long poll that has not come back
+within ``watchdog_seconds``; network errors and flood waits back off and retry.
+
+:class:`TelegramReceiving` is the part of :class:`~adapters.telegram_channel.TelegramChannel`
+that does this; the channel holds the state it reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+import warnings
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from telegram import Bot, Message, Update
+from telegram.error import RetryAfter, TelegramError
+from telegram.warnings import PTBUserWarning
+
+from adapters.base import DeliveryError, NotStored, Receiver
+from adapters.telegram_streams import retry_after_seconds
+from adapters.telegram_updates import (
+    GROUP_TYPES,
+    PLATFORM,
+    BotIdentity,
+    Unsupported,
+    chat_of,
+    update_event,
+)
+from adapters.telegram_webhook import WebhookServer
+from bot.commands import parse_command
+from bot.config import TelegramConfig
+from bot.events import Inbound, Outbound, Reaction
+
+logger = logging.getLogger(__name__)
+
+# The poll reads getUpdates' answer unparsed (TelegramReceiving._get_updates), and PTB warns that
+# it has a method for that endpoint: the one that parses the batch as a whole. (pytest resets
+# warning filters per test; pyproject.toml repeats this one for the tests.)
+warnings.filterwarnings("ignore", r"Please use 'Bot\.getUpdates'", PTBUserWarning)
+
+MAX_COMMAND_FILE_BYTES = 20 * 1024 * 1024
+"""Files sent with an /admin command: edited persona files are small, a character card
+(``/admin partner import``) may take a few megabytes; each command checks its own limit."""
+
+ALLOWED_UPDATES = ("message", "callback_query", "message_reaction")
+BACKOFF_SECONDS = 1.0
+MAX_BACKOFF_SECONDS = 60.0
+CONFIRM_TIMEOUT_SECONDS = 5.0
+POLL_READ_MARGIN_SECONDS = 5.0
+"""How much longer than its own timeout a long poll's answer may take (PTB's default)."""
+UNSUPPORTED_REPLY = "Sorry — I can't open that kind of file. Could you write it down for me?"
+NOT_STORED_NOTICE = (
+    "I cannot store incoming Telegram messages: {error}. Is the disk full? They stay with "
+    "Telegram and are answered once they can be stored."
+)
+
+
+class PollStalled(Exception):
+    """No getUpdates answer within the watchdog's time."""
+
+
+class UnreadableAnswer(Exception):
+    """getUpdates answered something other than a list of updates with ids."""
+
+
+class TelegramReceiving:
+    """Polling, the webhook and the per-update edge of the Telegram channel."""
+
+    config: TelegramConfig
+    bot: Bot
+    receiver: Receiver | None
+    me: BotIdentity | None
+    watchdog_restarts: int
+    _stopping: asyncio.Event
+    _offset: int | None
+    _webhook: WebhookServer | None
+    _last_poll_at: float | None
+    _not_storing: bool
+
+    send: Callable[[Outbound], Awaitable[str | None]]
+    """The channel's own send (a polite line to an unsupported message)."""
+
+    async def _poll_loop(self) -> None:
+        backoff = unstored_wait = BACKOFF_SECONDS
+        while not self._stopping.is_set():
+            wait = 0.0
+            try:
+                updates = await self._poll()
+                backoff = BACKOFF_SECONDS
+                self._last_poll_at = time.monotonic()
+            except PollStalled:
+                self.watchdog_restarts += 1
+                logger.warning(
+                    "telegram: no getUpdates answer for %d s; restarting the poll",
+                    self.config.watchdog_seconds,
+                )
+                continue
+            except RetryAfter as exc:
+                wait = retry_after_seconds(exc)
+            except TelegramError as exc:
+                # Network trouble, Telegram's 5xx, a Conflict (a webhook or another poller):
+                # nothing to do but wait and ask again.
+                logger.warning("telegram: getUpdates failed (%s); retrying in %.0f s", exc, backoff)
+                wait, backoff = backoff, min(backoff * 2, MAX_BACKOFF_SECONDS)
+            except Exception:
+                # Not a list of updates at all (each update is parsed on its own, later):
+                # log it loudly, keep polling.
+                logger.exception("telegram: getUpdates answer not understood")
+                wait, backoff = backoff, min(backoff * 2, MAX_BACKOFF_SECONDS)
+            else:
+                if updates is None:
+                    return
+                if not updates:
+                    continue
+                if await self._handle_batch(updates):
+                    # Confirmed to Telegram by the next getUpdates, now that all are stored.
+                    self._offset = max(_update_id(u) or 0 for u in updates) + 1
+                    unstored_wait = BACKOFF_SECONDS
+                    continue
+                # Some could not be stored: the batch stays with Telegram and comes again
+                # (the updates that were stored are recognised and skipped then).
+                wait, unstored_wait = unstored_wait, min(unstored_wait * 2, MAX_BACKOFF_SECONDS)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), wait)
+
+    async def _handle_batch(self, payloads: Sequence[dict[str, Any]]) -> bool:
+        """Each update parsed on its own: one that python-telegram-bot cannot read is
+        rejected, not its batch. Then chats side by side, each chat's updates in order: one
+        busy chat (or a slow store) must not hold up the others, and order inside a chat is
+        the conversation. False if some update could not be stored (its chat's later updates
+        then wait)."""
+        by_chat: dict[int | None, list[Update]] = defaultdict(list)
+        unreadable: list[dict[str, Any]] = []
+        for payload in sorted(payloads, key=lambda p: _update_id(p) or 0):
+            update = self._parse(payload)
+            if update is None:
+                unreadable.append(payload)
+                continue
+            chat = update.effective_chat
+            by_chat[chat.id if chat is not None else None].append(update)
+        rejected = [await self._reject(payload) for payload in unreadable]
+
+        async def in_order(chat_updates: list[Update]) -> bool:
+            for update in chat_updates:
+                if not await self.handle_update(update):
+                    return False
+            return True
+
+        stored = await asyncio.gather(*(in_order(updates) for updates in by_chat.values()))
+        return all(rejected) and all(stored)
+
+    async def _poll(self) -> list[dict[str, Any]] | None:
+        """One long poll; None when stopping. Raises PollStalled past the watchdog time."""
+        request = asyncio.create_task(self._get_updates(self.config.poll_timeout_seconds))
+        stopping = asyncio.create_task(self._stopping.wait())
+        done, _ = await asyncio.wait(
+            {request, stopping},
+            timeout=self.config.watchdog_seconds,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        stopping.cancel()
+        if request in done:
+            return request.result()
+        request.cancel()
+        await asyncio.gather(request, return_exceptions=True)
+        if stopping in done:
+            return None
+        raise PollStalled
+
+    async def _confirm_offset(self) -> None:
+        """Tell Telegram what was stored before stopping, so a restart starts after it."""
+        if self._offset is None:
+            return
+        try:
+            async with asyncio.timeout(CONFIRM_TIMEOUT_SECONDS):
+                await self._get_updates(poll_seconds=0, limit=1)
+        except (TelegramError, TimeoutError, UnreadableAnswer) as exc:
+            logger.info("telegram: final offset not confirmed (%s); duplicates are skipped", exc)
+
+    async def _get_updates(
+        self, poll_seconds: int, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """getUpdates' answer with each update still unparsed. python-telegram-bot's own
+        get_updates parses the batch as a whole: one update it cannot read fails them all,
+        the offset cannot advance, and the same batch comes back for ever."""
+        answer = await self.bot.do_api_request(
+            "getUpdates",
+            api_kwargs={
+                "offset": self._offset,
+                "limit": limit,
+                "timeout": poll_seconds,
+                "allowed_updates": list(ALLOWED_UPDATES),
+            },
+            read_timeout=poll_seconds + POLL_READ_MARGIN_SECONDS,
+        )
+        if not isinstance(answer, list) or any(_update_id(u) is None for u in answer):
+            raise UnreadableAnswer("getUpdates did not answer a list of updates with ids")
+        return answer
+
+    async def _start_webhook(self) -> None:
+        url = self.config.webhook_url
+        assert url is not None  # the config requires it in webhook mode
+        configured = self.config.webhook_secret
+        secret = configured.get_secret_value() if configured else secrets.token_urlsafe(32)
+        server = WebhookServer(
+            self.config.webhook_listen,
+            self.config.webhook_port,
+            url,
+            secret,
+            self.handle_payload,
+        )
+        await server.start()
+        self._webhook = server
+        await self.bot.set_webhook(url, secret_token=secret, allowed_updates=ALLOWED_UPDATES)
+
+    async def handle_payload(self, payload: dict[str, Any]) -> bool:
+        """An update as JSON (webhook): parsed on its own, so a malformed one only costs
+        itself. False if it could not be stored (Telegram must send it again)."""
+        if _update_id(payload) is None:
+            logger.warning("telegram: a webhook update without an update_id was ignored")
+            return True
+        update = self._parse(payload)
+        if update is None:
+            return await self._reject(payload)
+        return await self.handle_update(update)
+
+    def _parse(self, payload: dict[str, Any]) -> Update | None:
+        """The update as python-telegram-bot's object, or None if it cannot read it (a shape
+        from a newer Bot API, a damaged payload). Logged by its id: no URL, so no token."""
+        try:
+            return Update.de_json(payload, self.bot)
+        except Exception:
+            logger.exception(
+                "telegram: update %s not understood; recorded as rejected and skipped",
+                payload.get("update_id"),
+            )
+            return None
+
+    async def _reject(self, payload: dict[str, Any]) -> bool:
+        """Record an unreadable update as rejected: it is confirmed with its batch, skipped if
+        it comes again, and can be found. False if that could not be stored (it then stays
+        with Telegram and comes again)."""
+        assert self.receiver is not None
+        update_id = str(payload["update_id"])
+        try:
+            await self.receiver.reject_update(PLATFORM, update_id)
+        except NotStored as exc:
+            await self._not_stored(update_id, exc)
+            return False
+        return True
+
+    async def _command_file(self, message: Message) -> tuple[str, bytes] | None:
+        """The document sent with an /admin caption (an edited persona file, a character
+        card), if it is within the limit."""
+        document = message.document
+        parsed = parse_command(message.caption or "")
+        if document is None or parsed is None or parsed[0] != "admin":
+            return None  # only the owner's commands take files: nobody else's is downloaded
+        if (document.file_size or 0) > MAX_COMMAND_FILE_BYTES:
+            return None  # the command answers that it needs the file
+        try:
+            file = await self.bot.get_file(document.file_id)
+            data = await file.download_as_bytearray()
+        except TelegramError as exc:
+            logger.warning("telegram: document %s not downloaded: %s", document.file_name, exc)
+            return None
+        return document.file_name or "document", bytes(data)
+
+    async def handle_update(self, update: Update) -> bool:
+        """Deduplicate, convert and hand over one update. Never raises: one bad update must
+        not stop the ones after it. False only if it could not be stored: it must then stay
+        with Telegram (not confirmed), to be offered again.
+
+        The update id is recorded only once the update is handled (its message stored): a
+        crash in between must leave it unrecorded, or the copy Telegram delivers again after
+        the restart would be skipped and the message lost. That copy's message is then
+        deduplicated by its message id."""
+        assert self.receiver is not None
+        update_id = str(update.update_id)
+        try:
+            if await self.receiver.update_seen(PLATFORM, update_id):
+                logger.info("telegram: update %s seen before; skipped", update_id)
+                return True
+            event = await self.event_of(update)
+            if isinstance(event, Reaction):
+                await self.receiver.receive_reaction(event)
+            elif isinstance(event, Inbound):
+                if update.message is not None and update.message.document is not None:
+                    event = replace(event, attachment=await self._command_file(update.message))
+                await self.receiver.receive(event)
+            elif isinstance(event, Unsupported) and event.chat.is_dm:
+                await self.send(Outbound(event.chat, UNSUPPORTED_REPLY))
+            await self.receiver.seen_update(PLATFORM, update_id)
+        except NotStored as exc:
+            await self._not_stored(update_id, exc)
+            return False
+        except DeliveryError as exc:
+            logger.warning("telegram: answer to update %s not sent: %s", update.update_id, exc)
+        except Exception:
+            logger.exception("telegram: update %s not handled", update.update_id)
+        if self._not_storing:
+            self._not_storing = False
+            logger.info("telegram: storing updates again")
+        return True
+
+    async def _not_stored(self, update_id: str, exc: Exception) -> None:
+        """Log every update left with Telegram; tell the owner once per stretch of trouble."""
+        logger.error(
+            "telegram: update %s not stored (%s); it stays with Telegram and comes again",
+            update_id,
+            exc,
+        )
+        if self._not_storing or self.receiver is None:
+            return
+        self._not_storing = True
+        try:
+            await self.receiver.notify_owner(PLATFORM, NOT_STORED_NOTICE.format(error=exc))
+        except Exception:
+            logger.exception("telegram: the owner could not be told")
+
+    async def event_of(self, update: Update) -> Inbound | Unsupported | Reaction | None:
+        """What the update means for the gateway (answers a pressed button on the way)."""
+        assert self.receiver is not None and self.me is not None
+        if update.callback_query is not None:
+            try:
+                await update.callback_query.answer()
+            except TelegramError as exc:
+                logger.info("telegram: button press not acknowledged (%s)", exc)
+        partners: list[tuple[str, str]] = []
+        message = update.message
+        if message is not None and message.chat.type in GROUP_TYPES:
+            chat = chat_of(message)
+            if chat is not None:
+                partners = await self.receiver.partner_names(chat)
+        return update_event(update, self.me, partners)
+
+
+def _update_id(payload: object) -> int | None:
+    """The ``update_id`` of a raw update, or None if it has none (nothing to confirm it by)."""
+    if not isinstance(payload, dict):
+        return None
+    update_id = payload.get("update_id")
+    return update_id if type(update_id) is int else None

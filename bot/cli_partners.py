@@ -1,0 +1,81 @@
+"""``companion partners list|new|clone|delete`` and ``companion memory show``: partners and
+their memory from the terminal (imports and exports of cards: ``bot/cli_cards.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from bot import terminal
+from bot.app import owner_memory_file
+from bot.cli_data import CLIError, load_catalog, lock_data_dir
+from bot.config import Config
+from partners.memory import read_text
+from partners.persona import check_partner_id
+from partners.tools import user_memory_file
+
+
+def cmd_partners_list(config: Config, args: argparse.Namespace) -> int:
+    del args
+    catalog = load_catalog(config)
+    for p in catalog.all():
+        print(f"{p.id}\t{p.name}\t{p.preset.memory_scope}\t{p.preset.description}")
+    for partner_id, error in catalog.errors.items():
+        print(f"{partner_id}\tNOT LOADED: {error}")
+    return 0
+
+
+def cmd_partners_new(config: Config, args: argparse.Namespace) -> int:
+    check_partner_id(args.id)
+    name = args.name or terminal.ask(f"Name for the new partner {args.id!r}")
+    if not name:
+        raise CLIError(f"a new partner needs a name: companion partners new {args.id} --name NAME")
+    lock = lock_data_dir(config)
+    try:
+        partner = load_catalog(config).create(args.id, name)
+    finally:
+        lock.release()
+    print(f"created {partner.name} ({partner.id}) in {partner.dir}; edit its Markdown files")
+    return 0
+
+
+def cmd_partners_clone(config: Config, args: argparse.Namespace) -> int:
+    lock = lock_data_dir(config)
+    try:
+        partner = load_catalog(config).clone(args.source, args.id)
+    finally:
+        lock.release()
+    print(f"cloned {args.source} to {partner.id} (without journals or per-user memory)")
+    return 0
+
+
+def cmd_partners_delete(config: Config, args: argparse.Namespace) -> int:
+    partner = load_catalog(config).require(args.id)
+    if not args.yes:
+        answer = terminal.confirm(
+            f"Move {partner.name} ({partner.id}) and its memory to the trash?"
+        )
+        if answer is None:
+            raise CLIError("nothing deleted; to delete without a question add --yes")
+        if not answer:
+            print("nothing deleted", file=sys.stderr)
+            return 1
+    lock = lock_data_dir(config)
+    try:
+        destination = load_catalog(config).delete(args.id)
+    finally:
+        lock.release()
+    print(f"moved {args.id} to {destination}")
+    return 0
+
+
+def cmd_memory_show(config: Config, args: argparse.Namespace) -> int:
+    partner = load_catalog(config).require(args.partner)
+    owner = read_text(owner_memory_file(config).path).strip()
+    print("## Owner's shared memory\n" + (owner or "(empty)"))
+    own = read_text(partner.dir / "MEMORY.md").strip()
+    print(f"\n## {partner.name}'s own memory\n" + (own or "(empty)"))
+    if args.user:
+        text = read_text(user_memory_file(partner, args.user).path).strip()
+        print(f"\n## About {args.user}\n" + (text or "(empty)"))
+    return 0

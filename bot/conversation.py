@@ -1,0 +1,40 @@
+"""Who is talking where in a turn: the chat, the partner (None: the owner assistant) and the
+speaker, resolved once from the last pending message."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.access import OwnerCheck
+from bot.sessions import Speaker
+from bot.store import ChatRow, MessageRow, Store
+from partners.catalog import PartnerCatalog
+from partners.persona import Partner
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """Who is talking where, resolved once per turn."""
+
+    chat: ChatRow
+    partner: Partner | None
+    speaker: Speaker
+
+
+async def resolve_conversation(
+    store: Store, catalog: PartnerCatalog, is_owner: OwnerCheck, last: MessageRow
+) -> Conversation | None:
+    """The conversation of a turn; None if its chat, user or partner is gone."""
+    if last.user_key is None:
+        return None
+    chat, user = await store.chat_and_user(last.chat_key, last.user_key)
+    if chat is None:
+        return None
+    partner = None
+    if last.partner_id is not None:
+        partner = catalog.get(last.partner_id)
+        if partner is None:
+            return None
+    name = (user["display_name"] if user else "") or last.speaker or "someone"
+    speaker = Speaker(last.user_key, name, is_owner(last.user_key))
+    return Conversation(chat, partner, speaker)

@@ -1,0 +1,94 @@
+"""The web page's changes, made by running the owner's ``/admin`` commands.
+
+The page has no rules of its own: approving a pairing, forgetting an entry, undoing a change,
+creating or deleting a partner all run the very handler the chat command runs, through
+:func:`bot.admin.run_admin`, which checks the arguments, writes the one audit row and answers.
+The owner appears there as ``web:owner`` — the audit log's record that a change came from the
+web page.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from bot.access import Access
+from bot.admin import run_admin
+from bot.admin_services import AdminServices
+from bot.commands import CommandContext, CommandReply
+from bot.config import Config
+from bot.events import ChatRef, Inbound, Sender
+from bot.gateway import Gateway
+from bot.literal import unescape
+from bot.store import Store
+from partners.catalog import PartnerCatalog
+
+logger = logging.getLogger(__name__)
+
+WEB_PLATFORM = "web"
+WEB_OWNER = Sender(WEB_PLATFORM, "owner", "owner (web page)")
+WEB_CHAT = ChatRef(WEB_PLATFORM, "owner", "dm")
+WEB_ACTOR = WEB_OWNER.key
+"""The audit log's actor for everything done on the web page."""
+
+
+class OwnerActions:
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        catalog: PartnerCatalog,
+        access: Access,
+        gateway: Gateway,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.catalog = catalog
+        self.access = access
+        self.gateway = gateway
+
+    @property
+    def admin(self) -> AdminServices:
+        if self.gateway.admin is None:
+            raise RuntimeError("the gateway was built without owner services")
+        return self.gateway.admin
+
+    async def run(self, *args: str, attachment: tuple[str, bytes] | None = None) -> str:
+        """``/admin <args>`` as the owner; the answer as plain text (the page escapes it)."""
+        return (await self.reply(*args, attachment=attachment)).text
+
+    async def reply(self, *args: str, attachment: tuple[str, bytes] | None = None) -> CommandReply:
+        """``/admin <args>`` as the owner: the whole answer, its file included."""
+        inbound = Inbound(
+            WEB_CHAT, WEB_OWNER, "web", " ".join(args), datetime.now(UTC), attachment=attachment
+        )
+        ctx = CommandContext(
+            config=self.config,
+            store=self.store,
+            catalog=self.catalog,
+            access=self.access,
+            inbound=inbound,
+            chat_key=WEB_CHAT.key,
+            is_owner=True,
+            args=list(args),
+            end_sessions=self.gateway.sessions.end_chat,
+            notify_user=self.gateway.notify_user,
+            notify_owner=self.gateway.notify_owner,
+            user_memory=self.gateway.user_memory,
+            admin=self.admin,
+        )
+        try:
+            reply: CommandReply = await run_admin(ctx)
+        except Exception:
+            # the edge of one web request: the owner gets an answer, the log the details
+            logger.exception("web: /admin %s failed", " ".join(args[:2]))
+            await self.store.audit(WEB_ACTOR, "command_failed", command=" ".join(args[:2]))
+            return CommandReply(
+                "That did not work: an error was logged. Try again, or look at the log."
+            )
+        return CommandReply(unescape(reply.text), reply.choices, reply.attachment)
+
+    async def audit(self, action: str, **detail: object) -> None:
+        """An audit row for a change the page makes without a chat command (a persona file
+        saved from the editor)."""
+        await self.store.audit(WEB_ACTOR, action, **detail)

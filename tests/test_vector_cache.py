@@ -1,0 +1,187 @@
+"""The in-memory vector cache behind semantic recall: it must choose exactly the vectors the
+store's SQL path chooses (the reference) for every asker, and must never return a vector the
+store has deleted or replaced since it was read — a forgotten message above all."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bot.embedder import reindex
+from bot.store import NewMessage, NewVector, Store
+from bot.vectors import pack, unit
+from partners.recall import Recall
+from partners.vector_cache import VectorCache, VectorFilter
+from tests.fakes.fake_llm import FakeLLM
+from tests.test_recall_embeddings import client, store_with_history
+
+MODEL, OTHER_MODEL, DIM = "m", "other", 8
+ALICE, BOB, GROUP = "user:test:42", "user:test:43", "chat:test:g1"
+BUDGET_BYTES = 2**20
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[Store]:
+    store = await Store.open(tmp_path / "gateway.db")
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+async def said(
+    store: Store,
+    audience: str,
+    text: str,
+    *,
+    partner: str = "example",
+    speaker: str = "Alice",
+    at: float = 1000.0,
+    status: str = "done",
+    model: str = MODEL,
+) -> int:
+    """A message with a vector (a random one: these tests are about which vectors count)."""
+    message_id = await store.add_message(
+        NewMessage(
+            audience, "user", text, audience, status=status, partner_id=partner,
+            speaker=speaker, created_at=at,
+        )
+    )  # fmt: skip
+    assert message_id is not None
+    vector = unit(np.random.default_rng(message_id).standard_normal(DIM))
+    await store.save_vectors(model, [NewVector(message_id, text, DIM, pack(vector))])
+    return message_id
+
+
+async def sql_candidates(store: Store, audiences: list[str] | None, **narrow: object) -> list[int]:
+    max_scan = int(narrow.pop("max_scan", 1000))  # type: ignore[call-overload]
+    rows = await store.vector_candidates(
+        "example",
+        audiences,
+        MODEL,
+        DIM,
+        max_scan,
+        **narrow,  # type: ignore[arg-type]
+    )
+    return [message_id for message_id, _ in rows]
+
+
+async def cache_candidates(
+    cache: VectorCache, store: Store, audiences: list[str] | None, **narrow: object
+) -> list[int]:
+    scopes = await store.search_scopes("example", audiences)
+    max_scan = int(narrow.pop("max_scan", 1000))  # type: ignore[call-overload]
+    found = await cache.candidates(
+        "example",
+        MODEL,
+        DIM,
+        VectorFilter(scopes, max_scan, **narrow),  # type: ignore[arg-type]
+    )
+    assert found is not None
+    return found
+
+
+ASKERS: list[list[str] | None] = [[ALICE], [BOB], [GROUP], [ALICE, GROUP], ["user:nobody"], None]
+NARROWINGS: list[dict[str, object]] = [
+    {},
+    {"since": 1500.0},
+    {"until": 1500.0},
+    {"since": 1000.0, "until": 2000.0},
+    {"speaker": "alice"},
+    {"speaker": "BOB"},
+    {"speaker": "nobody"},
+    {"max_scan": 2},
+]
+
+
+async def test_the_cache_chooses_the_same_vectors_as_the_store(store: Store) -> None:
+    await said(store, ALICE, "I adopted a kitten")
+    await said(store, ALICE, "my sister moved to Lyon", at=2000.0)
+    await said(store, BOB, "I sold my bike", speaker="Bob")
+    await said(store, GROUP, "who wants pizza", speaker="Bob", at=3000.0)
+    await said(store, GROUP, "me!", at=1500.0)
+    await said(store, ALICE, "still waiting for an answer", status="pending")
+    await said(store, ALICE, "another partner's", partner="other")
+    await said(store, ALICE, "another model's", model=OTHER_MODEL)
+    cache = VectorCache(store, BUDGET_BYTES)
+    for audiences in ASKERS:
+        for narrow in NARROWINGS:
+            expected = await sql_candidates(store, audiences, **dict(narrow))
+            got = await cache_candidates(cache, store, audiences, **dict(narrow))
+            assert got == expected, (audiences, narrow)
+    assert await sql_candidates(store, [ALICE])  # the comparison is not of empty lists
+
+
+async def test_the_cache_follows_every_change_the_store_makes(store: Store) -> None:
+    cache = VectorCache(store, BUDGET_BYTES)
+    kitten = await said(store, ALICE, "I adopted a kitten")
+    pending = await said(store, ALICE, "still waiting", status="pending")
+    bob = await said(store, BOB, "I sold my bike", speaker="Bob")
+    lyon = await said(store, ALICE, "my sister moved to Lyon")
+    assert await cache_candidates(cache, store, [ALICE]) == [lyon, kitten]  # warm
+    newer = await said(store, ALICE, "we went hiking")  # appended
+    await store.set_status(pending, "done")  # answered: now it counts
+    await store.delete_messages([kitten])  # forgotten
+    await store.set_message_text(bob, "I sold my car")  # its vector is outdated
+    lyon_vector = pack(unit([1.0] * DIM))  # a new model's vector replaces the old one
+    await store.save_vectors(
+        OTHER_MODEL, [NewVector(lyon, "my sister moved to Lyon", DIM, lyon_vector)]
+    )
+    for audiences in ([ALICE], [BOB], None):
+        expected = await sql_candidates(store, audiences)
+        assert await cache_candidates(cache, store, audiences) == expected
+    assert await cache_candidates(cache, store, [ALICE]) == [newer, pending]
+    assert await cache_candidates(cache, store, [BOB]) == []
+
+
+async def test_a_message_forgotten_while_the_cache_is_warm_is_never_found(
+    tmp_path: Path, fake_llm: FakeLLM
+) -> None:
+    fake_llm.embedding_synonyms = {"kitten": "cat"}
+    store, kitten = await store_with_history(tmp_path)
+    embeddings = client(fake_llm, MODEL)
+    cache = VectorCache(store, BUDGET_BYTES)
+    recall = Recall(store, embeddings, cache=cache)
+    try:
+        assert await reindex(store, embeddings, "example", 10) == 2
+        found = await recall.search("example", "my cat", [ALICE], 5)
+        assert [hit.message_id for hit in found] == [kitten]  # through its vector only
+        dim = (await embeddings.embed_query("cat")).size
+        only = VectorFilter(await store.search_scopes("example", [ALICE]), 100)
+        assert kitten in (await cache.candidates("example", MODEL, dim, only) or [])  # warm
+
+        await store.delete_messages([kitten])
+
+        assert await recall.search("example", "my cat", [ALICE], 5) == []
+        assert kitten not in (await cache.candidates("example", MODEL, dim, only) or [])
+    finally:
+        await embeddings.close()
+        await store.close()
+
+
+async def test_a_partner_too_large_for_the_budget_is_searched_through_the_store(
+    store: Store,
+) -> None:
+    await said(store, ALICE, "I adopted a kitten")
+    cache = VectorCache(store, budget_bytes=16)
+    assert await cache.candidates("example", MODEL, DIM, VectorFilter(["x"], 10)) is None
+
+
+async def test_a_cache_the_pruned_log_no_longer_covers_reads_everything_again(
+    store: Store,
+) -> None:
+    cache = VectorCache(store, BUDGET_BYTES)
+    kitten = await said(store, ALICE, "I adopted a kitten")
+    lyon = await said(store, ALICE, "my sister moved to Lyon")
+    assert await cache_candidates(cache, store, [ALICE]) == [lyon, kitten]  # warm
+    seen = await store.vector_log_position()
+    await store.delete_messages([kitten])  # logged after what the cache has seen...
+    newer = await said(store, ALICE, "we went hiking")
+    # ...and pruned away, as save_vectors prunes the oldest entries of a long log
+    with sqlite3.connect(store.path) as db:
+        db.execute("DELETE FROM vector_log WHERE seq <= ?", (seen + 1,))
+    assert await cache_candidates(cache, store, [ALICE]) == [newer, lyon]
