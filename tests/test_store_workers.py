@@ -100,6 +100,16 @@ async def test_a_pending_key_is_leased_to_one_worker_at_a_time(side: Side) -> No
     assert await side.workers.claim_queue_keys("w2", LEASE_SECONDS, 10, "tg:1|ava") == []
 
 
+async def test_a_worker_may_take_its_own_live_lease_again_under_a_new_epoch(side: Side) -> None:
+    await side.add_pending("tg:1|ava")
+    [first] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10)
+    assert await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10) == []  # a sweep
+    [again] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10, "tg:1|ava")
+    assert again.epoch == first.epoch + 1
+    await side.workers.release_leases([first])  # the older epoch's release changes nothing
+    assert await side.workers.lease("tg:1|ava") == again
+
+
 async def test_only_keys_with_pending_messages_are_claimed(side: Side) -> None:
     assert await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10) == []
     await side.add_pending("tg:1|ava")
@@ -125,10 +135,10 @@ async def test_a_released_lease_keeps_its_epoch_so_the_next_holder_has_a_higher_
 ) -> None:
     await side.add_pending("tg:1|ava")
     [first] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10)
-    await side.workers.release_lease(first)
+    await side.workers.release_leases([first])
     [second] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10)
     assert second.epoch == first.epoch + 1
-    await side.workers.release_lease(first)  # a stale release leaves the new lease alone
+    await side.workers.release_leases([first])  # a stale release leaves the new lease alone
     assert await side.workers.lease("tg:1|ava") == second
 
 
@@ -201,9 +211,11 @@ async def test_workers_are_listed_with_their_live_leases(side: Side) -> None:
     await side.workers.register_worker("w2", "host-b", 202)
     await side.add_pending("tg:1|ava")
     await side.add_pending("tg:2|ava")
-    await side.workers.claim_queue_keys("w2", LEASE_SECONDS, 10)
-    listed = {w.worker_id: (w.host, w.pid, w.leases) for w in await side.workers.workers()}
-    assert listed == {"w1": ("host-a", 101, 0), "w2": ("host-b", 202, 2)}
+    await side.add_pending("tg:3|ava")
+    [lease, _, _] = await side.workers.claim_queue_keys("w2", LEASE_SECONDS, 10)
+    await side.workers.release_leases([lease])
+    listed = [(w.worker_id, w.host, w.pid, w.leases) for w in await side.workers.workers()]
+    assert listed == [("w1", "host-a", 101, 0), ("w2", "host-b", 202, 2)]
 
 
 async def test_a_worker_that_leaves_lets_its_leases_and_leadership_go_at_once(

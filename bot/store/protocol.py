@@ -633,17 +633,18 @@ class Store(Protocol):
         self, worker_id: str, lease_seconds: float, limit: int, queue_key: str | None = None
     ) -> list[Lease]:
         """Lease up to ``limit`` queue keys that have pending messages and no live lease
-        (only ``queue_key`` when given) for ``lease_seconds``, each under a new epoch. Two
-        workers claiming at once never get the same key (PostgreSQL: ``FOR UPDATE SKIP
-        LOCKED``; SQLite: one writer). An expired lease is taken over like a free one."""
+        for ``lease_seconds``, each under a new epoch. Two workers claiming at once never get
+        the same key (PostgreSQL: ``FOR UPDATE SKIP LOCKED``; SQLite: one writer). An expired
+        lease is taken over like a free one. With ``queue_key``, only that key, and also if
+        this worker's own live lease holds it (taken again under a new epoch)."""
 
     async def renew_lease(self, lease: Lease, lease_seconds: float) -> Lease:
         """Extend a lease still held under its epoch; :class:`LeaseLost` if it was taken
         over (checked before each chunk is sent)."""
 
-    async def release_lease(self, lease: Lease) -> None:
-        """Give a lease back (its key has nothing pending); its epoch is kept, so the next
-        holder's is higher. A lease already taken over is left alone."""
+    async def release_leases(self, leases: Sequence[Lease]) -> None:
+        """Give leases back (their keys have nothing pending); their epochs are kept, so the
+        next holder's is higher. A lease already taken over (or taken again) is left alone."""
 
     async def lease(self, queue_key: str) -> Lease | None:
         """The lease row of a queue key (a released one has no worker and has expired)."""

@@ -12,7 +12,7 @@ epoch, so the next holder's epoch is always higher than any before it."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from bot.store.connection import SqliteBase
 from bot.store.errors import LeaseLost
@@ -127,12 +127,13 @@ class Workers(SqliteBase):
             rows = db.execute(
                 f"UPDATE chat_leases SET worker_id = ?, epoch = epoch + 1,"
                 f" expires_at = {NOW} + ? WHERE queue_key IN ("
-                f"  SELECT l.queue_key FROM chat_leases l WHERE l.expires_at <= {NOW}"
+                f"  SELECT l.queue_key FROM chat_leases l WHERE (l.expires_at <= {NOW}"
+                "   OR (? IS NOT NULL AND l.worker_id = ?))"
                 "   AND l.queue_key = coalesce(?, l.queue_key) AND EXISTS (SELECT 1 FROM"
                 "   messages m WHERE m.queue_key = l.queue_key AND m.status = 'pending')"
                 "  ORDER BY l.queue_key LIMIT ?)"
                 " RETURNING queue_key, worker_id, epoch, expires_at",
-                (worker_id, lease_seconds, queue_key, limit),
+                (worker_id, lease_seconds, queue_key, worker_id, queue_key, limit),
             ).fetchall()
             return [_lease(row) for row in rows]
 
@@ -154,11 +155,11 @@ class Workers(SqliteBase):
 
         return await self._in_one_trip(renew)
 
-    async def release_lease(self, lease: Lease) -> None:
-        await self._write(
+    async def release_leases(self, leases: Sequence[Lease]) -> None:
+        await self._write_many(
             "UPDATE chat_leases SET worker_id = '', expires_at = 0"
             " WHERE queue_key = ? AND worker_id = ? AND epoch = ?",
-            (lease.queue_key, lease.worker_id, lease.epoch),
+            [(lease.queue_key, lease.worker_id, lease.epoch) for lease in leases],
         )
 
     async def lease(self, queue_key: str) -> Lease | None:

@@ -125,7 +125,8 @@ class Workers(PostgresBase):
             await self._all(
                 f"UPDATE chat_leases SET worker_id = $1, epoch = epoch + 1,"
                 f" expires_at = {NOW} + $2 WHERE queue_key IN ("
-                f"  SELECT l.queue_key FROM chat_leases l WHERE l.expires_at <= {NOW}"
+                f"  SELECT l.queue_key FROM chat_leases l WHERE (l.expires_at <= {NOW}"
+                "   OR ($3::text IS NOT NULL AND l.worker_id = $1))"
                 "   AND l.queue_key = coalesce($3, l.queue_key) AND EXISTS (SELECT 1 FROM"
                 "   messages m WHERE m.queue_key = l.queue_key AND m.status = 'pending')"
                 "  ORDER BY l.queue_key LIMIT $4 FOR UPDATE SKIP LOCKED)"
@@ -151,13 +152,17 @@ class Workers(PostgresBase):
             raise LeaseLost(f"the lease on {lease.queue_key} (epoch {lease.epoch}) was taken over")
         return _lease(row)
 
-    async def release_lease(self, lease: Lease) -> None:
+    async def release_leases(self, leases: Sequence[Lease]) -> None:
+        if not leases:
+            return
         await self._write(
-            "UPDATE chat_leases SET worker_id = '', expires_at = 0"
-            " WHERE queue_key = $1 AND worker_id = $2 AND epoch = $3",
-            lease.queue_key,
-            lease.worker_id,
-            lease.epoch,
+            "UPDATE chat_leases l SET worker_id = '', expires_at = 0"
+            " FROM unnest($1::text[], $2::text[], $3::bigint[]) AS r(queue_key, worker_id, epoch)"
+            " WHERE l.queue_key = r.queue_key AND l.worker_id = r.worker_id"
+            " AND l.epoch = r.epoch",
+            [lease.queue_key for lease in leases],
+            [lease.worker_id for lease in leases],
+            [lease.epoch for lease in leases],
         )
 
     async def lease(self, queue_key: str) -> Lease | None:
