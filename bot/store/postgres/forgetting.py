@@ -5,15 +5,17 @@ the neighbours' context columns, so no copy of forgotten words stays in the inde
 
 What "no copy left" means on PostgreSQL, which has no ``secure_delete``: a DELETE or UPDATE
 leaves the old row version in its page until VACUUM removes it, so :meth:`erase_deleted_text`
-vacuums every table forgetting touches. VACUUM removes the dead versions from the table's
-pages and their entries from its indexes (the search index too), so no query, dump or copy of
-the database made afterwards holds them. It does not reach: bytes of a removed version the
-page has not reused yet (VACUUM compacts a page but does not zero its free space; they are
-overwritten as the page fills again), the write-ahead log until the server recycles those
-segments (after the next checkpoints), a row version an older transaction of another worker
-still sees (the next VACUUM takes it), and copies outside this server — replicas, WAL
-archives, pg_dump files. An owner who must rule those out runs ``VACUUM FULL`` and rotates
-the archives and backups (README "Forgetting")."""
+vacuums every table forgetting touches, then rebuilds the search index (a GIN index keeps a
+term as a key after VACUUM emptied its postings; the new index is built beside the old one,
+so writes go on meanwhile, at the cost of reading every indexed message once per forget).
+After that no query, dump or copy of the database made afterwards holds the words, nor do the
+search index's files. It does not reach: bytes of a removed row version inside a table page
+that has not been written again (VACUUM compacts a page but does not zero its free space;
+``VACUUM FULL`` rewrites the table, under a lock that stops every worker meanwhile, so it is
+the owner's to run), the write-ahead log until the server recycles those segments (after the
+next checkpoints), a row version an older transaction of another worker still sees (the next
+VACUUM takes it), and copies outside this server — replicas, WAL archives, pg_dump files
+(README "Forgetting")."""
 
 from __future__ import annotations
 
@@ -196,11 +198,15 @@ class Forgetting(Messages, Sessions):
 
     async def erase_deleted_text(self) -> bool:
         """After forgetting: VACUUM the tables forgetting touched, so the deleted and
-        rewritten rows' old versions leave their pages and indexes (see the module's
-        docstring for what that does not reach). Always True: unlike SQLite's checkpoint,
-        nothing tells whether an older transaction kept a version alive; the next VACUUM
-        (autovacuum, or the next forget) takes what this one could not."""
+        rewritten rows' old versions leave their pages and indexes, and rebuild the search
+        index (see the module's docstring for what that does not reach). Always True:
+        unlike SQLite's checkpoint, nothing tells whether an older transaction kept a
+        version alive; the next VACUUM (autovacuum, or the next forget) takes what this one
+        could not."""
         await self._write(f"VACUUM {', '.join(FORGETTING_TABLES)}")
+        # a GIN index keeps a term as a key after VACUUM emptied its posting list: only a
+        # new index leaves the term out (built beside the old one, writes go on meanwhile)
+        await self._write("REINDEX INDEX CONCURRENTLY messages_search")
         return True
 
     async def _forget_operations(self, where: str, *args: Any) -> list[ForgetOperation]:
