@@ -64,3 +64,20 @@ def _sqlite_rows(path: Path, word: str) -> list[tuple]:
     finally:
         db.close()
     return [row for row in rows if word in " ".join(filter(None, row[1:]))] + terms
+
+
+async def execute(backend: StoreBackend, sql: str, *params: object) -> None:
+    """Run one statement on the backend's database from outside the store (``?`` marks the
+    parameters): what a test does to the rows behind the store's back."""
+    if backend.name == "sqlite":
+        with sqlite3.connect(backend.location) as db:
+            db.execute(sql, params)
+        return
+    numbered = sql
+    for number in range(1, len(params) + 1):
+        numbered = numbered.replace("?", f"${number}", 1)
+    db = await asyncpg.connect(str(backend.location))
+    try:
+        await db.execute(numbered, *params)
+    finally:
+        await db.close()
