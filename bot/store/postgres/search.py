@@ -54,11 +54,11 @@ def _length(column: str) -> str:
 
 
 SEARCH_SQL = f"""
-WITH totals AS (
+WITH totals AS MATERIALIZED (
     SELECT greatest(sum(documents), 1)::float8 AS documents,
            greatest(sum(tokens), 1)::float8 / greatest(sum(documents), 1) AS average_length
     FROM search_totals
-), q AS (
+), q AS MATERIALIZED (
     SELECT p.phrase, greatest(ln((t.documents - hits.n + 0.5) / (hits.n + 0.5)), 1e-6) AS idf
     FROM unnest($1::text[]) AS p(phrase) CROSS JOIN totals t
     CROSS JOIN LATERAL (
@@ -95,7 +95,9 @@ CROSS JOIN LATERAL (
 ORDER BY score.score DESC, c.created_at DESC LIMIT $9
 """
 """One search, one round trip: the IDF of each query phrase over every indexed message,
-the candidate rows the asker may see, and their BM25 scores."""
+the candidate rows the asker may see, and their BM25 scores. The totals and the phrases'
+IDFs are MATERIALIZED: inlined into the score's subquery, PostgreSQL would count each
+phrase's messages again for every candidate."""
 
 
 class SearchIndex(PostgresBase):
