@@ -241,13 +241,8 @@ async def agreement(
         first = ordered = as_set = 0
         rank_moves = [0]
         for question in questions:
-            a = [
-                h.message_id for h in await sqlite.search(partner_id, question.text, [audience], 10)
-            ]
-            b = [
-                h.message_id
-                for h in await postgres.search(partner_id, question.text, [audience], 10)
-            ]
+            a = await top_ids(sqlite, partner_id, question.text, audience, timings[0])
+            b = await top_ids(postgres, partner_id, question.text, audience, timings[1])
             first += a[:1] == b[:1]
             ordered += a == b
             as_set += set(a) == set(b)
