@@ -49,8 +49,14 @@ def _hits(column: str, phrase: str = "q.phrase") -> str:
     return f"coalesce(regexp_count(' ' || {column} || ' ', ' ' || {phrase} || '(?= )'), 0)"
 
 
-def _length(column: str) -> str:
-    return f"coalesce(cardinality(string_to_array({column}, ' ')), 0)"
+def _count(terms: str, column: str) -> str:
+    """Occurrences of the phrase ``q`` in one term column of a candidate: a single term is
+    counted in the column's array (``terms``), a phrase of several (a CJK run) by the regex
+    over its text (``column``), which costs more: only where the column holds all its terms."""
+    return (
+        f"CASE WHEN q.single THEN coalesce(cardinality(array_positions({terms}, q.phrase)), 0)"
+        f" WHEN {terms} @> q.words THEN {_hits(column)} ELSE 0 END"
+    )
 
 
 SEARCH_SQL = f"""
@@ -59,7 +65,9 @@ WITH totals AS MATERIALIZED (
            greatest(sum(tokens), 1)::float8 / greatest(sum(documents), 1) AS average_length
     FROM search_totals
 ), q AS MATERIALIZED (
-    SELECT p.phrase, greatest(ln((t.documents - hits.n + 0.5) / (hits.n + 0.5)), 1e-6) AS idf
+    SELECT p.phrase, position(' ' IN p.phrase) = 0 AS single,
+        string_to_array(p.phrase, ' ') AS words,
+        greatest(ln((t.documents - hits.n + 0.5) / (hits.n + 0.5)), 1e-6) AS idf
     FROM unnest($1::text[]) AS p(phrase) CROSS JOIN totals t
     CROSS JOIN LATERAL (
         SELECT count(*)::float8 AS n FROM messages x
@@ -69,11 +77,11 @@ WITH totals AS MATERIALIZED (
              OR {_hits("x.terms", "p.phrase")} + {_hits("x.before_terms", "p.phrase")}
                 + {_hits("x.after_terms", "p.phrase")} > 0)
     ) AS hits
-), candidates AS (
+), candidates AS MATERIALIZED (
     SELECT m.id, m.session_id, m.role, m.text, m.created_at, m.platform_message_id,
-        m.terms, m.before_terms, m.after_terms,
-        {_length("m.terms")} + {_length("m.before_terms")} + {_length("m.after_terms")} + 1
-            AS length
+        m.terms, m.before_terms, m.after_terms, string_to_array(m.terms, ' ') AS own,
+        string_to_array(m.before_terms, ' ') AS before, string_to_array(m.after_terms, ' ')
+        AS after
     FROM messages m
     WHERE m.terms IS NOT NULL AND m.scope = ANY($2::text[]) AND m.partner_id = $3
     AND {postgres_search_words("m")} && $4::text[]
@@ -81,23 +89,31 @@ WITH totals AS MATERIALIZED (
     AND m.created_at >= coalesce($5, m.created_at)
     AND m.created_at < coalesce($6, m.created_at + 1)
     AND lower(m.speaker) = lower(coalesce($7, m.speaker))
+), best AS (
+    SELECT c.id, c.session_id, c.role, c.text, c.created_at, c.platform_message_id,
+        score.score
+    FROM candidates c CROSS JOIN totals t
+    CROSS JOIN LATERAL (
+        SELECT sum(q.idf * f.f * {BM25_K1 + 1} / (f.f + {BM25_K1} * (1 - {BM25_B}
+            + {BM25_B} * (coalesce(cardinality(c.own), 0) + coalesce(cardinality(c.before), 0)
+            + coalesce(cardinality(c.after), 0) + 1) / t.average_length))) AS score
+        FROM q CROSS JOIN LATERAL (
+            SELECT {_count("c.own", "c.terms")} + $8::float8 * (
+                {_count("c.before", "c.before_terms")} + {_count("c.after", "c.after_terms")}
+            ) AS f
+        ) AS f
+    ) AS score
+    ORDER BY score.score DESC, c.created_at DESC LIMIT $9
 )
-SELECT c.id, coalesce(s.title, ''), c.role, c.text, c.created_at, c.platform_message_id
-FROM candidates c LEFT JOIN sessions s ON s.id = c.session_id
-CROSS JOIN LATERAL (
-    SELECT sum(q.idf * f.f * {BM25_K1 + 1} / (f.f + {BM25_K1} * (1 - {BM25_B}
-        + {BM25_B} * c.length / t.average_length))) AS score
-    FROM q CROSS JOIN totals t CROSS JOIN LATERAL (
-        SELECT {_hits("c.terms")} + $8::float8 * ({_hits("c.before_terms")}
-            + {_hits("c.after_terms")}) AS f
-    ) AS f
-) AS score
-ORDER BY score.score DESC, c.created_at DESC LIMIT $9
+SELECT b.id, coalesce(s.title, ''), b.role, b.text, b.created_at, b.platform_message_id
+FROM best b LEFT JOIN sessions s ON s.id = b.session_id
+ORDER BY b.score DESC, b.created_at DESC
 """
 """One search, one round trip: the IDF of each query phrase over every indexed message,
-the candidate rows the asker may see, and their BM25 scores. The totals and the phrases'
-IDFs are MATERIALIZED: inlined into the score's subquery, PostgreSQL would count each
-phrase's messages again for every candidate."""
+the candidate rows the asker may see, their BM25 scores, and the sessions' titles of the
+best only. The totals, the phrases' IDFs and the candidates are MATERIALIZED: inlined into
+the score's subquery, PostgreSQL would count each phrase's messages again for every
+candidate (and misjudges how many candidates there are)."""
 
 
 class SearchIndex(PostgresBase):
