@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from bot.store import NewMessage, Store, StoreError
@@ -86,3 +87,27 @@ async def test_a_backup_file_is_refused_with_what_to_use_instead(
     finally:
         await store.close()
     assert not (tmp_path / "copy.db").exists()
+
+
+async def test_a_user_who_may_not_create_the_tables_is_told_so_in_one_line(
+    postgres_server: PostgresServer, postgres_database: str
+) -> None:
+    admin = await asyncpg.connect(postgres_database)
+    try:
+        await admin.execute("DROP ROLE IF EXISTS visitor")
+        await admin.execute("CREATE ROLE visitor LOGIN")
+    finally:
+        await admin.close()
+    url = postgres_database.replace("postgresql://postgres@", "postgresql://visitor:hunter2@")
+    try:
+        with pytest.raises(StoreError) as caught:
+            await Store.open(url)
+    finally:
+        admin = await asyncpg.connect(postgres_server.url("postgres"))
+        try:
+            await admin.execute("DROP ROLE visitor")  # it owns nothing: it could create nothing
+        finally:
+            await admin.close()
+    message = str(caught.value)
+    assert "permission denied" in message and "\n" not in message and "hunter2" not in message
+    assert "may create tables" in message

@@ -1,4 +1,4 @@
-"""The PostgreSQL store: one database shared by any number of gateway workers, composed from
+"""The PostgreSQL store: one database that several gateway workers can share, composed from
 one class per concern like :class:`bot.store.sqlite.SqliteStore`. This module opens the pool,
 applies the schema (one worker at a time) and answers what has no PostgreSQL equivalent
 here, such as a backup file."""
@@ -61,6 +61,12 @@ class PostgresStore(
             async with pool.acquire() as db:
                 await migrate(db, store._recompute)
             await store._load_search_languages()
+        except asyncpg.InsufficientPrivilegeError as exc:
+            await pool.close()
+            raise StoreError(
+                f"cannot create the gateway's tables in {redacted(url)}: {exc} (connect as a"
+                " user who may create tables in the database, such as its owner)"
+            ) from exc
         except BaseException:
             await pool.close()
             raise
