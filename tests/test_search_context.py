@@ -85,7 +85,10 @@ async def test_forgetting_rewrites_the_neighbours_rows(
     assert [h.message_id for h in hits] == [before, after]
 
 
-async def test_forget_history_leaves_no_copy_in_a_group(harness: Harness) -> None:
+async def test_forget_history_leaves_no_copy_in_a_group(
+    harness_on_each_backend: Harness,
+) -> None:
+    harness = harness_on_each_backend
     await harness.app.store.bind("test", "g1", "example", "command")
     for user, name, text in [
         (43, "Bob", "who brings the cake on Sunday?"),
@@ -100,7 +103,9 @@ async def test_forget_history_leaves_no_copy_in_a_group(harness: Harness) -> Non
     await harness.send(dm(42, "/forget history confirm"))
     await harness.settle()
     assert await store.search("example", "zanzibar", None, 10) == []
-    assert await indexed_rows(StoreBackend("sqlite", harness.config.database), "zanzibar") == []
+    database = harness.config.database
+    backend = StoreBackend("sqlite" if isinstance(database, Path) else "postgres", database)
+    assert await indexed_rows(backend, "zanzibar") == []
     assert "I can bring scones" in [
         h.text for h in await store.search("example", "scones", None, 10)
     ]
