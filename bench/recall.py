@@ -11,6 +11,14 @@ history, exactly as the partner would search it.
 
     .venv/bin/python bench/recall.py              # the table
     .venv/bin/python bench/recall.py --misses en  # also list the English questions missed at 10
+    .venv/bin/python bench/recall.py --backend postgres   # the table on PostgreSQL, and how
+                                                          # far its results agree with SQLite's
+
+``--backend postgres`` stores the same history, in the same order, in SQLite and in PostgreSQL
+(``--database-url``, an empty database, or else a throwaway server started like the tests'
+one, tests/postgres_server.py) and prints PostgreSQL's table, then how the two backends' top
+results compare for every question: the same first result, the same top 10 in the same order,
+the same top 10 as a set, and the rank of the answer on each.
     .venv-bench/bin/python bench/recall.py --embeddings   # also lexical + embeddings (below)
 
 ``--embeddings`` adds a row with semantic recall on, through the gateway's own code path: a
@@ -34,6 +42,7 @@ import json
 import os
 import random
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -183,16 +192,85 @@ async def evaluate(
     return {k: found[k] / len(questions) for k in KS}, empty, missed
 
 
-async def main(show_misses: str | None, with_embeddings: bool) -> None:
+async def stored_history(store: Store) -> list[tuple[Part, list[Question]]]:
+    """The whole evaluation set written into ``store``, the same on every call (seeded)."""
     rng = random.Random(SEED)
     filler = json.loads((DATA / "recall_filler.json").read_text(encoding="utf-8"))
-    parts = load_parts()
+    stored = [(part, await store_part(store, part, rng, filler)) for part in load_parts()]
+    count = sum(len(questions) for _, questions in stored)
+    print(f"history stored ({count} questions)")
+    return stored
+
+
+async def compare_backends(show_misses: str | None, database_url: str | None) -> None:
+    """PostgreSQL's table, then how its top results agree with SQLite's on every question."""
+    server = None
+    if database_url is None:
+        from tests.postgres_server import PostgresServer
+
+        server = PostgresServer.start()
+        database_url = server.url(await server.create_database())
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            sqlite = await Store.open(Path(tmp) / "recall.db")
+            postgres = await Store.open(database_url)
+            try:
+                stored = await stored_history(sqlite)
+                again = await stored_history(postgres)
+                assert [q for _, q in stored] == [q for _, q in again], "ids differ"
+                await report("lexical, PostgreSQL", Recall(postgres), stored, show_misses)
+                await agreement(Recall(sqlite), Recall(postgres), stored)
+            finally:
+                await sqlite.close()
+                await postgres.close()
+    finally:
+        if server is not None:
+            server.stop()
+
+
+async def agreement(
+    sqlite: Recall, postgres: Recall, stored: list[tuple[Part, list[Question]]]
+) -> None:
+    """For each language: questions whose first result, ordered top 10 and top-10 set are
+    the same on both backends, and the largest difference in the answer's rank."""
+    timings: tuple[list[float], list[float]] = ([], [])
+    print("\nSQLite vs PostgreSQL, same questions")
+    print(f"{'language':<9} {'queries':>7} {'same@1':>7} {'same@10':>8} {'set@10':>7} {'rank±':>6}")
+    for part, questions in stored:
+        partner_id, audience = f"recall-{part.language}", f"user:bench:{part.language}"
+        first = ordered = as_set = 0
+        rank_moves = [0]
+        for question in questions:
+            a = await top_ids(sqlite, partner_id, question.text, audience, timings[0])
+            b = await top_ids(postgres, partner_id, question.text, audience, timings[1])
+            first += a[:1] == b[:1]
+            ordered += a == b
+            as_set += set(a) == set(b)
+            if question.answer_id in a and question.answer_id in b:
+                rank_moves.append(abs(a.index(question.answer_id) - b.index(question.answer_id)))
+        n = len(questions)
+        print(
+            f"{part.language:<9} {n:>7} {first / n:>7.2f} {ordered / n:>8.2f} {as_set / n:>7.2f}"
+            f" {max(rank_moves):>6}"
+        )
+    sqlite_ms, postgres_ms = (statistics.median(t) * 1000 for t in timings)
+    print(f"median search: SQLite {sqlite_ms:.1f} ms, PostgreSQL {postgres_ms:.1f} ms")
+
+
+async def top_ids(
+    recall: Recall, partner_id: str, query: str, audience: str, timings: list[float]
+) -> list[int]:
+    started = time.perf_counter()
+    hits = await recall.search(partner_id, query, [audience], 10)
+    timings.append(time.perf_counter() - started)
+    return [hit.message_id for hit in hits]
+
+
+async def main(show_misses: str | None, with_embeddings: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = await Store.open(Path(tmp) / "recall.db")
         try:
-            stored = [(part, await store_part(store, part, rng, filler)) for part in parts]
-            row = await store._one("SELECT COUNT(*) FROM messages")  # the bench's own count
-            print(f"{row[0] if row else 0} messages stored")
+            stored = await stored_history(store)
             await report("lexical", Recall(store), stored, show_misses)
             if with_embeddings:
                 async with LocalEmbeddings() as endpoint:
@@ -268,5 +346,17 @@ if __name__ == "__main__":
     parser.add_argument(
         "--embeddings", action="store_true", help="also with a local embedding model (see above)"
     )
+    parser.add_argument(
+        "--backend",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help="postgres: the table on PostgreSQL and its agreement with SQLite (see above)",
+    )
+    parser.add_argument(
+        "--database-url", help="an empty PostgreSQL database (default: a throwaway server)"
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.misses, args.embeddings))
+    if args.backend == "postgres":
+        asyncio.run(compare_backends(args.misses, args.database_url))
+    else:
+        asyncio.run(main(args.misses, args.embeddings))

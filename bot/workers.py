@@ -37,7 +37,7 @@ from typing import Protocol
 
 from bot.config import WorkersConfig
 from bot.dispatcher import Dispatcher
-from bot.store import Leader, Lease, LeaseLost, Store
+from bot.store import Leader, Lease, LeaseLost, Store, StoreUnavailable
 from bot.store.workers import Unlisten
 
 logger = logging.getLogger(__name__)
@@ -141,7 +141,10 @@ class Worker:
             self._unlisten = None
         await self._step_down()
         self._held.clear()
-        await self.store.leave(self.id)  # every lease goes back at once
+        try:
+            await self.store.leave(self.id)  # every lease goes back at once
+        except StoreUnavailable as exc:  # they lapse by themselves within a lease
+            logger.warning("worker %s left without giving its leases back: %s", self.id, exc)
 
     async def _let_the_dead_go(self) -> None:
         """Free at once what workers that died on this host held (a restart after kill -9,

@@ -5,30 +5,21 @@ messages that search can find, so nothing unsearchable keeps the embedder busy."
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
 from bot.embedder import Embedder
 from bot.embeddings import EmbeddingsClient
 from bot.store import NewMessage, Store
+from tests.conftest import StoreBackend
 from tests.fakes.fake_llm import FakeLLM
+from tests.store_support import execute
 from tests.test_recall_embeddings import client
 
 MODEL = "fake-embed"
 NEVER_SECONDS = 3600.0
 """An idle round or back-off that no test outlives: only a wake-up moves the embedder."""
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    store = await Store.open(tmp_path / "gateway.db")
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 @pytest.fixture
@@ -78,7 +69,7 @@ async def test_a_message_search_cannot_find_is_not_in_the_backlog(
 
 
 async def test_a_message_no_longer_searchable_leaves_the_backlog(
-    store: Store, embeddings: EmbeddingsClient, tmp_path: Path
+    store: Store, store_backend: StoreBackend, embeddings: EmbeddingsClient
 ) -> None:
     message_id = await store.add_message(said("(voice note)"))
     embedder = Embedder(store, embeddings, 10)
@@ -87,7 +78,6 @@ async def test_a_message_no_longer_searchable_leaves_the_backlog(
     await store.set_message_text(message_id, "I adopted a kitten")
     assert await store.embedding_backlog(MODEL) == 1  # its new text waits for a vector
     # the row stays but is out of the index (what a message search may no longer find is)
-    with sqlite3.connect(tmp_path / "gateway.db") as db:
-        db.execute("UPDATE messages SET terms = NULL WHERE id = ?", (message_id,))
+    await execute(store_backend, "UPDATE messages SET terms = NULL WHERE id = ?", message_id)
     assert await store.embedding_backlog(MODEL) == 0
     assert await embedder.run_once() == 0

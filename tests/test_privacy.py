@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from partners.memory import MemoryFile
 from tests.conftest import OWNER_ID, Harness, dm, group_message
 from tests.fakes.fake_llm import Reply, ToolCallSpec
+
+
+@pytest.fixture
+def harness(harness_on_each_backend: Harness) -> Harness:
+    """Every test here runs on each store backend: the rules hold whatever stores the rows."""
+    return harness_on_each_backend
 
 
 def tool_results(request: dict[str, Any]) -> list[str]:

@@ -32,9 +32,11 @@ def embeddings(llm: FakeLLM, **extra: Any) -> dict[str, Any]:
     return {"base_url": llm.base_url, "model": MODEL, "batch_size": 3, "max_retries": 0, **extra}
 
 
-async def with_embeddings(factory: HarnessFactory, llm: FakeLLM, **extra: Any) -> Harness:
+async def with_embeddings(
+    factory: HarnessFactory, llm: FakeLLM, storage: dict[str, Any] | None = None, **extra: Any
+) -> Harness:
     llm.embedding_synonyms = {"kitten": "cat", "feline": "cat"}
-    return await factory(embeddings=embeddings(llm, **extra))
+    return await factory(embeddings=embeddings(llm, **extra), storage=storage or {})
 
 
 async def backlog_cleared(harness: Harness, timeout: float = 10.0) -> None:
@@ -236,9 +238,9 @@ async def test_status_says_when_recall_is_lexical_only(harness: Harness) -> None
 
 
 async def test_a_vector_never_leads_to_another_users_dm(
-    harness_factory: HarnessFactory, fake_llm: FakeLLM
+    storage_on_each_backend: dict[str, Any], harness_factory: HarnessFactory, fake_llm: FakeLLM
 ) -> None:
-    harness = await with_embeddings(harness_factory, fake_llm)
+    harness = await with_embeddings(harness_factory, fake_llm, storage_on_each_backend)
     await said_in_dm(harness, ALICE, "I adopted a kitten last spring")
     await backlog_cleared(harness)
     assert "adopted a kitten" in await search_as(harness, ALICE, "my cat")  # it is findable
@@ -246,9 +248,9 @@ async def test_a_vector_never_leads_to_another_users_dm(
 
 
 async def test_a_vector_never_leads_from_a_group_into_a_dm(
-    harness_factory: HarnessFactory, fake_llm: FakeLLM
+    storage_on_each_backend: dict[str, Any], harness_factory: HarnessFactory, fake_llm: FakeLLM
 ) -> None:
-    harness = await with_embeddings(harness_factory, fake_llm)
+    harness = await with_embeddings(harness_factory, fake_llm, storage_on_each_backend)
     chat = "g1"
     await harness.app.store.bind("test", chat, "example", "command")
     await said_in_dm(harness, ALICE, "I adopted a kitten last spring")

@@ -7,6 +7,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from bot.store import NewMessage
 from bot.store.search_terms import snippet
 from partners.tools import PARTNER_TOOLS
@@ -14,6 +16,12 @@ from tests.conftest import Harness, dm
 from tests.fakes.fake_llm import Reply, ToolCallSpec
 
 FILLER = "We talked about the weather, the bus and what to cook for dinner tonight. " * 6
+
+
+@pytest.fixture
+def harness(harness_on_each_backend: Harness) -> Harness:
+    """Every test here runs on each store backend: the rules hold whatever stores the rows."""
+    return harness_on_each_backend
 
 
 def test_a_snippet_is_cut_around_the_matched_words() -> None:

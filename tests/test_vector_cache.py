@@ -4,33 +4,23 @@ store has deleted or replaced since it was read — a forgotten message above al
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from bot.embedder import reindex
 from bot.store import NewMessage, NewVector, Store
 from bot.vectors import pack, unit
 from partners.recall import Recall
 from partners.vector_cache import VectorCache, VectorFilter
+from tests.conftest import StoreBackend
 from tests.fakes.fake_llm import FakeLLM
+from tests.store_support import execute
 from tests.test_recall_embeddings import client, store_with_history
 
 MODEL, OTHER_MODEL, DIM = "m", "other", 8
 ALICE, BOB, GROUP = "user:test:42", "user:test:43", "chat:test:g1"
 BUDGET_BYTES = 2**20
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Store]:
-    store = await Store.open(tmp_path / "gateway.db")
-    try:
-        yield store
-    finally:
-        await store.close()
 
 
 async def said(
@@ -172,7 +162,7 @@ async def test_a_partner_too_large_for_the_budget_is_searched_through_the_store(
 
 
 async def test_a_cache_the_pruned_log_no_longer_covers_reads_everything_again(
-    store: Store,
+    store: Store, store_backend: StoreBackend
 ) -> None:
     cache = VectorCache(store, BUDGET_BYTES)
     kitten = await said(store, ALICE, "I adopted a kitten")
@@ -182,6 +172,5 @@ async def test_a_cache_the_pruned_log_no_longer_covers_reads_everything_again(
     await store.delete_messages([kitten])  # logged after what the cache has seen...
     newer = await said(store, ALICE, "we went hiking")
     # ...and pruned away, as save_vectors prunes the oldest entries of a long log
-    with sqlite3.connect(store.path) as db:
-        db.execute("DELETE FROM vector_log WHERE seq <= ?", (seen + 1,))
+    await execute(store_backend, "DELETE FROM vector_log WHERE seq <= ?", seen + 1)
     assert await cache_candidates(cache, store, [ALICE]) == [newer, lyon]

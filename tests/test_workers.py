@@ -1,7 +1,8 @@
 """Several workers on one database (bot/workers.py, bot/dispatcher.py): two workers in this
-process share one store, each with its own dispatcher and the real delivery, and work its
-chats under leases. A lease of 2 seconds (the shortest allowed) lets a test see one lapse;
-every wait is for a condition, with a timeout."""
+process share one store (SQLite, and PostgreSQL, where NOTIFY wakes them too), each with its
+own dispatcher and the real delivery, and work its chats under leases. A lease of 2 seconds
+(the shortest allowed) lets a test see one lapse; every wait is for a condition, with a
+timeout."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from bot.dispatcher import Dispatcher, Worked
 from bot.store import Leader, Lease, LeaseLost, NewMessage, Store
 from bot.workers import Worker
 from tests.conftest import RecordingChannel
+from tests.postgres_server import PostgresServer
 
 SHORT = WorkersConfig(lease_seconds=2, heartbeat_seconds=0.5)
 WAIT_SECONDS = 15.0
@@ -154,14 +156,22 @@ class Cluster:
         )
 
 
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    store = await Store.open(tmp_path / "db.sqlite")
+@pytest.fixture(params=("sqlite", "postgres"))
+async def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Cluster]:
+    server: PostgresServer | None = None
+    location: Path | str = tmp_path / "db.sqlite"
+    if request.param == "postgres":
+        server = request.getfixturevalue("postgres_server")
+        database = await server.create_database()
+        location = server.url(database)
+    store = await Store.open(location)
     cluster = Cluster(store, RecordingChannel())
     yield cluster
     for node in list(cluster.nodes):
         await cluster.stop(node)
     await store.close()
+    if server is not None:
+        await server.drop_database(database)
 
 
 async def test_two_workers_answer_every_chat_once_and_never_one_chat_at_once(
@@ -194,19 +204,23 @@ async def test_a_message_for_a_chat_another_worker_holds_is_left_to_that_worker(
     one = await cluster.start(cluster.node("one"))
     two = await cluster.start(cluster.node("two"))
     hold = asyncio.Event()
-    one.turns.hold = hold
+    one.turns.hold = two.turns.hold = hold
     await cluster.message(1, "first")
     one.dispatcher.notify("test:1|ava")
-    await until(lambda: "test:1" in one.turns.running, "the first turn running on one")
+    # PostgreSQL wakes both workers: whichever claimed the chat holds it
+    await until(
+        lambda: "test:1" in one.turns.running or "test:1" in two.turns.running,
+        "the first turn running",
+    )
+    holder, other = (one, two) if "test:1" in one.turns.running else (two, one)
     await cluster.message(1, "second")
-    two.dispatcher.notify("test:1|ava")  # two stored it; one holds the chat
-    await until(lambda: two.dispatcher.active == 0, "two leaving the chat alone")
-    one.dispatcher.notify("test:1|ava")  # what PostgreSQL's NOTIFY tells the holder
+    other.dispatcher.notify("test:1|ava")  # the other stored it; the holder has the chat
+    await until(lambda: other.dispatcher.active == 0, "the other leaving the chat alone")
+    holder.dispatcher.notify("test:1|ava")  # what PostgreSQL's NOTIFY tells the holder
     hold.set()
-    await until(lambda: len(one.turns.answered) == 2, "one answering both")
+    await until(lambda: len(holder.turns.answered) == 2, "the holder answering both")
     assert cluster.channel.texts() == ["re first", "re second"]  # in order
-    assert [w for w, _ in one.turns.answered] == ["one", "one"]
-    assert two.turns.answered == []
+    assert other.turns.answered == []
 
 
 async def test_a_worker_paused_past_its_lease_never_delivers_after_another_took_over(
