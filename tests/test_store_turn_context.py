@@ -115,3 +115,34 @@ async def test_finish_turn_books_what_the_reply_cost_with_the_reply(store: Store
     assert [(r["calls"], r["prompt_tokens"], r["completion_tokens"]) for r in rows] == [
         (2, 200, 50)
     ]
+
+
+async def test_finish_turn_closes_the_turn_and_records_the_reply_with_its_actions(
+    store: Store,
+) -> None:
+    await a_dm(store)
+    session = await store.create_session(
+        partner_id="mira", chat_key="test:7", user_key="test:7", audience="user:test:7",
+        system_prompt="p",
+    )  # fmt: skip
+    first = await said(store, "hi", status="pending", queue_key="test:7|mira", user_key="test:7")
+    second = await said(store, "you?", status="pending", queue_key="test:7|mira", user_key="test:7")
+    reply = NewMessage(
+        "test:7", "assistant", "hello", "user:test:7", "delivering", partner_id="mira",
+        session_id=session.id, media=(NewMedia("sticker", "s-1"), NewMedia("react", "❤")),
+    )  # fmt: skip
+
+    reply_id = await store.finish_turn([first, second], session.id, reply)
+
+    assert await store.pending("test:7|mira") == []
+    closed = [await store.message(message_id) for message_id in (first, second)]
+    assert [(m.status, m.session_id) for m in closed if m] == [("done", session.id)] * 2
+    recorded = await store.message(reply_id)
+    assert recorded is not None and (recorded.status, recorded.text) == ("delivering", "hello")
+    answered = await store.answered_message(reply_id)
+    assert answered is not None and answered.id == second
+    actions = (await store.media_for([reply_id]))[reply_id]
+    assert [(a.kind, a.ref) for a in actions] == [("sticker", "s-1"), ("react", "❤")]
+    after = await store.session(session.id)
+    assert after is not None and after.last_active_at >= session.last_active_at
+    assert await store.usage("2000-01-01") == []
