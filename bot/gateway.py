@@ -31,7 +31,7 @@ from bot.events import ChatRef, Choice, Inbound, Media, Outbound, Reaction, Send
 from bot.greeter import Greeter
 from bot.literal import literal_line
 from bot.sessions import Sessions, Speaker, audience_for
-from bot.store import ChatRow, NewMedia, NewMessage, Store, StoreUnavailable
+from bot.store import ChatRow, NewMedia, NewMessage, Store, StoreUnavailable, UserRow
 from bot.terminal import printable
 from bot.turns import queue_key
 from partners.catalog import PartnerCatalog
@@ -187,11 +187,13 @@ class Gateway:
         is_owner = self.access.is_owner(sender.key)
         bound = [] if chat.is_dm else await self._bound_partners(chat)
         command = parse_command(inbound.text, self.bot_usernames.get(chat.platform))
-        row = None
+        row: ChatRow | None = None
+        user: UserRow | None = None
         if chat.is_dm:
             if command and await self._claim(inbound, *command):
                 return
-            row, user = await self.store.chat_and_user(chat.key, sender.key)
+            if not is_owner:  # anyone but the owner has their access stored: read it with the chat
+                row, user = await self.store.chat_and_user(chat.key, sender.key)
             verdict = await self.access.check_dm(sender, user)
             if not verdict.allowed:
                 if verdict.owner_notice and verdict.code:

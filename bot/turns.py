@@ -278,7 +278,9 @@ class TurnRunner:
         notes = self.media.notes(history, media) if self.media is not None else {}
         notes.update(prepared.notes)
         reactions = read.reactions
-        if since != read.reactions_after:  # a window that starts later than the one read
+        # the context read the reactions after the session's last message; a window that
+        # kept none of the history (one reply longer than it) shows the chat's latest, as before
+        if since != read.reactions_after:
             reactions = await self.store.recent_reactions(
                 chat.chat_key, partner.id if partner else None, since, MAX_REACTIONS_SHOWN
             )
