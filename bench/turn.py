@@ -7,8 +7,9 @@
 3. Bytes sent to the LLM for a fresh example partner's first turn (system prompt, tool schemas
    and the message), the figure behind "a prompt of 18k tokens for hello".
 4. Store round trips per turn in a running session (each is a hand-off to the database
-   thread, and across a network once the store has a server backend), from the sequential
-   turns of 1. after each chat's first.
+   thread, or a statement sent to the server), from the sequential turns of 1. after each
+   chat's first: on SQLite, and on PostgreSQL (a throwaway server, as the tests start one;
+   skipped with a note when the machine has none).
 
 The fake LLM runs in a separate process, as a real endpoint would, so its own work does not
 count against the gateway.
@@ -36,6 +37,7 @@ from bench.llm_process import llm_process  # noqa: E402
 from bot.app import build_app  # noqa: E402
 from bot.config import Config  # noqa: E402
 from bot.events import ChatRef, Inbound, Outbound, Sender  # noqa: E402
+from tests.postgres_server import PostgresServer, PostgresUnavailable  # noqa: E402
 
 ROOT = str(Path(__file__).resolve().parent.parent)
 SEQUENTIAL_TURNS = 400
@@ -76,11 +78,14 @@ class TimingChannel:
         del chat, reply_to
 
 
-def config(data_dir: Path, base_url: str) -> Config:
+def config(data_dir: Path, base_url: str, database_url: str | None = None) -> Config:
+    storage: dict[str, Any] = {"data_dir": str(data_dir)}
+    if database_url is not None:
+        storage["database_url"] = database_url
     return Config.model_validate(
         {
             "llm": {"base_url": base_url, "api_key": "x", "model": "m", "max_retries": 0},
-            "storage": {"data_dir": str(data_dir)},
+            "storage": storage,
             "owner": {"timezone": "UTC"},
             "access": {"dm_policy": "open"},
             "memory": {"auto_memory": False},
@@ -129,9 +134,11 @@ def timed_llm(app: Any) -> list[float]:
     return spent
 
 
-async def added_latency(tmp: Path, base_url: str) -> tuple[float, float, int, float]:
+async def added_latency(
+    tmp: Path, base_url: str, database_url: str | None = None
+) -> tuple[float, float, int, float]:
     channel = TimingChannel()
-    app = await build_app(config(tmp / "a", base_url), {"bench": channel})
+    app = await build_app(config(tmp, base_url, database_url), {"bench": channel})
     await app.start()
     spent = timed_llm(app)
     requests = record_requests(app)
@@ -177,10 +184,28 @@ async def many_chats(tmp: Path, base_url: str) -> float:
     return wall
 
 
+async def on_postgres(tmp: Path, base_url: str) -> None:
+    """The sequential turns again with the store on PostgreSQL: its latency and trips."""
+    try:
+        server = await asyncio.to_thread(PostgresServer.start)
+    except PostgresUnavailable as exc:
+        print(f"PostgreSQL: not measured ({exc})")
+        return
+    try:
+        database = await server.create_database()
+        p50, p99, _, trips = await added_latency(tmp, base_url, server.url(database))
+        print(
+            f"store round trips per turn in a running session, PostgreSQL: {trips:.1f}"
+            f" (goal <= 8); gateway-added latency p50 {p50:.2f} ms, p99 {p99:.2f} ms"
+        )
+    finally:
+        await asyncio.to_thread(server.stop)
+
+
 async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         async with llm_process(0.0) as base_url:
-            p50, p99, request_bytes, trips = await added_latency(Path(tmp), base_url)
+            p50, p99, request_bytes, trips = await added_latency(Path(tmp) / "a", base_url)
             print(
                 f"gateway-added latency per turn: p50 {p50:.2f} ms, p99 {p99:.2f} ms "
                 f"({SEQUENTIAL_TURNS} turns; goal p50 <= 5 ms, p99 <= 20 ms)"
@@ -189,7 +214,10 @@ async def main() -> None:
                 f"bytes sent to the LLM for the example partner's first turn: {request_bytes} "
                 "(goal <= 6144)"
             )
-            print(f"store round trips per turn in a running session: {trips:.1f} (goal <= 8)")
+            print(
+                f"store round trips per turn in a running session, SQLite: {trips:.1f} (goal <= 8)"
+            )
+            await on_postgres(Path(tmp) / "p", base_url)
         async with llm_process(LLM_SECONDS) as base_url:
             wall = await many_chats(Path(tmp), base_url)
             floor = math.ceil(CHATS / 64) * LLM_SECONDS

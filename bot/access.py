@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from bot.config import Config
 from bot.events import Sender
 from bot.literal import literal_line
-from bot.store import Store
+from bot.store import Store, UserRow
 
 PAIRING_TTL_SECONDS = 3600
 CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
@@ -74,10 +74,11 @@ class Access:
         user = await self.store.user(sender.key)
         return user is not None and user["access"] == "blocked"
 
-    async def check_dm(self, sender: Sender) -> DMVerdict:
+    async def check_dm(self, sender: Sender, user: UserRow | None) -> DMVerdict:
+        """Whether a DM from ``sender`` may reach a partner; ``user`` is the sender as
+        stored (read by the caller with the chat: one round trip for both)."""
         if self.is_owner(sender.key):
             return DMVerdict(True)
-        user = await self.store.user(sender.key)
         status = user["access"] if user else "unknown"
         if status == "blocked":
             return DMVerdict(False)

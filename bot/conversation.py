@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from bot.access import OwnerCheck
 from bot.sessions import Speaker
-from bot.store import ChatRow, MessageRow, Store
+from bot.store import ChatRow, MessageRow, UserRow
 from partners.catalog import PartnerCatalog
 from partners.persona import Partner
 
@@ -21,14 +21,17 @@ class Conversation:
     speaker: Speaker
 
 
-async def resolve_conversation(
-    store: Store, catalog: PartnerCatalog, is_owner: OwnerCheck, last: MessageRow
+def resolve_conversation(
+    catalog: PartnerCatalog,
+    is_owner: OwnerCheck,
+    last: MessageRow,
+    chat: ChatRow | None,
+    user: UserRow | None,
 ) -> Conversation | None:
-    """The conversation of a turn; None if its chat, user or partner is gone."""
-    if last.user_key is None:
-        return None
-    chat, user = await store.chat_and_user(last.chat_key, last.user_key)
-    if chat is None:
+    """The conversation of a turn, from its last pending message and that message's chat and
+    sender as stored (read with the turn's context); None if its chat, user or partner is
+    gone."""
+    if last.user_key is None or chat is None:
         return None
     partner = None
     if last.partner_id is not None:

@@ -31,7 +31,7 @@ from bot.events import ChatRef, Choice, Inbound, Media, Outbound, Reaction, Send
 from bot.greeter import Greeter
 from bot.literal import literal_line
 from bot.sessions import Sessions, Speaker, audience_for
-from bot.store import ChatRow, NewMedia, NewMessage, Store, StoreUnavailable
+from bot.store import ChatRow, NewMedia, NewMessage, Store, StoreUnavailable, UserRow
 from bot.terminal import printable
 from bot.turns import queue_key
 from partners.catalog import PartnerCatalog
@@ -187,10 +187,14 @@ class Gateway:
         is_owner = self.access.is_owner(sender.key)
         bound = [] if chat.is_dm else await self._bound_partners(chat)
         command = parse_command(inbound.text, self.bot_usernames.get(chat.platform))
+        row: ChatRow | None = None
+        user: UserRow | None = None
         if chat.is_dm:
             if command and await self._claim(inbound, *command):
                 return
-            verdict = await self.access.check_dm(sender)
+            if not is_owner:  # anyone but the owner has their access stored: read it with the chat
+                row, user = await self.store.chat_and_user(chat.key, sender.key)
+            verdict = await self.access.check_dm(sender, user)
             if not verdict.allowed:
                 if verdict.owner_notice and verdict.code:
                     await self._pairing_notice(sender, verdict.owner_notice, verdict.code)
@@ -204,7 +208,7 @@ class Gateway:
         if command is not None and (chat.is_dm or inbound.addressed or is_owner):
             await self._command(inbound, command[0], command[1], is_owner)
             return
-        await self._converse(inbound, is_owner, bound)
+        await self._converse(inbound, is_owner, bound, row)
 
     async def _claim(self, inbound: Inbound, name: str, args: list[str]) -> bool:
         """``/claim CODE`` (or the deep link's ``/start CODE``) in a DM while nobody owns this
@@ -245,9 +249,13 @@ class Gateway:
         partners = [self.catalog.get(row["partner_id"]) for row in rows]
         return [p for p in partners if p is not None]
 
-    async def _converse(self, inbound: Inbound, is_owner: bool, bound: list[Partner]) -> None:
+    async def _converse(
+        self, inbound: Inbound, is_owner: bool, bound: list[Partner], row: ChatRow | None
+    ) -> None:
+        """Store a message that is part of a conversation and queue it for a turn; ``row`` is
+        its chat as stored, if the caller read it already."""
         chat = inbound.chat
-        row = await self.store.chat(chat.key)
+        row = row or await self.store.chat(chat.key)
         assert row is not None
         if chat.is_dm:
             partner_id = await self._dm_partner(row, is_owner)

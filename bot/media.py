@@ -111,19 +111,24 @@ class MediaReader:
         wanted = partner.preset.extra.get("vision") if partner is not None else None
         return bool(wanted) if wanted is not None else self.config.llm.vision
 
-    async def notes(self, rows: list[MessageRow]) -> dict[int, str]:
-        """How earlier messages are marked for the model (history: spoken, photos)."""
-        media = await self.store.media_for([row.id for row in rows])
-        notes = {mid: _note(items, sees=True) for mid, items in media.items()}
+    @staticmethod
+    def notes(rows: list[MessageRow], media: dict[int, list[MediaRow]]) -> dict[int, str]:
+        """How earlier messages are marked for the model (history: spoken, photos), from the
+        media of the turn's context (which may hold other messages' too)."""
+        notes = {row.id: _note(media.get(row.id, []), sees=True) for row in rows}
         return {mid: note for mid, note in notes.items() if note}
 
     async def prepare(
-        self, platform: str, partner: Partner | None, pending: list[MessageRow]
+        self,
+        platform: str,
+        partner: Partner | None,
+        pending: list[MessageRow],
+        media: dict[int, list[MediaRow]],
     ) -> Prepared:
-        """Transcribe, describe or attach the media of ``pending``; see the module docstring.
-        Turns of different chats run side by side: everything of one reading is in its
+        """Transcribe, describe or attach the media of ``pending`` (``media``: theirs, as the
+        turn's context read them, other messages' too); see the module docstring. Turns of
+        different chats run side by side: everything of one reading is in its
         :class:`Prepared`, nothing in the reader."""
-        media = await self.store.media_for([row.id for row in pending])
         prepared = Prepared([], partner_dir=partner.dir if partner is not None else None)
         for row in pending:
             items = media.get(row.id, [])

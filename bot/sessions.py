@@ -91,6 +91,19 @@ class Sessions:
         user message does."""
         partner_id = partner.id if partner else None
         session = await self.store.open_session(chat.chat_key, partner_id)
+        return await self.continued(session, chat, partner, speaker, first)
+
+    async def continued(
+        self,
+        session: SessionRow | None,
+        chat: ChatRow,
+        partner: Partner | None,
+        speaker: Speaker,
+        first: MessageRow | None,
+    ) -> SessionRow:
+        """:meth:`current` with the chat's open session already read (a turn reads it with
+        its context): ``session`` while it is fresh, else a new one."""
+        partner_id = partner.id if partner else None
         now = time.time()
         if session is not None:
             settings = self.settings()
@@ -158,8 +171,16 @@ class Sessions:
         rows = await self.store.session_messages(session.id)
         if session.carry_from and carry_turns > 0:
             previous = await self.store.session_messages(session.carry_from)
-            rows = last_turns(previous, carry_turns) + rows
+            return with_carried(rows, previous, carry_turns)
         return rows
+
+
+def with_carried(
+    rows: list[MessageRow], previous: list[MessageRow], turns: int
+) -> list[MessageRow]:
+    """A session's messages preceded by the last ``turns`` turns of the session it carries
+    from (``previous``)."""
+    return last_turns(previous, turns) + rows if turns > 0 else rows
 
 
 def last_turns(rows: list[MessageRow], turns: int) -> list[MessageRow]:

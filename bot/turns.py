@@ -41,6 +41,7 @@ from bot.sessions import (
     Speaker,
     audience_for,
     search_audiences,
+    with_carried,
 )
 from bot.store import (
     ChatRow,
@@ -50,8 +51,10 @@ from bot.store import (
     MessageRow,
     NewMedia,
     NewMessage,
+    NewUsage,
     SessionRow,
     Store,
+    TurnContext,
 )
 from bot.tools import ToolRegistry, ToolSurface
 from bot.transcripts import load_transcripts
@@ -155,14 +158,16 @@ class TurnRunner:
 
         A turn that raises is counted against its messages, which run again (the dispatcher
         calls back while they are pending); the third failure closes them with an apology.
+        Everything the turn needs before its model call is read at once, with the queue.
         A turn whose lease was taken over stops where it is: its writes were refused, and the
         new holder answers the messages."""
         key = lease.queue_key
-        pending = await self.store.pending(key)
+        context = await self.store.turn_context(key, MAX_REACTIONS_SHOWN)
+        pending = context.pending
         if not pending:
             return Worked.IDLE
         try:
-            await self._turn(pending, lease)
+            await self._turn(context, lease)
         except LeaseLost as lost:
             return _lost(key, lost)
         except Exception as exc:  # one turn is an outer edge: count it, lose nothing
@@ -177,9 +182,10 @@ class TurnRunner:
             return _lost(lease.queue_key, lost)
         return Worked.FAILED
 
-    async def _turn(self, pending: list[MessageRow], lease: Lease) -> None:
-        conversation = await resolve_conversation(
-            self.store, self.catalog, self.is_owner, pending[-1]
+    async def _turn(self, context: TurnContext, lease: Lease) -> None:
+        pending = context.pending
+        conversation = resolve_conversation(
+            self.catalog, self.is_owner, pending[-1], context.chat, context.user
         )
         if conversation is None:
             logger.error(
@@ -189,14 +195,18 @@ class TurnRunner:
             )
             await self._close_orphans(pending)
             return
-        session = await self.sessions.current(
-            conversation.chat, conversation.partner, conversation.speaker, pending[0]
+        session = await self.sessions.continued(
+            context.session,
+            conversation.chat,
+            conversation.partner,
+            conversation.speaker,
+            pending[0],
         )
         if await resting(
             self.budget, self.store, self.delivery, conversation, session, pending, lease=lease
         ):
             return
-        prepared = await self._prepare(conversation, pending)
+        prepared = await self._prepare(conversation, pending, context.media)
         if not prepared.rows:
             await unheard(
                 self.store,
@@ -223,7 +233,7 @@ class TurnRunner:
             stream = channel.open_stream(
                 chat_ref(conversation.chat), pending[-1].platform_message_id
             )
-        reply = await self._answer(conversation, session, prepared, stream)
+        reply, usage = await self._answer(conversation, session, prepared, stream, context)
         if speak and reply.role == "assistant" and reply.text:
             reply = replace(reply, media=(*reply.media, NewMedia("speak", "voice")))
         failed = reply.role == "notice" and reply.text != STOPPED
@@ -232,6 +242,7 @@ class TurnRunner:
             session.id,
             reply,
             "failed" if failed else "done",
+            usage=usage,
             lease=lease,
         )
         partner_id = conversation.partner.id if conversation.partner else None
@@ -253,14 +264,19 @@ class TurnRunner:
         for row in pending:
             await self.store.set_status(row.id, "failed")
 
-    async def _prepare(self, conversation: Conversation, pending: list[MessageRow]) -> Prepared:
+    async def _prepare(
+        self,
+        conversation: Conversation,
+        pending: list[MessageRow],
+        media: dict[int, list[MediaRow]],
+    ) -> Prepared:
         """Voice notes transcribed, photos seen or described (``bot/media.py``), with a
         typing indicator meanwhile; their cost booked."""
         if self.media is None:
             return Prepared(list(pending))
         async with typing(self.channels, conversation.chat):
             prepared = await self.media.prepare(
-                conversation.chat.platform, conversation.partner, pending
+                conversation.chat.platform, conversation.partner, pending, media
             )
         partner_id = conversation.partner.id if conversation.partner else OWNER_AUDIENCE
         await book(self.store, self.config.usage_day(self.clock()), partner_id, prepared.spent)
@@ -272,25 +288,31 @@ class TurnRunner:
         session: SessionRow,
         prepared: Prepared,
         stream: ReplyStream | None,
-    ) -> NewMessage:
+        read: TurnContext,
+    ) -> tuple[NewMessage, NewUsage | None]:
+        """The reply to record, and what its model calls cost (None: no model answered)."""
         chat, partner, speaker = conversation.chat, conversation.partner, conversation.speaker
         pending = prepared.rows
         timezone = self._timezone(partner)
-        settings = self.memory_settings()
-        history = history_window(
-            await self.sessions.history(session, settings.carry_turns), settings.history_chars
-        )
+        history, media = await self._history(session, read)
+        since = history[-1].id if history else 0
         context: list[MessageRow] = []
         if chat.kind != "dm":
-            since = history[-1].id if history else 0
             context = await self.store.recent_context(
                 chat.chat_key, since, self.config.access.group_context_messages
             )
         transcript = None
         if partner is None:
             transcript = await load_transcripts(self.store, self.catalog, session.id, timezone)
-        notes = dict(await self.media.notes(history)) if self.media is not None else {}
+        notes = self.media.notes(history, media) if self.media is not None else {}
         notes.update(prepared.notes)
+        reactions = read.reactions
+        # the context read the reactions after the session's last message; a window that
+        # kept none of the history (one reply longer than it) shows the chat's latest, as before
+        if since != read.reactions_after:
+            reactions = await self.store.recent_reactions(
+                chat.chat_key, partner.id if partner else None, since, MAX_REACTIONS_SHOWN
+            )
         turn = TurnInput(
             session.system_prompt,
             history,
@@ -301,18 +323,14 @@ class TurnRunner:
             transcript=transcript,
             notes=notes,
             images=prepared.images,
-            reactions=await self.store.recent_reactions(
-                chat.chat_key,
-                partner.id if partner else None,
-                history[-1].id if history else 0,
-                MAX_REACTIONS_SHOWN,
-            ),
+            reactions=reactions,
             after_history=await self._after_history(conversation, history, pending),
         )
         surface, ctx = self._tools(conversation, session, pending[-1])
         model = (partner.preset.model if partner else None) or self.config.llm.model
         role, text = "assistant", EMPTY_ANSWER
         actions: tuple[NewMedia, ...] = ()
+        usage = None
         try:
             async with typing(self.channels, chat):
                 output = await self._stops.unless_stopped(
@@ -329,7 +347,7 @@ class TurnRunner:
                 output.text or EMPTY_ANSWER,
                 lambda name: None if partner is None else partner.sticker(name, chat.platform),
             )
-            await self._record_usage(
+            usage = self._usage(
                 partner,
                 "chat",
                 output.model,
@@ -342,7 +360,7 @@ class TurnRunner:
         except TurnStopped:
             logger.info("turn in %s stopped by the chat", chat.chat_key)
             role, text = "notice", STOPPED
-        return NewMessage(
+        reply = NewMessage(
             chat_key=chat.chat_key,
             role=role,
             text=text,
@@ -353,6 +371,24 @@ class TurnRunner:
             speaker=partner.name if partner else "assistant",
             media=actions,
         )
+        return reply, usage
+
+    async def _history(
+        self, session: SessionRow, read: TurnContext
+    ) -> tuple[list[MessageRow], dict[int, list[MediaRow]]]:
+        """The history window of ``session`` and the media of its messages: as the turn's
+        context read them when the turn goes on with the session it read, else read now (a
+        session that just started carries turns the context did not read)."""
+        settings = self.memory_settings()
+        if read.session is not None and read.session.id == session.id:
+            rows = with_carried(read.history, read.carried, settings.carry_turns)
+            return history_window(rows, settings.history_chars), read.media
+        history = history_window(
+            await self.sessions.history(session, settings.carry_turns), settings.history_chars
+        )
+        if self.media is None:
+            return history, {}
+        return history, await self.store.media_for([row.id for row in history])
 
     async def _after_history(
         self,
@@ -443,12 +479,20 @@ class TurnRunner:
             output = await self.chat_loop.run(turn, surface, ctx, model=model)
         except LLMError as exc:
             raise ToolError(f"{partner.name} could not answer: {exc}") from exc
-        await self._record_usage(
+        usage = self._usage(
             partner,
             "consult",
             output.model,
             output.usage.prompt_tokens,
             output.usage.completion_tokens,
+        )
+        await self.store.add_usage(
+            usage.day,
+            usage.partner_id,
+            usage.kind,
+            usage.model,
+            usage.prompt_tokens,
+            usage.completion_tokens,
         )
         answer = markers.strip(output.text) or EMPTY_ANSWER  # no marker reaches the owner
         await self.store.add_message(
@@ -497,10 +541,11 @@ class TurnRunner:
         owner = self.config.owner_timezone()
         return partner.timezone(owner) if partner is not None else owner
 
-    async def _record_usage(
+    def _usage(
         self, partner: Partner | None, kind: str, model: str, prompt: int, completion: int
-    ) -> None:
-        await self.store.add_usage(
+    ) -> NewUsage:
+        """Tokens spent now, booked on today for the partner (or the owner's assistant)."""
+        return NewUsage(
             self.config.usage_day(self.clock()),
             partner.id if partner else OWNER_AUDIENCE,
             kind,

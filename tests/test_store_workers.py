@@ -8,18 +8,20 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import asyncpg
 import pytest
 
-from bot.store import DeliveryRetry, Lease, LeaseLost, NewMessage, Store
+from bot.store import DeliveryRetry, Lease, LeaseLost, NewMedia, NewMessage, NewUsage, Store
 from bot.store.postgres.connection import create_pool
 from bot.store.postgres.migrations import migrate
 from bot.store.postgres.workers import Workers as PostgresWorkers
 from tests.postgres_server import PostgresServer
 
 LEASE_SECONDS = 60.0
+WAIT_SECONDS = 15.0
 _dedup = itertools.count(1)
 
 
@@ -286,6 +288,73 @@ async def test_a_stale_epochs_finish_turn_is_refused_and_writes_nothing(store: S
     reply_id = await store.finish_turn([message_id], None, _reply(), lease=current)
     assert await store.pending("tg:1|ava") == []
     assert await store.interrupted_deliveries() == [reply_id]
+
+
+async def test_a_stale_epochs_finish_turn_books_no_tokens_and_leaves_the_session_alone(
+    store: Store,
+) -> None:
+    stale, current, message_id = await _taken_over(store)
+    await store.upsert_chat("tg:1", "tg", "1", None, "dm", None)
+    session = await store.create_session(
+        partner_id="ava", chat_key="tg:1", user_key=None, audience="dm", system_prompt="p"
+    )
+    reply = replace(_reply(), media=(NewMedia("react", "❤"),))
+    spent = NewUsage("2026-03-09", "ava", "chat", "m1", 120, 30)
+    with pytest.raises(LeaseLost):
+        await store.finish_turn([message_id], session.id, reply, usage=spent, lease=stale)
+    assert await store.usage("2026-03-09") == []
+    untouched = await store.session(session.id)
+    assert untouched is not None and untouched.last_active_at == session.last_active_at
+    reply_id = await store.finish_turn([message_id], session.id, reply, usage=spent, lease=current)
+    assert await store.tokens_on("2026-03-09") == {"ava": 150}
+    assert [a.kind for a in (await store.media_for([reply_id]))[reply_id]] == ["react"]
+
+
+async def test_postgres_refuses_a_finish_turn_whose_lease_was_taken_over_while_it_waited(
+    postgres_database: str,
+) -> None:
+    """The statement that records a turn's outcome locks the lease row: a takeover that
+    commits while it waits for that lock is seen, not the older snapshot, and nothing of the
+    turn is written."""
+    store = await Store.open(postgres_database)
+    rival = await asyncpg.connect(postgres_database)
+    watcher = await asyncpg.connect(postgres_database)
+    try:
+        message_id = await store.add_message(_pending("tg:1|ava"))
+        assert message_id is not None
+        [stale] = await store.claim_queue_keys("w1", LEASE_SECONDS, 10)
+        takeover = rival.transaction()
+        await takeover.start()
+        await rival.execute(
+            "UPDATE chat_leases SET worker_id = 'w2', epoch = epoch + 1 WHERE queue_key = $1",
+            stale.queue_key,
+        )
+        finishing = asyncio.create_task(
+            store.finish_turn([message_id], None, _reply(), lease=stale)
+        )
+        await _until_waiting_for_a_lock(watcher)
+        await takeover.commit()
+        with pytest.raises(LeaseLost):
+            await finishing
+        assert [row.id for row in await store.pending("tg:1|ava")] == [message_id]
+        assert await store.interrupted_deliveries() == []
+    finally:
+        await watcher.close()
+        await rival.close()
+        await store.close()
+
+
+async def _until_waiting_for_a_lock(watcher: asyncpg.Connection) -> None:
+    """Until some statement in the watcher's database waits for a row lock."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT_SECONDS
+    while not await watcher.fetchval(
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    ):
+        if loop.time() > deadline:
+            raise AssertionError(f"no statement waited for a lock within {WAIT_SECONDS:g}s")
+        await asyncio.sleep(0.01)
 
 
 async def test_a_stale_epochs_failure_count_and_quiet_close_are_refused(store: Store) -> None:

@@ -11,7 +11,8 @@ A newcomer's map:
   stems, CJK bigrams), so every backend indexes the same terms.
 - :mod:`bot.store.sqlite` — the SQLite backend, composed from one module per concern:
   ``users`` (users, pairings, owner claims), ``chats`` (chats, bindings), ``messages``,
-  ``queue`` (pending turns and delivery), ``media``, ``sessions``, ``review``, ``search``,
+  ``queue`` (pending turns and delivery), ``turn_context`` (what a turn reads first, in
+  one round trip), ``media``, ``sessions``, ``review``, ``search``,
   ``forgetting``, ``checkins`` (and reminders), ``usage``, ``audit`` (and settings),
   ``vectors`` (semantic recall), ``web`` (the web page's logins), ``workers`` (the worker
   registry, the leader and queue-key leases with fencing epochs), all on
@@ -39,6 +40,7 @@ from bot.store.rows import (
     MessageRow,
     NewMedia,
     NewMessage,
+    NewUsage,
     NewVector,
     PairingRow,
     ReminderRow,
@@ -46,6 +48,7 @@ from bot.store.rows import (
     SearchHit,
     SessionRow,
     StoredVector,
+    TurnContext,
     UsageRow,
     UserRow,
     VectorChanges,
@@ -74,6 +77,7 @@ __all__ = [
     "Migration",
     "NewMedia",
     "NewMessage",
+    "NewUsage",
     "NewVector",
     "PairingRow",
     "ReminderRow",
@@ -85,6 +89,7 @@ __all__ = [
     "StoreFull",
     "StoreUnavailable",
     "StoredVector",
+    "TurnContext",
     "UsageRow",
     "UserRow",
     "VectorChanges",

@@ -3,10 +3,21 @@ of replies (a reaction, a sticker, a voice bubble)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from bot.store.connection import SqliteBase
 from bot.store.rows import MediaRow, NewMedia
+
+MEDIA_COLUMNS = "message_id, kind, ref, mime, seconds, bytes, filename, state"
+
+
+def by_message(rows: Iterable[Sequence[Any]]) -> dict[int, list[MediaRow]]:
+    """Media rows (:data:`MEDIA_COLUMNS`) grouped by their message, in the order given."""
+    found: dict[int, list[MediaRow]] = {}
+    for row in rows:
+        found.setdefault(int(row[0]), []).append(MediaRow(*row))
+    return found
 
 
 class Media(SqliteBase):
@@ -18,14 +29,10 @@ class Media(SqliteBase):
             return {}
         marks = ", ".join("?" for _ in message_ids)
         rows = await self._all(
-            "SELECT message_id, kind, ref, mime, seconds, bytes, filename, state FROM media"
-            f" WHERE message_id IN ({marks}) ORDER BY rowid",
+            f"SELECT {MEDIA_COLUMNS} FROM media WHERE message_id IN ({marks}) ORDER BY rowid",
             tuple(message_ids),
         )
-        found: dict[int, list[MediaRow]] = {}
-        for row in rows:
-            found.setdefault(int(row[0]), []).append(MediaRow(*row))
-        return found
+        return by_message(rows)
 
     async def add_media(self, message_id: int, media: Sequence[NewMedia]) -> None:
         await self._write_many(

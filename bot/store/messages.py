@@ -15,6 +15,11 @@ MESSAGE_COLUMNS = (
     "id, session_id, partner_id, chat_key, platform_message_id, user_key, speaker, role, text, "
     "audience, status, created_at"
 )
+RECENT_REACTIONS = (
+    "WHERE chat_key = ? AND partner_id IS ? AND role = 'reaction' AND id > ?"
+    " ORDER BY id DESC LIMIT ?"
+)
+"""Users' reactions to a partner's messages in a chat after an id, newest first."""
 
 
 class Messages(SearchIndex):
@@ -156,11 +161,7 @@ class Messages(SearchIndex):
         self, chat_key: str, partner_id: str | None, after_id: int, limit: int
     ) -> list[MessageRow]:
         """Users' reactions to a partner's messages since ``after_id``, oldest first."""
-        rows = await self._messages(
-            "WHERE chat_key = ? AND partner_id IS ? AND role = 'reaction' AND id > ?"
-            " ORDER BY id DESC LIMIT ?",
-            (chat_key, partner_id, after_id, limit),
-        )
+        rows = await self._messages(RECENT_REACTIONS, (chat_key, partner_id, after_id, limit))
         return rows[::-1]
 
     async def last_inbound_at(self, chat_key: str) -> float | None:

@@ -32,6 +32,7 @@ from bot.store.rows import (
     MessageRow,
     NewMedia,
     NewMessage,
+    NewUsage,
     NewVector,
     PairingRow,
     ReminderRow,
@@ -39,6 +40,7 @@ from bot.store.rows import (
     SearchHit,
     SessionRow,
     StoredVector,
+    TurnContext,
     UsageRow,
     UserRow,
     VectorChanges,
@@ -211,6 +213,12 @@ class Store(Protocol):
 
     async def pending(self, queue_key: str) -> list[MessageRow]: ...
 
+    async def turn_context(self, queue_key: str, reactions: int) -> TurnContext:
+        """The pending messages of ``queue_key`` and what answering them needs: the chat, the
+        speaker, the open session of the last one's chat and partner with its history (and
+        the carried one's), their media and at most ``reactions`` reactions since — one
+        round trip (see :class:`TurnContext`)."""
+
     async def pending_count(self) -> int: ...
 
     async def finish_turn(
@@ -219,11 +227,13 @@ class Store(Protocol):
         session_id: str | None,
         reply: NewMessage,
         inbound_status: str = "done",
+        usage: NewUsage | None = None,
         *,
         lease: Lease | None = None,
     ) -> int:
-        """Close the inbound messages and record the reply, in one transaction. Without a
-        session the inbound messages stay out of every session's history.
+        """Close the inbound messages and record the reply, in one transaction, with the
+        tokens the reply cost (``usage``) if given. Without a session the inbound messages
+        stay out of every session's history.
 
         Every write that commits a turn's outcome takes the ``lease`` the turn runs under and
         checks it in the same transaction: if another worker took the queue key over, it

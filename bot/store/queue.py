@@ -10,10 +10,11 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import astuple, replace
 
 from bot.store.messages import Messages
-from bot.store.rows import DeliveryRetry, Lease, MessageRow, NewMessage
+from bot.store.rows import DeliveryRetry, Lease, MessageRow, NewMessage, NewUsage
+from bot.store.usage import ADD_USAGE
 from bot.store.workers import check_lease
 
 RECORD_CHUNK = (
@@ -49,12 +50,14 @@ class Queue(Messages):
         session_id: str | None,
         reply: NewMessage,
         inbound_status: str = "done",
+        usage: NewUsage | None = None,
         *,
         lease: Lease | None = None,
     ) -> int:
-        """Close the inbound messages and record the reply, in one transaction (refused with
-        :class:`LeaseLost` if ``lease`` was taken over). Without a session the inbound
-        messages stay out of every session's history."""
+        """Close the inbound messages and record the reply, in one transaction, with the
+        tokens the reply cost (``usage``) if given (all refused with :class:`LeaseLost` if
+        ``lease`` was taken over). Without a session the inbound messages stay out of every
+        session's history."""
         marks = ", ".join("?" for _ in inbound_ids)
 
         def finish(db: sqlite3.Connection) -> int:
@@ -68,6 +71,8 @@ class Queue(Messages):
             db.execute(
                 "UPDATE sessions SET last_active_at = ? WHERE id = ?", (time.time(), session_id)
             )
+            if usage is not None:
+                db.execute(ADD_USAGE, astuple(usage))
             return reply_id
 
         reply_id = await self._in_one_trip(finish)

@@ -6,7 +6,7 @@ Backends build these from their own rows; nothing here knows SQL."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 
@@ -189,6 +189,43 @@ class NewMessage:
     """For a reply: the last inbound message it answers (what it quotes)."""
     media: tuple[NewMedia, ...] = ()
     """Stored with the message, in the same statement batch: a file id is never lost."""
+
+
+@dataclass(frozen=True)
+class NewUsage:
+    """Tokens one model call spent, booked on a day for a partner (or the owner)."""
+
+    day: str
+    partner_id: str
+    kind: str
+    """chat, review, consult, checkin"""
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
+class TurnContext:
+    """What a turn of one queue key reads before the model runs, read together in one round
+    trip: its pending messages and, for the last of them, the chat, the speaker, the chat's
+    open session with that partner, that session's history, the media of all of these and
+    the reactions since. Everything but ``pending`` is empty when nothing is pending."""
+
+    pending: list[MessageRow]
+    chat: ChatRow | None = None
+    user: UserRow | None = None
+    session: SessionRow | None = None
+    """The open session of the last pending message's chat and partner, stale or not."""
+    history: list[MessageRow] = field(default_factory=list)
+    """``session``'s conversation (user and assistant messages), oldest first."""
+    carried: list[MessageRow] = field(default_factory=list)
+    """The same of the session ``session`` carries turns from."""
+    media: dict[int, list[MediaRow]] = field(default_factory=dict)
+    """The media of the pending, history and carried messages, by message id."""
+    reactions: list[MessageRow] = field(default_factory=list)
+    """Users' reactions in the chat to the partner after ``reactions_after``, oldest first."""
+    reactions_after: int = 0
+    """The id of the last message of ``history`` (or ``carried``); 0 without either."""
 
 
 def new_session_id() -> str:

@@ -15,17 +15,18 @@ SESSION_COLUMNS = (
     "created_at, last_active_at, ended_at, reviewed_upto, review_attempts, review_error, "
     "review_due_at"
 )
+OPEN_SESSION = (
+    "WHERE chat_key = ? AND partner_id IS ? AND ended_at IS NULL AND kind = 'chat'"
+    " ORDER BY created_at DESC LIMIT 1"
+)
+"""The open conversation of a chat with a partner (None: the owner assistant)."""
 
 
 class Sessions(SqliteBase):
     """Opening, ending and finding sessions."""
 
     async def open_session(self, chat_key: str, partner_id: str | None) -> SessionRow | None:
-        rows = await self._sessions(
-            "WHERE chat_key = ? AND partner_id IS ? AND ended_at IS NULL AND kind = 'chat'"
-            " ORDER BY created_at DESC LIMIT 1",
-            (chat_key, partner_id),
-        )
+        rows = await self._sessions(OPEN_SESSION, (chat_key, partner_id))
         return rows[0] if rows else None
 
     async def latest_session(

@@ -17,6 +17,7 @@ from bot.store.media import Media
 from bot.store.queue import Queue
 from bot.store.review import ReviewState
 from bot.store.schema import SCHEMA, Migration, for_dialect
+from bot.store.turn_context import TurnContexts
 from bot.store.usage import Usage
 from bot.store.users import Users
 from bot.store.vectors import Vectors
@@ -28,6 +29,7 @@ class SqliteStore(
     Users,
     Chats,
     Queue,
+    TurnContexts,
     Media,
     ReviewState,
     Forgetting,

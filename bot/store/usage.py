@@ -9,6 +9,15 @@ from typing import cast
 from bot.store.connection import SqliteBase
 from bot.store.rows import RestNoticeRow, UsageRow
 
+ADD_USAGE = (
+    "INSERT INTO usage (day, partner_id, kind, model, calls, prompt_tokens,"
+    " completion_tokens) VALUES (?, ?, ?, ?, 1, ?, ?)"
+    " ON CONFLICT (day, partner_id, kind, model) DO UPDATE SET calls = calls + 1,"
+    " prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
+    " completion_tokens = completion_tokens + excluded.completion_tokens"
+)
+"""Book one model call's tokens (day, partner, kind, model, prompt, completion)."""
+
 
 class Usage(SqliteBase):
     """Usage counters and resting notices."""
@@ -16,14 +25,7 @@ class Usage(SqliteBase):
     async def add_usage(
         self, day: str, partner_id: str, kind: str, model: str, prompt: int, completion: int
     ) -> None:
-        await self._write(
-            "INSERT INTO usage (day, partner_id, kind, model, calls, prompt_tokens,"
-            " completion_tokens) VALUES (?, ?, ?, ?, 1, ?, ?)"
-            " ON CONFLICT (day, partner_id, kind, model) DO UPDATE SET calls = calls + 1,"
-            " prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
-            " completion_tokens = completion_tokens + excluded.completion_tokens",
-            (day, partner_id, kind, model, prompt, completion),
-        )
+        await self._write(ADD_USAGE, (day, partner_id, kind, model, prompt, completion))
 
     async def add_units(
         self, day: str, partner_id: str, kind: str, model: str, units: float

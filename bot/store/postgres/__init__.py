@@ -4,7 +4,8 @@ backend's layout: ``connection`` (opening a pool, the URL's password kept out of
 message), ``migrations`` (the one list of steps in :mod:`bot.store.schema`, applied in
 PostgreSQL's words, one worker at a time), ``base`` (the pool, round trips, outages as the
 store's errors), one module per concern — ``audit`` (and settings), ``chats`` (and bindings),
-``checkins`` (and reminders), ``messages``, ``queue`` (pending turns and delivery), ``media``,
+``checkins`` (and reminders), ``messages``, ``queue`` (pending turns and delivery; a turn's
+outcome in one statement), ``turn_context`` (what a turn reads first, in one statement), ``media``,
 ``sessions``, ``review``, ``search`` (BM25 over the same terms as SQLite's FTS5, see its
 docstring for why a terms array), ``forgetting`` (and what VACUUM reaches), ``usage``,
 ``users`` (and pairings, owner claims), ``vectors``, ``web`` (the web page's logins),

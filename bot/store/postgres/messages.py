@@ -14,20 +14,27 @@ from bot.store.postgres.search import SearchIndex
 from bot.store.rows import MessageRow, NewMessage
 from bot.store.search import SEARCHABLE_ROLES, THREAD_ROLES, audience_token
 
-INSERT_MESSAGE = (
+INSERT_INTO_MESSAGES = (
     "INSERT INTO messages (dedup_key, queue_key, session_id, partner_id, chat_key,"
     " platform_message_id, user_key, speaker, role, text, audience, status, created_at,"
     " answers_upto, terms, scope, before_terms)"
-    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,"
+)
+MESSAGE_VALUES = (
+    "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,"
     " CASE WHEN $17 THEN ("
     "  SELECT terms FROM messages WHERE chat_key = $5 AND partner_id = $4 AND audience = $11"
     "  AND terms IS NOT NULL AND role IN ("
     + ", ".join(f"'{role}'" for role in THREAD_ROLES)
     + ") ORDER BY id DESC LIMIT 1"
-    " ) END) ON CONFLICT DO NOTHING RETURNING id"
+    " ) END"
 )
-"""One message, its "before" context (the terms of the message before it in its thread)
-read in the same statement; the insert trigger makes it that message's "after"."""
+"""One message's values (:meth:`Messages._message_values`) and its "before" context (the terms
+of the message before it in its thread), for :data:`INSERT_INTO_MESSAGES`."""
+INSERT_MESSAGE = (
+    f"{INSERT_INTO_MESSAGES} VALUES ({MESSAGE_VALUES}) ON CONFLICT DO NOTHING RETURNING id"
+)
+"""One message, its "before" context read in the same statement; the insert trigger makes it
+that message's "after"."""
 INSERT_MEDIA = (
     "INSERT INTO media (message_id, kind, ref, mime, seconds, bytes, filename)"
     " VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING"

@@ -1,27 +1,89 @@
 """The work queue and delivery on PostgreSQL (see :mod:`bot.store.queue`, whose SQLite twin
 this is): inbound messages wait as rows (``status = 'pending'``), a turn closes them and
-records its reply in one transaction, each delivered chunk is recorded so it is never sent
-twice, and a reply the platform refused waits for its retry here. A write that commits a
-turn's outcome, given the turn's lease, checks it first in the same transaction (the lease row
-locked ``FOR SHARE``, so a takeover cannot commit in between) and raises :class:`LeaseLost`,
-writing nothing, once another worker took the queue key over."""
+records its reply in one statement, each delivered chunk is recorded so it is never sent
+twice, and a reply the platform refused waits for its retry here.
+
+Every write that commits a turn's outcome is one statement fenced by the turn's lease
+(:func:`~bot.store.postgres.workers.fenced`): the lease row is locked and checked in the same
+statement, so it costs no round trip more, and once another worker took the queue key over
+the statement writes nothing and the store raises :class:`LeaseLost`."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import astuple, replace
 from typing import Any
 
-from bot.store.postgres.messages import Messages
-from bot.store.postgres.workers import check_lease
-from bot.store.rows import DeliveryRetry, Lease, MessageRow, NewMessage
+import asyncpg
 
-RECORD_CHUNK = (
-    "INSERT INTO deliveries (message_id, chunk, platform_message_id, sent_at)"
-    " VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING"
+from bot.store.postgres.messages import INSERT_INTO_MESSAGES, MESSAGE_VALUES, Messages
+from bot.store.postgres.workers import FENCED, fenced, lease_lost, lease_values
+from bot.store.rows import DeliveryRetry, Lease, MessageRow, NewMessage, NewUsage
+
+FINISH_TURN = fenced(
+    f"reply AS ({INSERT_INTO_MESSAGES} SELECT {MESSAGE_VALUES} FROM fence"
+    " ON CONFLICT DO NOTHING RETURNING id),"
+    " closed AS (UPDATE messages SET status = $18, session_id = $19"
+    f" WHERE id = ANY($20::bigint[]) AND {FENCED}),"
+    f" active AS (UPDATE sessions SET last_active_at = $21 WHERE id = $19 AND {FENCED}),"
+    " actions AS (INSERT INTO media (message_id, kind, ref, mime, seconds, bytes, filename)"
+    " SELECT reply.id, a.kind, a.ref, a.mime, a.seconds, a.bytes, a.filename FROM reply,"
+    " unnest($22::text[], $23::text[], $24::text[], $25::float8[], $26::bigint[], $27::text[])"
+    " WITH ORDINALITY AS a (kind, ref, mime, seconds, bytes, filename, position)"
+    " ORDER BY a.position ON CONFLICT DO NOTHING),"
+    " booked AS (INSERT INTO usage AS u (day, partner_id, kind, model, calls, prompt_tokens,"
+    " completion_tokens) SELECT $28::text, $29, $30, $31, 1, $32, $33 FROM fence"
+    " WHERE $28 IS NOT NULL"
+    " ON CONFLICT (day, partner_id, kind, model) DO UPDATE SET calls = u.calls + 1,"
+    " prompt_tokens = u.prompt_tokens + excluded.prompt_tokens,"
+    " completion_tokens = u.completion_tokens + excluded.completion_tokens)",
+    params=33,
+    result="(SELECT id FROM reply) AS reply_id",
 )
-MARK_DELIVERED = "UPDATE messages SET status = 'delivered' WHERE id = $1"
+"""A turn's outcome in one statement (its parts see one snapshot and commit together, and
+only while the turn's lease is held): the reply with its actions, the inbound messages
+closed, the session's last activity, and what the reply cost. Parameters: the reply's as
+:data:`MESSAGE_VALUES` takes them ($1-$17), the inbound status, session and ids, the time,
+the actions' columns as arrays ($22-$27), the usage row ($28-$33, all null for none) and the
+lease ($34-$36)."""
+COUNT_FAILED_TURN = fenced(
+    "counted AS (UPDATE messages SET turn_attempts = turn_attempts + 1"
+    f" WHERE status = 'pending' AND id = ANY($1::bigint[]) AND {FENCED}"
+    " RETURNING turn_attempts)",
+    params=1,
+    result="(SELECT max(turn_attempts) FROM counted) AS attempts",
+)
+CLOSE_UNANSWERED = fenced(
+    "closed AS (UPDATE messages SET status = 'done', session_id = $1"
+    f" WHERE id = ANY($2::bigint[]) AND {FENCED})",
+    params=2,
+)
+MARK_DELIVERED = fenced(
+    f"marked AS (UPDATE messages SET status = 'delivered' WHERE id = $1 AND {FENCED})",
+    params=1,
+)
+MARK_FAILED = fenced(
+    f"marked AS (UPDATE messages SET status = 'undeliverable' WHERE id = $1 AND {FENCED})",
+    params=1,
+)
+RECORDED = (
+    "recorded AS (INSERT INTO deliveries (message_id, chunk, platform_message_id, sent_at)"
+    " SELECT $1, $2, $3, $4 FROM fence ON CONFLICT DO NOTHING)"
+)
+RECORD_CHUNK = fenced(RECORDED, params=4)
+RECORD_LAST_CHUNK = fenced(
+    f"{RECORDED}, marked AS (UPDATE messages SET status = 'delivered' WHERE id = $1 AND {FENCED})",
+    params=4,
+)
+SCHEDULE_DELIVERY_RETRY = fenced(
+    "scheduled AS (INSERT INTO delivery_retries (message_id, attempts, first_failed_at,"
+    " next_attempt_at, last_error) SELECT $1, $2, $3, $4, $5 FROM fence"
+    " ON CONFLICT (message_id) DO UPDATE SET attempts = excluded.attempts,"
+    " first_failed_at = excluded.first_failed_at,"
+    " next_attempt_at = excluded.next_attempt_at, last_error = excluded.last_error)",
+    params=5,
+)
 
 
 class Queue(Messages):
@@ -49,45 +111,36 @@ class Queue(Messages):
         session_id: str | None,
         reply: NewMessage,
         inbound_status: str = "done",
+        usage: NewUsage | None = None,
         *,
         lease: Lease | None = None,
     ) -> int:
-        """Close the inbound messages and record the reply, in one transaction (refused with
-        :class:`LeaseLost` if ``lease`` was taken over). Without a session the inbound
+        """Close the inbound messages and record the reply, with the tokens the reply cost
+        (``usage``) if given: one statement, so one transaction and one round trip, refused
+        with :class:`LeaseLost` if ``lease`` was taken over. Without a session the inbound
         messages stay out of every session's history."""
-        async with self._transaction() as tx:
-            await check_lease(tx, lease)
-            await tx.write(
-                "UPDATE messages SET status = $1, session_id = $2 WHERE id = ANY($3::bigint[])",
-                inbound_status,
-                session_id,
-                list(inbound_ids),
-            )
-            reply_id = await self._insert_message(tx, replace(reply, answers_upto=max(inbound_ids)))
-            assert reply_id is not None
-            await tx.write(
-                "UPDATE sessions SET last_active_at = $1 WHERE id = $2", time.time(), session_id
-            )
+        reply = replace(reply, answers_upto=max(inbound_ids))
+        media = reply.media
+        row = await self._fenced(
+            lease,
+            FINISH_TURN,
+            *self._message_values(reply),
+            inbound_status, session_id, list(inbound_ids), time.time(),
+            [x.kind for x in media], [x.ref for x in media], [x.mime for x in media],
+            [x.seconds for x in media], [x.bytes for x in media], [x.filename for x in media],
+            *(astuple(usage) if usage else (None,) * 6),
+        )  # fmt: skip
+        assert row["reply_id"] is not None  # a reply has no dedup key: it is always recorded
         self._stored([reply])
-        return reply_id
+        return int(row["reply_id"])
 
     async def count_failed_turn(
         self, message_ids: Sequence[int], *, lease: Lease | None = None
     ) -> int:
         """Count a turn that raised against each of its messages that is still pending; the
         highest count, or 0 when none is pending any more (the turn had recorded its reply)."""
-        count = (
-            "WITH counted AS (UPDATE messages SET turn_attempts = turn_attempts + 1"
-            " WHERE status = 'pending' AND id = ANY($1::bigint[]) RETURNING turn_attempts)"
-            " SELECT max(turn_attempts) FROM counted"
-        )
-        if lease is None:
-            row = await self._one(count, list(message_ids))
-        else:
-            async with self._transaction() as tx:
-                await check_lease(tx, lease)
-                row = await tx.one(count, list(message_ids))
-        return int(row[0] or 0) if row else 0
+        row = await self._fenced(lease, COUNT_FAILED_TURN, list(message_ids))
+        return int(row["attempts"] or 0)
 
     async def turn_attempts(self, message_id: int) -> int:
         """How many turns raised while this message waited for its answer."""
@@ -105,12 +158,7 @@ class Queue(Messages):
         self, message_ids: Sequence[int], session_id: str, *, lease: Lease | None = None
     ) -> None:
         """Keep messages in their session's history without a reply (a resting partner)."""
-        await self._fenced(
-            lease,
-            "UPDATE messages SET status = 'done', session_id = $1 WHERE id = ANY($2::bigint[])",
-            session_id,
-            list(message_ids),
-        )
+        await self._fenced(lease, CLOSE_UNANSWERED, session_id, list(message_ids))
 
     async def mark_delivered(self, message_id: int, *, lease: Lease | None = None) -> None:
         await self._fenced(lease, MARK_DELIVERED, message_id)
@@ -119,9 +167,7 @@ class Queue(Messages):
         await self._write("UPDATE messages SET status = $1 WHERE id = $2", status, message_id)
 
     async def mark_failed(self, message_id: int, *, lease: Lease | None = None) -> None:
-        await self._fenced(
-            lease, "UPDATE messages SET status = 'undeliverable' WHERE id = $1", message_id
-        )
+        await self._fenced(lease, MARK_FAILED, message_id)
 
     async def interrupted_deliveries(self) -> list[int]:
         """Replies a stop or crash cut off while they were being sent (none waits for a retry
@@ -145,11 +191,7 @@ class Queue(Messages):
     ) -> None:
         await self._fenced(
             lease,
-            "INSERT INTO delivery_retries (message_id, attempts, first_failed_at,"
-            " next_attempt_at, last_error) VALUES ($1, $2, $3, $4, $5)"
-            " ON CONFLICT (message_id) DO UPDATE SET attempts = excluded.attempts,"
-            " first_failed_at = excluded.first_failed_at,"
-            " next_attempt_at = excluded.next_attempt_at, last_error = excluded.last_error",
+            SCHEDULE_DELIVERY_RETRY,
             retry.message_id,
             retry.attempts,
             retry.first_failed_at,
@@ -206,24 +248,17 @@ class Queue(Messages):
         """:meth:`record_chunk` for a reply's last chunk and :meth:`mark_delivered`, in one
         statement."""
         await self._fenced(
-            lease,
-            "WITH recorded AS (INSERT INTO deliveries (message_id, chunk, platform_message_id,"
-            " sent_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING)"
-            " UPDATE messages SET status = 'delivered' WHERE id = $1",
-            message_id,
-            chunk,
-            platform_message_id,
-            time.time(),
+            lease, RECORD_LAST_CHUNK, message_id, chunk, platform_message_id, time.time()
         )
 
-    async def _fenced(self, lease: Lease | None, sql: str, *args: Any) -> None:
-        """One write; with a ``lease``, in a transaction that checks the lease first."""
-        if lease is None:
-            await self._write(sql, *args)
-            return
-        async with self._transaction() as tx:
-            await check_lease(tx, lease)
-            await tx.write(sql, *args)
+    async def _fenced(self, lease: Lease | None, sql: str, *args: Any) -> asyncpg.Record:
+        """Run a :func:`fenced` statement (``args`` before the lease's values); raise
+        :class:`LeaseLost` if it wrote nothing because ``lease`` was taken over."""
+        row = await self._one(sql, *args, *lease_values(lease))
+        assert row is not None  # a SELECT without FROM always yields a row
+        if lease is not None and not row["held"]:
+            raise lease_lost(lease)
+        return row
 
     async def answered_message(self, reply_id: int) -> MessageRow | None:
         """The last inbound message a reply answers (what the reply should quote)."""

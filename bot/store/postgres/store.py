@@ -19,6 +19,7 @@ from bot.store.postgres.media import Media
 from bot.store.postgres.migrations import migrate, schema_version
 from bot.store.postgres.queue import Queue
 from bot.store.postgres.review import ReviewState
+from bot.store.postgres.turn_context import TurnContexts
 from bot.store.postgres.usage import Usage
 from bot.store.postgres.users import Users
 from bot.store.postgres.vectors import Vectors
@@ -36,6 +37,7 @@ class PostgresStore(
     Users,
     Chats,
     Queue,
+    TurnContexts,
     Media,
     ReviewState,
     Forgetting,

@@ -5,8 +5,14 @@ recorded under the leader's epoch.
 Several workers claim at once: a claim locks the lease rows it takes with ``FOR UPDATE SKIP
 LOCKED``, so two claimers never get the same key and neither waits for the other. Every time
 is ``clock_timestamp()``, the database's clock, so workers with skewed clocks still agree on
-when a lease lapsed. A fenced write locks the lease (or leader) row it checks ``FOR SHARE``:
-a takeover cannot commit between the check and the write."""
+when a lease lapsed.
+
+A write a lease fences is one statement (:func:`fenced`): its first common table expression
+locks the lease row ``FOR UPDATE`` and every write in it is conditioned on that row, so a
+takeover can commit neither between the check and the writes nor unseen while the statement
+waits for the lock (PostgreSQL reads the row again once the lock is granted). One statement
+is one round trip, where a transaction of a check and a write would be four. A leader-only
+write checks the leader row ``FOR SHARE`` in its transaction."""
 
 from __future__ import annotations
 
@@ -25,9 +31,6 @@ PENDING_CHANNEL = "companion_pending"
 """What the ``pending_stored`` trigger notifies, with the queue key, when a pending message is
 stored (schema step 16)."""
 
-HOLDS_LEASE = (
-    "SELECT 1 FROM chat_leases WHERE queue_key = $1 AND worker_id = $2 AND epoch = $3 FOR SHARE"
-)
 HOLDS_LEADERSHIP = (
     "SELECT 1 FROM leader WHERE name = $1 AND worker_id = $2 AND epoch = $3 FOR SHARE"
 )
@@ -37,13 +40,37 @@ LET_GO = (
 )
 
 
-async def check_lease(tx: Transaction, lease: Lease | None) -> None:
-    """Inside a write's transaction: refuse it unless ``lease`` is still held with its epoch
-    (None: a write no lease fences)."""
+FENCED = "EXISTS (SELECT 1 FROM fence)"
+"""The condition each write of a :func:`fenced` statement carries (or it selects from
+``fence``)."""
+
+
+def fenced(writes: str, params: int, result: str = "") -> str:
+    """One statement that writes only while a lease is held: the common table expressions
+    ``writes``, each conditioned on :data:`FENCED` (or selecting ``FROM fence``), after
+    ``fence``, which has one row while the lease is held and locks its row until the
+    statement commits. The lease is the three parameters after the ``params`` that ``writes``
+    takes (:func:`lease_values`; all null: no lease fences the writes). The statement's first
+    column ``held`` is false when the lease was lost and nothing was written; ``result`` adds
+    more."""
+    key, worker, epoch = params + 1, params + 2, params + 3
+    return (
+        f"WITH lease AS (SELECT 1 FROM chat_leases WHERE queue_key = ${key}"
+        f" AND worker_id = ${worker} AND epoch = ${epoch} FOR UPDATE),"
+        f" fence AS (SELECT 1 WHERE ${key}::text IS NULL OR EXISTS (SELECT 1 FROM lease)),"
+        f" {writes} SELECT {FENCED} AS held" + (f", {result}" if result else "")
+    )
+
+
+def lease_values(lease: Lease | None) -> tuple[str | None, str | None, int | None]:
+    """A :func:`fenced` statement's last three parameters."""
     if lease is None:
-        return
-    if await tx.one(HOLDS_LEASE, lease.queue_key, lease.worker_id, lease.epoch) is None:
-        raise LeaseLost(f"the lease on {lease.queue_key} (epoch {lease.epoch}) was taken over")
+        return None, None, None
+    return lease.queue_key, lease.worker_id, lease.epoch
+
+
+def lease_lost(lease: Lease) -> LeaseLost:
+    return LeaseLost(f"the lease on {lease.queue_key} (epoch {lease.epoch}) was taken over")
 
 
 async def check_leadership(tx: Transaction, leader: Leader) -> None:
@@ -149,7 +176,7 @@ class Workers(PostgresBase):
             lease_seconds,
         )
         if row is None:
-            raise LeaseLost(f"the lease on {lease.queue_key} (epoch {lease.epoch}) was taken over")
+            raise lease_lost(lease)
         return _lease(row)
 
     async def release_leases(self, leases: Sequence[Lease]) -> None:
