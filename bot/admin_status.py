@@ -13,7 +13,7 @@ from bot.commands import CommandContext, CommandReply
 from bot.paging import paged, pop_page
 from bot.sessions import OWNER_AUDIENCE
 from bot.settings import SETTABLE
-from bot.store import UsageRow
+from bot.store import StoreError, UsageRow
 
 HOUR_SECONDS = 3600.0
 DEFAULT_USAGE_DAYS = 7
@@ -191,7 +191,10 @@ async def admin_settings(ctx: CommandContext) -> CommandReply:
 
 
 async def admin_backup(ctx: CommandContext) -> CommandReply:
-    target = await write_backup(ctx.config.data_dir, store=ctx.store)
+    try:
+        target = await write_backup(ctx.config.data_dir, store=ctx.store)
+    except StoreError as exc:  # on PostgreSQL: pg_dump is the way
+        return CommandReply(f"No backup written: {exc}.")
     size = (await asyncio.to_thread(target.stat)).st_size
     if size > MAX_SEND_BYTES:
         megabytes = size / (1024 * 1024)

@@ -235,7 +235,7 @@ async def build_app(
     lock = DataDirLock(config.data_dir)
     lock.acquire()
     try:
-        store = await Store.open(config.data_dir / "gateway.db")
+        store = await Store.open(config.database)
     except BaseException:
         lock.release()
         raise

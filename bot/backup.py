@@ -2,7 +2,9 @@
 
 The database is copied with SQLite's online backup, which is consistent while the gateway keeps
 writing; the other files of the data directory go in as they are. Earlier backups, exports and
-the lock file are left out.
+the lock file are left out. A database on PostgreSQL is not copied into a file here: the
+backup is refused, naming pg_dump (:data:`bot.store.postgres.store.BACKUP_ADVICE`), rather
+than writing an archive without the database in it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from bot.store import Store
+from bot.store import Store, StoreError
+from bot.store.postgres.connection import is_database_url
+from bot.store.postgres.store import BACKUP_ADVICE
 
 DATABASE = "gateway.db"
 SKIPPED = {DATABASE, "gateway.db-wal", "gateway.db-shm", "gateway.lock", "backups", "exports"}
@@ -24,10 +28,17 @@ def default_target(data_dir: Path) -> Path:
 
 
 async def write_backup(
-    data_dir: Path, target: Path | None = None, store: Store | None = None
+    data_dir: Path,
+    target: Path | None = None,
+    store: Store | None = None,
+    database: Path | str | None = None,
 ) -> Path:
     """Write the archive and return where it is. ``store``: the running gateway's own
-    connection; without it the database is opened here (beside a running gateway too)."""
+    connection; without it ``database`` (the config's, SQLite's file in ``data_dir`` by
+    default) is opened here, beside a running gateway too. StoreError, before anything is
+    written, when the database is on PostgreSQL."""
+    if is_database_url(database):
+        raise StoreError(BACKUP_ADVICE)
     target = target or default_target(data_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -35,7 +46,7 @@ async def write_backup(
         if store is not None:
             await store.backup_to(snapshot)
         else:
-            opened = await Store.open(data_dir / DATABASE)
+            opened = await Store.open(database or data_dir / DATABASE)
             try:
                 await opened.backup_to(snapshot)
             finally:

@@ -28,7 +28,7 @@ def cmd_search(config: Config, args: argparse.Namespace) -> int:
     audiences = None if args.user is None else [f"user:{args.user}"]
 
     async def go() -> None:
-        store = await Store.open(config.data_dir / "gateway.db")
+        store = await Store.open(config.database)
         embeddings = (
             EmbeddingsClient(config.embeddings, config.llm) if config.embeddings.enabled else None
         )
@@ -83,7 +83,7 @@ def cmd_reindex(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _reindex(config: Config, partner_id: str | None) -> int:
-    store = await Store.open(config.data_dir / "gateway.db")
+    store = await Store.open(config.database)
     client = EmbeddingsClient(config.embeddings, config.llm)
     try:
         return await reindex(
@@ -164,7 +164,7 @@ def cmd_import(config: Config, args: argparse.Namespace) -> int:
 async def _import(
     config: Config, partner: Partner, records: list[dict[str, Any]]
 ) -> tuple[int, int]:
-    store = await Store.open(config.data_dir / "gateway.db")
+    store = await Store.open(config.database)
     partner_id = partner.id
     sessions: dict[str, str] = {}
     messages: list[NewMessage] = []

@@ -21,7 +21,7 @@ def _with_store(config: Config, work: Callable[[Store], Awaitable[T]]) -> T:
     """Run ``work`` on the database, opened beside any running gateway."""
 
     async def go() -> T:
-        store = await Store.open(config.data_dir / "gateway.db")
+        store = await Store.open(config.database)
         try:
             return await work(store)
         except AccessError as exc:

@@ -74,6 +74,10 @@ def cmd_health(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_backup(config: Config, args: argparse.Namespace) -> int:
-    target = asyncio.run(write_backup(config.data_dir, Path(args.file) if args.file else None))
+    target = asyncio.run(
+        write_backup(
+            config.data_dir, Path(args.file) if args.file else None, database=config.database
+        )
+    )
     print(f"backup written to {target}")
     return 0

@@ -63,8 +63,27 @@ class LLMConfig(_Section):
     budget_tokens_per_image: int = Field(1000, ge=0)
 
 
+DATABASE_URL_SCHEMES = ("postgresql://", "postgres://")
+
+
 class StorageConfig(_Section):
     data_dir: Path = Path("data")
+    database_url: SecretStr | None = None
+    """A PostgreSQL database (``postgresql://user:password@host/name``) instead of SQLite's
+    ``data_dir/gateway.db``: what several workers share. A secret: it holds the password."""
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgresql_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value().strip():
+            return None
+        if not value.get_secret_value().startswith(DATABASE_URL_SCHEMES):
+            # the value itself is not repeated: it may hold a password
+            raise ValueError(
+                "must be a PostgreSQL URL such as postgresql://user:password@host:5432/companion"
+                " (or leave it out to use SQLite in data_dir)"
+            )
+        return value
 
 
 class OwnerConfig(_Section):
@@ -308,6 +327,14 @@ class Config(_Section):
     def data_dir(self) -> Path:
         return self.storage.data_dir
 
+    @property
+    def database(self) -> Path | str:
+        """What :meth:`bot.store.Store.open` opens: the PostgreSQL URL when
+        ``storage.database_url`` is set, else SQLite's file in the data directory."""
+        if self.storage.database_url is not None:
+            return self.storage.database_url.get_secret_value()
+        return self.storage.data_dir / "gateway.db"
+
     def owner_timezone(self) -> ZoneInfo:
         """The owner's zone, else the machine's, else UTC."""
         if self.owner.timezone:
@@ -424,13 +451,18 @@ def _expand_env(value: Any, env: dict[str, str], file: Path, where: tuple[str | 
     return value
 
 
+SECRET_KEY_WORDS = ("token", "key", "secret", "database_url", "password")
+"""A key whose name holds one of these is never echoed in an error (a database URL carries
+its password)."""
+
+
 def _describe(exc: ValidationError, file: Path) -> str:
     lines = []
     for error in exc.errors():
         key = ".".join(str(part) for part in error["loc"]) or "(top level)"
         if error["type"] == "extra_forbidden":
             hint = "unknown key; remove it or check its spelling against config.example.toml"
-        elif any(word in key for word in ("token", "key", "secret")):
+        elif any(word in key for word in SECRET_KEY_WORDS):
             hint = f"{error['msg']} (value hidden)"
         else:
             hint = f"{error['msg']} (got {error.get('input')!r})"

@@ -3,13 +3,16 @@
 One line per finding: ``ok`` or ``BAD`` (each failure names its fix), or an indented fact. It
 checks the LLM endpoint live (reachable, ``/v1``, the model, the key), the embeddings endpoint
 the same way when ``[embeddings]`` is set, each chat token with its
-platform, that every enabled platform has an owner (in config.toml or claimed), that the data
+platform, that every enabled platform has an owner (in config.toml or claimed), that a
+PostgreSQL database (``storage.database_url``) answers and at which schema, that the data
 directory is writable and that every partner directory loads. It only reads, so it works beside
-a running gateway; secrets are only ever said to be set or not.
+a running gateway (it opens a database only when it is at the current schema, so opening it
+changes nothing); secrets are only ever said to be set or not.
 """
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -21,11 +24,11 @@ from bot.config import Config
 from bot.embeddings_check import check_embeddings
 from bot.llm import configuration_problem
 from bot.llm_check import check_endpoint, is_local_endpoint
-from bot.store import Store
+from bot.store import SCHEMA, Store, StoreError
+from bot.store.postgres.connection import database_schema, redacted
 from partners.catalog import PartnerCatalog
 
 TokenChecker = Callable[[], Awaitable[TokenCheck]]
-DATABASE = "gateway.db"
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,7 @@ async def examine(
     findings += await embeddings_findings(config)
     for platform, check in token_checks.items():
         findings += await token_findings(platform, check)
+    findings += await database_findings(config)
     findings += await owner_findings(config, list(token_checks))
     findings += [data_dir_finding(config.data_dir), *partner_findings(config.data_dir)]
     return findings
@@ -101,7 +105,7 @@ async def token_findings(platform: str, check: TokenChecker) -> list[Finding]:
 async def owner_findings(config: Config, platforms: list[str]) -> list[Finding]:
     """An owner for each platform the gateway goes online on: config ids or a claim."""
     configured = {"telegram": config.owner.telegram_ids, "discord": config.owner.discord_ids}
-    claimed = await claimed_owners(config.data_dir)
+    claimed = await claimed_owners(config)
     findings = []
     for platform in platforms:
         owners = [f"{user_id} (config.toml)" for user_id in configured.get(platform, [])]
@@ -123,13 +127,41 @@ async def owner_findings(config: Config, platforms: list[str]) -> list[Finding]:
     return findings
 
 
-async def claimed_owners(data_dir: Path) -> list[tuple[str, str, str]]:
-    """(user key, platform, day claimed); none before the database exists (doctor does not
-    create it)."""
-    path = data_dir / DATABASE
-    if not path.exists():
+async def database_findings(config: Config) -> list[Finding]:
+    """A PostgreSQL database answers, and at which schema (SQLite's file needs no check: the
+    data directory's is enough)."""
+    if config.storage.database_url is None:
         return []
-    store = await Store.open(path)
+    url = config.storage.database_url.get_secret_value()
+    try:
+        version, server = await database_schema(url)
+    except StoreError as exc:
+        return [Finding(False, str(exc))]
+    where = f"database {redacted(url)} answers (PostgreSQL {server})"
+    if version > len(SCHEMA):
+        return [Finding(False, f"{where}, but a newer version wrote it: upgrade the gateway")]
+    if version < len(SCHEMA):
+        note = "new: `companion run` creates the tables" if version == 0 else "older"
+        return [
+            Finding(True, where),
+            Finding(None, f"database schema {version} of {len(SCHEMA)} ({note})"),
+        ]
+    return [Finding(True, f"{where}, schema {version} (current)")]
+
+
+async def claimed_owners(config: Config) -> list[tuple[str, str, str]]:
+    """(user key, platform, day claimed); none before the database exists at the current
+    schema (doctor neither creates nor migrates it)."""
+    if config.storage.database_url is not None:
+        try:
+            current = (await database_schema(str(config.database)))[0] == len(SCHEMA)
+        except StoreError:
+            return []  # database_findings says why
+        if not current:
+            return []
+    elif not await asyncio.to_thread(Path(config.database).exists):
+        return []
+    store = await Store.open(config.database)
     try:
         rows = await store.claimed_owners()
     finally:

@@ -274,7 +274,7 @@ class Wizard:
     async def offer_claims(self) -> None:
         """A claim code for each enabled platform that still has no owner."""
         config = self.config()
-        store = await Store.open(config.data_dir / "gateway.db")
+        store = await Store.open(config.database)
         try:
             claimed = {row["user_key"] for row in await store.claimed_owners()}
             configured = {f"{p}:{i}" for p in PLATFORMS for i in owner_ids(config, p)}

@@ -217,7 +217,7 @@ async def postgres_database(postgres_server: PostgresServer) -> AsyncIterator[st
 
 # ---- the store contract ---------------------------------------------------------------------
 
-STORE_BACKENDS = ("sqlite",)
+STORE_BACKENDS = ("sqlite", "postgres")
 """Every backend the store tests run against: a test that takes the ``store`` (or
 ``store_backend``) fixture is part of the contract every backend must keep."""
 
@@ -227,15 +227,23 @@ class StoreBackend:
     """One backend's database for one test; :meth:`open` again is a restart."""
 
     name: str
-    location: Path
+    location: Path | str
 
     async def open(self) -> Store:
         return await Store.open(self.location)
 
 
 @pytest.fixture(params=STORE_BACKENDS)
-def store_backend(request: pytest.FixtureRequest, tmp_path: Path) -> StoreBackend:
-    return StoreBackend(request.param, tmp_path / "db.sqlite")
+async def store_backend(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[StoreBackend]:
+    if request.param == "sqlite":
+        yield StoreBackend("sqlite", tmp_path / "db.sqlite")
+        return
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    name = await server.create_database(template=await server.migrated_template())
+    yield StoreBackend("postgres", server.url(name))
+    await server.drop_database(name)
 
 
 @pytest.fixture

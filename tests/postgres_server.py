@@ -22,6 +22,8 @@ from pathlib import Path
 
 import asyncpg
 
+from bot.store import Store
+
 INSTALL_HINT = (
     "install the PostgreSQL server: the distribution's `postgresql` package"
     " (Debian/Ubuntu: `apt-get install postgresql`, which `make test` runs by itself as root)"
@@ -82,6 +84,7 @@ class PostgresServer:
     bin_dir: Path
     directory: Path
     account: pwd.struct_passwd | None
+    _template: str | None = None
 
     @property
     def data_dir(self) -> Path:
@@ -192,11 +195,22 @@ class PostgresServer:
         ``[storage] database_url`` (it runs as the same user, so the socket is open to it)."""
         return f"postgresql://{SUPERUSER}@/{database}?host={self.socket_dir}"
 
-    async def create_database(self) -> str:
-        """A new, empty database; its name."""
+    async def create_database(self, template: str | None = None) -> str:
+        """A new database, empty or a copy of ``template``; its name."""
         name = f"test_{uuid.uuid4().hex[:16]}"
-        await self._admin(f'CREATE DATABASE "{name}"')
+        copy = f' TEMPLATE "{template}"' if template else ""
+        await self._admin(f'CREATE DATABASE "{name}"{copy}')
         return name
+
+    async def migrated_template(self) -> str:
+        """A database at the current schema, made once per server: a store test's database
+        is copied from it (``CREATE DATABASE … TEMPLATE``) instead of migrating again."""
+        if self._template is None:
+            name = await self.create_database()
+            store = await Store.open(self.url(name))
+            await store.close()
+            self._template = name
+        return self._template
 
     async def drop_database(self, name: str) -> None:
         # FORCE: a test that failed may have left a connection open

@@ -145,3 +145,29 @@ def test_delivery_retry_time_must_be_positive(tmp_path: Path) -> None:
     path = write(tmp_path, "[delivery]\nretry_minutes = 0\n")
     with pytest.raises(ConfigError, match="delivery.retry_minutes"):
         load_config(path, {})
+
+
+def test_a_database_url_may_come_from_the_environment(tmp_path: Path) -> None:
+    path = write(tmp_path, '[storage]\ndatabase_url = "${DATABASE_URL}"\n')
+    url = "postgresql://bot:hunter2@127.0.0.1:5432/companion"
+    config = load_config(path, {"DATABASE_URL": url})
+    assert config.database == url
+    assert "hunter2" not in repr(config.storage)
+
+
+def test_without_a_database_url_the_database_is_sqlites_file_in_the_data_dir(
+    tmp_path: Path,
+) -> None:
+    config = load_config(write(tmp_path, f'[storage]\ndata_dir = "{tmp_path}"\n'), {})
+    assert config.database == tmp_path / "gateway.db"
+
+
+def test_a_database_url_that_is_not_postgresql_is_refused_without_echoing_it(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path, '[storage]\ndatabase_url = "mysql://bot:hunter2@db/companion"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, {})
+    message = str(caught.value)
+    assert "storage.database_url" in message and "postgresql://" in message
+    assert "hunter2" not in message

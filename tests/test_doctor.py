@@ -167,3 +167,59 @@ async def test_an_enabled_platform_without_an_owner_is_bad_until_claimed(
     assert code == 0, lines
     today = datetime.now(UTC).date().isoformat()
     assert any(f"telegram owner: 777 (claimed {today})" in line for line in lines)
+
+
+def with_password(url: str) -> str:
+    """The test server's URL with a password in it (the server trusts its socket, so any
+    password is let in): what must never be shown."""
+    return url.replace("postgresql://postgres@", "postgresql://postgres:hunter2@")
+
+
+async def test_a_postgresql_database_is_checked_and_its_password_never_shown(
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    postgres_database: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = with_password(postgres_database)
+    config = write_config(tmp_path, fake_llm.base_url, f'database_url = "{url}"\n')
+    _, lines = await doctor(config, capsys)
+    text = "\n".join(lines)
+    assert bad(lines) == [], text
+    assert "hunter2" not in text
+    assert f"ok  database {url.replace('hunter2', '***')} answers (PostgreSQL" in text
+    assert "database schema 0 of" in text  # doctor did not create the tables
+    store = await Store.open(url)
+    await store.close()
+    _, lines = await doctor(config, capsys)
+    assert any(line.endswith("(current)") for line in lines), lines
+
+
+async def test_an_unreachable_database_is_one_bad_line_with_the_fix(
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    postgres_database: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = with_password(postgres_database).replace("/test_", "/missing_")
+    config = write_config(tmp_path, fake_llm.base_url, f'database_url = "{url}"\n')
+    _, lines = await doctor(config, capsys)
+    (line,) = bad(lines)
+    assert "does not exist" in line and "storage.database_url" in line
+    assert "hunter2" not in "\n".join(lines)
+
+
+async def test_backup_on_postgresql_names_pg_dump_and_writes_nothing(
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    postgres_database: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = with_password(postgres_database)
+    config = write_config(tmp_path, fake_llm.base_url, f'database_url = "{url}"\n')
+    target = tmp_path / "backup.tar.gz"
+    code = await asyncio.to_thread(main, ["--config", str(config), "backup", str(target)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "pg_dump" in err and "hunter2" not in err
+    assert not target.exists()

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import itertools
-import sqlite3
 import time
-from pathlib import Path
 
 from bot.store import NewMessage, Store
 from bot.store.search_terms import fold, index_terms, match_expression
+from tests.conftest import StoreBackend
+from tests.store_support import index_vocabulary
 
 CHATS = itertools.count()
 
@@ -151,20 +151,13 @@ async def test_words_joined_by_underscores_are_found_by_each_part(store: Store) 
     assert [h.message_id for h in await store.search("p", "guest", None, 10)] == [said]
 
 
-def index_vocabulary(path: Path) -> set[str]:
-    db = sqlite3.connect(path)
-    try:
-        db.execute("CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, message_index, row)")
-        return {row[0] for row in db.execute("SELECT term FROM temp.vocab")}
-    finally:
-        db.close()
-
-
-async def test_each_audience_has_its_own_index_terms(store: Store) -> None:
+async def test_each_audience_has_its_own_index_terms(
+    store: Store, store_backend: StoreBackend
+) -> None:
     # a search then reads only the doclists of the audiences it may see, not everyone's
     await add(store, "garden", audience="user:alice")
     await add(store, "garden", audience="user:bob")
-    terms = [t for t in index_vocabulary(store.path) if t.endswith("garden")]
+    terms = [t for t in await index_vocabulary(store_backend) if t.endswith("garden")]
     assert len(terms) == 2 and "garden" not in terms
     assert len(await store.search("p", "garden", ["user:alice"], 10)) == 1
     assert len(await store.search("p", "garden", None, 10)) == 2

@@ -8,8 +8,9 @@ import sqlite3
 from pathlib import Path
 
 from bot.store import SCHEMA, NewMessage, Store, for_dialect
-from tests.conftest import Harness, dm, group_message
+from tests.conftest import Harness, StoreBackend, dm, group_message
 from tests.fakes.fake_llm import Reply
+from tests.store_support import indexed_rows
 
 
 async def say(
@@ -25,20 +26,6 @@ async def say(
     )
     assert message_id is not None
     return message_id
-
-
-def indexed_rows(path: Path, word: str) -> list[tuple]:
-    """Every index row and index term that still holds ``word``, read from the database."""
-    db = sqlite3.connect(path)
-    try:
-        rows = db.execute(
-            "SELECT rowid, terms, before_terms, after_terms FROM message_index"
-        ).fetchall()
-        db.execute("CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, message_index, row)")
-        terms = db.execute("SELECT term FROM temp.vocab WHERE term = ?", (word,)).fetchall()
-    finally:
-        db.close()
-    return [row for row in rows if word in " ".join(filter(None, row[1:]))] + terms
 
 
 async def test_an_answer_is_found_by_the_question_before_it(store: Store) -> None:
@@ -81,7 +68,9 @@ async def test_neighbours_never_cross_chats(store: Store) -> None:
     assert await store.search("p", "zanzibar", ["chat:g"], 10) == []
 
 
-async def test_forgetting_rewrites_the_neighbours_rows(store: Store, tmp_path: Path) -> None:
+async def test_forgetting_rewrites_the_neighbours_rows(
+    store: Store, store_backend: StoreBackend
+) -> None:
     group = {"chat": "group:g", "audience": "chat:g"}
     before = await say(store, "who is going to the tea party?", user="b", **group)
     await say(store, "my secret island is zanzibar", user="a", **group)
@@ -90,7 +79,7 @@ async def test_forgetting_rewrites_the_neighbours_rows(store: Store, tmp_path: P
     ids = await store.user_message_ids("p", "a", ("user", "assistant", "context"))
     assert await store.delete_messages(ids) == 1
     assert await store.search("p", "zanzibar", None, 10) == []
-    assert indexed_rows(tmp_path / "db.sqlite", "zanzibar") == []
+    assert await indexed_rows(store_backend, "zanzibar") == []
     # the survivors are each other's neighbours now
     hits = await store.search("p", "tea party", None, 10)
     assert [h.message_id for h in hits] == [before, after]
@@ -111,7 +100,7 @@ async def test_forget_history_leaves_no_copy_in_a_group(harness: Harness) -> Non
     await harness.send(dm(42, "/forget history confirm"))
     await harness.settle()
     assert await store.search("example", "zanzibar", None, 10) == []
-    assert indexed_rows(store.path, "zanzibar") == []
+    assert await indexed_rows(StoreBackend("sqlite", harness.config.database), "zanzibar") == []
     assert "I can bring scones" in [
         h.text for h in await store.search("example", "scones", None, 10)
     ]

@@ -2,8 +2,9 @@
 
 The gateway, the partners and the CLI are written against :class:`Store` and never see SQL or
 a driver; a backend implements it (:class:`bot.store.sqlite.SqliteStore`, the embedded default,
-is the one there is). Rows come back as the types in :mod:`bot.store.rows`; a database that
-cannot work raises from :mod:`bot.store.errors`.
+and :class:`bot.store.postgres.store.PostgresStore`, which several workers share). Rows come
+back as the types in :mod:`bot.store.rows`; a database that cannot work raises from
+:mod:`bot.store.errors`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from bot.store.postgres.connection import is_database_url
+from bot.store.postgres.store import PostgresStore
 from bot.store.rows import (
     AuditRow,
     BindingRow,
@@ -46,10 +49,13 @@ class Store(Protocol):
     queue, sessions and review state, forget operations, usage and the audit log."""
 
     @classmethod
-    async def open(cls, path: Path) -> Store:
-        """The store in the database at ``path``, created or migrated to the current schema
-        as needed (SQLite: the one backend so far)."""
-        return await SqliteStore.open(path)
+    async def open(cls, location: Path | str) -> Store:
+        """The store in the database at ``location``, created or migrated to the current
+        schema as needed: a ``postgresql://`` URL opens PostgreSQL, anything else is the path
+        of a SQLite file (``Config.database`` says which the config asks for)."""
+        if is_database_url(location):
+            return await PostgresStore.open(str(location))
+        return await SqliteStore.open(Path(location))
 
     async def close(self) -> None: ...
 
@@ -57,7 +63,8 @@ class Store(Protocol):
         """How many schema steps the database has applied."""
 
     async def backup_to(self, target: Path) -> None:
-        """A consistent copy of the live database in the file ``target``."""
+        """A consistent copy of the live database in the file ``target`` (SQLite; PostgreSQL
+        raises :class:`StoreError` saying to use pg_dump)."""
 
     @property
     def round_trips(self) -> int:

@@ -195,14 +195,12 @@ def _cjk_terms(run: str) -> list[list[str]]:
     return terms
 
 
-def match_expression(
+def query_phrases(
     query: str, language: str = DEFAULT_LANGUAGE, tags: Sequence[str] = ("",)
-) -> str | None:
-    """An FTS5 expression: the OR of the query's meaningful terms under each of ``tags``
-    (the audiences searched), or None if it has none.
-
-    Every term is quoted, so user text can never inject FTS5 syntax.
-    """
+) -> list[str]:
+    """The query's meaningful terms under each of ``tags`` (the audiences searched), each a
+    phrase of index terms joined by single spaces (a CJK run's whole phrase has several),
+    without repeats: what a match of any one of them finds."""
     phrases: list[list[str]] = []
     for part in _SPLIT.split(_lower(query)):
         if not part:
@@ -216,9 +214,19 @@ def match_expression(
             if word in STOPWORDS:
                 continue
             phrases.append([stem])
-    terms = [_quote(" ".join(tag + t for t in phrase)) for tag in tags for phrase in phrases]
-    unique = list(dict.fromkeys(terms))
-    return " OR ".join(unique) if unique else None
+    tagged = [" ".join(tag + t for t in phrase) for tag in tags for phrase in phrases]
+    return list(dict.fromkeys(tagged))
+
+
+def match_expression(
+    query: str, language: str = DEFAULT_LANGUAGE, tags: Sequence[str] = ("",)
+) -> str | None:
+    """An FTS5 expression: the OR of :func:`query_phrases`, or None if it has none.
+
+    Every term is quoted, so user text can never inject FTS5 syntax.
+    """
+    phrases = query_phrases(query, language, tags)
+    return " OR ".join(_quote(phrase) for phrase in phrases) if phrases else None
 
 
 def _query_keys(query: str, language: str) -> set[str]:

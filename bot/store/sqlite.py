@@ -40,7 +40,9 @@ class SqliteStore(
     thread of its own, see :mod:`bot.store.connection`)."""
 
     @classmethod
-    async def open(cls, path: Path) -> SqliteStore:
+    async def open(cls, location: Path | str) -> SqliteStore:
+        """The store in the SQLite file at ``location``, created or migrated as needed."""
+        path = Path(location)
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             db = await Connection.open(path)

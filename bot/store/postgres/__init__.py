@@ -1,12 +1,14 @@
 """The PostgreSQL backend, on asyncpg (one database shared by several gateway workers; see
-DESIGN.md, "Scale-out path"). It mirrors the SQLite backend's layout: ``connection`` (opening
-a database or a pool, the URL's password kept out of every message), ``migrations`` (the one
-list of steps in :mod:`bot.store.schema`, applied in PostgreSQL's words, one worker at a
-time), ``base`` (the pool, round trips, outages as the store's errors) and one module per
-concern, so far ``audit`` (the audit log and settings), ``chats`` (chats and bindings),
-``checkins`` (check-ins and reminders), ``sessions`` and ``review`` (review state),
-``usage`` (usage counters and resting notices) and ``users`` (users, pairing requests, owner
-claims).
+DESIGN.md, "Scale-out path"), chosen by ``[storage] database_url``. It mirrors the SQLite
+backend's layout: ``connection`` (opening a pool, the URL's password kept out of every
+message), ``migrations`` (the one list of steps in :mod:`bot.store.schema`, applied in
+PostgreSQL's words, one worker at a time), ``base`` (the pool, round trips, outages as the
+store's errors), one module per concern — ``audit`` (and settings), ``chats`` (and bindings),
+``checkins`` (and reminders), ``messages``, ``queue`` (pending turns and delivery), ``media``,
+``sessions``, ``review``, ``search`` (BM25 over the same terms as SQLite's FTS5, see its
+docstring for why a terms array), ``forgetting`` (and what VACUUM reaches), ``usage``,
+``users`` (and pairings, owner claims), ``vectors``, ``web`` (the web page's logins) — and
+``store``, :class:`PostgresStore` composed from them.
 
-Not yet here: the other concerns of the :class:`bot.store.Store` interface, so ``[storage]``
-cannot select PostgreSQL yet; SQLite is the only backend a gateway runs on."""
+asyncpg rather than psycopg 3: it is faster per query, needs no libpq on the machine, and its
+pool fits the store's short statements."""

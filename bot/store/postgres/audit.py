@@ -35,6 +35,21 @@ class Audit(PostgresBase):
             for time, actor, action, detail in rows
         ]
 
+    async def audit_page(
+        self, search: str = "", before_id: int | None = None, limit: int = 50
+    ) -> list[dict[str, Any]]:
+        """Audit rows newest first, ``limit`` at a time below ``before_id``; ``search``
+        keeps rows whose actor or action contains it."""
+        rows = await self._all(
+            "SELECT id, time, actor, action, detail FROM audit"
+            " WHERE ($1 = '' OR strpos(lower(actor), $1) > 0 OR strpos(lower(action), $1) > 0)"
+            " AND id < coalesce($2, id + 1) ORDER BY id DESC LIMIT $3",
+            search.lower(),
+            before_id,
+            limit,
+        )
+        return [{**dict(row), "detail": json.loads(row["detail"])} for row in rows]
+
     async def settings(self) -> dict[str, str]:
         return {row[0]: row[1] for row in await self._all("SELECT key, value FROM settings")}
 

@@ -4,43 +4,88 @@ is a secret like any token)."""
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
 from bot.store.errors import StoreError
+from bot.store.postgres.migrations import schema_version
 
+_PASSWORD_OPTION = re.compile(r"(?i)((?:^|&)password=)[^&]*")
+URL_SCHEMES = ("postgresql://", "postgres://")
 CONNECT_TIMEOUT_SECONDS = 10.0
 POOL_SIZE = 10
 """Connections one gateway process holds: enough for its concurrent turns' short statements."""
 
 
+def is_database_url(location: object) -> bool:
+    """Whether ``location`` names a PostgreSQL database (else it is a SQLite file)."""
+    return isinstance(location, str) and location.startswith(URL_SCHEMES)
+
+
 def redacted(url: str) -> str:
-    """The URL as it may be shown: the password replaced by ``***``."""
+    """The URL as it may be shown: a password in it (before the host, or a ``password=``
+    option) replaced by ``***``. Reads the URL as text, so one that does not parse (a port
+    that is no number) is still shown without its password."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+    netloc = parts.netloc
+    user, at, host = netloc.rpartition("@")
+    if at and ":" in user:
+        netloc = f"{user.split(':', 1)[0]}:***@{host}"
+    query = _PASSWORD_OPTION.sub(r"\1***", parts.query)
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+OPEN_ERRORS = (
+    OSError,
+    TimeoutError,
+    ValueError,  # a URL asyncpg cannot read (a port that is no number, an unknown option)
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+)
+
+
+def cannot_open(url: str, exc: BaseException) -> StoreError:
+    """One line naming the URL (without its password), the reason and what to check."""
+    reason = " ".join(str(exc).split()) or type(exc).__name__
+    return StoreError(
+        f"cannot open the database {redacted(url)}: {reason} (check storage.database_url"
+        " and that the PostgreSQL server runs and lets this user in)"
+    )
 
 
 async def connect(url: str) -> asyncpg.Connection:
     """A connection to the database at ``url`` (``postgresql://user:password@host/name``)."""
     try:
         return await asyncpg.connect(url, timeout=CONNECT_TIMEOUT_SECONDS)
-    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-        raise StoreError(f"cannot open the database {redacted(url)}: {exc}") from exc
+    except OPEN_ERRORS as exc:
+        raise cannot_open(url, exc) from exc
 
 
 async def create_pool(url: str) -> asyncpg.Pool:
-    """A pool of connections to the database at ``url``, one of them opened now."""
+    """A pool of connections to the database at ``url``, one of them opened now. A URL that
+    does not parse, a server that cannot be reached or refuses us is one line naming the
+    URL (without its password) and what to check."""
     try:
         pool = await asyncpg.create_pool(
             url, min_size=1, max_size=POOL_SIZE, timeout=CONNECT_TIMEOUT_SECONDS
         )
-    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-        raise StoreError(f"cannot open the database {redacted(url)}: {exc}") from exc
+    except OPEN_ERRORS as exc:
+        raise cannot_open(url, exc) from exc
     assert pool is not None  # None only from a pool made without awaiting it
     return pool
+
+
+async def database_schema(url: str) -> tuple[int, str]:
+    """(schema steps applied, server version) of the database at ``url``, read without
+    changing anything (``companion doctor``)."""
+    db = await connect(url)
+    try:
+        version = await schema_version(db)
+        server = str(await db.fetchval("SHOW server_version"))
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        raise StoreError(f"cannot read the database {redacted(url)}: {exc}") from exc
+    finally:
+        await db.close()
+    return version, server

@@ -4,7 +4,7 @@ SQLite twin this is)."""
 from __future__ import annotations
 
 import time
-from typing import cast
+from typing import Any, cast
 
 import asyncpg
 
@@ -176,3 +176,15 @@ class Users(PostgresBase):
             "SELECT user_key, platform, claimed_at FROM claimed_owners ORDER BY claimed_at"
         )
         return [cast(ClaimedOwnerRow, dict(row)) for row in rows]
+
+    async def web_users(self) -> list[dict[str, Any]]:
+        """Every user the gateway has seen, newest first, with their check-in settings."""
+        rows = await self._all("SELECT * FROM users ORDER BY updated_at DESC")
+        users = [dict(row) for row in rows]
+        checkins = await self._all("SELECT * FROM checkins ORDER BY partner_id")
+        by_user: dict[str, list[dict[str, Any]]] = {}
+        for row in checkins:
+            by_user.setdefault(row["user_key"], []).append(dict(row))
+        for user in users:
+            user["checkins"] = by_user.get(user["user_key"], [])
+        return users

@@ -1,0 +1,201 @@
+"""The work queue and delivery on PostgreSQL (see :mod:`bot.store.queue`, whose SQLite twin
+this is): inbound messages wait as rows (``status = 'pending'``), a turn closes them and
+records its reply in one transaction, each delivered chunk is recorded so it is never sent
+twice, and a reply the platform refused waits for its retry here."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+from bot.store.postgres.messages import Messages
+from bot.store.rows import DeliveryRetry, MessageRow, NewMessage
+
+RECORD_CHUNK = (
+    "INSERT INTO deliveries (message_id, chunk, platform_message_id, sent_at)"
+    " VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING"
+)
+MARK_DELIVERED = "UPDATE messages SET status = 'delivered' WHERE id = $1"
+
+
+class Queue(Messages):
+    """Pending turns, their replies and the delivery of each chunk."""
+
+    async def pending_queue_keys(self) -> list[str]:
+        rows = await self._all(
+            "SELECT queue_key FROM messages WHERE status = 'pending'"
+            " GROUP BY queue_key ORDER BY min(id)"
+        )
+        return [row[0] for row in rows]
+
+    async def pending(self, queue_key: str) -> list[MessageRow]:
+        return await self._messages(
+            "WHERE status = 'pending' AND queue_key = $1 ORDER BY id", queue_key
+        )
+
+    async def pending_count(self) -> int:
+        row = await self._one("SELECT COUNT(*) FROM messages WHERE status = 'pending'")
+        return int(row[0]) if row else 0
+
+    async def finish_turn(
+        self,
+        inbound_ids: Sequence[int],
+        session_id: str | None,
+        reply: NewMessage,
+        inbound_status: str = "done",
+    ) -> int:
+        """Close the inbound messages and record the reply, in one transaction. Without a
+        session the inbound messages stay out of every session's history."""
+        async with self._transaction() as tx:
+            await tx.write(
+                "UPDATE messages SET status = $1, session_id = $2 WHERE id = ANY($3::bigint[])",
+                inbound_status,
+                session_id,
+                list(inbound_ids),
+            )
+            reply_id = await self._insert_message(tx, replace(reply, answers_upto=max(inbound_ids)))
+            assert reply_id is not None
+            await tx.write(
+                "UPDATE sessions SET last_active_at = $1 WHERE id = $2", time.time(), session_id
+            )
+        self._stored([reply])
+        return reply_id
+
+    async def count_failed_turn(self, message_ids: Sequence[int]) -> int:
+        """Count a turn that raised against each of its messages that is still pending; the
+        highest count, or 0 when none is pending any more (the turn had recorded its reply)."""
+        row = await self._one(
+            "WITH counted AS (UPDATE messages SET turn_attempts = turn_attempts + 1"
+            " WHERE status = 'pending' AND id = ANY($1::bigint[]) RETURNING turn_attempts)"
+            " SELECT max(turn_attempts) FROM counted",
+            list(message_ids),
+        )
+        return int(row[0] or 0) if row else 0
+
+    async def turn_attempts(self, message_id: int) -> int:
+        """How many turns raised while this message waited for its answer."""
+        row = await self._one("SELECT turn_attempts FROM messages WHERE id = $1", message_id)
+        return int(row[0]) if row else 0
+
+    async def assign_session(self, message_ids: Sequence[int], session_id: str) -> None:
+        await self._write(
+            "UPDATE messages SET session_id = $1 WHERE id = ANY($2::bigint[])",
+            session_id,
+            list(message_ids),
+        )
+
+    async def close_unanswered(self, message_ids: Sequence[int], session_id: str) -> None:
+        """Keep messages in their session's history without a reply (a resting partner)."""
+        await self._write(
+            "UPDATE messages SET status = 'done', session_id = $1 WHERE id = ANY($2::bigint[])",
+            session_id,
+            list(message_ids),
+        )
+
+    async def mark_delivered(self, message_id: int) -> None:
+        await self._write(MARK_DELIVERED, message_id)
+
+    async def set_status(self, message_id: int, status: str) -> None:
+        await self._write("UPDATE messages SET status = $1 WHERE id = $2", status, message_id)
+
+    async def mark_failed(self, message_id: int) -> None:
+        await self._write("UPDATE messages SET status = 'undeliverable' WHERE id = $1", message_id)
+
+    async def interrupted_deliveries(self) -> list[int]:
+        """Replies a stop or crash cut off while they were being sent (none waits for a retry
+        of its own: those are the retry loop's)."""
+        rows = await self._all(
+            "SELECT id FROM messages WHERE status = 'delivering' AND id NOT IN"
+            " (SELECT message_id FROM delivery_retries) ORDER BY id"
+        )
+        return [int(row[0]) for row in rows]
+
+    async def delivery_retry(self, message_id: int) -> DeliveryRetry | None:
+        row = await self._one(
+            "SELECT message_id, attempts, first_failed_at, next_attempt_at, last_error"
+            " FROM delivery_retries WHERE message_id = $1",
+            message_id,
+        )
+        return DeliveryRetry(*row) if row else None
+
+    async def schedule_delivery_retry(self, retry: DeliveryRetry) -> None:
+        await self._write(
+            "INSERT INTO delivery_retries (message_id, attempts, first_failed_at,"
+            " next_attempt_at, last_error) VALUES ($1, $2, $3, $4, $5)"
+            " ON CONFLICT (message_id) DO UPDATE SET attempts = excluded.attempts,"
+            " first_failed_at = excluded.first_failed_at,"
+            " next_attempt_at = excluded.next_attempt_at, last_error = excluded.last_error",
+            retry.message_id,
+            retry.attempts,
+            retry.first_failed_at,
+            retry.next_attempt_at,
+            retry.last_error,
+        )
+
+    async def chats_with_due_retries(self, now: float) -> list[str]:
+        """Chats with a reply whose next attempt is due, the one waiting longest first."""
+        rows = await self._all(
+            "SELECT m.chat_key FROM delivery_retries r JOIN messages m ON m.id = r.message_id"
+            " WHERE r.next_attempt_at <= $1 AND m.status = 'delivering'"
+            " GROUP BY m.chat_key ORDER BY MIN(m.id)",
+            now,
+        )
+        return [str(row[0]) for row in rows]
+
+    async def next_delivery_retry_at(self) -> float | None:
+        row = await self._one("SELECT MIN(next_attempt_at) FROM delivery_retries")
+        return float(row[0]) if row and row[0] is not None else None
+
+    async def waiting_replies(self, chat_key: str, before_id: int | None = None) -> list[int]:
+        """Replies of a chat that wait for a retry (older than ``before_id``), oldest first."""
+        rows = await self._all(
+            "SELECT m.id FROM messages m JOIN delivery_retries r ON r.message_id = m.id"
+            " WHERE m.chat_key = $1 AND m.id < $2 AND m.status = 'delivering' ORDER BY m.id",
+            chat_key,
+            before_id if before_id is not None else 2**63 - 1,
+        )
+        return [int(row[0]) for row in rows]
+
+    async def delivered_chunks(self, message_id: int) -> int:
+        row = await self._one("SELECT COUNT(*) FROM deliveries WHERE message_id = $1", message_id)
+        return int(row[0]) if row else 0
+
+    async def record_chunk(
+        self, message_id: int, chunk: int, platform_message_id: str | None
+    ) -> None:
+        await self._write(RECORD_CHUNK, message_id, chunk, platform_message_id, time.time())
+
+    async def record_last_chunk(
+        self, message_id: int, chunk: int, platform_message_id: str | None
+    ) -> None:
+        """:meth:`record_chunk` for a reply's last chunk and :meth:`mark_delivered`, in one
+        statement."""
+        await self._write(
+            "WITH recorded AS (INSERT INTO deliveries (message_id, chunk, platform_message_id,"
+            " sent_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING)"
+            " UPDATE messages SET status = 'delivered' WHERE id = $1",
+            message_id,
+            chunk,
+            platform_message_id,
+            time.time(),
+        )
+
+    async def answered_message(self, reply_id: int) -> MessageRow | None:
+        """The last inbound message a reply answers (what the reply should quote)."""
+        rows = await self._messages(
+            "WHERE id = (SELECT answers_upto FROM messages WHERE id = $1)", reply_id
+        )
+        return rows[0] if rows else None
+
+    async def reply_for_platform_message(
+        self, chat_key: str, platform_message_id: str
+    ) -> MessageRow | None:
+        """The reply one of whose chunks is this platform message, if any."""
+        rows = await self._messages(
+            "WHERE chat_key = $1 AND role = 'assistant' AND id IN (SELECT message_id FROM"
+            " deliveries WHERE platform_message_id = $2) ORDER BY id DESC LIMIT 1",
+            chat_key,
+            platform_message_id,
+        )
+        return rows[0] if rows else None

@@ -1,0 +1,84 @@
+"""The PostgreSQL store: one database shared by any number of gateway workers, composed from
+one class per concern like :class:`bot.store.sqlite.SqliteStore`. This module opens the pool,
+applies the schema (one worker at a time) and answers what has no PostgreSQL equivalent
+here, such as a backup file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import asyncpg
+
+from bot.store.errors import StoreError
+from bot.store.postgres.audit import Audit
+from bot.store.postgres.chats import Chats
+from bot.store.postgres.checkins import Checkins
+from bot.store.postgres.connection import create_pool, redacted
+from bot.store.postgres.forgetting import Forgetting
+from bot.store.postgres.media import Media
+from bot.store.postgres.migrations import migrate, schema_version
+from bot.store.postgres.queue import Queue
+from bot.store.postgres.review import ReviewState
+from bot.store.postgres.usage import Usage
+from bot.store.postgres.users import Users
+from bot.store.postgres.vectors import Vectors
+from bot.store.postgres.web import WebLogins
+
+BACKUP_ADVICE = (
+    "the database is on PostgreSQL: back it up with pg_dump (for example"
+    ' `pg_dump --format=custom --file=companion.dump "$DATABASE_URL"`) or the server\'s own'
+    " backups; `companion backup` copies only a SQLite database"
+)
+
+
+class PostgresStore(
+    Users,
+    Chats,
+    Queue,
+    Media,
+    ReviewState,
+    Forgetting,
+    Checkins,
+    Usage,
+    Audit,
+    Vectors,
+    WebLogins,
+):
+    """The :class:`bot.store.Store` interface on PostgreSQL (asyncpg, a pool per process)."""
+
+    def __init__(self, pool: asyncpg.Pool, url: str) -> None:
+        super().__init__(pool)
+        self.url = redacted(url)
+        """Where the database is, as it may be shown (no password)."""
+
+    @classmethod
+    async def open(cls, location: Path | str) -> PostgresStore:
+        """The store in the database at the URL ``location``, migrated as needed."""
+        url = str(location)
+        pool = await create_pool(url)
+        store = cls(pool, url)
+        try:
+            async with pool.acquire() as db:
+                await migrate(db, store._recompute)
+            await store._load_search_languages()
+        except BaseException:
+            await pool.close()
+            raise
+        return store
+
+    async def _recompute(self, method: str) -> None:
+        # every PostgreSQL database starts at the current search terms (schema step 8)
+        raise StoreError(f"schema step asks for {method}, which PostgreSQL has no need of")
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    async def schema_version(self) -> int:
+        self._round_trips += 1
+        async with self._pool.acquire() as db:
+            return await schema_version(db)
+
+    async def backup_to(self, target: Path) -> None:
+        """A backup file is SQLite's; PostgreSQL has pg_dump (see :data:`BACKUP_ADVICE`)."""
+        del target
+        raise StoreError(BACKUP_ADVICE)
