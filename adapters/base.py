@@ -202,6 +202,22 @@ class MediaChannel(Protocol):
 
 
 @runtime_checkable
+class LeadingChannel(Protocol):
+    """A channel with duties only one worker may do at a time (DESIGN.md "Several workers"):
+    Telegram's long poll (two pollers would steal each other's updates) and command sync
+    (rate limited). The gateway calls :meth:`lead` when this worker becomes leader and
+    :meth:`follow` when it stops leading; a lone worker leads from its start."""
+
+    async def lead(self) -> None:
+        """Take up the leader's duties (after :meth:`Channel.start`)."""
+        ...
+
+    async def follow(self) -> None:
+        """Put them down; sending and (webhook) receiving go on."""
+        ...
+
+
+@runtime_checkable
 class OwnerMenuChannel(Protocol):
     """A channel whose command menu shows the owner's commands only to the owner (Telegram:
     a menu per chat), so a new owner must be added to it."""

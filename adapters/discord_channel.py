@@ -8,7 +8,8 @@
 * **Receiving** (``adapters/discord_receiving.py``): messages, reactions and slash commands
   handed to the gateway one chat at a time; after every READY and RESUMED, the messages
   missed meanwhile.
-* **Slash commands** (``adapters/discord_commands.py``) are synced once at start. An
+* **Slash commands** (``adapters/discord_commands.py``) are synced once, by the worker that
+  leads (:meth:`DiscordChannel.lead`; a lone worker leads from its start). An
   invocation is deferred at once and handed over as its command line; the gateway's answer to
   it goes back as the interaction's follow-up.
 * **Sending** (``adapters/discord_delivery.py``): partners speak through persona webhooks in
@@ -116,6 +117,7 @@ class DiscordChannel(DiscordReceiving):
         self._login_lock = asyncio.Lock()
         self._connect_task: asyncio.Task[None] | None = None
         self._tree: discord.app_commands.CommandTree[discord.Client] | None = None
+        self._synced = False
         self._background: set[asyncio.Task[None]] = set()
         self._chat_locks = ChatLocks()
         self.commands = SlashCommands(self._chat_locks)
@@ -136,7 +138,6 @@ class DiscordChannel(DiscordReceiving):
         receiver.note_bot_identity(PLATFORM, user.name, None)
         if self._tree is None:
             self._tree = build_tree(self.client, receiver.partner_choices(), self._on_command)
-            await self._sync_commands(self._tree)
         self._connect_task = asyncio.create_task(self.client.connect(), name="discord gateway")
         await self._wait_ready(self._connect_task)
         logger.info("discord: %s connected", user.name)
@@ -161,8 +162,17 @@ class DiscordChannel(DiscordReceiving):
                 ) from None
             self._logged_in = True
 
+    async def lead(self) -> None:
+        """The leader syncs the slash commands, once per process: Discord rate-limits
+        command registration, so the other workers leave it alone."""
+        if self._tree is not None and not self._synced:
+            self._synced = True
+            await self._sync_commands(self._tree)
+
+    async def follow(self) -> None:
+        """Nothing to put down: every worker keeps its own gateway connection."""
+
     async def _sync_commands(self, tree: discord.app_commands.CommandTree[discord.Client]) -> None:
-        """Once per process: Discord rate-limits command registration."""
         try:
             await tree.sync()
         except discord.HTTPException as exc:

@@ -3,7 +3,9 @@
 Updates come in by long polling (default) or by webhook (``telegram.mode = "webhook"``), each
 confirmed to Telegram only after the gateway has stored it: that is
 ``adapters/telegram_receiving.py``. python-telegram-bot's own Updater and webhook server
-acknowledge before the handler has run, so neither is used.
+acknowledge before the handler has run, so neither is used. Long polling and the command menu
+are the leader's (:meth:`TelegramChannel.lead`): with several workers on one database one of
+them polls, while a webhook is served by every worker.
 
 Sending turns the model's Markdown into Telegram HTML (``adapters/telegram_format.py``), falls
 back to plain text if Telegram refuses the entities, quotes the answered message in groups,
@@ -97,9 +99,12 @@ class TelegramChannel(TelegramReceiving):
     @property
     def connected(self) -> bool:
         """Webhook: the listener runs. Polling: a getUpdates succeeded within the watchdog's
-        time (a healthy long poll answers at least every ``poll_timeout_seconds``)."""
+        time (a healthy long poll answers at least every ``poll_timeout_seconds``); a worker
+        that does not lead polls nothing and is connected once it knows the bot."""
         if self.config.mode == "webhook":
             return self._webhook is not None
+        if self._poller is None:
+            return self.me is not None
         last = self._last_poll_at
         return last is not None and time.monotonic() - last < self.config.watchdog_seconds
 
@@ -111,14 +116,31 @@ class TelegramChannel(TelegramReceiving):
         me = self.bot.bot
         self.me = BotIdentity(me.id, me.username or "")
         receiver.note_bot_identity(PLATFORM, me.username, me.can_read_all_group_messages)
-        await self._set_commands()
         self._stopping.clear()
-        if self.config.mode == "webhook":
+        if self.config.mode == "webhook":  # every worker stores what is posted to it
             await self._start_webhook()
-        else:
-            await self.bot.delete_webhook()
-            self._poller = asyncio.create_task(self._poll_loop(), name="telegram polling")
         logger.info("telegram: @%s connected (%s)", me.username, self.config.mode)
+
+    async def lead(self) -> None:
+        """The leader sets the command menu and, in polling mode, is the one poller."""
+        await self._set_commands()
+        if self.config.mode == "polling" and self._poller is None:
+            await self.bot.delete_webhook()
+            self._stopping.clear()
+            self._last_poll_at = None
+            self._poller = asyncio.create_task(self._poll_loop(), name="telegram polling")
+            logger.info("telegram: polling (this worker leads)")
+
+    async def follow(self) -> None:
+        """Stop polling, confirming what was stored, so the next leader starts after it."""
+        await self._stop_polling()
+
+    async def _stop_polling(self) -> None:
+        self._stopping.set()
+        poller, self._poller = self._poller, None
+        if poller is not None:
+            await poller
+            await self._confirm_offset()
 
     async def _initialize(self) -> None:
         try:
@@ -136,11 +158,7 @@ class TelegramChannel(TelegramReceiving):
             ) from None
 
     async def stop(self) -> None:
-        self._stopping.set()
-        poller, self._poller = self._poller, None
-        if poller is not None:
-            await poller
-            await self._confirm_offset()
+        await self._stop_polling()
         server, self._webhook = self._webhook, None
         if server is not None:
             await server.stop()

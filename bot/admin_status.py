@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from bot.admin_args import MAX_SEND_BYTES, AdminError, file_reply, need, services
 from bot.backup import write_backup
 from bot.commands import CommandContext, CommandReply
+from bot.literal import literal_line
 from bot.paging import paged, pop_page
 from bot.sessions import OWNER_AUDIENCE
 from bot.settings import SETTABLE
@@ -34,6 +35,24 @@ def _ago(seconds: float) -> str:
     return f"{hours // 24} days"
 
 
+async def _worker_lines(ctx: CommandContext, now: float) -> list[str]:
+    """The workers on this database, the leader and its epoch, and each one's leases."""
+    leader = await ctx.store.leader()
+    leads = (
+        f"leader {literal_line(leader.worker_id)}, epoch {leader.epoch}"
+        if leader is not None and leader.expires_at > now
+        else "no leader right now"
+    )
+    workers = await ctx.store.workers()
+    lines = [f"Workers: {len(workers)} ({leads})"]
+    for worker in workers:
+        lines.append(
+            f"  {literal_line(worker.worker_id)} on {literal_line(worker.host)}: heartbeat "
+            f"{max(0, int(now - worker.heartbeat_at))} s ago, {worker.leases} chat(s) leased"
+        )
+    return lines
+
+
 async def admin_status(ctx: CommandContext) -> CommandReply:
     tools = services(ctx)
     now = time.time()
@@ -51,6 +70,7 @@ async def admin_status(ctx: CommandContext) -> CommandReply:
         f"Last hour: {sum(replies.values())} turns, {replies.get('notice', 0)} errors "
         f"({tools.dispatcher.turns_failed} crashed turns since start)",
     ]
+    lines += await _worker_lines(ctx, now)
     reviews = await ctx.store.last_reviews()
     lines.append("Last review:")
     for partner in ctx.catalog.all():

@@ -1,5 +1,9 @@
 """Process lifecycle: build the gateway from its parts, start it, stop it cleanly.
 
+The process is one worker (``bot/workers.py``): it answers the chats it holds leases on and,
+while it leads, runs the leader-only services (``bot/leadership.py``). With SQLite it is the
+only worker, leads from its start and recovers everything itself.
+
 One process holds an OS lock on the data directory while it writes; a second writer (``companion
 chat`` while ``companion run`` runs) stops with a clear message. Start-up recovers what a crash
 left behind: ``/forget`` operations cut off halfway are finished, replies recorded but not fully
@@ -32,6 +36,7 @@ from bot.embeddings import EmbeddingsClient
 from bot.gateway import Announce, Gateway
 from bot.greeter import Greeter
 from bot.health import STATUS_INTERVAL_SECONDS, remove_status, write_status
+from bot.leadership import LeaderDuties
 from bot.llm import LLMClient
 from bot.media import MediaReader
 from bot.proactive import ProactiveSender
@@ -43,6 +48,7 @@ from bot.store import Store
 from bot.tools import default_registry
 from bot.turns import TurnRunner
 from bot.voice_replies import VoiceReplies
+from bot.workers import Worker
 from partners.catalog import PartnerCatalog, apply_search_languages
 from partners.checkins import Checkins
 from partners.consolidate import Consolidator
@@ -124,6 +130,8 @@ class App:
     checkins: Checkins
     forgetting: Forgetting
     scheduler: Scheduler
+    worker: Worker
+    leader_duties: LeaderDuties
     lock: DataDirLock
     channels: dict[str, Channel] = field(default_factory=dict)
     embedder: Embedder | None = None
@@ -137,28 +145,20 @@ class App:
         return owner_memory_file(self.config)
 
     async def start(self) -> None:
-        """Recover, then connect every channel."""
+        """Recover, connect every channel, then work as a worker: the first heartbeat leads
+        (if nobody else does) and claims every chat with pending messages."""
         for partner in self.catalog.all():
             logger.info(size_report(partner, self.config.memory.context_budget))
         # before anything can read or write memory again: a crash mid-/forget is finished
         if forgotten := await self.forgetting.finish_unfinished():
             logger.info("recovered: %d interrupted /forget operations finished", forgotten)
-        redelivered = await self.delivery.redeliver_pending()
-        self.delivery.start()
-        resumed = await self.dispatcher.recover()
-        if redelivered or resumed:
-            logger.info(
-                "recovered: %d replies re-delivered, %d chats resumed", redelivered, resumed
-            )
-        # the owner's /admin settings override decides whether reviews run at all
-        self.scheduler.start(reviews=self.reviewer.settings().auto_memory)
-        await self.scheduler.plan_reminders()
         if self.embedder is not None:
             self.embedder.start()
         if self.web is not None:  # before the channels: a port in use stops the start
             await self.web.start()
         for channel in self.channels.values():
             await channel.start(self.gateway)
+        await self.worker.start(self.dispatcher, self.leader_duties)
         self.status_task = asyncio.create_task(self._report_status(), name="status file")
         self.approvals_task = asyncio.create_task(
             self._announce_approvals(), name="pairing approvals"
@@ -202,13 +202,12 @@ class App:
             await asyncio.gather(self.status_task, return_exceptions=True)
             await asyncio.to_thread(remove_status, self.config.data_dir)
         await self.dispatcher.close(SHUTDOWN_GRACE_SECONDS)
-        await self.delivery.stop(SHUTDOWN_GRACE_SECONDS)
+        await self.worker.stop()  # the leader's services too; other workers take over now
         for channel in self.channels.values():
             try:
                 await channel.stop()
             except Exception:
                 logger.exception("channel %s did not stop cleanly", channel.platform)
-        self.scheduler.shutdown()
         if self.embedder is not None:
             await self.embedder.stop()
             await self.embedder.client.close()
@@ -269,6 +268,7 @@ async def build_app(
         return str(voice) if voice else None
 
     voice = VoiceReplies(speech, store, voice_of, config.usage_day)
+    worker = Worker(store, config.workers)
     delivery = Delivery(
         store,
         channels,
@@ -276,6 +276,7 @@ async def build_app(
         config.delivery,
         notify_owner,
         voice,
+        ensure_lease=worker.ensure,
     )
     owner_zone = config.owner_timezone()
 
@@ -318,7 +319,9 @@ async def build_app(
         send=proactive.send,
         usage_day=config.usage_day,
     )
-    scheduler = Scheduler(reviewer, consolidator, checkins, owner_zone, config.memory.nightly)
+    scheduler = Scheduler(
+        reviewer, consolidator, checkins, owner_zone, config.memory.nightly, store
+    )
     reviewer.on_reminders = scheduler.plan_reminders
 
     async def review_ended(session_ids: list[str]) -> None:
@@ -348,7 +351,7 @@ async def build_app(
         lore=lore,
         recall=Recall.configured(store, embeddings, config.embeddings),
     )
-    dispatcher = Dispatcher(store, runner.process, config.dispatch.max_concurrent_turns)
+    dispatcher = Dispatcher(store, runner.process, config.dispatch.max_concurrent_turns, worker)
     forgetting = Forgetting(store, memory, catalog)
     user_memory = UserMemory(store, memory, forgetting)
     gateway = Gateway(
@@ -397,6 +400,8 @@ async def build_app(
         checkins,
         forgetting,
         scheduler,
+        worker,
+        LeaderDuties(scheduler, delivery, channels, lambda: reviewer.settings().auto_memory),
         lock,
         channels,
         embedder=(

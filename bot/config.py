@@ -207,6 +207,30 @@ class DispatchConfig(_Section):
     max_concurrent_turns: int = Field(64, ge=1, le=1024)
 
 
+class WorkersConfig(_Section):
+    """This process as one of several workers on one database (DESIGN.md "Several
+    workers"); with SQLite there is one worker and these only pace its bookkeeping."""
+
+    id: str | None = Field(None, min_length=1, max_length=100)
+    """How this worker is named in the registry and ``/admin status``; default host-pid."""
+    lease_seconds: float = Field(10, ge=2, le=3600)
+    """How long a worker's claim on a chat (and the leadership) lasts unless renewed: a
+    worker killed mid-turn is replaced after at most this long."""
+    heartbeat_seconds: float = Field(2, gt=0, le=600)
+    """How often a worker renews its leases and the leadership and looks for unclaimed work."""
+
+    @field_validator("heartbeat_seconds")
+    @classmethod
+    def _well_within_the_lease(cls, value: float, info: ValidationInfo) -> float:
+        lease = info.data.get("lease_seconds")
+        if lease is not None and value > lease / 3:
+            raise ValueError(
+                f"must be at most a third of workers.lease_seconds ({lease}), so a lease is "
+                "renewed before it lapses even if one heartbeat is late"
+            )
+        return value
+
+
 class DeliveryConfig(_Section):
     """How long and how often a reply the platform refuses for now is tried again."""
 
@@ -317,6 +341,7 @@ class Config(_Section):
     access: AccessConfig = AccessConfig()
     bindings: list[BindingConfig] = Field(default_factory=list)
     dispatch: DispatchConfig = DispatchConfig()
+    workers: WorkersConfig = WorkersConfig()
     delivery: DeliveryConfig = DeliveryConfig()
     partners: PartnersConfig = PartnersConfig()
     speech: SpeechConfig = SpeechConfig()

@@ -16,6 +16,12 @@ are tried first, so one held back by an outage still arrives before those writte
 A reply is sent by one task at a time (a turn, the retry loop, start-up recovery), so two of
 them never send the same chunk.
 
+A reply a turn sends carries the turn's lease (:mod:`bot.workers`): before each chunk the lease
+is checked (``ensure_lease``), and every record of the reply's progress is fenced by it, so a
+worker that lost the chat to another never records, and only in the one window
+:mod:`bot.workers` names ever sends, after the other took over. Replies sent outside a turn
+(start-up recovery and the retry loop, which run on the leader) carry none.
+
 A reply's actions (``media`` rows: reactions and stickers from its markers, ``speak`` for a
 voice reply) are done before its first chunk, once each. A spoken reply goes out as a voice
 message carrying its text as caption — that message is then its first chunk — or, when the
@@ -29,7 +35,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from adapters.base import Channel, DeliveryError, MediaChannel, ReplyStream
 from adapters.chunking import utf16_len
@@ -37,7 +43,7 @@ from bot import markers
 from bot.config import DeliveryConfig
 from bot.events import ChatKind, ChatRef, Outbound, storable
 from bot.literal import literal_line
-from bot.store import ChatRow, DeliveryRetry, MediaRow, Store
+from bot.store import ChatRow, DeliveryRetry, Lease, MediaRow, Store
 from bot.voice_replies import VoiceReplies
 
 logger = logging.getLogger(__name__)
@@ -51,6 +57,8 @@ ERROR_CHARS = 200
 PartnerFace = Callable[[str], tuple[str, str | None, bytes | None] | None]
 """Partner id -> (name, avatar URL, avatar image), or None for a partner that is gone."""
 """A partner id -> (name, avatar) as its replies show them, or None for an unknown partner."""
+EnsureLease = Callable[[Lease], Awaitable[None]]
+"""Raises :class:`LeaseLost` unless the lease is still this worker's (renewing it if due)."""
 NotifyOwner = Callable[[str, str], Awaitable[None]]
 """(platform, text): a DM to the owner, on that platform if they have an id there."""
 
@@ -72,6 +80,8 @@ class PendingReply:
     delivered_chunks: int = 0
     actions: tuple[MediaRow, ...] | None = None
     """Its reactions, stickers and ``speak`` (None: look them up in the store)."""
+    lease: Lease | None = None
+    """The lease of the turn that sends it, which fences every record of its delivery."""
 
 
 class Delivery:
@@ -83,8 +93,11 @@ class Delivery:
         settings: DeliveryConfig,
         notify_owner: NotifyOwner,
         voice: VoiceReplies | None = None,
+        ensure_lease: EnsureLease | None = None,
     ) -> None:
         self.store = store
+        self.ensure_lease = ensure_lease
+        """Raises LeaseLost unless a lease is still this worker's; None: nothing to check."""
         self.voice = voice
         self.channels = channels
         self.partner_face = partner_face
@@ -103,7 +116,7 @@ class Delivery:
     async def send(self, reply: PendingReply, stream: ReplyStream | None = None) -> bool:
         """Send a reply just recorded; True when every chunk is confirmed. With a ``stream``,
         the live preview may become the first chunk itself."""
-        await self._send_waiting(reply.chat.chat_key, reply.message_id)
+        await self._send_waiting(reply.chat.chat_key, reply.message_id, reply.lease)
         with self._sending_one(reply.message_id) as mine:
             return mine and await self._send(reply, stream)
 
@@ -116,14 +129,14 @@ class Delivery:
         await self._send_waiting(row.chat_key, message_id)
         return await self._deliver_one(message_id)
 
-    async def _deliver_one(self, message_id: int) -> bool:
+    async def _deliver_one(self, message_id: int, lease: Lease | None = None) -> bool:
         with self._sending_one(message_id) as mine:
             if not mine:
                 return False
             reply = await self._recorded(message_id)  # read once it is ours: nothing stale
             if reply is None:
                 return await self._status(message_id) == "delivered"
-            return await self._send(reply, None)
+            return await self._send(replace(reply, lease=lease), None)
 
     @contextlib.contextmanager
     def _sending_one(self, message_id: int) -> Iterator[bool]:
@@ -197,12 +210,15 @@ class Delivery:
 
     # ---- sending ---------------------------------------------------------------------
 
-    async def _send_waiting(self, chat_key: str, before_id: int | None = None) -> None:
+    async def _send_waiting(
+        self, chat_key: str, before_id: int | None = None, lease: Lease | None = None
+    ) -> None:
         """Try the replies of a chat that wait for a retry (older than ``before_id``), oldest
-        first. The whole chat goes together, due or not: what was written first is shown
-        first, and each reply is tried once per pass."""
+        first, under the ``lease`` of the turn that sends them, if any. The whole chat goes
+        together, due or not: what was written first is shown first, and each reply is tried
+        once per pass."""
         for message_id in await self.store.waiting_replies(chat_key, before_id):
-            await self._deliver_one(message_id)
+            await self._deliver_one(message_id, lease)
 
     async def _recorded(self, message_id: int) -> PendingReply | None:
         """A reply still being delivered, as stored; None once it is settled."""
@@ -235,13 +251,15 @@ class Delivery:
         done = reply.delivered_chunks
         if done == 0:
             done = await self._actions(reply, channel, text, chunks)
+        lease = reply.lease
         if not text:  # the model chose to say nothing (or only to react): nothing is shown
-            await self.store.mark_delivered(message_id)
+            await self.store.mark_delivered(message_id, lease=lease)
             return True
         if stream is not None and done == 0 and chunks:
+            await self._ensure(lease)
             streamed_id = await stream.finish(chunks[0])
             if streamed_id is not None:
-                await self.store.record_chunk(message_id, 0, streamed_id)
+                await self.store.record_chunk(message_id, 0, streamed_id, lease=lease)
                 done = 1
         face = self.partner_face(reply.partner_id) if reply.partner_id else None
         name, avatar, image = face if face else (None, None, None)
@@ -255,18 +273,24 @@ class Delivery:
                 partner_avatar=avatar,
                 partner_avatar_image=image,
             )
+            await self._ensure(lease)
             try:
                 platform_id = await self._send_chunk(channel, outbound)
             except DeliveryError as exc:
                 await self._refused(reply, index, exc)
                 return False
             if index == len(chunks) - 1:
-                await self.store.record_last_chunk(message_id, index, platform_id)
+                await self.store.record_last_chunk(message_id, index, platform_id, lease=lease)
                 return True
-            await self.store.record_chunk(message_id, index, platform_id)
+            await self.store.record_chunk(message_id, index, platform_id, lease=lease)
         # every chunk was recorded already: a resumed reply, or the stream carried it
-        await self.store.mark_delivered(message_id)
+        await self.store.mark_delivered(message_id, lease=lease)
         return True
+
+    async def _ensure(self, lease: Lease | None) -> None:
+        """Before a chunk goes out: the turn's lease is still this worker's."""
+        if lease is not None and self.ensure_lease is not None:
+            await self.ensure_lease(lease)
 
     async def _actions(
         self, reply: PendingReply, channel: Channel, text: str, chunks: list[str]
@@ -322,10 +346,11 @@ class Delivery:
             partner_avatar=avatar,
             partner_avatar_image=image,
         )
+        await self._ensure(reply.lease)
         voice_id = await channel.send_voice(outbound, audio)
         if not whole:
             return 0
-        await self.store.record_chunk(reply.message_id, 0, voice_id)
+        await self.store.record_chunk(reply.message_id, 0, voice_id, lease=reply.lease)
         return 1
 
     @staticmethod
@@ -371,7 +396,7 @@ class Delivery:
             pause = max(pause, exc.retry_after)
         next_at = min(now + pause, deadline)  # the last try falls on the deadline itself
         await self.store.schedule_delivery_retry(
-            DeliveryRetry(message_id, attempts, since, next_at, error)
+            DeliveryRetry(message_id, attempts, since, next_at, error), lease=reply.lease
         )
         self._wake.set()
         logger.warning(
@@ -397,7 +422,7 @@ class Delivery:
             attempts,
             error,
         )
-        await self.store.mark_failed(reply.message_id)
+        await self.store.mark_failed(reply.message_id, lease=reply.lease)
         await self.store.audit(
             "gateway",
             "reply_undeliverable",

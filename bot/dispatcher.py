@@ -1,10 +1,17 @@
 """Per-session work queues: strict order inside a chat, bounded concurrency across chats.
 
 The queue itself is rows in the store (inbound messages with ``status = 'pending'``); this
-module only decides *when* a queue key is worked on. One worker task runs per key at a time and
-keeps going while its key has pending rows, so messages that arrive during a turn coalesce into
-the next turn. A semaphore bounds how many turns run at once. Recovery after a restart is the
-same path: every key with pending rows is notified.
+module only decides *when* a queue key is worked on. One task runs per key at a time and keeps
+going while its key has pending rows, so messages that arrive during a turn coalesce into the
+next turn. A semaphore bounds how many turns run at once.
+
+A key is worked only under a lease (:mod:`bot.workers`): when notified, the task first claims
+the key, and leaves it alone if another worker holds it (that worker sees the message); a key
+the worker's sweep claimed arrives already leased (:meth:`Dispatcher.adopt`). The lease goes
+with every turn, whose writes it fences, and is handed back to the worker when nothing is
+pending (which keeps it a little for the conversation's next message). A turn that
+finds its lease taken over stops, and the key is left to the new holder. Recovery after a
+restart is the same path: the worker's first sweep claims every key with pending rows.
 """
 
 from __future__ import annotations
@@ -13,8 +20,9 @@ import asyncio
 import enum
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
-from bot.store import Store
+from bot.store import Lease, Store
 
 logger = logging.getLogger(__name__)
 
@@ -25,20 +33,34 @@ class Worked(enum.Enum):
     IDLE = "nothing was pending"
     ANSWERED = "a turn ran"
     FAILED = "a turn raised; its messages were counted and run again while they are pending"
+    LOST = "another worker took the key over; its turns are that worker's now"
 
 
-Process = Callable[[str], Awaitable[Worked]]
-"""Work one turn of a queue key."""
+Process = Callable[[Lease], Awaitable[Worked]]
+"""Work one turn of the queue key a lease is held on."""
+
+
+class Leases(Protocol):
+    """Where the dispatcher gets and gives back its leases (:class:`bot.workers.Worker`)."""
+
+    async def claim(self, queue_key: str) -> Lease | None: ...
+
+    async def release(self, lease: Lease) -> None: ...
+
+    def forget(self, lease: Lease) -> None: ...
 
 
 class Dispatcher:
-    def __init__(self, store: Store, process: Process, max_concurrent: int) -> None:
+    def __init__(self, store: Store, process: Process, max_concurrent: int, leases: Leases) -> None:
         self.store = store
         self._process = process
+        self._max_concurrent = max_concurrent
         self._slots = asyncio.Semaphore(max_concurrent)
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
+        self._adopted: dict[str, Lease] = {}
         self._closing = False
+        self._leases = leases
         self.turns_done = 0
         self.turns_failed = 0
 
@@ -46,13 +68,28 @@ class Dispatcher:
     def active(self) -> int:
         return len(self._workers)
 
+    @property
+    def free_slots(self) -> int:
+        """How many more keys could be worked at once (what a sweep claims at most)."""
+        return max(0, self._max_concurrent - len(self._workers))
+
     def notify(self, queue_key: str) -> None:
-        """Work on this key soon (a no-op if its worker is already running: it will see it)."""
+        """Work on this key soon (a no-op if its task is already running: it will see it)."""
         if self._closing:
             return
         if queue_key in self._workers:
             self._again.add(queue_key)
             return
+        self._start(queue_key)
+
+    def adopt(self, lease: Lease) -> None:
+        """Work on a key already leased to this worker (claimed by its sweep)."""
+        if self._closing:
+            return
+        self._adopted[lease.queue_key] = lease
+        self.notify(lease.queue_key)
+
+    def _start(self, queue_key: str) -> None:
         task = asyncio.create_task(self._work(queue_key), name=f"queue {queue_key}")
         self._workers[queue_key] = task
 
@@ -60,35 +97,52 @@ class Dispatcher:
         try:
             while not self._closing:
                 self._again.discard(queue_key)
-                async with self._slots:
-                    try:
-                        worked = await self._process(queue_key)
-                    except Exception:
-                        # A turn that raised is counted by the turn runner (Worked.FAILED);
-                        # what lands here could not even be counted (a database that refuses
-                        # writes). One queue's failure must not stop the others: stop this
-                        # key until the next message or a restart notifies it again.
-                        self.turns_failed += 1
-                        logger.exception("turn for %s failed", queue_key)
-                        break
-                if worked is Worked.FAILED:
-                    self.turns_failed += 1
-                elif worked is Worked.ANSWERED:
-                    self.turns_done += 1
-                elif queue_key not in self._again:
-                    break
+                lease = await self._lease(queue_key)
+                if lease is None:
+                    if queue_key in self._adopted:
+                        continue  # the sweep claimed it while this task asked for it
+                    return  # another worker holds it: its task sees the new message
+                if await self._drain(lease):
+                    await self._leases.release(lease)
+                # a message stored (or a lease adopted) while the lease was given back
+                if queue_key not in self._again and queue_key not in self._adopted:
+                    return
+        except Exception:
+            # What lands here could not even be counted (a database that refuses writes).
+            # One queue's failure must not stop the others: the worker's next sweep claims
+            # this key again once its lease lapses.
+            self.turns_failed += 1
+            logger.exception("turn for %s failed", queue_key)
         finally:
             self._workers.pop(queue_key, None)
 
-    async def recover(self) -> int:
-        """Notify every key that still has pending messages (after a restart)."""
-        keys = await self.store.pending_queue_keys()
-        for key in keys:
-            self.notify(key)
-        return len(keys)
+    async def _lease(self, queue_key: str) -> Lease | None:
+        adopted = self._adopted.pop(queue_key, None)
+        if adopted is not None:
+            return adopted
+        return await self._leases.claim(queue_key)
+
+    async def _drain(self, lease: Lease) -> bool:
+        """Run turns while the key has pending messages; False if the lease was lost."""
+        queue_key = lease.queue_key
+        while not self._closing:
+            self._again.discard(queue_key)
+            async with self._slots:
+                worked = await self._process(lease)
+            if worked is Worked.LOST:
+                logger.warning("queue %s: taken over by another worker", queue_key)
+                self._leases.forget(lease)
+                return False
+            if worked is Worked.FAILED:
+                self.turns_failed += 1
+            elif worked is Worked.ANSWERED:
+                self.turns_done += 1
+            elif queue_key not in self._again:
+                return True
+        return True
 
     async def idle(self) -> None:
-        """Wait until no worker runs (tests and shutdown)."""
+        """Wait until no task runs (tests and shutdown)."""
         while self._workers:
             await asyncio.gather(*list(self._workers.values()), return_exceptions=True)
 

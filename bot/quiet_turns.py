@@ -12,7 +12,7 @@ from bot.config import Config
 from bot.conversation import Conversation
 from bot.delivery import Delivery, PendingReply
 from bot.sessions import audience_for
-from bot.store import MessageRow, NewMessage, SessionRow, Store
+from bot.store import Lease, MessageRow, NewMessage, SessionRow, Store
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +29,8 @@ async def resting(
     conversation: Conversation,
     session: SessionRow,
     pending: list[MessageRow],
+    *,
+    lease: Lease | None = None,
 ) -> bool:
     """Over a budget or rate limit: the resting line once, then quiet — no model call."""
     if budget is None:
@@ -42,7 +44,7 @@ async def resting(
     ids = [row.id for row in pending]
     logger.info("partner resting (%s) in %s", rest.reason, conversation.chat.chat_key)
     if rest.line is None:
-        await store.close_unanswered(ids, session.id)
+        await store.close_unanswered(ids, session.id, lease=lease)
         return True
     partner = conversation.partner
     assert partner is not None  # only partners rest
@@ -56,9 +58,11 @@ async def resting(
         partner_id=partner.id,
         speaker=partner.name,
     )
-    reply_id = await store.finish_turn(ids, session.id, reply)
+    reply_id = await store.finish_turn(ids, session.id, reply, lease=lease)
     answered = pending[-1].platform_message_id
-    await delivery.send(PendingReply(reply_id, conversation.chat, rest.line, partner.id, answered))
+    await delivery.send(
+        PendingReply(reply_id, conversation.chat, rest.line, partner.id, answered, lease=lease)
+    )
     return True
 
 
@@ -70,6 +74,8 @@ async def unheard(
     conversation: Conversation,
     session: SessionRow,
     pending: list[MessageRow],
+    *,
+    lease: Lease | None = None,
 ) -> None:
     """Only voice notes nobody could transcribe: one polite line a day per user, then
     quiet — the notes stay in the conversation, unanswered."""
@@ -79,7 +85,7 @@ async def unheard(
     day_start = now.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
     told = await store.last_rest_notice("voice", speaker.user_key)
     if told is not None and told >= day_start:
-        await store.close_unanswered(ids, session.id)
+        await store.close_unanswered(ids, session.id, lease=lease)
         return
     await store.note_rest_notice("voice", speaker.user_key)
     partner = conversation.partner
@@ -93,8 +99,10 @@ async def unheard(
         partner_id=partner.id if partner else None,
         speaker=partner.name if partner else "assistant",
     )
-    reply_id = await store.finish_turn(ids, session.id, reply)
+    reply_id = await store.finish_turn(ids, session.id, reply, lease=lease)
     answered = pending[-1].platform_message_id
     await delivery.send(
-        PendingReply(reply_id, conversation.chat, VOICE_UNHEARD, reply.partner_id, answered)
+        PendingReply(
+            reply_id, conversation.chat, VOICE_UNHEARD, reply.partner_id, answered, lease=lease
+        )
     )

@@ -1,14 +1,23 @@
-"""APScheduler wiring: the review sweep every minute and the nightly pass.
+"""APScheduler wiring: the review sweep every minute, the nightly pass, check-ins, reminders.
 
 Jobs only call into partners/ (review, consolidation). Both coalesce, so a laptop waking from
 sleep runs a missed job once, never a pile of them: the sweep within a short grace, the nightly
 pass however late it is. The nightly pass also records per partner which day it did, so a
 restart never runs it twice for one day.
+
+The scheduler runs on the leader only (:mod:`bot.workers`), started under the leader's epoch.
+Each run is first recorded in the store (the job's name and the time it is due for) under that
+epoch: a run some leader already recorded is skipped, and a leader that lost its leadership
+records nothing and runs nothing, so no job runs twice across a failover. A run recorded by a
+leader that died before finishing it is not run again; the sweep and check-ins come round
+again within their period, a nightly pass so cut off waits for the next night.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -18,12 +27,14 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from bot.store import Leader, LeaseLost, Store
 from partners.checkins import Checkins
 from partners.consolidate import Consolidator
 from partners.review import Reviewer
 
 logger = logging.getLogger(__name__)
 
+NIGHTLY = "nightly"
 SWEEP_SECONDS = 60
 SWEEP_GRACE_SECONDS = 30
 CHECKIN_SECONDS = 30 * 60
@@ -37,17 +48,24 @@ class Scheduler:
         checkins: Checkins,
         timezone: ZoneInfo,
         nightly: str,
+        store: Store,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        self.store = store
+        self.clock = clock
         self.reviewer = reviewer
         self.consolidator = consolidator
         self.checkins = checkins
         self.timezone = timezone
         self.nightly_at = nightly
         self._scheduler: AsyncIOScheduler | None = None
+        self._leader: Leader | None = None
 
-    def start(self, reviews: bool = True) -> None:
+    def start(self, leader: Leader, reviews: bool = True) -> None:
         """Must run inside the event loop (AsyncIOScheduler binds to the running loop).
-        ``reviews=False`` (auto_memory off) leaves out the review sweep and nightly pass."""
+        Every run is fenced by ``leader``'s epoch. ``reviews=False`` (auto_memory off) leaves
+        out the review sweep and nightly pass."""
+        self._leader = leader
         scheduler = AsyncIOScheduler(timezone=self.timezone)
         if reviews:
             hour, minute = (int(part) for part in self.nightly_at.split(":"))
@@ -62,11 +80,20 @@ class Scheduler:
             scheduler.add_job(
                 self.nightly,
                 CronTrigger(hour=hour, minute=minute, timezone=self.timezone),
-                id="nightly",
+                id=NIGHTLY,
                 coalesce=True,
                 max_instances=1,
                 misfire_grace_time=None,
             )
+        # a reminder set in a turn on another worker is planned here within a sweep's time
+        scheduler.add_job(
+            self.plan_reminders,
+            IntervalTrigger(seconds=SWEEP_SECONDS),
+            id="plan-reminders",
+            coalesce=True,
+            max_instances=1,
+            misfire_grace_time=SWEEP_GRACE_SECONDS,
+        )
         scheduler.add_job(
             self.checkin_pass,
             IntervalTrigger(seconds=CHECKIN_SECONDS),
@@ -95,12 +122,16 @@ class Scheduler:
         return len(planned)
 
     async def fire_reminder(self, reminder_id: int) -> None:
+        if not await self._first_run("reminder", str(reminder_id)):
+            return
         try:
             await self.checkins.fire_reminder(reminder_id)
         except Exception:
             logger.exception("reminder %d failed", reminder_id)
 
     async def checkin_pass(self) -> None:
+        if not await self._first_run("checkins", self._period(CHECKIN_SECONDS)):
+            return
         try:
             outcome = await self.checkins.run()
             if outcome:
@@ -109,9 +140,27 @@ class Scheduler:
             logger.exception("check-in pass failed")
 
     def shutdown(self) -> None:
+        self._leader = None  # a job still running records nothing more
         if self._scheduler is not None and self._scheduler.running:
             self._scheduler.shutdown(wait=False)
         self._scheduler = None
+
+    async def _first_run(self, job: str, due: str) -> bool:
+        """Record this run of ``job`` for ``due`` under the leader's epoch; False (skip it)
+        if it ran already or this worker no longer leads."""
+        leader = self._leader
+        if leader is None:
+            return False
+        try:
+            return await self.store.record_job_run(job, due, leader)
+        except LeaseLost:
+            logger.warning("%s for %s not run: another worker leads now", job, due)
+            return False
+
+    def _period(self, seconds: int) -> str:
+        """The start of the period of ``seconds`` that now falls in (what a run is due for)."""
+        start = int(self.clock()) // seconds * seconds
+        return datetime.fromtimestamp(start, self.timezone).isoformat()
 
     def job(self, job_id: str) -> Job:
         if self._scheduler is None:
@@ -128,6 +177,8 @@ class Scheduler:
 
     async def sweep(self) -> None:
         """Due reviews (debounced triggers, retries, restarts) and idle sessions."""
+        if not await self._first_run("review-sweep", self._period(SWEEP_SECONDS)):
+            return
         try:
             await self.reviewer.run_due()
             await self.reviewer.review_idle()
@@ -135,6 +186,9 @@ class Scheduler:
             logger.exception("review sweep failed")
 
     async def nightly(self) -> None:
+        day = datetime.fromtimestamp(self.clock(), self.timezone).date().isoformat()
+        if not await self._first_run(NIGHTLY, day):
+            return
         try:
             results = await self.consolidator.run_all()
             logger.info("nightly pass: %s", ", ".join(r.partner for r in results if not r.skipped))

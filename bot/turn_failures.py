@@ -8,7 +8,7 @@ import logging
 
 from bot.delivery import Delivery, PendingReply
 from bot.events import storable
-from bot.store import MessageRow, NewMessage, Store
+from bot.store import Lease, MessageRow, NewMessage, Store
 from partners.catalog import PartnerCatalog
 
 logger = logging.getLogger(__name__)
@@ -28,15 +28,17 @@ async def failed_attempt(
     delivery: Delivery,
     pending: list[MessageRow],
     exc: Exception,
+    *,
+    lease: Lease | None = None,
 ) -> None:
     """Count a failed turn against its messages; give them up after the last attempt."""
-    attempts = await store.count_failed_turn([row.id for row in pending])
+    attempts = await store.count_failed_turn([row.id for row in pending], lease=lease)
     if attempts == 0:  # the reply was recorded before it failed: nothing is left pending
         return
     if attempts < MAX_TURN_ATTEMPTS:
         logger.warning("turn attempt %d of %d failed; trying again", attempts, MAX_TURN_ATTEMPTS)
         return
-    await give_up(store, catalog, delivery, pending, attempts, exc)
+    await give_up(store, catalog, delivery, pending, attempts, exc, lease=lease)
 
 
 async def give_up(
@@ -46,6 +48,8 @@ async def give_up(
     pending: list[MessageRow],
     attempts: int,
     exc: Exception,
+    *,
+    lease: Lease | None = None,
 ) -> None:
     """Close the messages as failed, apologise once and leave an audit row."""
     ids = [row.id for row in pending]
@@ -62,7 +66,7 @@ async def give_up(
     )
     # No session: messages that broke three turns stay out of the history, or they could
     # break every later turn of the chat too.
-    reply_id = await store.finish_turn(ids, None, apology, "failed")
+    reply_id = await store.finish_turn(ids, None, apology, "failed", lease=lease)
     await store.audit(
         "gateway",
         "turn_failed",
@@ -74,4 +78,6 @@ async def give_up(
     chat = await store.chat(last.chat_key)
     if chat is not None:
         answered = last.platform_message_id
-        await delivery.send(PendingReply(reply_id, chat, TURN_FAILED, last.partner_id, answered))
+        await delivery.send(
+            PendingReply(reply_id, chat, TURN_FAILED, last.partner_id, answered, lease=lease)
+        )

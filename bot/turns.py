@@ -42,7 +42,17 @@ from bot.sessions import (
     audience_for,
     search_audiences,
 )
-from bot.store import ChatRow, MediaRow, MessageRow, NewMedia, NewMessage, SessionRow, Store
+from bot.store import (
+    ChatRow,
+    Lease,
+    LeaseLost,
+    MediaRow,
+    MessageRow,
+    NewMedia,
+    NewMessage,
+    SessionRow,
+    Store,
+)
 from bot.tools import ToolRegistry, ToolSurface
 from bot.transcripts import load_transcripts
 from bot.turn_failures import failed_attempt
@@ -69,6 +79,11 @@ logger = logging.getLogger(__name__)
 OWNER_QUEUE = "@owner"
 APOLOGY = "Sorry — I can't think right now (my model is unreachable). Please try again in a bit."
 MAX_REACTIONS_SHOWN = 20
+
+
+def _lost(queue_key: str, lost: LeaseLost) -> Worked:
+    logger.warning("turn for %s stopped: %s", queue_key, lost)
+    return Worked.LOST
 
 
 def consult_chat_key(owner_chat_key: str) -> str:
@@ -135,23 +150,34 @@ class TurnRunner:
         answered with :data:`STOPPED`); False if none is running."""
         return self._stops.stop(chat_key)
 
-    async def process(self, key: str) -> Worked:
-        """Answer what is pending for one queue key.
+    async def process(self, lease: Lease) -> Worked:
+        """Answer what is pending for the queue key this worker holds ``lease`` on.
 
         A turn that raises is counted against its messages, which run again (the dispatcher
-        calls back while they are pending); the third failure closes them with an apology."""
+        calls back while they are pending); the third failure closes them with an apology.
+        A turn whose lease was taken over stops where it is: its writes were refused, and the
+        new holder answers the messages."""
+        key = lease.queue_key
         pending = await self.store.pending(key)
         if not pending:
             return Worked.IDLE
         try:
-            await self._turn(pending)
+            await self._turn(pending, lease)
+        except LeaseLost as lost:
+            return _lost(key, lost)
         except Exception as exc:  # one turn is an outer edge: count it, lose nothing
             logger.exception("turn for %s failed", key)
-            await failed_attempt(self.store, self.catalog, self.delivery, pending, exc)
-            return Worked.FAILED
+            return await self._failed(pending, exc, lease)
         return Worked.ANSWERED
 
-    async def _turn(self, pending: list[MessageRow]) -> None:
+    async def _failed(self, pending: list[MessageRow], exc: Exception, lease: Lease) -> Worked:
+        try:
+            await failed_attempt(self.store, self.catalog, self.delivery, pending, exc, lease=lease)
+        except LeaseLost as lost:
+            return _lost(lease.queue_key, lost)
+        return Worked.FAILED
+
+    async def _turn(self, pending: list[MessageRow], lease: Lease) -> None:
         conversation = await resolve_conversation(
             self.store, self.catalog, self.is_owner, pending[-1]
         )
@@ -166,12 +192,21 @@ class TurnRunner:
         session = await self.sessions.current(
             conversation.chat, conversation.partner, conversation.speaker, pending[0]
         )
-        if await resting(self.budget, self.store, self.delivery, conversation, session, pending):
+        if await resting(
+            self.budget, self.store, self.delivery, conversation, session, pending, lease=lease
+        ):
             return
         prepared = await self._prepare(conversation, pending)
         if not prepared.rows:
             await unheard(
-                self.store, self.delivery, self.config, self.clock, conversation, session, pending
+                self.store,
+                self.delivery,
+                self.config,
+                self.clock,
+                conversation,
+                session,
+                pending,
+                lease=lease,
             )
             return
         if not session.title:  # a session opened by a voice note is titled by its transcript
@@ -193,7 +228,11 @@ class TurnRunner:
             reply = replace(reply, media=(*reply.media, NewMedia("speak", "voice")))
         failed = reply.role == "notice" and reply.text != STOPPED
         reply_id = await self.store.finish_turn(
-            [row.id for row in pending], session.id, reply, "failed" if failed else "done"
+            [row.id for row in pending],
+            session.id,
+            reply,
+            "failed" if failed else "done",
+            lease=lease,
         )
         partner_id = conversation.partner.id if conversation.partner else None
         actions = tuple(MediaRow(reply_id, m.kind, m.ref) for m in reply.media)
@@ -204,6 +243,7 @@ class TurnRunner:
             partner_id,
             pending[-1].platform_message_id,
             actions=actions,
+            lease=lease,
         )
         await self.delivery.send(pending_reply, stream)
         if conversation.partner is not None:

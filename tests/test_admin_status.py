@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import socket
 import tarfile
 from datetime import datetime
 from typing import Any
@@ -123,3 +124,12 @@ async def test_backup_sends_an_archive_of_the_data(harness: Harness) -> None:
     assert {"data/gateway.db", "data/partners/example/SOUL.md"} <= names
     assert not any(name.startswith("data/backups") for name in names)
     assert (harness.config.data_dir / "backups" / filename).exists()
+
+
+async def test_status_lists_the_workers_the_leader_with_its_epoch_and_their_leases(
+    harness_factory: Any,
+) -> None:
+    harness = await harness_factory(workers={"id": "worker_1"})
+    status = await admin(harness, "/admin status")
+    assert "Workers: 1 (leader worker\\_1, epoch 1)" in status
+    assert f"worker\\_1 on {socket.gethostname()}: heartbeat 0 s ago, 0 chat(s) leased" in status

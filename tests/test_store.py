@@ -7,12 +7,13 @@ from __future__ import annotations
 import inspect
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bot.store import NewMessage, Store, StoreError, StoreFull, StoreUnavailable
 from bot.store.connection import Connection
-from tests.conftest import Harness, StoreBackend, dm
+from tests.conftest import StoreBackend, dm
 from tests.fakes.fake_llm import Reply
 
 TURN_ROUND_TRIPS = 15
@@ -79,7 +80,9 @@ async def test_a_file_that_is_no_database_is_refused_by_name(tmp_path: Path) -> 
     assert path.read_text() == "not a database, " * 1000
 
 
-async def test_round_trips_of_a_turn(harness: Harness) -> None:
+async def test_round_trips_of_a_turn(harness_factory: Any) -> None:
+    # a heartbeat in the middle would count its own round trips: none falls in this turn
+    harness = await harness_factory(workers={"lease_seconds": 3600, "heartbeat_seconds": 600})
     store = harness.app.store
     harness.llm.script(Reply(text="hi"), Reply(text="hi again"))
     await harness.send(dm(7, "hello"))  # opens the session

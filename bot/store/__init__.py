@@ -13,14 +13,15 @@ A newcomer's map:
   ``users`` (users, pairings, owner claims), ``chats`` (chats, bindings), ``messages``,
   ``queue`` (pending turns and delivery), ``media``, ``sessions``, ``review``, ``search``,
   ``forgetting``, ``checkins`` (and reminders), ``usage``, ``audit`` (and settings),
-  ``vectors`` (semantic recall), ``web`` (the web page's logins), all on
+  ``vectors`` (semantic recall), ``web`` (the web page's logins), ``workers`` (the worker
+  registry, the leader and queue-key leases with fencing epochs), all on
   ``connection`` (the shared connection, its round-trip counter and error translation).
 
 The dispatcher's queue is rows in ``messages`` (``status = 'pending'``), not only memory, so
 restart recovery is a query and a second backend can offer failover with the same code path.
 """
 
-from bot.store.errors import StoreError, StoreFull, StoreUnavailable
+from bot.store.errors import LeaseLost, StoreError, StoreFull, StoreUnavailable
 from bot.store.protocol import Store
 from bot.store.rows import (
     AuditRow,
@@ -32,6 +33,8 @@ from bot.store.rows import (
     DeliveryRetry,
     EmbeddingWork,
     ForgetOperation,
+    Leader,
+    Lease,
     MediaRow,
     MessageRow,
     NewMedia,
@@ -46,6 +49,7 @@ from bot.store.rows import (
     UsageRow,
     UserRow,
     VectorChanges,
+    WorkerRow,
     new_session_id,
 )
 from bot.store.schema import SCHEMA, Dialects, Migration, for_dialect
@@ -62,6 +66,9 @@ __all__ = [
     "DeliveryRetry",
     "EmbeddingWork",
     "ForgetOperation",
+    "Leader",
+    "Lease",
+    "LeaseLost",
     "MediaRow",
     "MessageRow",
     "Migration",
@@ -81,6 +88,7 @@ __all__ = [
     "UsageRow",
     "UserRow",
     "VectorChanges",
+    "WorkerRow",
     "for_dialect",
     "new_session_id",
 ]

@@ -17,3 +17,10 @@ class StoreFull(StoreUnavailable):
 class StoreError(StoreUnavailable):
     """The database cannot be opened or used at all: a path that is not a database, a file
     written by a newer version. Starting again does not help; the message says what to do."""
+
+
+class LeaseLost(Exception):
+    """The caller no longer holds the lease (or the leadership) its write was fenced by:
+    another worker took it over, so the write was refused and nothing was written. Not an
+    outage: the caller stops working on that queue key (or stops its leader-only services)
+    and leaves the rest to the new holder."""

@@ -10,7 +10,7 @@ back as the types in :mod:`bot.store.rows`; a database that cannot work raises f
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,6 +26,8 @@ from bot.store.rows import (
     DeliveryRetry,
     EmbeddingWork,
     ForgetOperation,
+    Leader,
+    Lease,
     MediaRow,
     MessageRow,
     NewMedia,
@@ -40,8 +42,10 @@ from bot.store.rows import (
     UsageRow,
     UserRow,
     VectorChanges,
+    WorkerRow,
 )
 from bot.store.sqlite import SqliteStore
+from bot.store.workers import Unlisten
 
 
 class Store(Protocol):
@@ -215,11 +219,19 @@ class Store(Protocol):
         session_id: str | None,
         reply: NewMessage,
         inbound_status: str = "done",
+        *,
+        lease: Lease | None = None,
     ) -> int:
         """Close the inbound messages and record the reply, in one transaction. Without a
-        session the inbound messages stay out of every session's history."""
+        session the inbound messages stay out of every session's history.
 
-    async def count_failed_turn(self, message_ids: Sequence[int]) -> int:
+        Every write that commits a turn's outcome takes the ``lease`` the turn runs under and
+        checks it in the same transaction: if another worker took the queue key over, it
+        raises :class:`LeaseLost` and writes nothing (None: no lease fences the write)."""
+
+    async def count_failed_turn(
+        self, message_ids: Sequence[int], *, lease: Lease | None = None
+    ) -> int:
         """Count a turn that raised against each of its messages that is still pending; the
         highest count, or 0 when none is pending any more (the turn had recorded its reply)."""
 
@@ -228,14 +240,16 @@ class Store(Protocol):
 
     async def assign_session(self, message_ids: Sequence[int], session_id: str) -> None: ...
 
-    async def close_unanswered(self, message_ids: Sequence[int], session_id: str) -> None:
+    async def close_unanswered(
+        self, message_ids: Sequence[int], session_id: str, *, lease: Lease | None = None
+    ) -> None:
         """Keep messages in their session's history without a reply (a resting partner)."""
 
-    async def mark_delivered(self, message_id: int) -> None: ...
+    async def mark_delivered(self, message_id: int, *, lease: Lease | None = None) -> None: ...
 
     async def set_status(self, message_id: int, status: str) -> None: ...
 
-    async def mark_failed(self, message_id: int) -> None: ...
+    async def mark_failed(self, message_id: int, *, lease: Lease | None = None) -> None: ...
 
     async def interrupted_deliveries(self) -> list[int]:
         """Replies a stop or crash cut off while they were being sent (none waits for a retry
@@ -243,7 +257,9 @@ class Store(Protocol):
 
     async def delivery_retry(self, message_id: int) -> DeliveryRetry | None: ...
 
-    async def schedule_delivery_retry(self, retry: DeliveryRetry) -> None: ...
+    async def schedule_delivery_retry(
+        self, retry: DeliveryRetry, *, lease: Lease | None = None
+    ) -> None: ...
 
     async def chats_with_due_retries(self, now: float) -> list[str]:
         """Chats with a reply whose next attempt is due, the one waiting longest first."""
@@ -256,11 +272,21 @@ class Store(Protocol):
     async def delivered_chunks(self, message_id: int) -> int: ...
 
     async def record_chunk(
-        self, message_id: int, chunk: int, platform_message_id: str | None
+        self,
+        message_id: int,
+        chunk: int,
+        platform_message_id: str | None,
+        *,
+        lease: Lease | None = None,
     ) -> None: ...
 
     async def record_last_chunk(
-        self, message_id: int, chunk: int, platform_message_id: str | None
+        self,
+        message_id: int,
+        chunk: int,
+        platform_message_id: str | None,
+        *,
+        lease: Lease | None = None,
     ) -> None:
         """:meth:`record_chunk` for a reply's last chunk and :meth:`mark_delivered`, in one
         transaction and one round trip."""
@@ -589,3 +615,61 @@ class Store(Protocol):
         message_ids: Sequence[int] | None = None,
     ) -> list[StoredVector]:
         """A partner's searchable, finished messages' vectors of ``model`` and ``dim``, by id."""
+
+    # ---- workers, the leader, leases (DESIGN.md "Several workers") ------------------------
+
+    async def register_worker(self, worker_id: str, host: str, pid: int) -> None:
+        """Enter a starting worker in the registry; whatever an earlier process under the
+        same id held (leases, the leadership) is let go, since a fresh worker holds nothing."""
+
+    async def heartbeat(self, worker_id: str, lease_seconds: float) -> list[Lease]:
+        """The worker is alive: its registry row is stamped and every lease it still holds
+        is renewed for ``lease_seconds``; the leases it holds (one taken over is missing)."""
+
+    async def leave(self, worker_id: str) -> None:
+        """A worker stopping cleanly: its leases are released, its leadership lapses at once
+        (so another worker takes over without waiting for the expiry) and its row goes."""
+
+    async def workers(self) -> list[WorkerRow]:
+        """The registered workers, oldest first, with how many live leases each holds."""
+
+    async def forget_workers_before(self, heartbeat_at: float) -> int:
+        """Drop registry rows of workers silent since before ``heartbeat_at``; how many."""
+
+    async def claim_queue_keys(
+        self, worker_id: str, lease_seconds: float, limit: int, queue_key: str | None = None
+    ) -> list[Lease]:
+        """Lease up to ``limit`` queue keys that have pending messages and no live lease
+        for ``lease_seconds``, each under a new epoch. Two workers claiming at once never get
+        the same key (PostgreSQL: ``FOR UPDATE SKIP LOCKED``; SQLite: one writer). An expired
+        lease is taken over like a free one. With ``queue_key``, only that key, and also if
+        this worker's own live lease holds it (taken again under a new epoch)."""
+
+    async def renew_lease(self, lease: Lease, lease_seconds: float) -> Lease:
+        """Extend a lease still held under its epoch; :class:`LeaseLost` if it was taken
+        over (checked before each chunk is sent)."""
+
+    async def release_leases(self, leases: Sequence[Lease]) -> None:
+        """Give leases back (their keys have nothing pending); their epochs are kept, so the
+        next holder's is higher. A lease already taken over (or taken again) is left alone."""
+
+    async def lease(self, queue_key: str) -> Lease | None:
+        """The lease row of a queue key (a released one has no worker and has expired)."""
+
+    async def lead(self, worker_id: str, lease_seconds: float) -> Leader:
+        """Take or renew the leadership for ``lease_seconds`` if it is free, lapsed or this
+        worker's own; the leader row afterwards, whoever holds it. Renewing a live
+        leadership keeps its epoch; taking one that lapsed bumps it."""
+
+    async def leader(self) -> Leader | None:
+        """The leader row, if any worker has ever led."""
+
+    async def record_job_run(self, job: str, due: str, leader: Leader) -> bool:
+        """Record that scheduled ``job`` runs for its ``due`` time, fenced by the leader's
+        epoch (:class:`LeaseLost` if another worker leads now); False if some leader already
+        ran it for that time, so no job runs twice across a failover."""
+
+    async def listen_pending(self, wake: Callable[[str], None]) -> Unlisten:
+        """Call ``wake(queue_key)`` when another worker stores a pending message (PostgreSQL
+        LISTEN/NOTIFY: a wake-up only, the rows are the truth; SQLite has one worker, which
+        wakes itself). The returned function stops listening."""

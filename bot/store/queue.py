@@ -1,7 +1,9 @@
 """The work queue and delivery: inbound messages wait as rows (``status = 'pending'``), not only
 in memory, so restart recovery is a query; a turn closes them and records its reply in one
 transaction; each delivered chunk is recorded so it is never sent twice, and a reply the
-platform refused waits for its retry here."""
+platform refused waits for its retry here. Each write that commits a turn's outcome can be
+fenced by the turn's lease (:mod:`bot.store.workers`): checked in the same transaction, it is
+refused with :class:`LeaseLost` once another worker has taken the queue key over."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from bot.store.messages import Messages
-from bot.store.rows import DeliveryRetry, MessageRow, NewMessage
+from bot.store.rows import DeliveryRetry, Lease, MessageRow, NewMessage
+from bot.store.workers import check_lease
 
 RECORD_CHUNK = (
     "INSERT OR IGNORE INTO deliveries (message_id, chunk, platform_message_id, sent_at)"
@@ -46,12 +49,16 @@ class Queue(Messages):
         session_id: str | None,
         reply: NewMessage,
         inbound_status: str = "done",
+        *,
+        lease: Lease | None = None,
     ) -> int:
-        """Close the inbound messages and record the reply, in one transaction. Without a
-        session the inbound messages stay out of every session's history."""
+        """Close the inbound messages and record the reply, in one transaction (refused with
+        :class:`LeaseLost` if ``lease`` was taken over). Without a session the inbound
+        messages stay out of every session's history."""
         marks = ", ".join("?" for _ in inbound_ids)
 
         def finish(db: sqlite3.Connection) -> int:
+            check_lease(db, lease)
             db.execute(
                 f"UPDATE messages SET status = ?, session_id = ? WHERE id IN ({marks})",
                 (inbound_status, session_id, *inbound_ids),
@@ -67,21 +74,26 @@ class Queue(Messages):
         self._stored([reply])
         return reply_id
 
-    async def count_failed_turn(self, message_ids: Sequence[int]) -> int:
+    async def count_failed_turn(
+        self, message_ids: Sequence[int], *, lease: Lease | None = None
+    ) -> int:
         """Count a turn that raised against each of its messages that is still pending; the
         highest count, or 0 when none is pending any more (the turn had recorded its reply)."""
         marks = ", ".join("?" for _ in message_ids)
         pending = f"status = 'pending' AND id IN ({marks})"
-        async with self._transaction():
-            await self._db.execute(
+
+        def count(db: sqlite3.Connection) -> int:
+            check_lease(db, lease)
+            db.execute(
                 f"UPDATE messages SET turn_attempts = turn_attempts + 1 WHERE {pending}",
                 tuple(message_ids),
             )
-            rows = await self._db.execute_fetchall(
+            row = db.execute(
                 f"SELECT MAX(turn_attempts) FROM messages WHERE {pending}", tuple(message_ids)
-            )
-            row = rows[0] if rows else None
-        return int(row[0] or 0) if row else 0
+            ).fetchone()
+            return int(row[0] or 0) if row else 0
+
+        return await self._in_one_trip(count)
 
     async def turn_attempts(self, message_id: int) -> int:
         """How many turns raised while this message waited for its answer."""
@@ -95,23 +107,29 @@ class Queue(Messages):
                 [(session_id, message_id) for message_id in message_ids],
             )
 
-    async def close_unanswered(self, message_ids: Sequence[int], session_id: str) -> None:
+    async def close_unanswered(
+        self, message_ids: Sequence[int], session_id: str, *, lease: Lease | None = None
+    ) -> None:
         """Keep messages in their session's history without a reply (a resting partner)."""
-        async with self._transaction():
-            await self._db.executemany(
+
+        def close(db: sqlite3.Connection) -> None:
+            check_lease(db, lease)
+            db.executemany(
                 "UPDATE messages SET status = 'done', session_id = ? WHERE id = ?",
                 [(session_id, message_id) for message_id in message_ids],
             )
 
-    async def mark_delivered(self, message_id: int) -> None:
-        await self._write(MARK_DELIVERED, (message_id,))
+        await self._in_one_trip(close)
+
+    async def mark_delivered(self, message_id: int, *, lease: Lease | None = None) -> None:
+        await self._fenced(lease, MARK_DELIVERED, (message_id,))
 
     async def set_status(self, message_id: int, status: str) -> None:
         await self._write("UPDATE messages SET status = ? WHERE id = ?", (status, message_id))
 
-    async def mark_failed(self, message_id: int) -> None:
-        await self._write(
-            "UPDATE messages SET status = 'undeliverable' WHERE id = ?", (message_id,)
+    async def mark_failed(self, message_id: int, *, lease: Lease | None = None) -> None:
+        await self._fenced(
+            lease, "UPDATE messages SET status = 'undeliverable' WHERE id = ?", (message_id,)
         )
 
     async def interrupted_deliveries(self) -> list[int]:
@@ -131,8 +149,11 @@ class Queue(Messages):
         )
         return DeliveryRetry(*row) if row else None
 
-    async def schedule_delivery_retry(self, retry: DeliveryRetry) -> None:
-        await self._write(
+    async def schedule_delivery_retry(
+        self, retry: DeliveryRetry, *, lease: Lease | None = None
+    ) -> None:
+        await self._fenced(
+            lease,
             "INSERT OR REPLACE INTO delivery_retries (message_id, attempts, first_failed_at,"
             " next_attempt_at, last_error) VALUES (?, ?, ?, ?, ?)",
             (
@@ -172,21 +193,44 @@ class Queue(Messages):
         return int(row[0]) if row else 0
 
     async def record_chunk(
-        self, message_id: int, chunk: int, platform_message_id: str | None
+        self,
+        message_id: int,
+        chunk: int,
+        platform_message_id: str | None,
+        *,
+        lease: Lease | None = None,
     ) -> None:
-        await self._write(RECORD_CHUNK, (message_id, chunk, platform_message_id, time.time()))
+        await self._fenced(
+            lease, RECORD_CHUNK, (message_id, chunk, platform_message_id, time.time())
+        )
 
     async def record_last_chunk(
-        self, message_id: int, chunk: int, platform_message_id: str | None
+        self,
+        message_id: int,
+        chunk: int,
+        platform_message_id: str | None,
+        *,
+        lease: Lease | None = None,
     ) -> None:
         """:meth:`record_chunk` for a reply's last chunk and :meth:`mark_delivered`, in one
         transaction and one round trip."""
 
         def record(db: sqlite3.Connection) -> None:
+            check_lease(db, lease)
             db.execute(RECORD_CHUNK, (message_id, chunk, platform_message_id, time.time()))
             db.execute(MARK_DELIVERED, (message_id,))
 
         await self._in_one_trip(record)
+
+    async def _fenced(self, lease: Lease | None, sql: str, params: Sequence[object]) -> None:
+        """One write, refused with :class:`LeaseLost` unless ``lease`` is still held (in the
+        same transaction and round trip)."""
+
+        def write(db: sqlite3.Connection) -> None:
+            check_lease(db, lease)
+            db.execute(sql, params)
+
+        await self._in_one_trip(write)
 
     async def answered_message(self, reply_id: int) -> MessageRow | None:
         """The last inbound message a reply answers (what the reply should quote)."""

@@ -304,3 +304,39 @@ class RestNoticeRow(TypedDict):
     kind: str
     subject: str
     sent_at: float
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A worker's claim on one queue key's pending turns (DESIGN.md "Several workers"): the
+    epoch grows with every new holder, so a write under an older epoch is refused."""
+
+    queue_key: str
+    worker_id: str
+    epoch: int
+    expires_at: float
+    """When it lapses, on the database's clock (seconds since the epoch)."""
+
+
+@dataclass(frozen=True)
+class Leader:
+    """The worker elected to run the Telegram poller, the scheduler and command sync; its
+    epoch grows with every new leader and fences every leader-only write."""
+
+    worker_id: str
+    epoch: int
+    expires_at: float
+    """When it lapses unless renewed, on the database's clock."""
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    """A gateway worker as the registry knows it (``/admin status``)."""
+
+    worker_id: str
+    host: str
+    pid: int
+    started_at: float
+    heartbeat_at: float
+    leases: int
+    """How many queue keys it holds a live lease on."""

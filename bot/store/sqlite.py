@@ -21,6 +21,7 @@ from bot.store.usage import Usage
 from bot.store.users import Users
 from bot.store.vectors import Vectors
 from bot.store.web import WebLogins
+from bot.store.workers import Workers
 
 
 class SqliteStore(
@@ -35,6 +36,7 @@ class SqliteStore(
     Audit,
     Vectors,
     WebLogins,
+    Workers,
 ):
     """The :class:`bot.store.Store` interface on SQLite (the standard library's sqlite3 on a
     thread of its own, see :mod:`bot.store.connection`)."""

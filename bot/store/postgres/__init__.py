@@ -7,7 +7,9 @@ store's errors), one module per concern — ``audit`` (and settings), ``chats`` 
 ``checkins`` (and reminders), ``messages``, ``queue`` (pending turns and delivery), ``media``,
 ``sessions``, ``review``, ``search`` (BM25 over the same terms as SQLite's FTS5, see its
 docstring for why a terms array), ``forgetting`` (and what VACUUM reaches), ``usage``,
-``users`` (and pairings, owner claims), ``vectors``, ``web`` (the web page's logins) — and
+``users`` (and pairings, owner claims), ``vectors``, ``web`` (the web page's logins),
+``workers`` (the worker registry, the leader row and queue-key leases with fencing epochs,
+claimed ``FOR UPDATE SKIP LOCKED``) — and
 ``store``, :class:`PostgresStore` composed from them.
 
 asyncpg rather than psycopg 3: it is faster per query, needs no libpq on the machine, and its

@@ -1,16 +1,20 @@
 """The work queue and delivery on PostgreSQL (see :mod:`bot.store.queue`, whose SQLite twin
 this is): inbound messages wait as rows (``status = 'pending'``), a turn closes them and
 records its reply in one transaction, each delivered chunk is recorded so it is never sent
-twice, and a reply the platform refused waits for its retry here."""
+twice, and a reply the platform refused waits for its retry here. Each write that commits a
+turn's outcome can be fenced by the turn's lease: checked in the same transaction, it is
+refused with :class:`bot.store.errors.LeaseLost` once another worker took the key over."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from bot.store.postgres.messages import Messages
-from bot.store.rows import DeliveryRetry, MessageRow, NewMessage
+from bot.store.postgres.workers import check_lease
+from bot.store.rows import DeliveryRetry, Lease, MessageRow, NewMessage
 
 RECORD_CHUNK = (
     "INSERT INTO deliveries (message_id, chunk, platform_message_id, sent_at)"
@@ -44,10 +48,14 @@ class Queue(Messages):
         session_id: str | None,
         reply: NewMessage,
         inbound_status: str = "done",
+        *,
+        lease: Lease | None = None,
     ) -> int:
-        """Close the inbound messages and record the reply, in one transaction. Without a
-        session the inbound messages stay out of every session's history."""
+        """Close the inbound messages and record the reply, in one transaction (refused with
+        ``LeaseLost`` if ``lease`` was taken over). Without a session the inbound messages
+        stay out of every session's history."""
         async with self._transaction() as tx:
+            await check_lease(tx, lease)
             await tx.write(
                 "UPDATE messages SET status = $1, session_id = $2 WHERE id = ANY($3::bigint[])",
                 inbound_status,
@@ -62,10 +70,13 @@ class Queue(Messages):
         self._stored([reply])
         return reply_id
 
-    async def count_failed_turn(self, message_ids: Sequence[int]) -> int:
+    async def count_failed_turn(
+        self, message_ids: Sequence[int], *, lease: Lease | None = None
+    ) -> int:
         """Count a turn that raised against each of its messages that is still pending; the
         highest count, or 0 when none is pending any more (the turn had recorded its reply)."""
-        row = await self._one(
+        row = await self._fenced_one(
+            lease,
             "WITH counted AS (UPDATE messages SET turn_attempts = turn_attempts + 1"
             " WHERE status = 'pending' AND id = ANY($1::bigint[]) RETURNING turn_attempts)"
             " SELECT max(turn_attempts) FROM counted",
@@ -85,22 +96,27 @@ class Queue(Messages):
             list(message_ids),
         )
 
-    async def close_unanswered(self, message_ids: Sequence[int], session_id: str) -> None:
+    async def close_unanswered(
+        self, message_ids: Sequence[int], session_id: str, *, lease: Lease | None = None
+    ) -> None:
         """Keep messages in their session's history without a reply (a resting partner)."""
-        await self._write(
+        await self._fenced_write(
+            lease,
             "UPDATE messages SET status = 'done', session_id = $1 WHERE id = ANY($2::bigint[])",
             session_id,
             list(message_ids),
         )
 
-    async def mark_delivered(self, message_id: int) -> None:
-        await self._write(MARK_DELIVERED, message_id)
+    async def mark_delivered(self, message_id: int, *, lease: Lease | None = None) -> None:
+        await self._fenced_write(lease, MARK_DELIVERED, message_id)
 
     async def set_status(self, message_id: int, status: str) -> None:
         await self._write("UPDATE messages SET status = $1 WHERE id = $2", status, message_id)
 
-    async def mark_failed(self, message_id: int) -> None:
-        await self._write("UPDATE messages SET status = 'undeliverable' WHERE id = $1", message_id)
+    async def mark_failed(self, message_id: int, *, lease: Lease | None = None) -> None:
+        await self._fenced_write(
+            lease, "UPDATE messages SET status = 'undeliverable' WHERE id = $1", message_id
+        )
 
     async def interrupted_deliveries(self) -> list[int]:
         """Replies a stop or crash cut off while they were being sent (none waits for a retry
@@ -119,8 +135,11 @@ class Queue(Messages):
         )
         return DeliveryRetry(*row) if row else None
 
-    async def schedule_delivery_retry(self, retry: DeliveryRetry) -> None:
-        await self._write(
+    async def schedule_delivery_retry(
+        self, retry: DeliveryRetry, *, lease: Lease | None = None
+    ) -> None:
+        await self._fenced_write(
+            lease,
             "INSERT INTO delivery_retries (message_id, attempts, first_failed_at,"
             " next_attempt_at, last_error) VALUES ($1, $2, $3, $4, $5)"
             " ON CONFLICT (message_id) DO UPDATE SET attempts = excluded.attempts,"
@@ -162,16 +181,29 @@ class Queue(Messages):
         return int(row[0]) if row else 0
 
     async def record_chunk(
-        self, message_id: int, chunk: int, platform_message_id: str | None
+        self,
+        message_id: int,
+        chunk: int,
+        platform_message_id: str | None,
+        *,
+        lease: Lease | None = None,
     ) -> None:
-        await self._write(RECORD_CHUNK, message_id, chunk, platform_message_id, time.time())
+        await self._fenced_write(
+            lease, RECORD_CHUNK, message_id, chunk, platform_message_id, time.time()
+        )
 
     async def record_last_chunk(
-        self, message_id: int, chunk: int, platform_message_id: str | None
+        self,
+        message_id: int,
+        chunk: int,
+        platform_message_id: str | None,
+        *,
+        lease: Lease | None = None,
     ) -> None:
         """:meth:`record_chunk` for a reply's last chunk and :meth:`mark_delivered`, in one
         statement."""
-        await self._write(
+        await self._fenced_write(
+            lease,
             "WITH recorded AS (INSERT INTO deliveries (message_id, chunk, platform_message_id,"
             " sent_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING)"
             " UPDATE messages SET status = 'delivered' WHERE id = $1",
@@ -180,6 +212,23 @@ class Queue(Messages):
             platform_message_id,
             time.time(),
         )
+
+    async def _fenced_write(self, lease: Lease | None, sql: str, *args: Any) -> None:
+        """One statement, after the lease check in the same transaction when there is a lease
+        (one round trip more: without a lease it is the plain statement)."""
+        if lease is None:
+            await self._write(sql, *args)
+            return
+        async with self._transaction() as tx:
+            await check_lease(tx, lease)
+            await tx.write(sql, *args)
+
+    async def _fenced_one(self, lease: Lease | None, sql: str, *args: Any) -> Any:
+        if lease is None:
+            return await self._one(sql, *args)
+        async with self._transaction() as tx:
+            await check_lease(tx, lease)
+            return await tx.one(sql, *args)
 
     async def answered_message(self, reply_id: int) -> MessageRow | None:
         """The last inbound message a reply answers (what the reply should quote)."""

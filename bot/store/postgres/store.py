@@ -23,6 +23,7 @@ from bot.store.postgres.usage import Usage
 from bot.store.postgres.users import Users
 from bot.store.postgres.vectors import Vectors
 from bot.store.postgres.web import WebLogins
+from bot.store.postgres.workers import Workers
 
 BACKUP_ADVICE = (
     "the database is on PostgreSQL: back it up with pg_dump (for example"
@@ -43,6 +44,7 @@ class PostgresStore(
     Audit,
     Vectors,
     WebLogins,
+    Workers,
 ):
     """The :class:`bot.store.Store` interface on PostgreSQL (asyncpg, a pool per process)."""
 

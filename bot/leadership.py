@@ -1,0 +1,60 @@
+"""What only the leading worker runs (DESIGN.md "Several workers"), started when this worker
+becomes leader and stopped when it stops leading: the scheduler (reviews, the nightly pass,
+check-ins, reminders) under the leader's epoch, the finishing of replies a crash cut off and
+the retry loop of refused replies, and each channel's leader duties (Telegram's poller and
+command menu, Discord's command sync). A lone worker leads from its start.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from adapters.base import Channel, LeadingChannel
+from bot.delivery import Delivery
+from bot.scheduler import Scheduler
+from bot.store import Leader
+
+logger = logging.getLogger(__name__)
+
+STEP_DOWN_GRACE_SECONDS = 20.0
+"""How long a delivery retry under way may finish when this worker stops leading."""
+
+
+class LeaderDuties:
+    """The leader-only services of one gateway process (:class:`bot.workers.LeaderServices`)."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        delivery: Delivery,
+        channels: dict[str, Channel],
+        reviews_on: Callable[[], bool],
+    ) -> None:
+        self.scheduler = scheduler
+        self.delivery = delivery
+        self.channels = channels
+        self.reviews_on = reviews_on
+        """Whether reviews run at all (the owner's /admin settings override decides)."""
+
+    async def lead(self, leader: Leader) -> None:
+        redelivered = await self.delivery.redeliver_pending()
+        if redelivered:
+            logger.info("recovered: %d replies re-delivered", redelivered)
+        self.delivery.start()
+        self.scheduler.start(leader, reviews=self.reviews_on())
+        await self.scheduler.plan_reminders()
+        for channel in self._leading():
+            await channel.lead()
+
+    async def follow(self) -> None:
+        self.scheduler.shutdown()
+        for channel in self._leading():
+            try:
+                await channel.follow()
+            except Exception:  # one channel's trouble must not keep the others leading
+                logger.exception("channel %s did not stop its leader duties", channel)
+        await self.delivery.stop(STEP_DOWN_GRACE_SECONDS)
+
+    def _leading(self) -> list[LeadingChannel]:
+        return [c for c in self.channels.values() if isinstance(c, LeadingChannel)]

@@ -1,0 +1,244 @@
+"""Workers on one PostgreSQL database (see :mod:`bot.store.workers`, whose SQLite twin this
+is): the registry, the leader row and queue-key leases with fencing epochs, and job runs
+recorded under the leader's epoch.
+
+Several workers claim at once: a claim locks the lease rows it takes with ``FOR UPDATE SKIP
+LOCKED``, so two claimers never get the same key and neither waits for the other. Every time
+is ``clock_timestamp()``, the database's clock, so workers with skewed clocks still agree on
+when a lease lapsed. A fenced write locks the lease (or leader) row it checks ``FOR SHARE``:
+a takeover cannot commit between the check and the write."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+
+import asyncpg
+
+from bot.store.errors import LeaseLost
+from bot.store.postgres.base import PostgresBase, Transaction, translated
+from bot.store.rows import Leader, Lease, WorkerRow
+from bot.store.workers import LEADER, Unlisten
+
+NOW = "extract(epoch FROM clock_timestamp())::double precision"
+PENDING_CHANNEL = "companion_pending"
+"""What the ``pending_stored`` trigger notifies, with the queue key, when a pending message is
+stored (schema step 16)."""
+
+HOLDS_LEASE = (
+    "SELECT 1 FROM chat_leases WHERE queue_key = $1 AND worker_id = $2 AND epoch = $3 FOR SHARE"
+)
+HOLDS_LEADERSHIP = (
+    "SELECT 1 FROM leader WHERE name = $1 AND worker_id = $2 AND epoch = $3 FOR SHARE"
+)
+LET_GO = (
+    "UPDATE chat_leases SET worker_id = '', expires_at = 0 WHERE worker_id = $1",
+    "UPDATE leader SET expires_at = 0 WHERE name = $1 AND worker_id = $2",
+)
+
+
+async def check_lease(tx: Transaction, lease: Lease | None) -> None:
+    """Inside a write's transaction: refuse it unless ``lease`` is still held with its epoch
+    (None: a write no lease fences)."""
+    if lease is None:
+        return
+    if await tx.one(HOLDS_LEASE, lease.queue_key, lease.worker_id, lease.epoch) is None:
+        raise LeaseLost(f"the lease on {lease.queue_key} (epoch {lease.epoch}) was taken over")
+
+
+async def check_leadership(tx: Transaction, leader: Leader) -> None:
+    """Inside a leader-only write's transaction: refuse it unless ``leader`` still leads."""
+    if await tx.one(HOLDS_LEADERSHIP, LEADER, leader.worker_id, leader.epoch) is None:
+        raise LeaseLost(f"the leadership of epoch {leader.epoch} was taken over")
+
+
+def _lease(row: asyncpg.Record) -> Lease:
+    return Lease(row[0], row[1], int(row[2]), float(row[3]))
+
+
+def _leases(rows: Sequence[asyncpg.Record]) -> list[Lease]:
+    return [_lease(row) for row in rows]
+
+
+class Workers(PostgresBase):
+    """The worker registry, the leader row, queue-key leases and job runs."""
+
+    async def register_worker(self, worker_id: str, host: str, pid: int) -> None:
+        async with self._transaction() as tx:
+            await tx.write(
+                "INSERT INTO workers (worker_id, host, pid, started_at, heartbeat_at)"
+                f" VALUES ($1, $2, $3, {NOW}, {NOW}) ON CONFLICT (worker_id) DO UPDATE SET"
+                " host = excluded.host, pid = excluded.pid, started_at = excluded.started_at,"
+                " heartbeat_at = excluded.heartbeat_at",
+                worker_id,
+                host,
+                pid,
+            )
+            await _let_go(tx, worker_id)  # a worker starting under an id holds nothing yet
+
+    async def heartbeat(self, worker_id: str, lease_seconds: float) -> list[Lease]:
+        async with self._transaction() as tx:
+            await tx.write(
+                f"UPDATE workers SET heartbeat_at = {NOW} WHERE worker_id = $1", worker_id
+            )
+            return _leases(
+                await tx.all(
+                    f"UPDATE chat_leases SET expires_at = {NOW} + $2 WHERE worker_id = $1"
+                    " RETURNING queue_key, worker_id, epoch, expires_at",
+                    worker_id,
+                    lease_seconds,
+                )
+            )
+
+    async def leave(self, worker_id: str) -> None:
+        async with self._transaction() as tx:
+            await _let_go(tx, worker_id)
+            await tx.write("DELETE FROM workers WHERE worker_id = $1", worker_id)
+
+    async def workers(self) -> list[WorkerRow]:
+        rows = await self._all(
+            "SELECT w.worker_id, w.host, w.pid, w.started_at, w.heartbeat_at,"
+            " (SELECT count(*) FROM chat_leases l WHERE l.worker_id = w.worker_id"
+            f"  AND l.expires_at > {NOW})"
+            " FROM workers w ORDER BY w.started_at, w.worker_id"
+        )
+        return [WorkerRow(r[0], r[1], int(r[2]), float(r[3]), float(r[4]), int(r[5])) for r in rows]
+
+    async def forget_workers_before(self, heartbeat_at: float) -> int:
+        return await self._write("DELETE FROM workers WHERE heartbeat_at < $1", heartbeat_at)
+
+    # ---- leases --------------------------------------------------------------------------
+
+    async def claim_queue_keys(
+        self, worker_id: str, lease_seconds: float, limit: int, queue_key: str | None = None
+    ) -> list[Lease]:
+        # a key seen pending for the first time gets its lease row (epoch 0, free) first, in
+        # a statement of its own: the claim below then only ever locks rows that exist
+        await self._write(
+            "INSERT INTO chat_leases (queue_key, worker_id, epoch, expires_at)"
+            " SELECT DISTINCT queue_key, '', 0, 0 FROM messages"
+            " WHERE status = 'pending' AND queue_key = coalesce($1, queue_key)"
+            " ON CONFLICT (queue_key) DO NOTHING",
+            queue_key,
+        )
+        return _leases(
+            await self._all(
+                f"UPDATE chat_leases SET worker_id = $1, epoch = epoch + 1,"
+                f" expires_at = {NOW} + $2 WHERE queue_key IN ("
+                f"  SELECT l.queue_key FROM chat_leases l WHERE (l.expires_at <= {NOW}"
+                "   OR ($3::text IS NOT NULL AND l.worker_id = $1))"
+                "   AND l.queue_key = coalesce($3, l.queue_key) AND EXISTS (SELECT 1 FROM"
+                "   messages m WHERE m.queue_key = l.queue_key AND m.status = 'pending')"
+                "  ORDER BY l.queue_key LIMIT $4 FOR UPDATE SKIP LOCKED)"
+                " RETURNING queue_key, worker_id, epoch, expires_at",
+                worker_id,
+                lease_seconds,
+                queue_key,
+                limit,
+            )
+        )
+
+    async def renew_lease(self, lease: Lease, lease_seconds: float) -> Lease:
+        row = await self._one(
+            f"UPDATE chat_leases SET expires_at = {NOW} + $4"
+            " WHERE queue_key = $1 AND worker_id = $2 AND epoch = $3"
+            " RETURNING queue_key, worker_id, epoch, expires_at",
+            lease.queue_key,
+            lease.worker_id,
+            lease.epoch,
+            lease_seconds,
+        )
+        if row is None:
+            raise LeaseLost(f"the lease on {lease.queue_key} (epoch {lease.epoch}) was taken over")
+        return _lease(row)
+
+    async def release_leases(self, leases: Sequence[Lease]) -> None:
+        if not leases:
+            return
+        await self._write(
+            "UPDATE chat_leases l SET worker_id = '', expires_at = 0"
+            " FROM unnest($1::text[], $2::text[], $3::bigint[]) AS r(queue_key, worker_id, epoch)"
+            " WHERE l.queue_key = r.queue_key AND l.worker_id = r.worker_id"
+            " AND l.epoch = r.epoch",
+            [lease.queue_key for lease in leases],
+            [lease.worker_id for lease in leases],
+            [lease.epoch for lease in leases],
+        )
+
+    async def lease(self, queue_key: str) -> Lease | None:
+        row = await self._one(
+            "SELECT queue_key, worker_id, epoch, expires_at FROM chat_leases WHERE queue_key = $1",
+            queue_key,
+        )
+        return _lease(row) if row else None
+
+    # ---- the leader ----------------------------------------------------------------------
+
+    async def lead(self, worker_id: str, lease_seconds: float) -> Leader:
+        async with self._transaction() as tx:
+            await tx.write(
+                "INSERT INTO leader (name, worker_id, epoch, expires_at)"
+                f" VALUES ($1, $2, 1, {NOW} + $3) ON CONFLICT (name) DO UPDATE SET"
+                " epoch = CASE WHEN leader.worker_id = excluded.worker_id"
+                f"  AND leader.expires_at > {NOW} THEN leader.epoch ELSE leader.epoch + 1 END,"
+                " worker_id = excluded.worker_id, expires_at = excluded.expires_at"
+                f" WHERE leader.worker_id = excluded.worker_id OR leader.expires_at <= {NOW}",
+                LEADER,
+                worker_id,
+                lease_seconds,
+            )
+            row = await tx.one(
+                "SELECT worker_id, epoch, expires_at FROM leader WHERE name = $1", LEADER
+            )
+        assert row is not None  # the statement above made it if there was none
+        return Leader(row[0], int(row[1]), float(row[2]))
+
+    async def leader(self) -> Leader | None:
+        row = await self._one(
+            "SELECT worker_id, epoch, expires_at FROM leader WHERE name = $1", LEADER
+        )
+        return Leader(row[0], int(row[1]), float(row[2])) if row else None
+
+    async def record_job_run(self, job: str, due: str, leader: Leader) -> bool:
+        async with self._transaction() as tx:
+            await check_leadership(tx, leader)
+            return (
+                await tx.write(
+                    "INSERT INTO job_runs (job, due, worker_id, leader_epoch, ran_at)"
+                    f" VALUES ($1, $2, $3, $4, {NOW}) ON CONFLICT (job, due) DO NOTHING",
+                    job,
+                    due,
+                    leader.worker_id,
+                    leader.epoch,
+                )
+                > 0
+            )
+
+    async def listen_pending(self, wake: Callable[[str], None]) -> Unlisten:
+        """Call ``wake(queue_key)`` whenever any worker stores a pending message, on a
+        connection of its own held until the returned function stops it."""
+
+        def notified(_connection: object, _pid: int, _channel: str, queue_key: str) -> None:
+            wake(queue_key)
+
+        with translated():
+            connection = await self._pool.acquire()
+            try:
+                await connection.add_listener(PENDING_CHANNEL, notified)
+            except BaseException:
+                await self._pool.release(connection)
+                raise
+
+        async def unlisten() -> None:
+            # a connection already lost has no listener left to remove
+            with contextlib.suppress(asyncpg.InterfaceError, OSError):
+                await connection.remove_listener(PENDING_CHANNEL, notified)
+            await self._pool.release(connection)
+
+        return unlisten
+
+
+async def _let_go(tx: Transaction, worker_id: str) -> None:
+    """Release a worker's leases and let its leadership lapse (their epochs are kept)."""
+    await tx.write(LET_GO[0], worker_id)
+    await tx.write(LET_GO[1], LEADER, worker_id)

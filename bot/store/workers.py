@@ -1,0 +1,217 @@
+"""Workers on one database (DESIGN.md "Several workers"): the registry of running workers, the
+elected leader and the leases on queue keys, each with a fencing epoch, and the scheduled job
+runs recorded under the leader's epoch.
+
+On SQLite one process holds the data directory's lock, so there is one worker and it always
+wins; the statements still mean what PostgreSQL's twin (:mod:`bot.store.postgres.workers`)
+means, so the gateway has one code path. Times are the database's clock, never a worker's.
+
+A lease row outlives its holder: releasing one clears its holder and expiry but keeps its
+epoch, so the next holder's epoch is always higher than any before it."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Awaitable, Callable, Sequence
+
+from bot.store.connection import SqliteBase
+from bot.store.errors import LeaseLost
+from bot.store.rows import Leader, Lease, WorkerRow
+
+NOW = "((julianday('now') - 2440587.5) * 86400.0)"
+"""The database's clock in seconds since the epoch (constant within one statement)."""
+Unlisten = Callable[[], Awaitable[None]]
+"""Stops what :meth:`Workers.listen_pending` started."""
+LEADER = "gateway"
+"""The name of the one leader row."""
+
+HOLDS_LEASE = "SELECT 1 FROM chat_leases WHERE queue_key = ? AND worker_id = ? AND epoch = ?"
+HOLDS_LEADERSHIP = "SELECT 1 FROM leader WHERE name = ? AND worker_id = ? AND epoch = ?"
+
+
+def check_lease(db: sqlite3.Connection, lease: Lease | None) -> None:
+    """Inside a write's transaction: refuse it unless ``lease`` is still held with its epoch
+    (None: a write no lease fences, such as the console's own turn)."""
+    if lease is None:
+        return
+    held = db.execute(HOLDS_LEASE, (lease.queue_key, lease.worker_id, lease.epoch)).fetchone()
+    if held is None:
+        raise LeaseLost(f"the lease on {lease.queue_key} (epoch {lease.epoch}) was taken over")
+
+
+def check_leadership(db: sqlite3.Connection, leader: Leader) -> None:
+    """Inside a leader-only write's transaction: refuse it unless ``leader`` still leads."""
+    held = db.execute(HOLDS_LEADERSHIP, (LEADER, leader.worker_id, leader.epoch)).fetchone()
+    if held is None:
+        raise LeaseLost(f"the leadership of epoch {leader.epoch} was taken over")
+
+
+def _let_go(db: sqlite3.Connection, worker_id: str) -> None:
+    """Release a worker's leases and let its leadership lapse (their epochs are kept)."""
+    db.execute(
+        "UPDATE chat_leases SET worker_id = '', expires_at = 0 WHERE worker_id = ?", (worker_id,)
+    )
+    db.execute(
+        "UPDATE leader SET expires_at = 0 WHERE name = ? AND worker_id = ?", (LEADER, worker_id)
+    )
+
+
+def _lease(row: sqlite3.Row) -> Lease:
+    return Lease(str(row[0]), str(row[1]), int(row[2]), float(row[3]))
+
+
+class Workers(SqliteBase):
+    """The worker registry, the leader row, queue-key leases and job runs."""
+
+    async def register_worker(self, worker_id: str, host: str, pid: int) -> None:
+        def register(db: sqlite3.Connection) -> None:
+            db.execute(
+                "INSERT INTO workers (worker_id, host, pid, started_at, heartbeat_at)"
+                f" VALUES (?, ?, ?, {NOW}, {NOW}) ON CONFLICT (worker_id) DO UPDATE SET"
+                " host = excluded.host, pid = excluded.pid, started_at = excluded.started_at,"
+                " heartbeat_at = excluded.heartbeat_at",
+                (worker_id, host, pid),
+            )
+            _let_go(db, worker_id)  # a worker starting under an id holds nothing yet
+
+        await self._in_one_trip(register)
+
+    async def heartbeat(self, worker_id: str, lease_seconds: float) -> list[Lease]:
+        def beat(db: sqlite3.Connection) -> list[Lease]:
+            db.execute(f"UPDATE workers SET heartbeat_at = {NOW} WHERE worker_id = ?", (worker_id,))
+            rows = db.execute(
+                f"UPDATE chat_leases SET expires_at = {NOW} + ? WHERE worker_id = ?"
+                " RETURNING queue_key, worker_id, epoch, expires_at",
+                (lease_seconds, worker_id),
+            ).fetchall()
+            return [_lease(row) for row in rows]
+
+        return await self._in_one_trip(beat)
+
+    async def leave(self, worker_id: str) -> None:
+        def leave(db: sqlite3.Connection) -> None:
+            _let_go(db, worker_id)
+            db.execute("DELETE FROM workers WHERE worker_id = ?", (worker_id,))
+
+        await self._in_one_trip(leave)
+
+    async def workers(self) -> list[WorkerRow]:
+        rows = await self._all(
+            "SELECT w.worker_id, w.host, w.pid, w.started_at, w.heartbeat_at,"
+            f" (SELECT COUNT(*) FROM chat_leases l WHERE l.worker_id = w.worker_id"
+            f"  AND l.expires_at > {NOW})"
+            " FROM workers w ORDER BY w.started_at, w.worker_id"
+        )
+        return [
+            WorkerRow(str(r[0]), str(r[1]), int(r[2]), float(r[3]), float(r[4]), int(r[5]))
+            for r in rows
+        ]
+
+    async def forget_workers_before(self, heartbeat_at: float) -> int:
+        cursor = await self._write("DELETE FROM workers WHERE heartbeat_at < ?", (heartbeat_at,))
+        return int(cursor.rowcount)
+
+    # ---- leases --------------------------------------------------------------------------
+
+    async def claim_queue_keys(
+        self, worker_id: str, lease_seconds: float, limit: int, queue_key: str | None = None
+    ) -> list[Lease]:
+        def claim(db: sqlite3.Connection) -> list[Lease]:
+            db.execute(
+                "INSERT INTO chat_leases (queue_key, worker_id, epoch, expires_at)"
+                " SELECT DISTINCT queue_key, '', 0, 0 FROM messages"
+                " WHERE status = 'pending' AND queue_key = coalesce(?, queue_key)"
+                " ON CONFLICT (queue_key) DO NOTHING",
+                (queue_key,),
+            )
+            rows = db.execute(
+                f"UPDATE chat_leases SET worker_id = ?, epoch = epoch + 1,"
+                f" expires_at = {NOW} + ? WHERE queue_key IN ("
+                f"  SELECT l.queue_key FROM chat_leases l WHERE (l.expires_at <= {NOW}"
+                "   OR (? IS NOT NULL AND l.worker_id = ?))"
+                "   AND l.queue_key = coalesce(?, l.queue_key) AND EXISTS (SELECT 1 FROM"
+                "   messages m WHERE m.queue_key = l.queue_key AND m.status = 'pending')"
+                "  ORDER BY l.queue_key LIMIT ?)"
+                " RETURNING queue_key, worker_id, epoch, expires_at",
+                (worker_id, lease_seconds, queue_key, worker_id, queue_key, limit),
+            ).fetchall()
+            return [_lease(row) for row in rows]
+
+        return await self._in_one_trip(claim)
+
+    async def renew_lease(self, lease: Lease, lease_seconds: float) -> Lease:
+        def renew(db: sqlite3.Connection) -> Lease:
+            row = db.execute(
+                f"UPDATE chat_leases SET expires_at = {NOW} + ?"
+                " WHERE queue_key = ? AND worker_id = ? AND epoch = ?"
+                " RETURNING queue_key, worker_id, epoch, expires_at",
+                (lease_seconds, lease.queue_key, lease.worker_id, lease.epoch),
+            ).fetchone()
+            if row is None:
+                raise LeaseLost(
+                    f"the lease on {lease.queue_key} (epoch {lease.epoch}) was taken over"
+                )
+            return _lease(row)
+
+        return await self._in_one_trip(renew)
+
+    async def release_leases(self, leases: Sequence[Lease]) -> None:
+        await self._write_many(
+            "UPDATE chat_leases SET worker_id = '', expires_at = 0"
+            " WHERE queue_key = ? AND worker_id = ? AND epoch = ?",
+            [(lease.queue_key, lease.worker_id, lease.epoch) for lease in leases],
+        )
+
+    async def lease(self, queue_key: str) -> Lease | None:
+        row = await self._one(
+            "SELECT queue_key, worker_id, epoch, expires_at FROM chat_leases WHERE queue_key = ?",
+            (queue_key,),
+        )
+        return _lease(row) if row else None
+
+    # ---- the leader ----------------------------------------------------------------------
+
+    async def lead(self, worker_id: str, lease_seconds: float) -> Leader:
+        def lead(db: sqlite3.Connection) -> Leader:
+            db.execute(
+                "INSERT INTO leader (name, worker_id, epoch, expires_at)"
+                f" VALUES (?, ?, 1, {NOW} + ?) ON CONFLICT (name) DO UPDATE SET"
+                f" epoch = CASE WHEN leader.worker_id = excluded.worker_id"
+                f"  AND leader.expires_at > {NOW} THEN leader.epoch ELSE leader.epoch + 1 END,"
+                " worker_id = excluded.worker_id, expires_at = excluded.expires_at"
+                f" WHERE leader.worker_id = excluded.worker_id OR leader.expires_at <= {NOW}",
+                (LEADER, worker_id, lease_seconds),
+            )
+            row = db.execute(
+                "SELECT worker_id, epoch, expires_at FROM leader WHERE name = ?", (LEADER,)
+            ).fetchone()
+            return Leader(str(row[0]), int(row[1]), float(row[2]))
+
+        return await self._in_one_trip(lead)
+
+    async def leader(self) -> Leader | None:
+        row = await self._one(
+            "SELECT worker_id, epoch, expires_at FROM leader WHERE name = ?", (LEADER,)
+        )
+        return Leader(str(row[0]), int(row[1]), float(row[2])) if row else None
+
+    async def record_job_run(self, job: str, due: str, leader: Leader) -> bool:
+        def record(db: sqlite3.Connection) -> bool:
+            check_leadership(db, leader)
+            cursor = db.execute(
+                "INSERT INTO job_runs (job, due, worker_id, leader_epoch, ran_at)"
+                f" VALUES (?, ?, ?, ?, {NOW}) ON CONFLICT (job, due) DO NOTHING",
+                (job, due, leader.worker_id, leader.epoch),
+            )
+            return cursor.rowcount > 0
+
+        return await self._in_one_trip(record)
+
+    async def listen_pending(self, wake: Callable[[str], None]) -> Unlisten:  # noqa: ARG002
+        """One process writes a SQLite database: the gateway wakes itself when it stores a
+        message, so there is nothing to listen to."""
+        return _not_listening
+
+
+async def _not_listening() -> None:
+    return None

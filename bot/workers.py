@@ -1,0 +1,290 @@
+"""This process as one worker among several on one database (DESIGN.md "Several workers").
+
+A worker registers itself and then, every ``workers.heartbeat_seconds``, beats: its registry
+row is stamped and its leases renewed, it takes or renews the leadership, and it sweeps for
+queue keys with pending messages that nobody holds (also those whose holder stopped renewing:
+an expired lease is taken over under a new epoch). Between beats it claims a key when the
+gateway stored a message for it and when PostgreSQL says another worker did (a wake-up only:
+the rows are the truth). A claimed key goes to the dispatcher, which works it in order and
+releases it when nothing is pending.
+
+The worker that leads runs the leader-only services (the Telegram poller, the scheduler,
+command sync, delivery retries); it starts them when it becomes leader and stops them when
+it loses the leadership — or when it could not renew it in time, since another worker may
+lead by then.
+
+Every write that commits a turn carries the turn's lease and is refused once another worker
+took the key over; before each chunk goes to the platform, :meth:`Worker.ensure` checks the
+lease (renewing it in the database when less than half of it is left by this worker's own
+clock). The one window left: a worker paused after that check, for longer than the rest of its
+lease, and before the platform's answer, sends that one chunk although another worker took
+over and sends it too (README, "Delivery guarantees").
+
+With SQLite there is one worker; it always leads and always wins its claims, on the same code
+path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from bot.config import WorkersConfig
+from bot.dispatcher import Dispatcher
+from bot.store import Leader, Lease, LeaseLost, Store
+from bot.store.workers import Unlisten
+
+logger = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+
+class LeaderServices(Protocol):
+    """What only the leader runs."""
+
+    async def lead(self, leader: Leader) -> None:
+        """This worker became leader (under ``leader.epoch``): start the services."""
+
+    async def follow(self) -> None:
+        """This worker no longer leads (or cannot tell): stop the services."""
+
+
+def default_worker_id() -> str:
+    """host-pid: unique among running workers, and readable in ``/admin status``."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process with this id runs on this host (signal 0 checks without sending)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it runs, as another user
+        return True
+    return True
+
+
+@dataclass
+class _Held:
+    """A lease this worker holds, and until when by its own clock (counted from before the
+    claim or renewal was sent, so never later than the database's expiry)."""
+
+    lease: Lease
+    since: float
+    deadline: float
+    idle_since: float | None = None
+    """Since when nothing is pending on it (None: a task works it)."""
+
+
+class Worker:
+    """Leases, the leadership and the heartbeat of this process."""
+
+    def __init__(
+        self,
+        store: Store,
+        settings: WorkersConfig,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.id = settings.id or default_worker_id()
+        self.clock = clock
+        self._held: dict[str, _Held] = {}
+        self._leader: Leader | None = None
+        self._leader_deadline = 0.0
+        self._dispatcher: Dispatcher | None = None
+        self._services: LeaderServices | None = None
+        self._beating: asyncio.Task[None] | None = None
+        self._unlisten: Unlisten | None = None
+
+    @property
+    def leader(self) -> Leader | None:
+        """This worker's leadership while it holds it (the epoch fences leader-only writes)."""
+        return self._leader
+
+    @property
+    def held(self) -> int:
+        """How many queue keys this worker holds a lease on."""
+        return len(self._held)
+
+    # ---- lifecycle -----------------------------------------------------------------------
+
+    async def start(self, dispatcher: Dispatcher, services: LeaderServices) -> None:
+        """Register, beat once (so a lone worker leads and resumes its chats at once), then
+        keep beating and listening for other workers' messages. ``dispatcher`` works the keys
+        this worker claims; ``services`` run while it leads."""
+        self._dispatcher = dispatcher
+        self._services = services
+        await self.store.register_worker(self.id, socket.gethostname(), os.getpid())
+        await self._let_the_dead_go()
+        await self.beat()
+        self._unlisten = await self.store.listen_pending(dispatcher.notify)
+        self._beating = asyncio.create_task(self._beat_forever(), name="worker heartbeat")
+        logger.info("worker %s started", self.id)
+
+    async def stop(self) -> None:
+        """Stop beating and leading, and let go of every lease at once (the dispatcher has
+        finished its turns by now), so other workers take over without waiting."""
+        task, self._beating = self._beating, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        if self._unlisten is not None:
+            await self._unlisten()
+            self._unlisten = None
+        await self._step_down()
+        self._held.clear()
+        await self.store.leave(self.id)  # every lease goes back at once
+
+    async def _let_the_dead_go(self) -> None:
+        """Free at once what workers that died on this host held (a restart after kill -9,
+        always the case with SQLite, whose data directory one process holds), instead of
+        waiting for their leases to lapse. Workers elsewhere are left to their leases."""
+        host = socket.gethostname()
+        for worker in await self.store.workers():
+            if worker.host == host and worker.worker_id != self.id and not _alive(worker.pid):
+                logger.info("worker %s: %s died; its chats are free", self.id, worker.worker_id)
+                await self.store.leave(worker.worker_id)
+
+    async def _beat_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.heartbeat_seconds)
+            try:
+                await self.beat()
+            except Exception:  # one beat is an outer edge: the next one tries again
+                logger.exception("worker %s: heartbeat failed", self.id)
+                await self._lapse()
+
+    async def beat(self) -> None:
+        """Renew the registry row and the leases, lead if possible, then sweep."""
+        started = self.clock()
+        renewed = {
+            lease.queue_key: lease
+            for lease in await self.store.heartbeat(self.id, self.settings.lease_seconds)
+        }
+        for key, held in list(self._held.items()):
+            if held.since >= started:
+                continue  # claimed while the heartbeat ran: its renewal is not in this answer
+            lease = renewed.get(key)
+            if lease is None or lease.epoch != held.lease.epoch:
+                logger.warning("worker %s: the lease on %s was taken over", self.id, key)
+                del self._held[key]
+            else:
+                held.deadline = started + self.settings.lease_seconds
+        await self._let_idle_go(started)
+        await self._lead(started)
+        await self.sweep()
+
+    async def _let_idle_go(self, now: float) -> None:
+        """Give back the leases idle for a heartbeat or more. A chat's lease outlives its
+        turn that long, so the next message of a conversation needs no new claim."""
+        idle = [
+            held.lease
+            for held in self._held.values()
+            if held.idle_since is not None
+            and now - held.idle_since >= self.settings.heartbeat_seconds
+        ]
+        for lease in idle:
+            del self._held[lease.queue_key]
+        await self.store.release_leases(idle)
+
+    # ---- leases --------------------------------------------------------------------------
+
+    async def claim(self, queue_key: str) -> Lease | None:
+        """Lease this key if it has pending messages and no other worker holds it (a lease
+        this worker kept since the key's last turn is used again as it is)."""
+        kept = self._held.get(queue_key)
+        if kept is not None and kept.idle_since is not None:
+            kept.idle_since = None
+            return kept.lease
+        started = self.clock()
+        leases = await self.store.claim_queue_keys(
+            self.id, self.settings.lease_seconds, 1, queue_key
+        )
+        for lease in leases:
+            self._hold(lease, started)
+        return leases[0] if leases else None
+
+    async def sweep(self) -> int:
+        """Claim what nobody works on (as many keys as the dispatcher has room for) and hand
+        each to the dispatcher; how many."""
+        dispatcher = self._dispatcher
+        if dispatcher is None or dispatcher.free_slots <= 0:
+            return 0
+        started = self.clock()
+        leases = await self.store.claim_queue_keys(
+            self.id, self.settings.lease_seconds, dispatcher.free_slots
+        )
+        for lease in leases:
+            self._hold(lease, started)
+            dispatcher.adopt(lease)
+        return len(leases)
+
+    def _hold(self, lease: Lease, started: float) -> None:
+        self._held[lease.queue_key] = _Held(lease, started, started + self.settings.lease_seconds)
+
+    async def release(self, lease: Lease) -> None:
+        """Nothing is pending on this key any more: the lease is kept idle until the next
+        heartbeat gives it back (a message meanwhile uses it again)."""
+        held = self._held.get(lease.queue_key)
+        if held is not None and held.lease.epoch == lease.epoch:
+            held.idle_since = self.clock()
+
+    def forget(self, lease: Lease) -> None:
+        """Stop counting a lease that was taken over."""
+        held = self._held.get(lease.queue_key)
+        if held is not None and held.lease.epoch == lease.epoch:
+            del self._held[lease.queue_key]
+
+    async def ensure(self, lease: Lease) -> None:
+        """Before a chunk goes to the platform: raise :class:`LeaseLost` unless the lease is
+        still this worker's; renew it in the database when less than half of it is left."""
+        held = self._held.get(lease.queue_key)
+        if held is None or held.lease.epoch != lease.epoch:
+            raise LeaseLost(f"the lease on {lease.queue_key} (epoch {lease.epoch}) was lost")
+        started = self.clock()
+        if held.deadline - started > self.settings.lease_seconds / 2:
+            return
+        try:
+            await self.store.renew_lease(lease, self.settings.lease_seconds)
+        except LeaseLost:
+            self.forget(lease)
+            raise
+        held.deadline = started + self.settings.lease_seconds
+
+    # ---- the leadership ------------------------------------------------------------------
+
+    async def _lead(self, started: float) -> None:
+        leader = await self.store.lead(self.id, self.settings.lease_seconds)
+        if leader.worker_id != self.id:
+            await self._step_down()
+            return
+        if self._leader is not None and self._leader.epoch != leader.epoch:
+            await self._step_down()  # it lapsed meanwhile: whatever ran under it stops first
+        self._leader_deadline = started + self.settings.lease_seconds
+        if self._leader is None:
+            self._leader = leader
+            logger.info("worker %s leads (epoch %d)", self.id, leader.epoch)
+            if self._services is not None:
+                await self._services.lead(leader)
+
+    async def _lapse(self) -> None:
+        """After a failed heartbeat: a leadership this worker could not renew in time may be
+        another's by now, so its services stop."""
+        if self._leader is not None and self.clock() >= self._leader_deadline:
+            logger.warning("worker %s: leadership not renewed in time; stepping down", self.id)
+            await self._step_down()
+
+    async def _step_down(self) -> None:
+        leader, self._leader = self._leader, None
+        if leader is not None:
+            logger.info("worker %s no longer leads (epoch %d)", self.id, leader.epoch)
+            if self._services is not None:
+                await self._services.follow()

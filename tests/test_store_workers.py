@@ -1,0 +1,329 @@
+"""The store's workers concern on both backends (bot/store/workers.py and its PostgreSQL twin):
+leases on queue keys with fencing epochs, the elected leader, job runs fenced by the leader's
+epoch, and the worker registry. A lease or leadership given for 0 seconds has lapsed by the
+next statement, which is how these tests make one expire without waiting."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from bot.store import DeliveryRetry, Lease, LeaseLost, NewMessage, Store
+from bot.store.postgres.connection import create_pool
+from bot.store.postgres.migrations import migrate
+from bot.store.postgres.workers import Workers as PostgresWorkers
+from tests.postgres_server import PostgresServer
+
+LEASE_SECONDS = 60.0
+_dedup = itertools.count(1)
+
+
+class SqliteSide:
+    """The whole SQLite store, with pending messages stored through its own interface."""
+
+    def __init__(self, store: Store) -> None:
+        self.workers = store
+
+    async def add_pending(self, queue_key: str) -> None:
+        await self.workers.add_message(_pending(queue_key))
+
+
+class PostgresSide:
+    """The PostgreSQL workers concern, with pending messages inserted as rows (the messages
+    concern is another module's)."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+        self.workers = PostgresWorkers(pool)
+
+    async def add_pending(self, queue_key: str) -> None:
+        message = _pending(queue_key)
+        await self.pool.execute(
+            "INSERT INTO messages (dedup_key, queue_key, chat_key, role, text, audience,"
+            " status, created_at) VALUES ($1, $2, $3, 'user', $4, 'dm', 'pending', 0)",
+            message.dedup_key,
+            queue_key,
+            message.chat_key,
+            message.text,
+        )
+
+
+Side = SqliteSide | PostgresSide
+
+
+def _pending(queue_key: str) -> NewMessage:
+    return NewMessage(
+        chat_key=queue_key.split("|")[0],
+        role="user",
+        text="hello",
+        audience="dm",
+        status="pending",
+        dedup_key=f"m{next(_dedup)}",
+        queue_key=queue_key,
+    )
+
+
+async def _no_recompute(method: str) -> None:
+    raise AssertionError(f"an empty database recomputes nothing, but {method} was called")
+
+
+@pytest.fixture(params=("sqlite", "postgres"))
+async def side(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Side]:
+    if request.param == "sqlite":
+        store = await Store.open(tmp_path / "db.sqlite")
+        yield SqliteSide(store)
+        await store.close()
+        return
+    server: PostgresServer = request.getfixturevalue("postgres_server")
+    database = await server.create_database()
+    pool = await create_pool(server.url(database))
+    async with pool.acquire() as db:
+        await migrate(db, _no_recompute)
+    yield PostgresSide(pool)
+    await pool.close()
+    await server.drop_database(database)
+
+
+# ---- leases ---------------------------------------------------------------------------------
+
+
+async def test_a_pending_key_is_leased_to_one_worker_at_a_time(side: Side) -> None:
+    await side.add_pending("tg:1|ava")
+    [lease] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10)
+    assert (lease.queue_key, lease.worker_id, lease.epoch) == ("tg:1|ava", "w1", 1)
+    assert await side.workers.claim_queue_keys("w2", LEASE_SECONDS, 10) == []
+    assert await side.workers.claim_queue_keys("w2", LEASE_SECONDS, 10, "tg:1|ava") == []
+
+
+async def test_a_worker_may_take_its_own_live_lease_again_under_a_new_epoch(side: Side) -> None:
+    await side.add_pending("tg:1|ava")
+    [first] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10)
+    assert await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10) == []  # a sweep
+    [again] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10, "tg:1|ava")
+    assert again.epoch == first.epoch + 1
+    await side.workers.release_leases([first])  # the older epoch's release changes nothing
+    assert await side.workers.lease("tg:1|ava") == again
+
+
+async def test_only_keys_with_pending_messages_are_claimed(side: Side) -> None:
+    assert await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10) == []
+    await side.add_pending("tg:1|ava")
+    await side.add_pending("tg:2|ava")
+    leases = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10, "tg:2|ava")
+    assert [lease.queue_key for lease in leases] == ["tg:2|ava"]
+    assert len(await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 1)) == 1
+
+
+async def test_an_expired_lease_is_taken_over_with_a_new_epoch(side: Side) -> None:
+    await side.add_pending("tg:1|ava")
+    [old] = await side.workers.claim_queue_keys("w1", 0, 10)
+    [new] = await side.workers.claim_queue_keys("w2", LEASE_SECONDS, 10)
+    assert (new.worker_id, new.epoch) == ("w2", old.epoch + 1)
+    with pytest.raises(LeaseLost):
+        await side.workers.renew_lease(old, LEASE_SECONDS)
+    assert await side.workers.heartbeat("w1", LEASE_SECONDS) == []
+    assert [lease.epoch for lease in await side.workers.heartbeat("w2", LEASE_SECONDS)] == [2]
+
+
+async def test_a_released_lease_keeps_its_epoch_so_the_next_holder_has_a_higher_one(
+    side: Side,
+) -> None:
+    await side.add_pending("tg:1|ava")
+    [first] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10)
+    await side.workers.release_leases([first])
+    [second] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10)
+    assert second.epoch == first.epoch + 1
+    await side.workers.release_leases([first])  # a stale release leaves the new lease alone
+    assert await side.workers.lease("tg:1|ava") == second
+
+
+async def test_renewing_a_held_lease_extends_it_and_keeps_the_epoch(side: Side) -> None:
+    await side.add_pending("tg:1|ava")
+    [lease] = await side.workers.claim_queue_keys("w1", 0, 10)
+    renewed = await side.workers.renew_lease(lease, LEASE_SECONDS)
+    assert renewed.epoch == lease.epoch
+    assert renewed.expires_at > lease.expires_at
+    assert await side.workers.claim_queue_keys("w2", LEASE_SECONDS, 10) == []
+
+
+async def test_two_claimers_never_get_the_same_key(side: Side) -> None:
+    keys = [f"tg:{n}|ava" for n in range(40)]
+    for key in keys:
+        await side.add_pending(key)
+    rounds = await asyncio.gather(
+        *(side.workers.claim_queue_keys(f"w{n}", LEASE_SECONDS, 7) for n in range(8))
+    )
+    claimed = [lease.queue_key for leases in rounds for lease in leases]
+    assert len(claimed) == len(set(claimed))
+    # whatever a busy claimer skipped is still there for the next one
+    while more := await side.workers.claim_queue_keys("w9", LEASE_SECONDS, 100):
+        claimed += [lease.queue_key for lease in more]
+    assert sorted(claimed) == sorted(keys)
+
+
+# ---- the leader -----------------------------------------------------------------------------
+
+
+async def test_the_first_worker_leads_and_renewing_keeps_its_epoch(side: Side) -> None:
+    first = await side.workers.lead("w1", LEASE_SECONDS)
+    assert (first.worker_id, first.epoch) == ("w1", 1)
+    again = await side.workers.lead("w1", LEASE_SECONDS)
+    assert (again.worker_id, again.epoch) == ("w1", 1)
+    assert (await side.workers.lead("w2", LEASE_SECONDS)).worker_id == "w1"
+    renewed = await side.workers.lead("w1", LEASE_SECONDS)
+    assert renewed.expires_at >= first.expires_at
+    assert await side.workers.leader() == renewed
+
+
+async def test_a_lapsed_leadership_is_taken_over_with_a_new_epoch(side: Side) -> None:
+    old = await side.workers.lead("w1", 0)
+    new = await side.workers.lead("w2", LEASE_SECONDS)
+    assert (new.worker_id, new.epoch) == ("w2", old.epoch + 1)
+    assert (await side.workers.lead("w1", LEASE_SECONDS)).worker_id == "w2"
+
+
+async def test_a_job_runs_once_for_its_due_time(side: Side) -> None:
+    leader = await side.workers.lead("w1", LEASE_SECONDS)
+    assert await side.workers.record_job_run("nightly", "2026-11-30T04:00", leader)
+    assert not await side.workers.record_job_run("nightly", "2026-11-30T04:00", leader)
+    assert await side.workers.record_job_run("nightly", "2026-12-01T04:00", leader)
+
+
+async def test_a_stale_leaders_job_run_is_refused(side: Side) -> None:
+    stale = await side.workers.lead("w1", 0)
+    leader = await side.workers.lead("w2", LEASE_SECONDS)
+    with pytest.raises(LeaseLost):
+        await side.workers.record_job_run("nightly", "2026-11-30T04:00", stale)
+    # nothing was recorded: the new leader runs it
+    assert await side.workers.record_job_run("nightly", "2026-11-30T04:00", leader)
+
+
+# ---- the registry ---------------------------------------------------------------------------
+
+
+async def test_workers_are_listed_with_their_live_leases(side: Side) -> None:
+    await side.workers.register_worker("w1", "host-a", 101)
+    await side.workers.register_worker("w2", "host-b", 202)
+    await side.add_pending("tg:1|ava")
+    await side.add_pending("tg:2|ava")
+    await side.add_pending("tg:3|ava")
+    [lease, _, _] = await side.workers.claim_queue_keys("w2", LEASE_SECONDS, 10)
+    await side.workers.release_leases([lease])
+    listed = [(w.worker_id, w.host, w.pid, w.leases) for w in await side.workers.workers()]
+    assert listed == [("w1", "host-a", 101, 0), ("w2", "host-b", 202, 2)]
+
+
+async def test_a_worker_that_leaves_lets_its_leases_and_leadership_go_at_once(
+    side: Side,
+) -> None:
+    await side.workers.register_worker("w1", "host-a", 101)
+    await side.add_pending("tg:1|ava")
+    [lease] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10)
+    led = await side.workers.lead("w1", LEASE_SECONDS)
+    await side.workers.leave("w1")
+    assert await side.workers.workers() == []
+    [taken] = await side.workers.claim_queue_keys("w2", LEASE_SECONDS, 10)
+    assert taken.epoch == lease.epoch + 1
+    assert (await side.workers.lead("w2", LEASE_SECONDS)).epoch == led.epoch + 1
+
+
+async def test_a_worker_restarted_under_its_id_holds_nothing_from_before(side: Side) -> None:
+    await side.workers.register_worker("w1", "host-a", 1)
+    await side.add_pending("tg:1|ava")
+    [before] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10)
+    await side.workers.register_worker("w1", "host-a", 1)
+    assert await side.workers.heartbeat("w1", LEASE_SECONDS) == []
+    [after] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10)
+    assert after.epoch == before.epoch + 1
+
+
+async def test_postgres_wakes_listeners_when_a_pending_message_is_stored(
+    postgres_database: str,
+) -> None:
+    pool = await create_pool(postgres_database)
+    try:
+        async with pool.acquire() as db:
+            await migrate(db, _no_recompute)
+        side = PostgresSide(pool)
+        woken: asyncio.Queue[str] = asyncio.Queue()
+        unlisten = await side.workers.listen_pending(woken.put_nowait)
+        await side.add_pending("tg:7|ava")
+        assert await asyncio.wait_for(woken.get(), timeout=10) == "tg:7|ava"
+        await unlisten()
+    finally:
+        await pool.close()
+
+
+# ---- fencing: a turn's writes under a lease another worker took over -------------------------
+
+
+async def _taken_over(store: Store) -> tuple[Lease, Lease, int]:
+    """A pending message whose lease w1 held (epoch 1) and w2 took over (epoch 2)."""
+    message_id = await store.add_message(_pending("tg:1|ava"))
+    assert message_id is not None
+    [stale] = await store.claim_queue_keys("w1", 0, 10)
+    [current] = await store.claim_queue_keys("w2", LEASE_SECONDS, 10)
+    return stale, current, message_id
+
+
+def _reply() -> NewMessage:
+    return NewMessage(
+        chat_key="tg:1", role="assistant", text="hi", audience="dm", status="delivering"
+    )
+
+
+async def test_a_stale_epochs_finish_turn_is_refused_and_writes_nothing(store: Store) -> None:
+    stale, current, message_id = await _taken_over(store)
+    with pytest.raises(LeaseLost):
+        await store.finish_turn([message_id], None, _reply(), lease=stale)
+    assert [row.id for row in await store.pending("tg:1|ava")] == [message_id]
+    assert await store.interrupted_deliveries() == []
+    reply_id = await store.finish_turn([message_id], None, _reply(), lease=current)
+    assert await store.pending("tg:1|ava") == []
+    assert await store.interrupted_deliveries() == [reply_id]
+
+
+async def test_a_stale_epochs_failure_count_and_quiet_close_are_refused(store: Store) -> None:
+    stale, current, message_id = await _taken_over(store)
+    with pytest.raises(LeaseLost):
+        await store.count_failed_turn([message_id], lease=stale)
+    assert await store.turn_attempts(message_id) == 0
+    with pytest.raises(LeaseLost):
+        await store.close_unanswered([message_id], "s1", lease=stale)
+    assert [row.id for row in await store.pending("tg:1|ava")] == [message_id]
+    assert await store.count_failed_turn([message_id], lease=current) == 1
+
+
+async def test_a_stale_epochs_chunk_records_are_refused_and_write_nothing(store: Store) -> None:
+    stale, current, message_id = await _taken_over(store)
+    reply_id = await store.finish_turn([message_id], None, _reply(), lease=current)
+    with pytest.raises(LeaseLost):
+        await store.record_chunk(reply_id, 0, "p1", lease=stale)
+    with pytest.raises(LeaseLost):
+        await store.record_last_chunk(reply_id, 0, "p1", lease=stale)
+    with pytest.raises(LeaseLost):
+        await store.mark_delivered(reply_id, lease=stale)
+    assert await store.delivered_chunks(reply_id) == 0
+    assert await store.interrupted_deliveries() == [reply_id]
+    await store.record_last_chunk(reply_id, 0, "p1", lease=current)
+    assert await store.delivered_chunks(reply_id) == 1
+    assert await store.interrupted_deliveries() == []
+
+
+async def test_a_stale_epochs_delivery_retry_and_give_up_are_refused(store: Store) -> None:
+    stale, current, message_id = await _taken_over(store)
+    reply_id = await store.finish_turn([message_id], None, _reply(), lease=current)
+    retry = DeliveryRetry(reply_id, 1, 0.0, 10.0, "502")
+    with pytest.raises(LeaseLost):
+        await store.schedule_delivery_retry(retry, lease=stale)
+    assert await store.delivery_retry(reply_id) is None
+    with pytest.raises(LeaseLost):
+        await store.mark_failed(reply_id, lease=stale)
+    assert (await store.message(reply_id)).status == "delivering"  # type: ignore[union-attr]
+    await store.schedule_delivery_retry(retry, lease=current)
+    assert await store.delivery_retry(reply_id) == retry

@@ -1,0 +1,263 @@
+"""Several workers on one database (bot/workers.py, bot/dispatcher.py): two workers in this
+process share one store, each with its own dispatcher and the real delivery, and work its
+chats under leases. A lease of 2 seconds (the shortest allowed) lets a test see one lapse;
+every wait is for a condition, with a timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from bot.config import DeliveryConfig, WorkersConfig
+from bot.delivery import Delivery, PendingReply
+from bot.dispatcher import Dispatcher, Worked
+from bot.store import Leader, Lease, LeaseLost, NewMessage, Store
+from bot.workers import Worker
+from tests.conftest import RecordingChannel
+
+SHORT = WorkersConfig(lease_seconds=2, heartbeat_seconds=0.5)
+WAIT_SECONDS = 15.0
+
+
+async def until(condition: Callable[[], object], what: str) -> None:
+    """Poll state that has no event of its own (a worker's leadership, a dispatcher's tasks)
+    until it holds, or fail naming ``what``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT_SECONDS
+    while True:
+        if condition():
+            return
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {WAIT_SECONDS:g}s waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+@dataclass
+class Duties:
+    """Leader services that only record when they start and stop."""
+
+    led: list[int] = field(default_factory=list)
+    followed: int = 0
+
+    async def lead(self, leader: Leader) -> None:
+        self.led.append(leader.epoch)
+
+    async def follow(self) -> None:
+        self.followed += 1
+
+
+@dataclass
+class Turns:
+    """The turn a worker's dispatcher runs: what TurnRunner does without the model — close
+    the pending messages with one recorded reply, then deliver it, all under the lease. A
+    turn waits at ``hold`` (when set) after recording its reply: a worker paused mid-turn."""
+
+    store: Store
+    delivery: Delivery
+    worker: str
+    hold: asyncio.Event | None = None
+    answered: list[tuple[str, str]] = field(default_factory=list)
+    running: set[str] = field(default_factory=set)
+    overlaps: int = 0
+
+    async def process(self, lease: Lease) -> Worked:
+        pending = await self.store.pending(lease.queue_key)
+        if not pending:
+            return Worked.IDLE
+        chat_key = pending[-1].chat_key
+        if chat_key in self.running:
+            self.overlaps += 1
+        self.running.add(chat_key)
+        try:
+            reply = NewMessage(chat_key, "assistant", f"re {pending[-1].text}", "dm", "delivering")
+            reply_id = await self.store.finish_turn(
+                [row.id for row in pending], None, reply, lease=lease
+            )
+            if self.hold is not None:
+                await self.hold.wait()
+            chat = await self.store.chat(chat_key)
+            assert chat is not None
+            await self.delivery.send(
+                PendingReply(reply_id, chat, reply.text, None, None, lease=lease)
+            )
+        except LeaseLost:
+            return Worked.LOST
+        finally:
+            self.running.discard(chat_key)
+        self.answered.append((self.worker, chat_key))
+        return Worked.ANSWERED
+
+
+@dataclass
+class Node:
+    """One worker with its dispatcher, delivery and leader duties."""
+
+    worker: Worker
+    dispatcher: Dispatcher
+    turns: Turns
+    duties: Duties
+
+
+class Cluster:
+    def __init__(self, store: Store, channel: RecordingChannel) -> None:
+        self.store = store
+        self.channel = channel
+        self.nodes: list[Node] = []
+
+    def node(self, name: str, settings: WorkersConfig = SHORT) -> Node:
+        worker = Worker(self.store, settings.model_copy(update={"id": name}))
+
+        async def tell_owner(platform: str, text: str) -> None:
+            raise AssertionError(f"the owner was told on {platform}: {text}")
+
+        delivery = Delivery(
+            self.store,
+            {"test": self.channel},
+            lambda _partner: None,
+            DeliveryConfig(),
+            tell_owner,
+            ensure_lease=worker.ensure,
+        )
+        turns = Turns(self.store, delivery, name)
+        node = Node(worker, Dispatcher(self.store, turns.process, 8, worker), turns, Duties())
+        self.nodes.append(node)
+        return node
+
+    async def start(self, node: Node) -> Node:
+        await node.worker.start(node.dispatcher, node.duties)
+        return node
+
+    async def stop(self, node: Node) -> None:
+        await node.dispatcher.close(5)
+        await node.worker.stop()
+        self.nodes.remove(node)
+
+    async def message(self, chat: int, text: str) -> None:
+        chat_key = f"test:{chat}"
+        await self.store.upsert_chat(chat_key, "test", str(chat), None, "dm", None)
+        await self.store.add_message(
+            NewMessage(
+                chat_key,
+                "user",
+                text,
+                "dm",
+                "pending",
+                dedup_key=f"{chat_key}/{text}",
+                queue_key=f"{chat_key}|ava",
+            )
+        )
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    store = await Store.open(tmp_path / "db.sqlite")
+    cluster = Cluster(store, RecordingChannel())
+    yield cluster
+    for node in list(cluster.nodes):
+        await cluster.stop(node)
+    await store.close()
+
+
+async def test_two_workers_answer_every_chat_once_and_never_one_chat_at_once(
+    cluster: Cluster,
+) -> None:
+    chats = range(30)
+    for chat in chats:
+        await cluster.message(chat, "hello")
+        await cluster.message(chat, "again")
+    one = cluster.node("one")
+    two = cluster.node("two")
+    # both start, then sweep: neither's first sweep may take every chat
+    await asyncio.gather(cluster.start(one), cluster.start(two))
+    await until(
+        lambda: len(one.turns.answered) + len(two.turns.answered) >= len(chats),
+        "every chat answered",
+    )
+    await one.dispatcher.idle()
+    await two.dispatcher.idle()
+    answered = [chat for _, chat in one.turns.answered + two.turns.answered]
+    assert sorted(answered) == sorted(f"test:{chat}" for chat in chats)  # once each
+    assert len(cluster.channel.sent) == len(chats)
+    assert one.turns.overlaps == two.turns.overlaps == 0
+    assert await cluster.store.pending_count() == 0
+
+
+async def test_a_message_for_a_chat_another_worker_holds_is_left_to_that_worker(
+    cluster: Cluster,
+) -> None:
+    one = await cluster.start(cluster.node("one"))
+    two = await cluster.start(cluster.node("two"))
+    hold = asyncio.Event()
+    one.turns.hold = hold
+    await cluster.message(1, "first")
+    one.dispatcher.notify("test:1|ava")
+    await until(lambda: "test:1" in one.turns.running, "the first turn running on one")
+    await cluster.message(1, "second")
+    two.dispatcher.notify("test:1|ava")  # two stored it; one holds the chat
+    await until(lambda: two.dispatcher.active == 0, "two leaving the chat alone")
+    one.dispatcher.notify("test:1|ava")  # what PostgreSQL's NOTIFY tells the holder
+    hold.set()
+    await until(lambda: len(one.turns.answered) == 2, "one answering both")
+    assert cluster.channel.texts() == ["re first", "re second"]  # in order
+    assert [w for w, _ in one.turns.answered] == ["one", "one"]
+    assert two.turns.answered == []
+
+
+async def test_a_worker_paused_past_its_lease_never_delivers_after_another_took_over(
+    cluster: Cluster,
+) -> None:
+    # "one" never beats (a process stopped by SIGSTOP keeps nothing renewed)
+    one = cluster.node("one")
+    hold = asyncio.Event()
+    one.turns.hold = hold
+    await cluster.message(1, "hello")
+    one.dispatcher.notify("test:1|ava")
+    await until(lambda: "test:1" in one.turns.running, "one paused after recording its reply")
+    stale = await cluster.store.lease("test:1|ava")
+    assert stale is not None and stale.worker_id == "one"
+    two = await cluster.start(cluster.node("two"))
+    await cluster.message(1, "are you there?")  # a new message: the chat has work again
+    await until(lambda: len(two.turns.answered) == 1, "two answering after the lease lapsed")
+    hold.set()  # one wakes up
+    await one.dispatcher.idle()
+    assert one.turns.answered == []
+    assert cluster.channel.texts() == ["re are you there?"]
+    taken = await cluster.store.lease("test:1|ava")
+    assert taken is not None and taken.epoch > stale.epoch
+
+
+async def test_one_worker_leads_and_another_takes_over_when_it_stops(cluster: Cluster) -> None:
+    one = await cluster.start(cluster.node("one"))
+    two = await cluster.start(cluster.node("two"))
+    assert one.duties.led == [1] and two.duties.led == []
+    await cluster.stop(one)
+    assert one.duties.followed == 1
+    await until(lambda: two.duties.led, "two leading")
+    assert two.duties.led == [2]
+    assert two.worker.leader is not None and two.worker.leader.epoch == 2
+
+
+async def test_a_worker_frees_at_once_what_a_dead_worker_on_its_host_held(
+    cluster: Cluster,
+) -> None:
+    gone = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "import os; print(os.getpid())", stdout=asyncio.subprocess.PIPE
+    )
+    output, _ = await gone.communicate()
+    dead_pid = int(output)
+    store = cluster.store
+    await store.register_worker("dead", socket.gethostname(), dead_pid)
+    await cluster.message(1, "hello")
+    await store.claim_queue_keys("dead", 3600, 10)
+    await store.lead("dead", 3600)
+    # an hour-long lease: only knowing its holder is dead lets another worker in now
+    new = await cluster.start(cluster.node("new"))
+    assert new.duties.led == [2]
+    await cluster.channel.wait_sent(1)
+    assert [w.worker_id for w in await store.workers()] == ["new"]
