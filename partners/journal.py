@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from partners.memory import MemoryFile, MemoryStore, comparable, quotes, read_text
+from partners.entry_text import comparable, quotes
+from partners.memory import MemoryFile, MemoryStore, read_text
 from partners.persona import Partner
 
 MAX_SUMMARY_CHARS = 80

@@ -13,7 +13,8 @@ A newcomer's map:
   ``users`` (users, pairings, owner claims), ``chats`` (chats, bindings), ``messages``,
   ``queue`` (pending turns and delivery), ``media``, ``sessions``, ``review``, ``search``,
   ``forgetting``, ``checkins`` (and reminders), ``usage``, ``audit`` (and settings),
-  ``vectors`` (semantic recall), ``web`` (the web page's logins), all on
+  ``vectors`` (semantic recall), ``web`` (the web page's logins), ``documents`` (memory
+  documents as rows, when they are not files), all on
   ``connection`` (the shared connection, its round-trip counter and error translation).
 
 The dispatcher's queue is rows in ``messages`` (``status = 'pending'``), not only memory, so
@@ -30,6 +31,7 @@ from bot.store.rows import (
     CheckinSetting,
     ClaimedOwnerRow,
     DeliveryRetry,
+    DocumentRow,
     EmbeddingWork,
     ForgetOperation,
     MediaRow,
@@ -60,6 +62,7 @@ __all__ = [
     "ClaimedOwnerRow",
     "Dialects",
     "DeliveryRetry",
+    "DocumentRow",
     "EmbeddingWork",
     "ForgetOperation",
     "MediaRow",
