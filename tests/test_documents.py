@@ -1,0 +1,112 @@
+"""Memory documents behind the seam (partners/documents.py): versions refuse stale writes on
+every backend, writers on several workers take turns on PostgreSQL, and forgetting leaves no
+copy of the text in the documents' rows."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import pytest
+
+from bot.store.postgres.connection import create_pool
+from bot.store.postgres.documents import Documents as PostgresDocuments
+from bot.store.postgres.migrations import migrate
+from partners.changelog import CHANGELOG
+from partners.documents import DatabaseDocuments, DocumentConflict
+from partners.memory import FileChanged, MemoryFile, MemoryStore, fingerprint
+from tests.document_backends import MemoryBackend, memory_backend, no_recompute
+
+__all__ = ["memory_backend"]  # the fixture, imported so that this module's tests use it
+
+
+@pytest.fixture
+def file(tmp_path: Path) -> MemoryFile:
+    return MemoryFile(tmp_path / "partners" / "luna", "MEMORY.md")
+
+
+async def test_a_write_naming_a_stale_version_is_refused(
+    file: MemoryFile, memory_backend: MemoryBackend
+) -> None:
+    documents = memory_backend.documents
+    first = await documents.read(file.root, file.name)
+    await documents.write(file.root, file.name, b"- the owner's line\n", first.version)
+    with pytest.raises(DocumentConflict) as refused:
+        await documents.write(file.root, file.name, b"- a stale copy\n", first.version)
+    assert refused.value.current.data == b"- the owner's line\n"
+    assert await memory_backend.raw(file) == b"- the owner's line\n"
+
+
+async def test_an_edited_copy_of_an_old_version_keeps_the_saved_text(
+    file: MemoryFile, memory_backend: MemoryBackend
+) -> None:
+    store = memory_backend.store()
+    await store.add(file, "Likes tea", reason="", source="t")
+    copy_of = fingerprint(await memory_backend.raw(file))
+    await store.add(file, "Has a cat", reason="review", source="t")
+    with pytest.raises(FileChanged):
+        await store.replace_file(file, "- only mine\n", copy_of, reason="", source="owner")
+    assert [e.text for e in await store.entries(file)] == ["Likes tea", "Has a cat"]
+
+
+async def test_documents_are_listed_by_folder(
+    file: MemoryFile, memory_backend: MemoryBackend
+) -> None:
+    store = memory_backend.store()
+    for name in ("users/telegram_1.md", "users/telegram_2.md", "memory/2026-05-01.md"):
+        await store.add(MemoryFile(file.root, name), "a fact", reason="", source="t")
+    names = await memory_backend.documents.names(file.root, "users")
+    assert names == ["users/telegram_1.md", "users/telegram_2.md"]
+    assert await memory_backend.documents.delete(file.root, "users/telegram_1.md")
+    assert await memory_backend.documents.names(file.root, "users") == ["users/telegram_2.md"]
+
+
+async def test_forgetting_leaves_no_copy_in_the_documents(
+    file: MemoryFile, memory_backend: MemoryBackend
+) -> None:
+    store = memory_backend.store()
+    added = await store.add(file, "Was born in Tromsø", reason="said so", source="chat")
+    assert added.entry_id
+    await store.edit(file, added.entry_id, "Was born in Tromsø, Norway", reason="", source="c")
+    await store.forget_entry(file, added.entry_id, source="forget")
+    await store.scrub_changelog(
+        file.root, file.name, entry_ids={added.entry_id}, texts={"Was born in Tromsø"}
+    )
+    for name in (file.name, CHANGELOG):
+        assert "Tromsø" not in (await memory_backend.raw(MemoryFile(file.root, name))).decode()
+    assert [c.op for c in await store.changes(file.root)] == ["forgotten"] * 3
+
+
+@pytest.fixture
+async def two_workers(postgres_database: str, tmp_path: Path) -> AsyncIterator[list[MemoryStore]]:
+    """Two gateways' memory stores on one PostgreSQL database, each with its own pool and its
+    own (empty, different) data directory."""
+    pools: list[asyncpg.Pool] = []
+    for _ in range(2):
+        pools.append(await create_pool(postgres_database))
+    async with pools[0].acquire() as db:
+        await migrate(db, no_recompute)
+    yield [
+        MemoryStore(documents=DatabaseDocuments(PostgresDocuments(pool), tmp_path / f"w{n}"))
+        for n, pool in enumerate(pools)
+    ]
+    for pool in pools:
+        await pool.close()
+
+
+async def test_two_workers_writing_one_document_lose_no_update(
+    two_workers: list[MemoryStore], tmp_path: Path
+) -> None:
+    files = [MemoryFile(tmp_path / f"w{n}" / "partners" / "luna", "MEMORY.md") for n in (0, 1)]
+    writes = [
+        two_workers[n].add(files[n], f"fact {n}-{i}", reason="", source=f"worker {n}")
+        for i in range(25)
+        for n in (0, 1)
+    ]
+    await asyncio.gather(*writes)
+    for n in (0, 1):
+        texts = {e.text for e in await two_workers[n].entries(files[n])}
+        assert texts == {f"fact {w}-{i}" for i in range(25) for w in (0, 1)}
+    assert len(await two_workers[0].changes(files[0].root)) == 50
