@@ -65,6 +65,9 @@ class LLMConfig(_Section):
 
 class StorageConfig(_Section):
     data_dir: Path = Path("data")
+    documents: Literal["auto", "files", "database"] = "auto"
+    """Where memory documents are kept: files under data_dir, or rows in the database that
+    several workers share; "auto" is files on SQLite and rows on PostgreSQL."""
 
 
 class OwnerConfig(_Section):

@@ -67,7 +67,8 @@ class Documents(Protocol):
         """Add bytes at the end (the changelog's records), creating the document if needed."""
 
     async def names(self, root: Path, folder: str) -> list[str]:
-        """The names of the documents directly in ``folder`` (``users``, ``memory``), sorted."""
+        """The names of the documents directly in ``folder`` (``users``, ``memory``; ``""``
+        for the root's own), sorted."""
 
     async def delete(self, root: Path, name: str) -> bool: ...
 
@@ -160,12 +161,17 @@ class FileDocuments:
         await asyncio.to_thread(append)
 
     async def names(self, root: Path, folder: str) -> list[str]:
-        directory = root / _checked_name(folder)
+        directory = root / _checked_name(folder) if folder else root
+        prefix = f"{folder}/" if folder else ""
 
         def listed() -> list[str]:
             if not directory.is_dir():
                 return []
-            return sorted(f"{folder}/{p.name}" for p in directory.iterdir() if p.is_file())
+            return sorted(
+                f"{prefix}{p.name}"
+                for p in directory.iterdir()
+                if p.is_file() and not p.name.startswith(".")  # a half-written temporary
+            )
 
         return await asyncio.to_thread(listed)
 
@@ -243,7 +249,35 @@ class DatabaseDocuments:
         await self._rows.append_document(self.namespace(root), _checked_name(name), data)
 
     async def names(self, root: Path, folder: str) -> list[str]:
-        return await self._rows.document_paths(self.namespace(root), _checked_name(folder))
+        folder = _checked_name(folder) if folder else ""
+        return await self._rows.document_paths(self.namespace(root), folder)
 
     async def delete(self, root: Path, name: str) -> bool:
         return await self._rows.delete_document(self.namespace(root), _checked_name(name))
+
+
+ADOPTED_FOLDERS = ("", "users", "memory", "changelog")
+ADOPTED_SUFFIXES = (".md", ".jsonl")
+"""Memory documents are Markdown, the changelog JSON lines; preset.yml and avatars stay files."""
+
+
+async def adopt_files(target: Documents, root: Path) -> list[str]:
+    """Copy the memory documents found as files under ``root`` into ``target`` where it has
+    none of that name yet (a partner made from the template or an imported card, files the
+    owner wrote), so that a worker whose data directory is empty finds them there. A document
+    ``target`` already has is never overwritten. The names copied."""
+    files = FileDocuments()
+    copied = []
+    for folder in ADOPTED_FOLDERS:
+        for name in await files.names(root, folder):
+            if not name.endswith(ADOPTED_SUFFIXES):
+                continue
+            current = await target.read(root, name)
+            if current.data:
+                continue
+            try:
+                await target.write(root, name, (await files.read(root, name)).data, current.version)
+            except DocumentConflict:
+                continue  # written meanwhile (another worker adopting the same files)
+            copied.append(name)
+    return copied

@@ -17,7 +17,9 @@ from bot.store.postgres.migrations import migrate
 from partners.changelog import CHANGELOG
 from partners.documents import DatabaseDocuments, DocumentConflict
 from partners.memory import FileChanged, MemoryFile, MemoryStore, fingerprint
+from tests.conftest import HarnessFactory, dm
 from tests.document_backends import MemoryBackend, memory_backend, no_recompute
+from tests.fakes.fake_llm import Reply, ToolCallSpec
 
 __all__ = ["memory_backend"]  # the fixture, imported so that this module's tests use it
 
@@ -110,3 +112,30 @@ async def test_two_workers_writing_one_document_lose_no_update(
         texts = {e.text for e in await two_workers[n].entries(files[n])}
         assert texts == {f"fact {w}-{i}" for i in range(25) for w in (0, 1)}
     assert len(await two_workers[0].changes(files[0].root)) == 50
+
+
+async def test_a_gateway_keeping_rows_prompts_from_them_and_writes_memory_to_them(
+    harness_factory: HarnessFactory,
+) -> None:
+    harness = await harness_factory(storage={"documents": "database"})
+    app = harness.app
+    partner = app.catalog.require("example")
+    # the template's files were copied into rows at start; from now on the rows count
+    soul = MemoryFile(partner.dir, "SOUL.md")
+    stored = await app.memory.stored(soul)
+    assert stored.data == await asyncio.to_thread((partner.dir / "SOUL.md").read_bytes)
+    await app.memory.documents.write(
+        soul.root, soul.name, b"You speak like a lighthouse keeper.\n", stored.version
+    )
+    await asyncio.to_thread((partner.dir / "SOUL.md").unlink)
+    harness.llm.script(
+        Reply(tool_calls=[ToolCallSpec("partner_memorize", {"op": "add", "text": "Likes tea"})]),
+        Reply(text="noted"),
+    )
+    await harness.send(dm(42, "I like tea"))
+    await harness.settle()
+    assert "lighthouse keeper" in harness.llm.requests[0]["messages"][0]["content"]
+    users = await app.memory.documents.names(partner.dir, "users")
+    assert len(users) == 1
+    assert "Likes tea" in await app.memory.read(MemoryFile(partner.dir, users[0]))
+    assert not await asyncio.to_thread((partner.dir / "users").exists)

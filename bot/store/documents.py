@@ -25,7 +25,12 @@ class Documents(SqliteBase):
             "SELECT content, version, updated_at FROM documents WHERE namespace = ? AND path = ?",
             (namespace, path),
         )
-        return DocumentRow(bytes(row[0]), int(row[1]), float(row[2])) if row else None
+        if row is None:
+            return None
+        content = row[0]
+        # a row written as text by hand (sqlite3 shell) reads as its UTF-8 bytes
+        data = content.encode("utf-8") if isinstance(content, str) else bytes(content)
+        return DocumentRow(data, int(row[1]), float(row[2]))
 
     async def save_document(
         self, namespace: str, path: str, content: bytes, expected_version: int
@@ -63,7 +68,7 @@ class Documents(SqliteBase):
 
     async def document_paths(self, namespace: str, folder: str) -> list[str]:
         """The documents directly inside ``folder`` (not in folders below it), sorted."""
-        prefix = folder.rstrip("/") + "/"
+        prefix = folder.rstrip("/") + "/" if folder else ""
         rows = await self._all(
             "SELECT path FROM documents WHERE namespace = ? AND substr(path, 1, ?) = ?"
             " AND instr(substr(path, ?), '/') = 0 ORDER BY path",

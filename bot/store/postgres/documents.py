@@ -81,7 +81,7 @@ class Documents(PostgresBase):
 
     async def document_paths(self, namespace: str, folder: str) -> list[str]:
         """The documents directly inside ``folder`` (not in folders below it), sorted."""
-        prefix = folder.rstrip("/") + "/"
+        prefix = folder.rstrip("/") + "/" if folder else ""
         rows = await self._all(
             "SELECT path FROM documents WHERE namespace = $1 AND left(path, $2) = $3"
             " AND strpos(substr(path, $2 + 1), '/') = 0 ORDER BY path",
