@@ -23,6 +23,7 @@ from bot.admin_args import AdminError, file_reply, need, services
 from bot.commands import CommandContext, CommandReply
 from bot.events import Choice
 from bot.literal import literal_line
+from bot.memory_documents import adopt_local_files, clone_documents
 from bot.paging import paged, pop_page
 from bot.store import MessageRow, SessionRow
 from partners.catalog import apply_search_languages
@@ -77,6 +78,7 @@ async def partner_new(ctx: CommandContext) -> CommandReply:
             "commands; the name is who it is, up to 60 characters)"
         )
     created = await asyncio.to_thread(ctx.catalog.create, partner_id, " ".join(ctx.args[1:]))
+    await adopt_local_files(services(ctx).memory, [created.dir])
     return CommandReply(
         f"Created {created.name} ({created.id}) from the template. Shape it with "
         f"/admin partner edit {created.id} SOUL.md (and IDENTITY.md, SYSTEM.md...)."
@@ -86,6 +88,8 @@ async def partner_new(ctx: CommandContext) -> CommandReply:
 async def partner_clone(ctx: CommandContext) -> CommandReply:
     need(ctx, 2, "partner clone <source id> <new id>")
     cloned = await asyncio.to_thread(ctx.catalog.clone, ctx.args[0], ctx.args[1])
+    source = ctx.catalog.require(ctx.args[0])
+    await clone_documents(services(ctx).memory, source.dir, cloned.dir)
     return CommandReply(
         f"Cloned {ctx.args[0]} to {cloned.id}: persona and own memory, without journals or "
         "what it knows about individual users."

@@ -47,3 +47,16 @@ async def adopt_local_files(memory: MemoryStore, roots: list[Path]) -> None:
         copied = await adopt_files(memory.documents, root)
         if copied:
             logger.info("copied %d memory files of %s into the database", len(copied), root)
+
+
+async def clone_documents(memory: MemoryStore, source: Path, target: Path) -> None:
+    """With rows, a clone's persona and own memory come from the source's rows (its files
+    may be older), then anything else its files hold; journals and per-user memory are not
+    cloned (see :meth:`partners.catalog.PartnerCatalog.clone`)."""
+    if not isinstance(memory.documents, DatabaseDocuments):
+        return
+    for name in await memory.documents.names(source, ""):
+        data = (await memory.documents.read(source, name)).data
+        current = await memory.documents.read(target, name)
+        await memory.documents.write(target, name, data, current.version)
+    await adopt_local_files(memory, [target])

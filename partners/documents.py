@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import os
 import tempfile
 import threading
@@ -32,7 +33,12 @@ from typing import Protocol
 
 from bot.store.rows import DocumentRow
 
+logger = logging.getLogger(__name__)
+
 FILE_VERSION_CHARS = 12
+DOCUMENT_SUFFIXES = (".md", ".jsonl")
+"""Memory documents are Markdown, the changelog JSON lines; preset.yml, avatars and lorebooks
+are a partner's files, not its documents."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +74,7 @@ class Documents(Protocol):
 
     async def names(self, root: Path, folder: str) -> list[str]:
         """The names of the documents directly in ``folder`` (``users``, ``memory``; ``""``
-        for the root's own), sorted."""
+        for the root's own), sorted: names ending in one of :data:`DOCUMENT_SUFFIXES`."""
 
     async def delete(self, root: Path, name: str) -> bool: ...
 
@@ -167,10 +173,13 @@ class FileDocuments:
         def listed() -> list[str]:
             if not directory.is_dir():
                 return []
+            # a directory named like a document is listed: reading it fails loudly, as a
+            # document that cannot be read should (the nightly pass reports it and goes on)
             return sorted(
                 f"{prefix}{p.name}"
                 for p in directory.iterdir()
-                if p.is_file() and not p.name.startswith(".")  # a half-written temporary
+                if p.name.endswith(DOCUMENT_SUFFIXES)
+                and not p.name.startswith(".")  # a half-written temporary
             )
 
         return await asyncio.to_thread(listed)
@@ -257,8 +266,6 @@ class DatabaseDocuments:
 
 
 ADOPTED_FOLDERS = ("", "users", "memory", "changelog")
-ADOPTED_SUFFIXES = (".md", ".jsonl")
-"""Memory documents are Markdown, the changelog JSON lines; preset.yml and avatars stay files."""
 
 
 async def adopt_files(target: Documents, root: Path) -> list[str]:
@@ -270,13 +277,16 @@ async def adopt_files(target: Documents, root: Path) -> list[str]:
     copied = []
     for folder in ADOPTED_FOLDERS:
         for name in await files.names(root, folder):
-            if not name.endswith(ADOPTED_SUFFIXES):
-                continue
             current = await target.read(root, name)
             if current.data:
                 continue
             try:
-                await target.write(root, name, (await files.read(root, name)).data, current.version)
+                data = (await files.read(root, name)).data
+            except OSError as exc:  # a folder named like a document, a file gone meanwhile
+                logger.warning("%s/%s not copied into the database: %s", root, name, exc)
+                continue
+            try:
+                await target.write(root, name, data, current.version)
             except DocumentConflict:
                 continue  # written meanwhile (another worker adopting the same files)
             copied.append(name)

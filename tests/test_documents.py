@@ -17,9 +17,11 @@ from bot.store.postgres.migrations import migrate
 from partners.changelog import CHANGELOG
 from partners.documents import DatabaseDocuments, DocumentConflict
 from partners.memory import FileChanged, MemoryFile, MemoryStore, fingerprint
+from tests.admin_support import admin
 from tests.conftest import HarnessFactory, dm
 from tests.document_backends import MemoryBackend, memory_backend, no_recompute
 from tests.fakes.fake_llm import Reply, ToolCallSpec
+from tests.test_forgetting import USER, command, memorize, new_secret, review, traces
 
 __all__ = ["memory_backend"]  # the fixture, imported so that this module's tests use it
 
@@ -139,3 +141,47 @@ async def test_a_gateway_keeping_rows_prompts_from_them_and_writes_memory_to_the
     assert len(users) == 1
     assert "Likes tea" in await app.memory.read(MemoryFile(partner.dir, users[0]))
     assert not await asyncio.to_thread((partner.dir / "users").exists)
+
+
+async def test_a_partner_cloned_on_rows_starts_from_the_sources_rows(
+    harness_factory: HarnessFactory,
+) -> None:
+    harness = await harness_factory(storage={"documents": "database"})
+    memory = harness.app.memory
+    source = harness.app.catalog.require("example").dir
+    soul = await memory.stored(MemoryFile(source, "SOUL.md"))
+    await memory.documents.write(source, "SOUL.md", b"Only the rows say this.\n", soul.version)
+    await memory.add(MemoryFile(source, "users/test-42.md"), "Likes tea", reason="", source="t")
+    assert "Cloned example to twin" in await admin(harness, "/admin partner clone example twin")
+    twin = harness.app.catalog.require("twin").dir
+    assert await memory.read(MemoryFile(twin, "SOUL.md")) == "Only the rows say this.\n"
+    assert await memory.documents.names(twin, "users") == []
+
+
+async def test_forgetting_on_rows_leaves_no_trace_in_the_database(
+    harness_factory: HarnessFactory,
+) -> None:
+    harness = await harness_factory(memory={"auto_memory": True}, storage={"documents": "database"})
+    secret, edited = new_secret(), new_secret()
+    first = await memorize(harness, f"Alice's old address is {edited}")
+    await memorize(harness, f"Alice's locker code is {secret}")
+    harness.llm.script(
+        Reply(
+            tool_calls=[
+                ToolCallSpec(
+                    "partner_memorize",
+                    {"op": "edit", "target_id": first, "text": "Alice moved house"},
+                )
+            ]
+        ),
+        Reply(text="ok"),
+    )
+    await harness.send(dm(USER, "that changed, please update it"))
+    await harness.settle()
+    await review(harness, {"journal": {"summary": f"Alice told me about {secret}"}})
+    placed = await traces(harness, secret) + await traces(harness, edited)
+    assert placed and all(not t.startswith("partners/") for t in placed)  # rows, not files
+    answer = await command(harness, "/forget all confirm")
+    assert "2 entries and 1 diary passages" in answer
+    assert await traces(harness, secret) == []
+    assert await traces(harness, edited) == []
