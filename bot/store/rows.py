@@ -191,6 +191,16 @@ class NewMessage:
     """Stored with the message, in the same statement batch: a file id is never lost."""
 
 
+@dataclass(frozen=True)
+class DocumentRow:
+    """A memory document kept as a row: its bytes exactly as written, and a version that
+    counts its writes (a write names the version it replaces)."""
+
+    content: bytes
+    version: int
+    updated_at: float
+
+
 def new_session_id() -> str:
     return uuid.uuid4().hex
 

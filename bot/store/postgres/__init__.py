@@ -9,7 +9,7 @@ store's errors), one module per concern — ``audit`` (and settings), ``chats`` 
 docstring for why a terms array), ``forgetting`` (and what VACUUM reaches), ``usage``,
 ``users`` (and pairings, owner claims), ``vectors``, ``web`` (the web page's logins),
 ``workers`` (the worker registry, the leader row and queue-key leases with fencing epochs,
-claimed ``FOR UPDATE SKIP LOCKED``) — and
+claimed ``FOR UPDATE SKIP LOCKED``), ``documents`` (memory documents as rows) — and
 ``store``, :class:`PostgresStore` composed from them.
 
 asyncpg rather than psycopg 3: it is faster per query, needs no libpq on the machine, and its
