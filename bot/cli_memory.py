@@ -31,7 +31,7 @@ EXPORTED_FOLDERS = ("", "users", "memory", "changelog")
 
 def _with_memory(config: Config, work: Callable[[MemoryStore], Awaitable[T]]) -> T:
     async def go() -> T:
-        store = await Store.open(config.data_dir / "gateway.db")
+        store = await Store.open(config.database)
         try:
             return await work(memory_store(config, store))
         finally:

@@ -104,3 +104,30 @@ async def test_edit_onto_a_version_written_meanwhile_keeps_both_texts(tmp_path: 
     assert "From a review" in saved and "Mine" not in saved
     kept = err.split("Your text is in ")[1].split(":")[0]
     assert (tmp_path / kept).read_text(encoding="utf-8").endswith("- Mine\n")
+
+
+async def test_show_and_export_read_the_rows_of_a_postgresql_database(
+    tmp_path: Path, postgres_database: str
+) -> None:
+    """On PostgreSQL the documents are in the database the config names, not in a SQLite
+    file in the data directory (which a worker does not have)."""
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[llm]\nbase_url = "http://127.0.0.1:9/v1"\napi_key = "sk-test"\nmodel = "m"\n'
+        f'[storage]\ndata_dir = "{tmp_path / "data"}"\ndatabase_url = "{postgres_database}"\n',
+        encoding="utf-8",
+    )
+    settings = load_config(config)
+    store = await Store.open(settings.database)
+    try:
+        file = MemoryFile(settings.data_dir / "partners" / "luna", "MEMORY.md")
+        await memory_store(settings, store).add(file, "Likes green tea", reason="", source="t")
+    finally:
+        await store.close()
+    code, shown, err = await companion(config, "memory", "show", "luna")
+    assert code == 0, err
+    code, _, err = await companion(config, "memory", "export", "luna", str(tmp_path / "out"))
+    assert code == 0, err
+    assert "Likes green tea" in shown
+    assert "Likes green tea" in (tmp_path / "out" / "MEMORY.md").read_text(encoding="utf-8")
+    assert not (tmp_path / "data" / "gateway.db").exists()
