@@ -101,6 +101,7 @@ bench: $(STAMP_DEV)
 	$(BIN)/python bench/turn.py
 	$(BIN)/python bench/discord_throughput.py
 	$(BIN)/python bench/media.py
+	$(BIN)/python bench/workers.py
 
 # Mutation testing of the modules that hold the promises ([tool.mutmut] in pyproject.toml):
 # every mutant must make a test fail. Resumes where an interrupted run stopped; the score per

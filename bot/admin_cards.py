@@ -19,6 +19,7 @@ from bot.admin_args import AdminError, file_reply, need, services
 from bot.commands import CommandContext, CommandReply
 from bot.events import Choice
 from bot.literal import literal_line
+from bot.memory_documents import adopt_local_files
 from bot.paging import paged, pop_page
 from bot.store.search_terms import fold
 from partners.card_format import MAX_CARD_FILE_BYTES
@@ -67,6 +68,7 @@ async def _confirmed(ctx: CommandContext, token: str) -> CommandReply:
     root = ctx.config.data_dir / "partners"
     plan = await asyncio.to_thread(plan_import, raw, filename, partner_id, root)
     await asyncio.to_thread(write_import, plan, root)
+    await adopt_local_files(services(ctx).memory, [root / plan.partner_id])
     await asyncio.to_thread(_discard, _staging(ctx), token)
     await asyncio.to_thread(ctx.catalog.reload)
     await apply_search_languages(ctx.store, ctx.catalog)

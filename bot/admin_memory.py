@@ -21,8 +21,8 @@ from bot.paging import paged, pop_page
 from bot.sessions import OWNER_AUDIENCE, Speaker
 from bot.store import MessageRow, SessionRow, Store
 from bot.transcripts import MAX_REFERENCES, transcript_label
-from partners.journal import forget_in_journals, journal_file
-from partners.memory import Change, MemoryFile, read_text
+from partners.journal import forget_in_journals, journal_file, journal_files
+from partners.memory import Change, MemoryFile
 from partners.persona import Partner
 from partners.review import ReviewResult
 from partners.tools import user_memory_file
@@ -135,18 +135,16 @@ async def admin_journal(ctx: CommandContext) -> CommandReply:
         date.fromisoformat(day)
     except ValueError:
         raise AdminError(f"{day!r} is not a date; write it as YYYY-MM-DD") from None
-    text = await asyncio.to_thread(read_text, journal_file(partner, day).path)
+    text = await services(ctx).memory.read(journal_file(partner, day))
     if not text.strip():
-        days = await asyncio.to_thread(_journal_days, partner)
+        days = [
+            f.name.removeprefix("memory/").removesuffix(".md")
+            for f in await journal_files(services(ctx).memory, partner.dir)
+        ]
         recent = ", ".join(days[-RECENT_DAYS:]) or "none yet"
         return CommandReply(f"{partner.name} has no journal for {day}. Recent days: {recent}")
     journal = literal(CHAT_MARKER.sub("", text).strip())
     return paged(journal, f"/admin journal {partner.id} {day}", page)
-
-
-def _journal_days(partner: Partner) -> list[str]:
-    directory = partner.dir / "memory"
-    return sorted(p.stem for p in directory.glob("*.md")) if directory.is_dir() else []
 
 
 async def admin_review(ctx: CommandContext) -> CommandReply:

@@ -23,11 +23,12 @@ from bot.admin_args import AdminError, file_reply, need, services
 from bot.commands import CommandContext, CommandReply
 from bot.events import Choice
 from bot.literal import literal_line
+from bot.memory_documents import adopt_local_files, clone_documents
 from bot.paging import paged, pop_page
 from bot.store import MessageRow, SessionRow
 from partners.catalog import apply_search_languages
 from partners.lore_books import POST_HISTORY_FILE
-from partners.memory import FileChanged, MemoryFile, fingerprint
+from partners.memory import FileChanged, MemoryFile, MemoryStore, fingerprint
 from partners.persona import PROMPT_FILES, Partner, check_partner_id
 from partners.preset import SETTABLE, set_setting
 
@@ -77,6 +78,7 @@ async def partner_new(ctx: CommandContext) -> CommandReply:
             "commands; the name is who it is, up to 60 characters)"
         )
     created = await asyncio.to_thread(ctx.catalog.create, partner_id, " ".join(ctx.args[1:]))
+    await adopt_local_files(services(ctx).memory, [created.dir])
     return CommandReply(
         f"Created {created.name} ({created.id}) from the template. Shape it with "
         f"/admin partner edit {created.id} SOUL.md (and IDENTITY.md, SYSTEM.md...)."
@@ -86,6 +88,8 @@ async def partner_new(ctx: CommandContext) -> CommandReply:
 async def partner_clone(ctx: CommandContext) -> CommandReply:
     need(ctx, 2, "partner clone <source id> <new id>")
     cloned = await asyncio.to_thread(ctx.catalog.clone, ctx.args[0], ctx.args[1])
+    source = ctx.catalog.require(ctx.args[0])
+    await clone_documents(services(ctx).memory, source.dir, cloned.dir)
     return CommandReply(
         f"Cloned {ctx.args[0]} to {cloned.id}: persona and own memory, without journals or "
         "what it knows about individual users."
@@ -121,29 +125,22 @@ async def partner_show(ctx: CommandContext) -> CommandReply:
         "files (name, characters, fingerprint):",
     ]
     for name in EDITABLE_FILES:
-        data = await asyncio.to_thread(_read_bytes, partner.dir / name)
+        data = (await services(ctx).memory.stored(MemoryFile(partner.dir, name))).data
         lines.append(f"  {name}: {len(data.decode('utf-8', 'replace'))}, {fingerprint(data)}")
-    users = await asyncio.to_thread(_count, partner.dir / "users")
-    days = await asyncio.to_thread(_count, partner.dir / "memory")
+    users = await _count(services(ctx).memory, partner.dir, "users")
+    days = await _count(services(ctx).memory, partner.dir, "memory")
     sessions = await ctx.store.partner_sessions(partner.id)
     lines.append(f"per-user files: {users}, journal days: {days}, sessions: {len(sessions)}")
     lines.append(f"Edit a file: /admin partner edit {partner.id} SOUL.md")
     return CommandReply("\n".join(lines))
 
 
-def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return b""
-
-
 def _read_local(path: str) -> bytes:
     return Path(path).expanduser().read_bytes()
 
 
-def _count(directory: Path) -> int:
-    return sum(1 for _ in directory.glob("*.md")) if directory.is_dir() else 0
+async def _count(memory: MemoryStore, root: Path, folder: str) -> int:
+    return sum(name.endswith(".md") for name in await memory.documents.names(root, folder))
 
 
 def _file_arg(raw: str) -> str:
@@ -174,7 +171,7 @@ async def partner_edit(ctx: CommandContext) -> CommandReply:
     need(ctx, 2, f"partner edit <id> <{'|'.join(EDITABLE_FILES)}>")
     partner = ctx.catalog.require(ctx.args[0])
     name = _file_arg(ctx.args[1])
-    data = await asyncio.to_thread(_read_bytes, partner.dir / name)
+    data = (await services(ctx).memory.stored(MemoryFile(partner.dir, name))).data
     return _edit_reply(partner, name, data, "")
 
 
@@ -202,7 +199,7 @@ async def partner_put(ctx: CommandContext) -> CommandReply:
         return _conflict_reply(partner, name, exc, copy)
     if result.change_id is None:
         return CommandReply(f"{name} of {partner.name} is unchanged: nothing to save.")
-    current = await asyncio.to_thread(_read_bytes, file.path)
+    current = (await services(ctx).memory.stored(file)).data
     return CommandReply(
         f"Saved {name} of {partner.name} (change {result.change_id}, now version "
         f"{fingerprint(current)}). {NEW_SESSIONS_NOTE}"

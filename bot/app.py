@@ -39,6 +39,7 @@ from bot.health import STATUS_INTERVAL_SECONDS, remove_status, write_status
 from bot.leadership import LeaderDuties
 from bot.llm import LLMClient
 from bot.media import MediaReader
+from bot.memory_documents import adopt_local_files, memory_store
 from bot.proactive import ProactiveSender
 from bot.scheduler import Scheduler
 from bot.sessions import Sessions
@@ -244,7 +245,9 @@ async def build_app(
     if created:
         logger.info("created the example partner %r in %s", created.id, created.dir)
     await apply_search_languages(store, catalog)
-    memory = MemoryStore(changelog_keep=config.memory.changelog_keep)
+    memory = memory_store(config, store)
+    roots = [owner_memory_file(config).root, *(p.dir for p in catalog.all())]
+    await adopt_local_files(memory, roots)
     llm = LLMClient(config.llm)
     embeddings = (
         EmbeddingsClient(config.embeddings, config.llm) if config.embeddings.enabled else None
@@ -312,6 +315,7 @@ async def build_app(
     checkins = Checkins(
         store=store,
         catalog=catalog,
+        memory=memory,
         llm=llm,
         default_model=config.llm.model,
         default_timezone=partner_zone,

@@ -1,13 +1,14 @@
 """The ``companion`` command: set up, run the gateway, chat in the terminal, look after the data.
 
 ``setup`` writes config.toml (``bot/setup_wizard.py``). ``run``, ``chat``, ``import`` and
-``reindex`` write and take the data directory's lock; ``search``, ``memory show``,
-``pairing``, ``doctor``, ``backup`` and ``health`` work beside a running gateway (``pairing``
-writes its decisions to the shared database). Problems the owner can fix (config, a busy data
-directory, no LLM) end with one clear message and exit status 2.
+``reindex`` write and take the data directory's lock; ``search``, ``memory``, ``pairing``,
+``doctor``, ``backup`` and ``health`` work beside a running gateway (``pairing`` writes its
+decisions to the shared database, ``memory edit`` saves only onto the version it copied).
+Problems the owner can fix (config, a busy data directory, no LLM) end with one clear message
+and exit status 2.
 
 This module is the argument parser and its dispatch; each group of subcommands lives in
-``bot/cli_<group>.py`` (run, partners, cards, pairing, history, upkeep).
+``bot/cli_<group>.py`` (run, partners, memory, cards, pairing, history, upkeep).
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from bot.app import DataDirBusy
 from bot.cli_cards import CardCommandError, add_card_commands
 from bot.cli_data import CLIError
 from bot.cli_history import cmd_import, cmd_reindex, cmd_search
+from bot.cli_memory import cmd_memory_edit, cmd_memory_export, cmd_memory_show
 from bot.cli_pairing import cmd_pairing_approve, cmd_pairing_deny, cmd_pairing_list
 from bot.cli_partners import (
-    cmd_memory_show,
     cmd_partners_clone,
     cmd_partners_delete,
     cmd_partners_list,
@@ -139,12 +140,24 @@ def build_parser() -> argparse.ArgumentParser:
     pdeny.add_argument("code", help="the code the user was given (case does not matter)")
     pdeny.set_defaults(handler=cmd_pairing_deny)
 
-    memory = sub.add_parser("memory", help="show a partner's memory")
-    msub = memory.add_subparsers(dest="action", required=True, metavar="ACTION", help="show")
+    memory = sub.add_parser("memory", help="show, export or edit a partner's memory")
+    msub = memory.add_subparsers(
+        dest="action", required=True, metavar="ACTION", help="show | export | edit"
+    )
     mshow = msub.add_parser("show", help="the owner's shared memory and the partner's own")
     mshow.add_argument("partner", help="partner id")
     mshow.add_argument("--user", metavar="PLATFORM:ID", help="also show this user's file")
     mshow.set_defaults(handler=cmd_memory_show)
+    mexport = msub.add_parser("export", help="write a partner's documents as Markdown files")
+    mexport.add_argument("partner", help="partner id")
+    mexport.add_argument("dir", help="the folder to write them to (created if missing)")
+    mexport.set_defaults(handler=cmd_memory_export)
+    medit = msub.add_parser(
+        "edit", help="edit one document in $EDITOR; saved only if nothing wrote it meanwhile"
+    )
+    medit.add_argument("partner", help="partner id")
+    medit.add_argument("file", help="the document, as export names it: MEMORY.md, users/…")
+    medit.set_defaults(handler=cmd_memory_edit)
 
     search = sub.add_parser("search", help="search a partner's past conversations")
     search.add_argument("partner", help="partner id")

@@ -1,5 +1,5 @@
-"""``companion partners list|new|clone|delete`` and ``companion memory show``: partners and
-their memory from the terminal (imports and exports of cards: ``bot/cli_cards.py``)."""
+"""``companion partners list|new|clone|delete``: partners from the terminal (their memory:
+``bot/cli_memory.py``; imports and exports of cards: ``bot/cli_cards.py``)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,9 @@ import argparse
 import sys
 
 from bot import terminal
-from bot.app import owner_memory_file
 from bot.cli_data import CLIError, load_catalog, lock_data_dir
 from bot.config import Config
-from partners.memory import read_text
 from partners.persona import check_partner_id
-from partners.tools import user_memory_file
 
 
 def cmd_partners_list(config: Config, args: argparse.Namespace) -> int:
@@ -66,16 +63,4 @@ def cmd_partners_delete(config: Config, args: argparse.Namespace) -> int:
     finally:
         lock.release()
     print(f"moved {args.id} to {destination}")
-    return 0
-
-
-def cmd_memory_show(config: Config, args: argparse.Namespace) -> int:
-    partner = load_catalog(config).require(args.partner)
-    owner = read_text(owner_memory_file(config).path).strip()
-    print("## Owner's shared memory\n" + (owner or "(empty)"))
-    own = read_text(partner.dir / "MEMORY.md").strip()
-    print(f"\n## {partner.name}'s own memory\n" + (own or "(empty)"))
-    if args.user:
-        text = read_text(user_memory_file(partner, args.user).path).strip()
-        print(f"\n## About {args.user}\n" + (text or "(empty)"))
     return 0

@@ -71,6 +71,9 @@ class StorageConfig(_Section):
     database_url: SecretStr | None = None
     """A PostgreSQL database (``postgresql://user:password@host/name``) instead of SQLite's
     ``data_dir/gateway.db``: what several workers share. A secret: it holds the password."""
+    documents: Literal["auto", "files", "database"] = "auto"
+    """Where memory documents are kept: files under data_dir, or rows in the database that
+    several workers share; "auto" is files on SQLite and rows on PostgreSQL."""
 
     @field_validator("database_url")
     @classmethod

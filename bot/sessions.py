@@ -20,8 +20,8 @@ from importlib import resources
 from bot.config import MemoryConfig
 from bot.store import ChatRow, MessageRow, SessionRow, Store, new_session_id
 from partners.catalog import PartnerCatalog
-from partners.memory import MemoryFile, MemoryStore, read_text
-from partners.persona import Partner, PromptContext, assemble_prompt
+from partners.memory import MemoryFile, MemoryStore
+from partners.persona import Partner, PromptContext, assemble_prompt, read_persona
 from partners.tools import user_memory_file
 
 logger = logging.getLogger(__name__)
@@ -146,15 +146,15 @@ class Sessions:
             user=speaker.name if chat.kind == "dm" else (chat.title or "the group"),
             session=session_id,
             platform=chat.platform,
-            user_memory=await asyncio.to_thread(read_text, user_file.path) if user_file else None,
+            user_memory=await self.memory.read(user_file) if user_file else None,
         )
         settings = self.settings()
-        assembled = await asyncio.to_thread(
-            assemble_prompt,
+        assembled = assemble_prompt(
             partner,
             context,
             budget=settings.context_budget,
             notice=settings.budget_notice,
+            files=await read_persona(self.memory, partner),
         )
         if assembled.over_budget:
             logger.warning(

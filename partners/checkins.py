@@ -37,7 +37,7 @@ from bot.llm import LLMClient, LLMError
 from bot.markers import SILENCE, strip
 from bot.store import CheckinCandidate, Store
 from partners.catalog import PartnerCatalog
-from partners.memory import read_text, strip_ids
+from partners.memory import MemoryFile, MemoryStore, strip_ids
 from partners.persona import Partner
 from partners.tools import user_memory_file
 
@@ -137,6 +137,7 @@ class Checkins:
         *,
         store: Store,
         catalog: PartnerCatalog,
+        memory: MemoryStore,
         llm: LLMClient,
         default_model: str,
         default_timezone: Callable[[Partner], ZoneInfo],
@@ -148,6 +149,7 @@ class Checkins:
         the one ``over_budget`` reads), whatever the partner's or the user's zone."""
         self.store = store
         self.catalog = catalog
+        self.memory = memory
         self.llm = llm
         self.default_model = default_model
         self.default_timezone = default_timezone
@@ -219,10 +221,9 @@ class Checkins:
         return "sent" if await self.send(partner, user_key, strip(text), kind) else "undelivered"
 
     async def _compose(self, partner: Partner, user_key: str, about: str | None) -> str:
-        persona = "\n\n".join(
-            body for name in PERSONA_FILES if (body := strip_ids(read_text(partner.dir / name)))
-        )
-        memory = strip_ids(read_text(user_memory_file(partner, user_key).path)).strip()
+        files = [await self.memory.read(MemoryFile(partner.dir, name)) for name in PERSONA_FILES]
+        persona = "\n\n".join(body for text in files if (body := strip_ids(text)))
+        memory = strip_ids(await self.memory.read(user_memory_file(partner, user_key))).strip()
         recent = await self.store.user_messages(partner.id, user_key)
         turns = "\n".join(
             f"{m.speaker or m.role}: {m.text}"

@@ -26,7 +26,7 @@ from bot.llm import LLMClient, LLMError
 from bot.store import Store
 from partners.catalog import PartnerCatalog
 from partners.journal import DAY_LINE, clip, journal_file
-from partners.memory import MemoryFile, MemoryInputError, MemoryStore, read_text
+from partners.memory import MemoryFile, MemoryInputError, MemoryStore
 from partners.persona import Partner
 from partners.review import Reviewer, ReviewOutputError, ask_for_json, removes_too_much
 
@@ -99,7 +99,7 @@ class Consolidator:
         pending = await self.store.sessions_to_review(partner_id=partner.id)
         await self.reviewer.review_each(pending)
         result.reviews = len(pending)
-        for file in self._files(partner):
+        for file in await self._files(partner):
             try:
                 result.changes += await self._consolidate(partner, file, booked_on)
             except Exception as exc:
@@ -114,14 +114,10 @@ class Consolidator:
         await self.store.put_setting(key, today)
         return result
 
-    def _files(self, partner: Partner) -> list[MemoryFile]:
-        files = [MemoryFile(partner.dir, "MEMORY.md")]
-        users = partner.dir / "users"
-        if users.is_dir():
-            files += [
-                MemoryFile(partner.dir, f"users/{p.name}") for p in sorted(users.glob("*.md"))
-            ]
-        return files
+    async def _files(self, partner: Partner) -> list[MemoryFile]:
+        users = await self.memory.documents.names(partner.dir, "users")
+        per_user = [MemoryFile(partner.dir, name) for name in users if name.endswith(".md")]
+        return [MemoryFile(partner.dir, "MEMORY.md"), *per_user]
 
     async def _complete(self, partner: Partner, text: str, booked_on: str) -> dict[str, Any]:
         model = self.settings().review_model or partner.preset.model or self.default_model
@@ -167,7 +163,7 @@ class Consolidator:
 
     async def _day_line(self, partner: Partner, day: date, booked_on: str) -> str | None:
         file = journal_file(partner, day.isoformat())
-        journal = read_text(file.path)
+        journal = await self.memory.read(file)
         if not journal.strip() or DAY_LINE in journal:
             return None
         text = prompt("day_summary.md").replace("{{journal}}", journal[-12000:])

@@ -25,8 +25,9 @@ from pathlib import Path
 
 from bot.store import ForgetOperation, Store
 from partners.catalog import PartnerCatalog
+from partners.entry_text import comparable, quotes
 from partners.journal import count_forgotten_in_journals, forget_in_journals
-from partners.memory import MemoryInputError, MemoryStore, comparable, quotes, text_hash
+from partners.memory import MemoryInputError, MemoryStore, text_hash
 from partners.persona import Partner
 from partners.tools import user_memory_file
 

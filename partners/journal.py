@@ -8,13 +8,13 @@ chat marker so a later review of the same chat sees today's earlier entries — 
 
 from __future__ import annotations
 
-import asyncio
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from partners.memory import MemoryFile, MemoryStore, comparable, quotes, read_text
+from partners.entry_text import comparable, quotes
+from partners.memory import MemoryFile, MemoryStore
 from partners.persona import Partner
 
 MAX_SUMMARY_CHARS = 80
@@ -75,10 +75,12 @@ def render(entry: JournalEntry, when: datetime, chat_title: str, chat_key: str, 
     return f"{heading}\n{entry.as_text()}\n"
 
 
-def summaries_for_chat(partner: Partner, day: str, chat_key: str, last: int = 12) -> str:
+async def summaries_for_chat(
+    memory: MemoryStore, partner: Partner, day: str, chat_key: str, last: int = 12
+) -> str:
     """Today's journal of one chat as its summary lines, newest ``last`` of them: enough for a
     review not to repeat itself, and it never sees other chats' entries."""
-    text = read_text(journal_file(partner, day).path)
+    text = await memory.read(journal_file(partner, day))
     marker = CHAT_MARKER.format(key=chat_key)
     lines = []
     for block in HEADING.split(text)[1:]:
@@ -91,11 +93,10 @@ def summaries_for_chat(partner: Partner, day: str, chat_key: str, last: int = 12
     return "\n".join(lines[-last:])
 
 
-def journal_files(root: Path) -> list[MemoryFile]:
+async def journal_files(memory: MemoryStore, root: Path) -> list[MemoryFile]:
     """Every daily journal of the partner whose directory is ``root``, oldest first."""
-    journal_dir = root / "memory"
-    paths = sorted(journal_dir.glob("*.md")) if journal_dir.is_dir() else []
-    return [MemoryFile(root, f"memory/{path.name}") for path in paths]
+    names = await memory.documents.names(root, "memory")
+    return [MemoryFile(root, name) for name in names if name.endswith(".md")]
 
 
 def heading_user(heading: str) -> str | None:
@@ -162,7 +163,7 @@ async def forget_in_journals(
     returns the passages removed."""
     needles = [comparable(t) for t in texts if t.strip()]
     removed = 0
-    for file in await asyncio.to_thread(journal_files, root):
+    for file in await journal_files(memory, root):
 
         def keep(lines: list[str]) -> list[str]:
             nonlocal removed
@@ -184,7 +185,7 @@ async def count_forgotten_in_journals(
     before anything is forgotten, and not halfway."""
     needles = [comparable(t) for t in texts if t.strip()]
     removed = 0
-    for file in await asyncio.to_thread(journal_files, root):
+    for file in await journal_files(memory, root):
         lines = (await memory.read(file, strict=True)).replace("\r\n", "\n").split("\n")
         removed += without_forgotten(
             lines, needles, user_key=user_key, whole_entries=whole_entries

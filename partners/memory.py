@@ -1,43 +1,42 @@
-"""Memory documents: entries with stable ids, per-file write queues, atomic writes, changelog.
+"""Memory documents: entries with stable ids, one writer per document at a time, changelog.
 
 A memory file is Markdown the owner may edit by hand. Entries are list items; the store tags an
 entry it writes with an id comment (``- likes tea <!-- m_18c2f0a1b2c3d -->``) and never adds ids
-to lines it did not write. Every write to one file waits its turn on that file's lock, re-reads
-the file (hand edits are never overwritten by a stale copy), appends a changelog record *before*
-the change, and replaces the file atomically, keeping its BOM and CRLF line endings.
+to lines it did not write. Every write to one document waits its turn on that document's lock,
+re-reads it (hand edits are never overwritten by a stale copy), appends a changelog record
+*before* the change, and writes it back whole, keeping its BOM and CRLF line endings.
 
-Namespaces (DESIGN.md "Split memory model") are directories: ``data/owner`` for the owner and
-``data/partners/<id>`` for a partner, whose per-user files live in ``users/``. The changelog of
-a namespace is ``<root>/changelog/changes.jsonl``, one JSON record per change.
+Namespaces (DESIGN.md "Split memory model") are roots: ``data/owner`` for the owner and
+``data/partners/<id>`` for a partner, whose per-user files live in ``users/``. Where the
+documents are kept — files (the default) or rows of the database — is the
+:class:`partners.documents.Documents` the store is given; the changelog
+(:mod:`partners.changelog`) is one more document of the namespace.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
-import os
 import re
 import secrets
-import tempfile
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from partners.changelog import Change, Changelog
+from partners.documents import DocumentConflict, Documents, FileDocuments, StoredDocument
+from partners.entry_text import comparable
+from partners.parse_cache import ParseCache
+
 MAX_ENTRY_CHARS = 240
 ENTRY_ID = re.compile(r"\s*<!--\s*(m_[0-9a-z]+)\s*-->\s*$")
 BULLET = re.compile(r"^(\s*[-*+]\s+)(.*)$")
 ANY_ID_COMMENT = re.compile(r"\s*<!--\s*m_[0-9a-z]+\s*-->")
-CHANGELOG = "changelog/changes.jsonl"
 FINGERPRINT_CHARS = 12
 BOM = "\ufeff"
-PARSED_FILES_KEPT = 64
-"""Memory files whose parsed entries are kept between reads (the most recently read)."""
 
 
 class MemoryInputError(ValueError):
@@ -84,19 +83,6 @@ class MemoryFile:
     @property
     def path(self) -> Path:
         return self.root / self.name
-
-
-@dataclass(frozen=True)
-class Change:
-    id: str
-    time: str
-    file: str
-    op: str
-    entry: str | None
-    old: str | None
-    new: str | None
-    reason: str
-    source: str
 
 
 @dataclass(frozen=True)
@@ -180,17 +166,6 @@ def strip_ids(text: str) -> str:
     return ANY_ID_COMMENT.sub("", text)
 
 
-def comparable(text: str) -> str:
-    return " ".join(text.casefold().split())
-
-
-def quotes(text: str, needles: list[str]) -> bool:
-    """Whether ``text`` contains any of the needles (already :func:`comparable`), ignoring
-    case and spacing: how forgetting finds copies of a forgotten text."""
-    folded = comparable(text)
-    return any(needle in folded for needle in needles if needle)
-
-
 def text_hash(text: str) -> str:
     """What a tombstone keeps of forgotten text: a hash of it, never the text."""
     return hashlib.sha256(comparable(text).encode()).hexdigest()[:32]
@@ -209,69 +184,6 @@ def clean_entry_text(text: str) -> str:
     return cleaned
 
 
-def _read_raw(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return ""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise UnreadableFile(path, exc.start) from exc
-
-
-def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return b""
-
-
-class _ParsedFiles:
-    """The entries of recently read memory files, each kept with a digest of the bytes it was
-    parsed from: a read still reads the whole file, but parses it only when those bytes
-    changed. A memory page of 5,000 entries is viewed far more often than it changes.
-
-    The key is the content, not the file's size, inode and mtime: a hand edit in place that
-    keeps the size within one tick of the file system's clock leaves all three alone. Hashing
-    5,000 entries (400 kB) takes about a millisecond, parsing them about fifty. Reads run on
-    worker threads, hence the lock."""
-
-    def __init__(self, kept: int = PARSED_FILES_KEPT) -> None:
-        self._kept = kept
-        self._parsed: OrderedDict[Path, tuple[bytes, tuple[Entry, ...]]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def entries(self, path: Path, *, strict: bool) -> list[Entry]:
-        data = _read_bytes(path)
-        digest = hashlib.sha256(data).digest()
-        with self._lock:
-            known = self._parsed.get(path)
-            if known is not None and known[0] == digest:
-                self._parsed.move_to_end(path)
-                return list(known[1])
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            if strict:
-                raise UnreadableFile(path, exc.start) from exc
-            # not kept: a strict read of these same bytes must still refuse them
-            shown = data.decode("utf-8", errors="replace").removeprefix(BOM)
-            return _Document.parse(shown).entries()
-        parsed = tuple(_Document.parse(text.removeprefix(BOM)).entries())
-        with self._lock:
-            self._parsed[path] = (digest, parsed)
-            self._parsed.move_to_end(path)
-            while len(self._parsed) > self._kept:
-                self._parsed.popitem(last=False)
-        return list(parsed)
-
-    def drop(self, path: Path) -> None:
-        """Forget a file's parse once the store rewrote it (forgotten text included)."""
-        with self._lock:
-            self._parsed.pop(path, None)
-
-
 def read_text(path: Path) -> str:
     """A memory file for display or a prompt: missing is empty, undecodable bytes replaced."""
     try:
@@ -280,42 +192,50 @@ def read_text(path: Path) -> str:
         return ""
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 class MemoryStore:
     """All reads and writes of memory documents go through here."""
 
-    def __init__(self, changelog_keep: int = 500) -> None:
-        self._locks: dict[Path, asyncio.Lock] = {}
-        self._parsed = _ParsedFiles()
-        self.changelog_keep = changelog_keep
+    def __init__(self, changelog_keep: int = 500, documents: Documents | None = None) -> None:
+        self.documents: Documents = documents if documents is not None else FileDocuments()
+        self.changelog = Changelog(self.documents, changelog_keep)
+        self._parsed: ParseCache[tuple[Entry, ...]] = ParseCache()
 
-    def _lock(self, path: Path) -> asyncio.Lock:
-        return self._locks.setdefault(path.resolve(), asyncio.Lock())
+    @property
+    def changelog_keep(self) -> int:
+        return self.changelog.keep
+
+    async def stored(self, file: MemoryFile) -> StoredDocument:
+        """The document's bytes exactly as kept, and its version (for an owner's copy)."""
+        return await self.documents.read(file.root, file.name)
 
     async def read(self, file: MemoryFile, *, strict: bool = False) -> str:
         """The file's text; ``strict`` raises UnreadableFile where display would replace
         bytes that are not UTF-8 (for a caller about to rewrite the file)."""
+        data = (await self.stored(file)).data
         if strict:
-            return (await asyncio.to_thread(_read_raw, file.path)).removeprefix(BOM)
-        return await asyncio.to_thread(read_text, file.path)
+            return _decoded(data, file).removeprefix(BOM)
+        return data.decode("utf-8", errors="replace").removeprefix(BOM)
 
     async def entries(self, file: MemoryFile, *, strict: bool = False) -> list[Entry]:
-        """The file's entries, as it is now (see :class:`_ParsedFiles`); ``strict`` as in
-        :meth:`read`."""
-        return await asyncio.to_thread(self._parsed.entries, file.path, strict=strict)
+        """The file's entries, as it is now (parsed again only when its bytes changed, see
+        :mod:`partners.parse_cache`); ``strict`` as in :meth:`read`."""
+        data = (await self.stored(file)).data
+        return await asyncio.to_thread(self._entries_of, file, data, strict)
+
+    def _entries_of(self, file: MemoryFile, data: bytes, strict: bool) -> list[Entry]:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if strict:
+                raise UnreadableFile(file.path, exc.start) from exc
+            # not kept: a strict read of these same bytes must still refuse them
+            shown = data.decode("utf-8", errors="replace").removeprefix(BOM)
+            return _Document.parse(shown).entries()
+
+        def parse(_: bytes) -> tuple[Entry, ...]:
+            return tuple(_Document.parse(text.removeprefix(BOM)).entries())
+
+        return list(self._parsed.parsed(file.path, data, parse))
 
     async def add(self, file: MemoryFile, text: str, *, reason: str, source: str) -> WriteResult:
         cleaned = clean_entry_text(text)
@@ -484,52 +404,22 @@ class MemoryStore:
         gone_from: set[str] | None = None,
         quotes_in: set[str] | None = None,
     ) -> int:
-        """Replace changelog records that hold forgotten text with text-less tombstones.
+        """Replace changelog records that hold forgotten text with text-less tombstones
+        (see :meth:`partners.changelog.Changelog.scrub`)."""
 
-        A record holds it if it changed ``file_name`` (any record with ``whole_file``, else
-        one of ``entry_ids``), if its texts or reason quote one of ``texts`` (only records of
-        the ``quotes_in`` files, if given), or if it added a block or line to one of the
-        ``gone_from`` files (journals) that is no longer there."""
-        path = root / CHANGELOG
-        needles = [comparable(t) for t in texts if t.strip()]
-        present: dict[str, str] = {}
+        async def read_text(root: Path, name: str) -> str:
+            return await self.read(MemoryFile(root, name))
 
-        def holds(record: dict[str, Any]) -> bool:
-            if record.get("file") == file_name and (whole_file or record.get("entry") in entry_ids):
-                return True
-            body = "\n".join(str(record.get(key) or "") for key in ("old", "new", "reason"))
-            counts = quotes_in is None or record.get("file") in quotes_in
-            if counts and quotes(body, needles):
-                return True
-            added = record.get("new")
-            return (
-                record.get("file") in present
-                and record.get("op") in ("append", "insert")
-                and isinstance(added, str)
-                and comparable(added) not in present[record["file"]]
-            )
-
-        def scrub() -> int:
-            if not path.exists():
-                return 0
-            present.update((name, comparable(read_text(root / name))) for name in gone_from or ())
-            out, count = [], 0
-            for line in path.read_text(encoding="utf-8").splitlines():
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    out.append(line)
-                    continue
-                if isinstance(record, dict) and record.get("op") != "forgotten" and holds(record):
-                    record.update(op="forgotten", old=None, new=None, reason="forgotten")
-                    count += 1
-                out.append(json.dumps(record, ensure_ascii=False))
-            if count:
-                _write_atomic(path, "\n".join(out) + "\n")
-            return count
-
-        async with self._lock(path):
-            return await asyncio.to_thread(scrub)
+        return await self.changelog.scrub(
+            root,
+            file_name,
+            read_text,
+            entry_ids=entry_ids,
+            texts=texts,
+            whole_file=whole_file,
+            gone_from=gone_from,
+            quotes_in=quotes_in,
+        )
 
     async def replace_file(
         self, file: MemoryFile, new_text: str, expected: str, *, reason: str, source: str
@@ -538,51 +428,52 @@ class MemoryStore:
         version that copy was made from (``expected`` is its :func:`fingerprint`): a memory a
         review wrote meanwhile is never silently overwritten (FileChanged). The file keeps its
         own line endings and BOM, and the changelog record holds both versions."""
-        async with self._lock(file.path):
-            return await asyncio.to_thread(
-                self._replace_file_sync, file, new_text, expected, reason, source
-            )
-
-    def _replace_file_sync(
-        self, file: MemoryFile, new_text: str, expected: str, reason: str, source: str
-    ) -> WriteResult:
-        try:
-            current = file.path.read_bytes()
-        except FileNotFoundError:
-            current = b""
-        if fingerprint(current) != expected:
-            raise FileChanged(file.name, current)
-        old_raw = _read_raw(file.path)
-        old, new = _Document.parse(old_raw), _Document.parse(new_text)
-        if "\n" in old_raw:
-            new.crlf = old.crlf
-        if old_raw:
-            new.bom = old.bom
-        rendered = new.render()
-        if rendered == old_raw:
-            return WriteResult(None, None, duplicate=True)
-        change = self._change(file, "replace_file", None, old_raw, rendered, reason, source)
-        self._append_changelog(file.root, change)
-        _write_atomic(file.path, rendered)
-        self._parsed.drop(file.path)
-        return WriteResult(None, change.id)
+        async with self.documents.lock(file.root, file.name):
+            stored = await self.stored(file)
+            if fingerprint(stored.data) != expected:
+                raise FileChanged(file.name, stored.data)
+            old_raw = _decoded(stored.data, file)
+            old, new = _Document.parse(old_raw), _Document.parse(new_text)
+            if "\n" in old_raw:
+                new.crlf = old.crlf
+            if old_raw:
+                new.bom = old.bom
+            rendered = new.render()
+            if rendered == old_raw:
+                return WriteResult(None, None, duplicate=True)
+            change = self._change(file, "replace_file", None, old_raw, rendered, reason, source)
+            await self._write(file, stored, change, rendered)
+            return WriteResult(None, change.id)
 
     async def _update(
         self, file: MemoryFile, apply: Callable[[_Document], tuple[Change | None, WriteResult]]
     ) -> WriteResult:
-        async with self._lock(file.path):
-            return await asyncio.to_thread(self._update_sync, file, apply)
+        async with self.documents.lock(file.root, file.name):
+            stored = await self.stored(file)
 
-    def _update_sync(
-        self, file: MemoryFile, apply: Callable[[_Document], tuple[Change | None, WriteResult]]
-    ) -> WriteResult:
-        doc = _Document.parse(_read_raw(file.path))
-        change, result = apply(doc)
-        if change is not None:
-            self._append_changelog(file.root, change)
-            _write_atomic(file.path, doc.render())
+            def changed() -> tuple[_Document, Change | None, WriteResult]:
+                doc = _Document.parse(_decoded(stored.data, file))
+                change, result = apply(doc)
+                return doc, change, result
+
+            doc, change, result = await asyncio.to_thread(changed)
+            if change is not None:
+                await self._write(file, stored, change, doc.render())
+            return result
+
+    async def _write(
+        self, file: MemoryFile, stored: StoredDocument, change: Change, text: str
+    ) -> None:
+        """Record the change, then write the document over the version it was made from."""
+        await self.changelog.append(file.root, change)
+        try:
+            await self.documents.write(file.root, file.name, text.encode("utf-8"), stored.version)
+        except DocumentConflict as exc:
+            # only a writer that bypassed the lock (a hand edit in the instant between our
+            # read and write, a worker whose database lock died with its connection) gets here
+            raise FileChanged(file.name, exc.current.data) from exc
+        finally:
             self._parsed.drop(file.path)
-        return result
 
     def _change(
         self,
@@ -608,35 +499,8 @@ class MemoryStore:
 
     # ---- changelog -------------------------------------------------------------------
 
-    def _append_changelog(self, root: Path, change: Change) -> None:
-        path = root / CHANGELOG
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(asdict(change), ensure_ascii=False) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        self._trim_changelog(path)
-
-    def _trim_changelog(self, path: Path) -> None:
-        lines = path.read_text(encoding="utf-8").splitlines()
-        if len(lines) > self.changelog_keep + self.changelog_keep // 10:
-            _write_atomic(path, "\n".join(lines[-self.changelog_keep :]) + "\n")
-
     async def changes(self, root: Path) -> list[Change]:
-        def load() -> list[Change]:
-            path = root / CHANGELOG
-            if not path.exists():
-                return []
-            records = []
-            for line in path.read_text(encoding="utf-8").splitlines():
-                try:
-                    records.append(Change(**json.loads(line)))
-                except (ValueError, TypeError):
-                    continue
-            return records
-
-        async with self._lock(root / CHANGELOG):
-            return await asyncio.to_thread(load)
+        return await self.changelog.records(root)
 
     async def undo(self, root: Path, change_id: str, *, source: str) -> WriteResult:
         """Reverse one recorded change, as a new change of its own."""
@@ -644,7 +508,7 @@ class MemoryStore:
         if change is None:
             raise MemoryInputError(
                 f"no change {change_id} in the changelog (it keeps the last "
-                f"{self.changelog_keep}); list recent changes to find its id"
+                f"{self.changelog.keep}); list recent changes to find its id"
             )
         if change.op == "forgotten":
             raise MemoryInputError(
@@ -718,6 +582,14 @@ def _find(doc: _Document, entry_id: str, file: MemoryFile) -> Entry:
     raise MemoryInputError(
         f"no entry {entry_id} in {file.name}; read the memory first to see the current ids"
     )
+
+
+def _decoded(data: bytes, file: MemoryFile) -> str:
+    """A document's text for a rewrite: bytes that are not UTF-8 refuse it (UnreadableFile)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UnreadableFile(file.path, exc.start) from exc
 
 
 def record_as_dict(change: Change) -> dict[str, Any]:

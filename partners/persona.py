@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from partners.memory import read_text, strip_ids
+from partners.memory import MemoryFile, MemoryStore, read_text, strip_ids
 from partners.preset import MAX_DESCRIPTION_CHARS as MAX_DESCRIPTION_CHARS
 from partners.preset import MAX_NAME_CHARS as MAX_NAME_CHARS
 from partners.preset import MemoryScope as MemoryScope
@@ -141,14 +142,27 @@ class AssembledPrompt:
     heaviest: tuple[str, ...]
 
 
+async def read_persona(memory: MemoryStore, partner: Partner) -> dict[str, str]:
+    """The persona and memory files a prompt is built from, read through the memory store
+    (files or database rows alike)."""
+    return {name: await memory.read(MemoryFile(partner.dir, name)) for name in PROMPT_FILES}
+
+
 def assemble_prompt(
-    partner: Partner, context: PromptContext, *, budget: int, notice: bool
+    partner: Partner,
+    context: PromptContext,
+    *,
+    budget: int,
+    notice: bool,
+    files: Mapping[str, str] | None = None,
 ) -> AssembledPrompt:
-    """Build the system prompt from the partner's files (blocking file reads; call off-loop)."""
+    """Build the system prompt from the partner's files, as :func:`read_persona` read them
+    (without ``files``: read from the partner's directory, blocking; call off-loop)."""
     sections: list[str] = []
     sizes: dict[str, int] = {}
     for name in PROMPT_FILES:
-        body = strip_ids(read_text(partner.dir / name)).strip()
+        text = files.get(name, "") if files is not None else read_text(partner.dir / name)
+        body = strip_ids(text).strip()
         if not body:
             continue
         sizes[name] = len(body)

@@ -44,7 +44,6 @@ from partners.memory import (
     MemoryFile,
     MemoryInputError,
     MemoryStore,
-    read_text,
     strip_ids,
     text_hash,
 )
@@ -383,7 +382,7 @@ class Reviewer:
         files = self.writable_files(partner, session)
         chat = await self.store.chat(session.chat_key)
         title = (chat.title if chat and chat.title else None) or session.title or "chat"
-        prompt = self._prompt(partner, session, rows, files, day, title, settings)
+        prompt = await self._prompt(partner, session, rows, files, day, title, settings)
         model = settings.review_model or partner.preset.model or self.default_model
         answer = await ask_for_json(
             self.llm, self.store, partner.id, model, prompt, self.usage_day(moment)
@@ -403,7 +402,7 @@ class Reviewer:
             result.journal = True
         return result
 
-    def _prompt(
+    async def _prompt(
         self,
         partner: Partner,
         session: SessionRow,
@@ -416,9 +415,9 @@ class Reviewer:
         shown = []
         for label, file in files.items():
             name = file.name if label == USER_FILE else label
-            body = strip_ids(read_text(file.path)).strip() or "(empty)"
+            body = strip_ids(await self.memory.read(file)).strip() or "(empty)"
             shown.append(f"### {name}\n{body}")
-        sizes = {n: len(read_text(partner.dir / n)) for n in MEMORY_FILES}
+        sizes = {n: len(await self.memory.read(MemoryFile(partner.dir, n))) for n in MEMORY_FILES}
         budget = ""
         if sum(sizes.values()) > settings.context_budget:
             heavy = ", ".join(sorted(sizes, key=lambda n: sizes[n], reverse=True)[:2])
@@ -435,7 +434,8 @@ class Reviewer:
             "allowed": allowed,
             "budget": budget,
             "files": "\n\n".join(shown) or "(none)",
-            "journal": summaries_for_chat(partner, day, session.chat_key) or "(nothing yet)",
+            "journal": await summaries_for_chat(self.memory, partner, day, session.chat_key)
+            or "(nothing yet)",
             "chat": title,
             "segment": segment_text(
                 rows, max(settings.review_chars * 2, 4000), self.timezone(partner)
@@ -554,6 +554,6 @@ class Reviewer:
         first, so a record alone may be a write that never happened)."""
         for change in reversed(await self.memory.changes(partner.dir)):
             if change.op == "append" and change.file == file.name and change.source == source:
-                written = read_text(file.path).replace("\r\n", "\n")
+                written = (await self.memory.read(file)).replace("\r\n", "\n")
                 return (change.new or "").rstrip("\n") in written
         return False

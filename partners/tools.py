@@ -320,7 +320,12 @@ OWNER_MEMORY_TOOL_NAMES = ("read_memory", "write_memory")
 
 def user_memory_file(partner: Partner, user_key: str) -> MemoryFile:
     """The per-user file of one user; the name is derived from the key, never from input."""
+    return MemoryFile(partner.dir, user_memory_name(user_key))
+
+
+def user_memory_name(user_key: str) -> str:
+    """The per-user file's name inside its partner (``users/telegram-7.md``)."""
     safe = "".join(ch if ch.isalnum() else "-" for ch in user_key).strip("-").lower()
     if not safe:
         raise ValueError(f"cannot derive a file name from user key {user_key!r}")
-    return MemoryFile(partner.dir, str(Path("users") / f"{safe}.md"))
+    return str(Path("users") / f"{safe}.md")

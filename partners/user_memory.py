@@ -17,8 +17,8 @@ from typing import Any
 
 from bot.store import ForgetOperation, MediaRow, Store
 from partners.forgetting import Forgetting
-from partners.journal import heading_user
-from partners.memory import Entry, MemoryFile, MemoryStore, read_text
+from partners.journal import heading_user, journal_files
+from partners.memory import Entry, MemoryFile, MemoryStore
 from partners.persona import Partner
 from partners.tools import user_memory_file
 
@@ -55,7 +55,7 @@ class UserMemory:
         entries = await self.entries(partner, user_key)
         messages = await self.store.user_messages(partner.id, user_key)
         media = await self.store.media_for([m.id for m in messages])
-        journal = journal_passages(partner, user_key)
+        journal = await journal_passages(self.memory, partner, user_key)
         data: dict[str, Any] = {
             "partner": {"id": partner.id, "name": partner.name},
             "user": user_key,
@@ -100,17 +100,17 @@ def media_fields(media: list[MediaRow]) -> dict[str, Any]:
     return fields
 
 
-def journal_passages(partner: Partner, user_key: str) -> list[tuple[str, str]]:
+async def journal_passages(
+    memory: MemoryStore, partner: Partner, user_key: str
+) -> list[tuple[str, str]]:
     """(date, passage) for every journal entry written from this user's conversations."""
     found: list[tuple[str, str]] = []
-    journal_dir = partner.dir / "memory"
-    if not journal_dir.is_dir():
-        return found
-    for path in sorted(journal_dir.glob("*.md")):
-        for block in read_text(path).split("\n## ")[1:]:
+    for file in await journal_files(memory, partner.dir):
+        day = file.name.removeprefix("memory/").removesuffix(".md")
+        for block in (await memory.read(file)).split("\n## ")[1:]:
             heading = block.split("\n", 1)[0]
             if heading_user(heading) == user_key:
-                found.append((path.stem, "## " + block.strip()))
+                found.append((day, "## " + block.strip()))
     return found
 
 

@@ -117,22 +117,49 @@ class PostgresServer:
                 "C",
                 "--no-sync",
             )
-            server._run(
-                "pg_ctl",
-                "start",
-                "--wait",
-                f"--timeout={START_TIMEOUT_SECONDS}",
-                "--pgdata",
-                str(server.data_dir),
-                "--log",
-                str(directory / "server.log"),
-                "-o",
-                server._options(),
-            )
+            server.start_serving()
         except BaseException:
             shutil.rmtree(directory, ignore_errors=True)
             raise
         return server
+
+    def start_serving(self) -> None:
+        """Start the server on its existing data directory (after :meth:`stop_serving`)."""
+        self._run(
+            "pg_ctl",
+            "start",
+            "--wait",
+            f"--timeout={START_TIMEOUT_SECONDS}",
+            "--pgdata",
+            str(self.data_dir),
+            "--log",
+            str(self.directory / "server.log"),
+            "-o",
+            self._options(),
+        )
+
+    def stop_serving(self) -> None:
+        """Stop the server as an operator's ``pg_ctl stop`` does (fast mode: open connections
+        are cut, nothing is lost); its data stays for :meth:`start_serving`."""
+        self._run("pg_ctl", "stop", "--wait", "--mode", "fast", "--pgdata", str(self.data_dir))
+
+    def restart(self) -> None:
+        """``pg_ctl restart``: every connection is cut, and the server is back when this
+        returns. Gateways connected to it must find their way back by themselves."""
+        self._run(
+            "pg_ctl",
+            "restart",
+            "--wait",
+            f"--timeout={START_TIMEOUT_SECONDS}",
+            "--mode",
+            "fast",
+            "--pgdata",
+            str(self.data_dir),
+            "--log",
+            str(self.directory / "server.log"),
+            "-o",
+            self._options(),
+        )
 
     def _options(self) -> str:
         # no TCP port: the socket in our own directory is the only way in; fsync off because
@@ -163,7 +190,9 @@ class PostgresServer:
             shutil.rmtree(self.directory, ignore_errors=True)
 
     def url(self, database: str) -> str:
-        """A ``postgresql://`` URL of one database on this server (over its socket)."""
+        """A ``postgresql://`` URL of one database on this server (over its socket): what a
+        test's own connections use and what a ``companion run`` child gets as its
+        ``[storage] database_url`` (it runs as the same user, so the socket is open to it)."""
         return f"postgresql://{SUPERUSER}@/{database}?host={self.socket_dir}"
 
     async def create_database(self, template: str | None = None) -> str:

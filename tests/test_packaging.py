@@ -85,7 +85,34 @@ def test_the_compose_service_has_its_volumes_env_file_and_healthcheck() -> None:
     assert {"/data", "/config"} <= mounts
     assert service["env_file"][0]["path"] == ".env"
     assert service["healthcheck"]["test"] == ["CMD", "companion", "health"]
-    assert set(compose["volumes"]) == {v.split(":")[0] for v in service["volumes"]}
+    assert "profiles" not in service  # `docker compose up` alone runs the one gateway on SQLite
+
+
+def test_every_named_volume_of_compose_is_declared_and_used() -> None:
+    compose = YAML(typ="safe").load((ROOT / "compose.yaml").read_text(encoding="utf-8"))
+    used = {
+        volume.split(":")[0]
+        for service in compose["services"].values()
+        for volume in service.get("volumes", [])
+        if not volume.startswith(("/", "."))
+    }
+    assert set(compose["volumes"]) == used
+
+
+def test_compose_scales_workers_on_one_postgresql_named_by_the_environment() -> None:
+    """`docker compose --profile workers up --scale worker=4 worker` (README, "Several
+    workers"): a worker can run in any number (no fixed name or host port), reaches the
+    database service by the URL its config reads from DATABASE_URL, and starts only once the
+    database answers."""
+    compose = YAML(typ="safe").load((ROOT / "compose.yaml").read_text(encoding="utf-8"))
+    worker, database = compose["services"]["worker"], compose["services"]["postgres"]
+    assert worker["profiles"] == database["profiles"] == ["workers"]
+    assert "container_name" not in worker and "ports" not in worker
+    url = worker["environment"]["DATABASE_URL"]
+    assert url.startswith("postgresql://") and "@postgres:5432/" in url
+    assert worker["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert "pg_isready" in " ".join(database["healthcheck"]["test"])
+    assert any(v.endswith(":/var/lib/postgresql/data") for v in database["volumes"])
 
 
 def test_optional_parts_cost_no_memory_until_they_are_turned_on() -> None:

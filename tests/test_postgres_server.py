@@ -1,9 +1,12 @@
 """The throwaway PostgreSQL server the store's tests run on (tests/postgres_server.py): started
 once per session from the machine's own installation, a fresh database per test, reachable only
-through its own socket, never run as root, and a clear failure where PostgreSQL is missing."""
+through its own socket (by the tests and by the gateways they start as child processes), never
+run as root, restartable mid-test, and a clear failure where PostgreSQL is missing."""
 
 from __future__ import annotations
 
+import asyncio
+import sys
 from pathlib import Path
 
 import asyncpg
@@ -83,3 +86,65 @@ def test_the_newest_distribution_version_is_chosen(tmp_path: Path) -> None:
         path=str(tmp_path / "nowhere"), distribution_dirs=str(tmp_path / "*" / "bin")
     )
     assert found == tmp_path / "15" / "bin"
+
+
+CHILD_WRITES = """
+import asyncio, sys
+import asyncpg
+
+async def main():
+    connection = await asyncpg.connect(sys.argv[1])
+    await connection.execute("INSERT INTO notes VALUES ('from the child')")
+    await connection.close()
+
+asyncio.run(main())
+"""
+
+
+async def test_a_child_process_reaches_the_server_through_the_database_url(
+    postgres_database: str,
+) -> None:
+    """What a ``companion run`` worker gets as its ``[storage] database_url``."""
+    connection = await asyncpg.connect(postgres_database)
+    try:
+        await connection.execute("CREATE TABLE notes (text TEXT)")
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", CHILD_WRITES, postgres_database
+        )
+        assert await asyncio.wait_for(child.wait(), 60) == 0
+        assert await connection.fetchval("SELECT text FROM notes") == "from the child"
+    finally:
+        await connection.close()
+
+
+async def test_a_restart_cuts_connections_and_keeps_the_data(
+    postgres_server: PostgresServer, postgres_database: str
+) -> None:
+    before = await asyncpg.connect(postgres_database)
+    await before.execute("CREATE TABLE notes (text TEXT)")
+    await before.execute("INSERT INTO notes VALUES ('kept')")
+    await asyncio.to_thread(postgres_server.restart)
+    with pytest.raises((asyncpg.PostgresConnectionError, asyncpg.InterfaceError, OSError)):
+        await before.fetchval("SELECT 1")
+    before.terminate()
+    after = await asyncpg.connect(postgres_database)
+    try:
+        assert await after.fetchval("SELECT text FROM notes") == "kept"
+    finally:
+        await after.close()
+
+
+async def test_a_stopped_server_refuses_connections_until_it_starts_again(
+    postgres_server: PostgresServer, postgres_database: str
+) -> None:
+    await asyncio.to_thread(postgres_server.stop_serving)
+    try:
+        with pytest.raises(OSError):
+            await asyncpg.connect(postgres_database)
+    finally:
+        await asyncio.to_thread(postgres_server.start_serving)
+    connection = await asyncpg.connect(postgres_database)
+    try:
+        assert await connection.fetchval("SELECT 1") == 1
+    finally:
+        await connection.close()

@@ -15,7 +15,8 @@ A newcomer's map:
   one round trip), ``media``, ``sessions``, ``review``, ``search``,
   ``forgetting``, ``checkins`` (and reminders), ``usage``, ``audit`` (and settings),
   ``vectors`` (semantic recall), ``web`` (the web page's logins), ``workers`` (the worker
-  registry, the leader and queue-key leases with fencing epochs), all on
+  registry, the leader and queue-key leases with fencing epochs), ``documents`` (memory
+  documents as rows, when they are not files), all on
   ``connection`` (the shared connection, its round-trip counter and error translation).
 
 The dispatcher's queue is rows in ``messages`` (``status = 'pending'``), not only memory, so
@@ -32,6 +33,7 @@ from bot.store.rows import (
     CheckinSetting,
     ClaimedOwnerRow,
     DeliveryRetry,
+    DocumentRow,
     EmbeddingWork,
     ForgetOperation,
     Leader,
@@ -67,6 +69,7 @@ __all__ = [
     "ClaimedOwnerRow",
     "Dialects",
     "DeliveryRetry",
+    "DocumentRow",
     "EmbeddingWork",
     "ForgetOperation",
     "Leader",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,6 +25,7 @@ from bot.store.rows import (
     CheckinSetting,
     ClaimedOwnerRow,
     DeliveryRetry,
+    DocumentRow,
     EmbeddingWork,
     ForgetOperation,
     Leader,
@@ -683,3 +685,27 @@ class Store(Protocol):
         """Call ``wake(queue_key)`` when another worker stores a pending message (PostgreSQL
         LISTEN/NOTIFY: a wake-up only, the rows are the truth; SQLite has one worker, which
         wakes itself). The returned function stops listening."""
+
+    # ---- memory documents as rows ------------------------------------------------------------
+
+    async def document(self, namespace: str, path: str) -> DocumentRow | None:
+        """A memory document kept as a row (``namespace``: its root relative to the data
+        directory, ``path``: its name inside it); None when there is none."""
+
+    async def save_document(
+        self, namespace: str, path: str, content: bytes, expected_version: int
+    ) -> int | None:
+        """Write the document if it is at ``expected_version`` (0: not there yet); its new
+        version, or None when someone wrote it since (nothing written)."""
+
+    async def append_document(self, namespace: str, path: str, content: bytes) -> int:
+        """Add bytes at the end of the document (created if missing); its new version."""
+
+    async def document_paths(self, namespace: str, folder: str) -> list[str]:
+        """The documents directly inside ``folder`` of the namespace, sorted."""
+
+    async def delete_document(self, namespace: str, path: str) -> bool: ...
+
+    def document_lock(self, namespace: str, path: str) -> AbstractAsyncContextManager[None]:
+        """Held across one writer's read-modify-write of the document (across workers, on a
+        database that several share)."""

@@ -4,7 +4,6 @@ chat markers hidden as they are there, the Markdown shown formatted (``journal_h
 
 from __future__ import annotations
 
-import asyncio
 import calendar
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -15,7 +14,6 @@ from bot.admin_memory import CHAT_MARKER
 from bot.web.journal_html import journal_html
 from bot.web.pages import WebParts
 from partners.journal import DAY_LINE, journal_file, journal_files
-from partners.memory import read_text
 from partners.persona import Partner
 
 
@@ -40,7 +38,7 @@ def routes(parts: WebParts) -> list[web.RouteDef]:
     async def year(request: web.Request) -> web.Response:
         partner = parts.partner(request.match_info["id"])
         shown = _year(request.query.get("year"), partner, parts)
-        days = await asyncio.to_thread(_journal_days, partner)
+        days = await _journal_days(parts, partner)
         return parts.render(
             request,
             "journals.html",
@@ -57,7 +55,7 @@ def routes(parts: WebParts) -> list[web.RouteDef]:
             date.fromisoformat(wanted)
         except ValueError:
             raise web.HTTPNotFound(text=f"{wanted!r} is not a date (YYYY-MM-DD).") from None
-        text = await asyncio.to_thread(read_text, journal_file(partner, wanted).path)
+        text = await parts.actions.admin.memory.read(journal_file(partner, wanted))
         summary, body = split_day(text)
         return parts.render(
             request,
@@ -81,8 +79,9 @@ def _year(raw: str | None, partner: Partner, parts: WebParts) -> int:
     return datetime.now(partner.timezone(parts.config.owner_timezone())).year
 
 
-def _journal_days(partner: Partner) -> set[str]:
-    return {f.name.removeprefix("memory/").removesuffix(".md") for f in journal_files(partner.dir)}
+async def _journal_days(parts: WebParts, partner: Partner) -> set[str]:
+    files = await journal_files(parts.actions.admin.memory, partner.dir)
+    return {f.name.removeprefix("memory/").removesuffix(".md") for f in files}
 
 
 def calendar_of(year: int, days: set[str]) -> list[Month]:

@@ -10,7 +10,6 @@ written; the owner's text stays in the editor beside the current version and its
 
 from __future__ import annotations
 
-import asyncio
 import difflib
 from typing import Any
 
@@ -70,13 +69,6 @@ def _shown(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _read_bytes(file: MemoryFile) -> bytes:
-    try:
-        return file.path.read_bytes()
-    except FileNotFoundError:
-        return b""
-
-
 def _diff(old: str, new: str, old_label: str, new_label: str) -> str:
     lines = difflib.unified_diff(
         old.splitlines(), new.splitlines(), old_label, new_label, lineterm=""
@@ -87,6 +79,7 @@ def _diff(old: str, new: str, old_label: str, new_label: str) -> str:
 class PartnerPages:
     def __init__(self, parts: WebParts) -> None:
         self.parts = parts
+        self._memory = parts.actions.admin.memory
 
     def _partner(self, request: web.Request) -> Partner:
         return self.parts.partner(request.match_info["id"])
@@ -130,7 +123,7 @@ class PartnerPages:
         partner = self._partner(request)
         sizes = {}
         for name in PROMPT_FILES:
-            data = await asyncio.to_thread(_read_bytes, MemoryFile(partner.dir, name))
+            data = (await self._memory.stored(MemoryFile(partner.dir, name))).data
             sizes[name] = len(data.decode("utf-8", "replace"))
         return self.parts.render(
             request,
@@ -160,7 +153,7 @@ class PartnerPages:
     async def edit(self, request: web.Request) -> web.Response:
         partner = self._partner(request)
         name = file_name(request.match_info["name"])
-        current = await asyncio.to_thread(_read_bytes, MemoryFile(partner.dir, name))
+        current = (await self._memory.stored(MemoryFile(partner.dir, name))).data
         return self._editor(
             request, partner, name, current.decode("utf-8", "replace"), fingerprint(current)
         )
@@ -191,7 +184,7 @@ class PartnerPages:
             return self._editor(request, partner, name, text, version, conflict=too_long)
         file = MemoryFile(partner.dir, name)
         if data.get("step") != "save":
-            saved = (await asyncio.to_thread(_read_bytes, file)).decode("utf-8", "replace")
+            saved = (await self._memory.stored(file)).data.decode("utf-8", "replace")
             diff = _diff(saved, text, f"{name} (saved)", f"{name} (yours)")
             return self._editor(request, partner, name, text, version, diff=diff)
         try:

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from partners.catalog import PartnerCatalog
-from partners.memory import BULLET, CHANGELOG, ENTRY_ID
+from partners.changelog import CHANGELOG
+from partners.memory import BULLET, ENTRY_ID
 from tests.e2e.gateway_process import GatewayProcess, write_config
 from tests.e2e.model import ScriptedModel
 from tests.fakes.fake_llm import FakeLLM

@@ -9,8 +9,9 @@ outcome in one statement), ``turn_context`` (what a turn reads first, in one sta
 ``sessions``, ``review``, ``search`` (BM25 over the same terms as SQLite's FTS5, see its
 docstring for why a terms array), ``forgetting`` (and what VACUUM reaches), ``usage``,
 ``users`` (and pairings, owner claims), ``vectors``, ``web`` (the web page's logins),
-``workers`` (the registry, the leader row and queue-key leases with fencing epochs, claimed
-``FOR UPDATE SKIP LOCKED``) — and ``store``, :class:`PostgresStore` composed from them.
+``workers`` (the worker registry, the leader row and queue-key leases with fencing epochs,
+claimed ``FOR UPDATE SKIP LOCKED``), ``documents`` (memory documents as rows) — and
+``store``, :class:`PostgresStore` composed from them.
 
 asyncpg rather than psycopg 3: it is faster per query, needs no libpq on the machine, and its
 pool fits the store's short statements."""

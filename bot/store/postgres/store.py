@@ -14,6 +14,7 @@ from bot.store.postgres.audit import Audit
 from bot.store.postgres.chats import Chats
 from bot.store.postgres.checkins import Checkins
 from bot.store.postgres.connection import create_pool, redacted
+from bot.store.postgres.documents import Documents
 from bot.store.postgres.forgetting import Forgetting
 from bot.store.postgres.media import Media
 from bot.store.postgres.migrations import migrate, schema_version
@@ -47,6 +48,7 @@ class PostgresStore(
     Vectors,
     WebLogins,
     Workers,
+    Documents,
 ):
     """The :class:`bot.store.Store` interface on PostgreSQL (asyncpg, a pool per process)."""
 
