@@ -9,7 +9,6 @@ file, the journals and the changelog, and ``/admin undo`` cannot bring it back.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from datetime import date, datetime, tzinfo
@@ -22,7 +21,7 @@ from bot.sessions import OWNER_AUDIENCE, Speaker
 from bot.store import MessageRow, SessionRow, Store
 from bot.transcripts import MAX_REFERENCES, transcript_label
 from partners.journal import forget_in_journals, journal_file, journal_files
-from partners.memory import Change, MemoryFile
+from partners.memory import Change, MemoryFile, MemoryStore
 from partners.persona import Partner
 from partners.review import ReviewResult
 from partners.tools import user_memory_file
@@ -53,7 +52,7 @@ async def admin_memory(ctx: CommandContext) -> CommandReply:
         text = await services(ctx).memory.read(user_memory_file(partner, key))
         return paged(f"What {partner.name} keeps about {key}:\n" + _body(text), command, page)
     own = await services(ctx).memory.read(MemoryFile(partner.dir, "MEMORY.md"))
-    users = await asyncio.to_thread(_user_files, partner)
+    users = await _user_files(services(ctx).memory, partner)
     lines = [f"{partner.name}'s own memory (MEMORY.md):", _body(own), ""]
     if users:
         lines.append(f"Per-user files ({len(users)}): " + ", ".join(users))
@@ -67,9 +66,9 @@ def _body(text: str) -> str:
     return literal(text.strip()) or "(empty)"
 
 
-def _user_files(partner: Partner) -> list[str]:
-    directory = partner.dir / "users"
-    return sorted(p.stem for p in directory.glob("*.md")) if directory.is_dir() else []
+async def _user_files(memory: MemoryStore, partner: Partner) -> list[str]:
+    names = await memory.documents.names(partner.dir, "users")
+    return [n.removeprefix("users/").removesuffix(".md") for n in names if n.endswith(".md")]
 
 
 async def admin_remember(ctx: CommandContext) -> CommandReply:
@@ -93,7 +92,7 @@ async def admin_forget(ctx: CommandContext) -> CommandReply:
         entry_id = ctx.args[0]
     else:
         partner = ctx.catalog.require(ctx.args[0])
-        files = await asyncio.to_thread(_partner_memory_files, partner)
+        files = await _partner_memory_files(services(ctx).memory, partner)
         whose, entry_id = f"{partner.name}'s memory", ctx.args[1]
     if not ENTRY_ID.match(entry_id):
         raise AdminError(f"{entry_id!r} is not an entry id; ids look like m_18c2f0a1b2c3d")
@@ -117,11 +116,10 @@ async def admin_forget(ctx: CommandContext) -> CommandReply:
     raise AdminError(f"no entry {entry_id} in {whose}; /admin memory shows the ids")
 
 
-def _partner_memory_files(partner: Partner) -> list[MemoryFile]:
+async def _partner_memory_files(memory: MemoryStore, partner: Partner) -> list[MemoryFile]:
     names = ["MEMORY.md", "USER.md", "IDENTITY.md", "SOUL.md"]
-    users = partner.dir / "users"
-    if users.is_dir():
-        names += [f"users/{p.name}" for p in sorted(users.glob("*.md"))]
+    users = await memory.documents.names(partner.dir, "users")
+    names += [name for name in users if name.endswith(".md")]
     return [MemoryFile(partner.dir, name) for name in names]
 
 

@@ -185,3 +185,16 @@ async def test_forgetting_on_rows_leaves_no_trace_in_the_database(
     assert "2 entries and 1 diary passages" in answer
     assert await traces(harness, secret) == []
     assert await traces(harness, edited) == []
+
+
+async def test_admin_memory_on_rows_lists_and_forgets_per_user_documents(
+    harness_factory: HarnessFactory,
+) -> None:
+    harness = await harness_factory(storage={"documents": "database"})
+    partner = harness.app.catalog.require("example").dir
+    user_file = MemoryFile(partner, "users/test-42.md")
+    added = await harness.app.memory.add(user_file, "Likes tea", reason="", source="t")
+    assert "Per-user files (1): test-42" in await admin(harness, "/admin memory example")
+    answer = await admin(harness, f"/admin forget example {added.entry_id}")
+    assert "Forgotten" in answer
+    assert await harness.app.memory.entries(user_file) == []

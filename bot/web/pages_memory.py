@@ -8,7 +8,6 @@ the memory store's ``edit`` (the one partner_memorize uses, changelog first); se
 
 from __future__ import annotations
 
-import asyncio
 import re
 
 from aiohttp import web
@@ -57,7 +56,7 @@ class MemoryPages:
     async def user_file(self, request: web.Request) -> web.Response:
         partner = self.parts.partner(request.match_info["id"])
         stem = request.match_info["user"]
-        if not USER_FILE.match(stem) or stem not in await _user_files(partner):
+        if not USER_FILE.match(stem) or stem not in await _user_files(self.parts, partner):
             raise web.HTTPNotFound(text=f"{partner.name} keeps no file about {stem!r}.")
         file = MemoryFile(partner.dir, f"users/{stem}.md")
         title = f"What {partner.name} keeps about {stem}"
@@ -92,12 +91,9 @@ def _local(path: str) -> str:
     return path if path.startswith("/") and not path.startswith("//") else "/memory"
 
 
-async def _user_files(partner: Partner) -> list[str]:
-    def listing() -> list[str]:
-        directory = partner.dir / "users"
-        return sorted(p.stem for p in directory.glob("*.md")) if directory.is_dir() else []
-
-    return await asyncio.to_thread(listing)
+async def _user_files(parts: WebParts, partner: Partner) -> list[str]:
+    names = await parts.actions.admin.memory.documents.names(partner.dir, "users")
+    return [n.removeprefix("users/").removesuffix(".md") for n in names if n.endswith(".md")]
 
 
 async def _file_of(parts: WebParts, partner_id: str, name: str) -> MemoryFile:
@@ -109,7 +105,11 @@ async def _file_of(parts: WebParts, partner_id: str, name: str) -> MemoryFile:
     if name == "MEMORY.md":
         return MemoryFile(partner.dir, name)
     stem = name.removeprefix("users/").removesuffix(".md")
-    if name.startswith("users/") and USER_FILE.match(stem) and stem in await _user_files(partner):
+    if (
+        name.startswith("users/")
+        and USER_FILE.match(stem)
+        and stem in await _user_files(parts, partner)
+    ):
         return MemoryFile(partner.dir, f"users/{stem}.md")
     raise web.HTTPNotFound(text=f"{name!r} is not a memory file of {partner.name}.")
 
@@ -159,7 +159,7 @@ async def memory_page(
         page=number,
         pages=pages,
         changes=list(reversed(changes))[:CHANGES_SHOWN],
-        users=await _user_files(partner) if partner else [],
+        users=await _user_files(parts, partner) if partner else [],
         query=query,
         results=results,
     )
