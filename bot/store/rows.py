@@ -226,6 +226,9 @@ class TurnContext:
     """Users' reactions in the chat to the partner after ``reactions_after``, oldest first."""
     reactions_after: int = 0
     """The id of the last message of ``history`` (or ``carried``); 0 without either."""
+
+
+@dataclass(frozen=True)
 class DocumentRow:
     """A memory document kept as a row: its bytes exactly as written, and a version that
     counts its writes (a write names the version it replaces)."""
