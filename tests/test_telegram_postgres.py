@@ -29,7 +29,12 @@ async def stored_rows(url: str) -> list[tuple[str, str, str]]:
 
 
 async def test_a_turn_runs_on_postgresql(
-    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM, postgres_database: str
+    # the database first: it is dropped only after the gateway stopped (a stopping worker
+    # gives its leases back in it)
+    postgres_database: str,
+    gateways: TelegramGateways,
+    fake: FakeTelegram,
+    fake_llm: FakeLLM,
 ) -> None:
     storage = {"database_url": postgres_database}
     gateway = await gateways.start(storage=storage)
