@@ -29,7 +29,8 @@ async def stored_rows(url: str) -> list[tuple[str, str, str]]:
 
 
 async def test_a_turn_runs_on_postgresql(
-    # the database first, so it is dropped last: the gateways leave it as they stop
+    # the database first: it is dropped only after the gateway stopped (a stopping worker
+    # gives its leases back in it)
     postgres_database: str,
     gateways: TelegramGateways,
     fake: FakeTelegram,
