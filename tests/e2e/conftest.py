@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,10 +16,12 @@ import pytest
 from partners.catalog import PartnerCatalog
 from partners.changelog import CHANGELOG
 from partners.memory import BULLET, ENTRY_ID
+from tests.e2e.cluster import Cluster
 from tests.e2e.gateway_process import GatewayProcess, write_config
 from tests.e2e.model import ScriptedModel
 from tests.fakes.fake_llm import FakeLLM
 from tests.fakes.fake_telegram import Call, FakeTelegram
+from tests.postgres_server import PostgresServer
 
 TELEGRAM_TOKEN = "5550001:E2E-SECRET-telegram-token"
 LLM_KEY = "sk-e2e-SECRET-llm-key-0042"
@@ -196,3 +198,25 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
 def assert_no_secrets(text: str) -> None:
     leaked = [secret for secret in SECRETS if secret in text]
     assert not leaked, f"secrets in the gateway's output: {leaked}"
+
+
+ClusterFactory = Callable[..., Awaitable[Cluster]]
+
+
+@pytest.fixture
+async def cluster_of(
+    world: World, postgres_server: PostgresServer, postgres_database: str
+) -> AsyncIterator[ClusterFactory]:
+    """Start ``size`` workers on the test's PostgreSQL database (tests/e2e/cluster.py)."""
+    clusters: list[Cluster] = []
+
+    async def start(size: int, **settings: dict[str, Any]) -> Cluster:
+        cluster = Cluster(world, postgres_server, postgres_database, size, settings)
+        clusters.append(cluster)
+        await cluster.start_all()
+        return cluster
+
+    yield start
+    for cluster in clusters:
+        for slot in list(cluster.paused):
+            cluster.resume(slot)  # the world's teardown kills them; a stopped one would linger
