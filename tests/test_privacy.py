@@ -7,14 +7,19 @@ from typing import Any
 import pytest
 
 from partners.memory import MemoryFile
-from tests.conftest import OWNER_ID, Harness, dm, group_message
+from tests.conftest import OWNER_ID, Harness, HarnessFactory, dm, group_message
 from tests.fakes.fake_llm import Reply, ToolCallSpec
 
 
 @pytest.fixture
-def harness(harness_on_each_backend: Harness) -> Harness:
-    """Every test here runs on each store backend: the rules hold whatever stores the rows."""
-    return harness_on_each_backend
+async def harness(
+    storage_on_each_backend: dict[str, Any], harness_factory: HarnessFactory
+) -> Harness:
+    """Every test here runs on each store backend: the rules hold whatever stores the rows.
+    Memory documents stay files on both, because these tests plant and read them as files;
+    which document a write lands in is decided above the document backend, and the memory
+    store's own tests (tests/test_memory.py, tests/test_documents.py) run on rows too."""
+    return await harness_factory(storage={**storage_on_each_backend, "documents": "files"})
 
 
 def tool_results(request: dict[str, Any]) -> list[str]:
