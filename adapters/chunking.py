@@ -15,6 +15,7 @@ bold, italic, links and code closed at the cut and opened again after it
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -183,9 +184,9 @@ def _cut(tokens: list[Token], room: Room, whole: bool = True) -> list[Piece]:
         return _parts(cut(_spans(tokens), room.spans_size, room.limit))
     if kind == "heading":
         prefix = _heading_prefix(tokens[0])
-        heading = room.inside(lambda markdown: prefix + markdown)
+        heading = room.inside(lambda markdown: _heading_line(prefix, markdown))
         parts = cut(_heading_spans(tokens), heading.spans_size, room.limit)
-        return _parts(prefix + part for part in parts)
+        return _parts(_heading_line(prefix, part) for part in parts)
     if kind == "fence":
         return _parts(_cut_code(tokens[0].markup, tokens[0].info, tokens[0].content, room))
     if kind in ("bullet_list", "ordered_list"):
@@ -211,7 +212,7 @@ def _written(tokens: list[Token]) -> str | None:
     if kind == "paragraph":
         return to_markdown(_spans(tokens))
     if kind == "heading":
-        return _heading_prefix(first) + to_markdown(_heading_spans(tokens))
+        return _heading_line(_heading_prefix(first), to_markdown(_heading_spans(tokens)))
     if kind == "fence":
         return _fenced(first.markup, first.info, first.content.removesuffix("\n"))
     if kind == "hr":
@@ -252,6 +253,18 @@ def _spans(tokens: list[Token]) -> list[Span]:
 
 def _heading_prefix(token: Token) -> str:
     return "#" * int(token.tag[1]) + " "
+
+
+_CLOSING_SEQUENCE = re.compile(r"(?:^|(?<=[ \t]))#+[ \t]*$")
+"""A run of ``#`` that ends a heading's line after a space: Markdown reads it as the
+heading's optional closing sequence and shows none of it."""
+
+
+def _heading_line(prefix: str, markdown: str) -> str:
+    """A heading's text written after its ``#`` prefix. Text that ends in ``#`` after a
+    space (a heading cut after " #", or a "#" that was escaped) has the run's first ``#``
+    escaped, so that it is shown as text on Telegram and Discord alike."""
+    return prefix + _CLOSING_SEQUENCE.sub(lambda match: "\\" + match.group(0), markdown)
 
 
 def _heading_spans(tokens: list[Token]) -> list[Span]:
