@@ -26,6 +26,11 @@ from bot.store import Lease, Store
 
 logger = logging.getLogger(__name__)
 
+RETRY_FIRST_SECONDS = 1.0
+RETRY_MAX_SECONDS = 60.0
+"""A key whose turn could not even be counted (the database away) is tried again after
+these pauses, doubling while it keeps failing."""
+
 
 class Worked(enum.Enum):
     """What one call of :data:`Process` did for its queue key."""
@@ -59,6 +64,7 @@ class Dispatcher:
         self._workers: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
         self._adopted: dict[str, Lease] = {}
+        self._backoff: dict[str, float] = {}
         self._closing = False
         self._leases = leases
         self.turns_done = 0
@@ -94,6 +100,7 @@ class Dispatcher:
         self._workers[queue_key] = task
 
     async def _work(self, queue_key: str) -> None:
+        lease: Lease | None = None
         try:
             while not self._closing:
                 self._again.discard(queue_key)
@@ -108,13 +115,23 @@ class Dispatcher:
                 if queue_key not in self._again and queue_key not in self._adopted:
                     return
         except Exception:
-            # What lands here could not even be counted (a database that refuses writes).
-            # One queue's failure must not stop the others: the worker's next sweep claims
-            # this key again once its lease lapses.
+            # What lands here could not even be counted (a database that went away, or
+            # refuses writes). One queue's failure must not stop the others, and the key must
+            # not wait for a message that may never come: its lease is kept idle (the
+            # heartbeat gives it back if nothing uses it) and the key is tried again after a
+            # pause that doubles while it keeps failing.
             self.turns_failed += 1
             logger.exception("turn for %s failed", queue_key)
+            if lease is not None:
+                await self._leases.release(lease)
+            self._retry_later(queue_key)
         finally:
             self._workers.pop(queue_key, None)
+
+    def _retry_later(self, queue_key: str) -> None:
+        delay = self._backoff.get(queue_key, RETRY_FIRST_SECONDS)
+        self._backoff[queue_key] = min(delay * 2, RETRY_MAX_SECONDS)
+        asyncio.get_running_loop().call_later(delay, self.notify, queue_key)
 
     async def _lease(self, queue_key: str) -> Lease | None:
         adopted = self._adopted.pop(queue_key, None)
@@ -137,6 +154,7 @@ class Dispatcher:
                 self.turns_failed += 1
             elif worked is Worked.ANSWERED:
                 self.turns_done += 1
+                self._backoff.pop(queue_key, None)
             elif queue_key not in self._again:
                 return True
         return True

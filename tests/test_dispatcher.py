@@ -1,0 +1,54 @@
+"""The dispatcher's own promises, apart from any store: a queue key whose turn raised before
+it could even be counted (the database went away mid-turn) is worked again by itself, without
+waiting for a new message or a restart (DESIGN.md "Nothing stays pending forever")."""
+
+from __future__ import annotations
+
+import asyncio
+
+from bot.dispatcher import Dispatcher, Worked
+from bot.store import Lease
+
+KEY = "test:1|example"
+
+
+class OneLease:
+    """The worker's side of leases, for one key that nobody else wants."""
+
+    def __init__(self) -> None:
+        self.released: list[Lease] = []
+
+    async def claim(self, queue_key: str) -> Lease | None:
+        return Lease(queue_key, "w1", 1, 0.0)
+
+    async def release(self, lease: Lease) -> None:
+        self.released.append(lease)
+
+    def forget(self, lease: Lease) -> None:
+        pass
+
+
+async def test_a_turn_that_raised_uncounted_is_worked_again_without_a_new_message() -> None:
+    calls: list[str] = []
+    answered = asyncio.Event()
+
+    async def process(lease: Lease) -> Worked:
+        calls.append(lease.queue_key)
+        if len(calls) == 1:
+            raise ConnectionError("the database went away")
+        if len(calls) == 2:
+            answered.set()
+            return Worked.ANSWERED
+        return Worked.IDLE
+
+    leases = OneLease()
+    # the store is read only by recover(), which this test does not call
+    dispatcher = Dispatcher(None, process, 4, leases)  # type: ignore[arg-type]
+    dispatcher.notify(KEY)
+    await asyncio.wait_for(answered.wait(), timeout=30)
+    await dispatcher.idle()
+    assert calls[:2] == [KEY, KEY]
+    assert dispatcher.turns_failed == 1 and dispatcher.turns_done == 1
+    # the failed turn's lease was given back to the worker (kept idle, not held forever)
+    assert leases.released and leases.released[0].queue_key == KEY
+    await dispatcher.close(1)
