@@ -6,10 +6,15 @@ listens on a unix socket there and on no TCP port (so two test runs on one machi
 and nothing but this machine can reach it), trusts its local connections and skips fsync: its
 data is thrown away. ``initdb`` refuses to run as root, so a root test run starts the server
 as the ``postgres`` user, in a directory that user owns.
+
+A test run that is killed (SIGKILL, a CI timeout) cannot stop its server; the next run does:
+each server's directory names the test process that owns it, and :func:`reap_orphans` stops
+the servers whose owner is gone before a new one starts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -36,6 +41,9 @@ SUPERUSER = "postgres"
 DISTRIBUTION_BIN_DIRS = "/usr/lib/postgresql/*/bin"
 """Where Debian and Ubuntu keep the server's programs (they are not on PATH there)."""
 START_TIMEOUT_SECONDS = 60
+DIRECTORY_PREFIX = "companion-pg-"
+OWNER_FILE = "owner.pid"
+"""In a server's directory: the id of the test process that started it."""
 
 
 class PostgresUnavailable(RuntimeError):
@@ -63,7 +71,7 @@ def _version_key(name: str) -> tuple[int, ...]:
     return tuple(int(part) for part in name.split(".") if part.isdigit())
 
 
-def _server_account() -> pwd.struct_passwd | None:
+def server_account() -> pwd.struct_passwd | None:
     """The account the server runs as: ``postgres`` for a root test run, None (this user)
     otherwise."""
     if os.geteuid() != 0:
@@ -97,8 +105,10 @@ class PostgresServer:
     @classmethod
     def start(cls) -> PostgresServer:
         bin_dir = find_bin_dir()
-        account = _server_account()
-        directory = Path(tempfile.mkdtemp(prefix="companion-pg-"))
+        account = server_account()
+        reap_orphans()
+        directory = Path(tempfile.mkdtemp(prefix=DIRECTORY_PREFIX))
+        (directory / OWNER_FILE).write_text(str(os.getpid()))
         if account is not None:
             os.chown(directory, account.pw_uid, account.pw_gid)
         server = cls(bin_dir, directory, account)
@@ -222,3 +232,43 @@ class PostgresServer:
             await connection.execute(sql)
         finally:
             await connection.close()
+
+
+def reap_orphans(temp_dir: str | None = None) -> list[Path]:
+    """Stop the servers of test runs that died without stopping them, and remove their
+    directories; the directories reaped. A directory without an owner file is being set up
+    by a run that is starting right now, and is left alone."""
+    reaped = []
+    for found in glob.glob(os.path.join(temp_dir or tempfile.gettempdir(), DIRECTORY_PREFIX + "*")):
+        directory = Path(found)
+        try:
+            owner = int((directory / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue
+        if process_running(owner):
+            continue
+        orphan = PostgresServer(find_bin_dir(), directory, server_account())
+        if (orphan.data_dir / "postmaster.pid").exists():
+            with contextlib.suppress(PostgresUnavailable):  # already down: only files remain
+                orphan._run(
+                    "pg_ctl",
+                    "stop",
+                    "--wait",
+                    "--mode",
+                    "immediate",
+                    "--pgdata",
+                    str(orphan.data_dir),
+                )
+        shutil.rmtree(directory, ignore_errors=True)
+        reaped.append(directory)
+    return reaped
+
+
+def process_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it runs, as another user
+        return True
+    return True

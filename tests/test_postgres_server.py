@@ -6,13 +6,26 @@ run as root, restartable mid-test, and a clear failure where PostgreSQL is missi
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import asyncpg
 import pytest
 
-from tests.postgres_server import PostgresServer, PostgresUnavailable, find_bin_dir
+from tests.postgres_server import (
+    PostgresServer,
+    PostgresUnavailable,
+    find_bin_dir,
+    process_running,
+    reap_orphans,
+    server_account,
+)
 
 
 async def test_a_test_database_starts_empty_and_takes_writes(postgres_database: str) -> None:
@@ -148,3 +161,65 @@ async def test_a_stopped_server_refuses_connections_until_it_starts_again(
         assert await connection.fetchval("SELECT 1") == 1
     finally:
         await connection.close()
+
+
+def test_a_server_whose_test_run_was_killed_is_stopped_by_the_next_run() -> None:
+    """A test run killed with SIGKILL leaves its server running; the next run's start reaps
+    it (and leaves the servers of runs still alive alone)."""
+    temp_dir = Path(tempfile.mkdtemp(prefix="reap-"))
+    temp_dir.chmod(0o755)  # the server's own account must reach its directory inside
+    child = subprocess.Popen(
+        [sys.executable, "-c", START_AND_WAIT],
+        env={**os.environ, "TMPDIR": str(temp_dir)},
+        stdin=subprocess.PIPE,  # it waits on its stdin until it is killed
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parent.parent,
+    )
+    try:
+        assert child.stdout is not None
+        directory = Path(child.stdout.readline().strip())
+        postmaster = int((directory / "data" / "postmaster.pid").read_text().split()[0])
+        left_alone = reap_orphans(str(temp_dir))  # its owner still runs
+        child.kill()
+        child.wait()
+        was_running = process_running(postmaster)
+        reaped = reap_orphans(str(temp_dir))
+    finally:
+        child.kill()
+        child.wait()
+        for left in temp_dir.glob("companion-pg-*"):  # the reaping failed: stop it here
+            with contextlib.suppress(PostgresUnavailable):
+                PostgresServer(find_bin_dir(), left, server_account()).stop()
+        shutil.rmtree(temp_dir, ignore_errors=True)
+    assert left_alone == []
+    assert was_running, "the server died with its test run: nothing to reap"
+    assert reaped == [directory]
+    assert not directory.exists()
+    assert gone(postmaster), "the orphaned server still runs"
+
+
+def gone(pid: int, timeout: float = 10.0) -> bool:
+    """Whether ``pid`` ends within ``timeout`` (``pg_ctl stop --wait`` returns once the
+    server's pid file is gone, a moment before its process is)."""
+    deadline = time.monotonic() + timeout
+    while process_running(pid) and not _zombie(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
+START_AND_WAIT = """
+import sys
+from tests.postgres_server import PostgresServer
+print(PostgresServer.start().directory, flush=True)
+sys.stdin.read()
+"""
