@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.backup import write_backup
-from bot.commands import request_key
+from bot.commands_memory import request_key
 from bot.events import Inbound
 from partners.memory import MemoryFile, text_hash
 from tests.conftest import OWNER_ID, Harness, dm

@@ -1,0 +1,69 @@
+"""What a command is and what it gets: the types every command module builds on
+(``bot/commands.py`` declares the table, ``bot/commands_memory.py`` and ``bot/admin*.py``
+hold handlers)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from bot.access import Access
+from bot.config import Config
+from bot.events import Choice, Inbound
+from bot.store import Store
+from partners.catalog import PartnerCatalog
+from partners.persona import Partner
+from partners.user_memory import UserMemory
+
+if TYPE_CHECKING:
+    from bot.admin_services import AdminServices
+
+
+@dataclass(frozen=True)
+class CommandReply:
+    text: str
+    choices: tuple[Choice, ...] = ()
+    attachment: tuple[str, bytes] | None = None
+    """A file sent with the reply: (file name, content)."""
+    greet: str | None = None
+    """A partner id: its greeting opens a conversation after this answer (``bot/greeter.py``)."""
+    photo: bytes | None = None
+    """A picture shown with the answer where the channel can (a partner's avatar)."""
+
+
+@dataclass
+class CommandContext:
+    """What a command may use; built by the gateway for one message."""
+
+    config: Config
+    store: Store
+    catalog: PartnerCatalog
+    access: Access
+    inbound: Inbound
+    chat_key: str
+    is_owner: bool
+    args: list[str]
+    end_sessions: Callable[[str, str], Awaitable[list[str]]]
+    notify_user: Callable[[str, str], Awaitable[None]]
+    notify_owner: Callable[[str, str], Awaitable[None]]
+    """(platform, text): a DM to the owner, as the gateway sends its notices."""
+    bot_can_read_groups: bool | None = None
+    partner: Partner | None = None
+    """The partner of this DM (selected or default), for the user memory commands."""
+    user_memory: UserMemory | None = None
+    admin: AdminServices | None = None
+    """What owner commands reach beyond this (memory, reviews, consults...); None elsewhere."""
+
+
+Handler = Callable[[CommandContext], Awaitable[CommandReply]]
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    usage: str
+    help: str
+    handler: Handler
+    owner_only: bool = False
+    dm_only: bool = False
