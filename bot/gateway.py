@@ -27,9 +27,10 @@ from bot.claims import CLAIM_COMMANDS, CLAIM_REFUSED, CLAIMED, OwnerClaims
 from bot.commands import CommandContext, CommandReply, parse_command, run_command
 from bot.config import Config
 from bot.dispatcher import Dispatcher
-from bot.events import ChatRef, Choice, Inbound, Media, Outbound, Reaction, Sender
+from bot.events import ChatRef, Choice, Inbound, Outbound, Reaction, Sender
 from bot.greeter import Greeter
 from bot.literal import literal_line
+from bot.media_limits import over_limit
 from bot.sessions import Sessions, Speaker, audience_for
 from bot.store import ChatRow, NewMedia, NewMessage, Store, StoreUnavailable, UserRow
 from bot.terminal import printable
@@ -45,11 +46,6 @@ MAX_INBOUND_CHARS = 16_000
 CUT_NOTE = "\n[message cut: it was longer than {limit} characters]"
 MEDIA_TAGS = {"voice": "[voice message]", "photo": "[photo]"}
 """What stands for a voice note or photo in group chatter nobody addressed (not fetched)."""
-TOO_LONG = (
-    "That voice message is {minutes} long — I can listen to {limit} at most. "
-    "Could you send a shorter one, or write it?"
-)
-TOO_BIG = "That {what} is too big for me to open ({size} MB; the limit is {limit} MB)."
 REACTION_SNIPPET_CHARS = 80
 
 
@@ -313,25 +309,16 @@ class Gateway:
             return replace(
                 inbound, text=f"{MEDIA_TAGS[media.kind]} {inbound.text}".strip(), media=None
             )
-        problem = self._over_limit(inbound.chat.platform, media)
+        channel = self.channels.get(inbound.chat.platform)
+        problem = over_limit(
+            media,
+            self.config.speech.max_seconds,
+            channel.max_download_bytes if isinstance(channel, MediaChannel) else None,
+        )
         if problem is None:
             return inbound
         await self.reply(inbound.chat, problem, inbound.message_id)
         return replace(inbound, media=None) if inbound.text.strip() else None
-
-    def _over_limit(self, platform: str, media: Media) -> str | None:
-        limit = self.config.speech.max_seconds
-        if media.kind == "voice" and media.seconds is not None and media.seconds > limit:
-            return TOO_LONG.format(minutes=_duration(media.seconds), limit=_duration(limit))
-        channel = self.channels.get(platform)
-        cap = channel.max_download_bytes if isinstance(channel, MediaChannel) else None
-        if cap is not None and media.size is not None and media.size > cap:
-            what = "voice message" if media.kind == "voice" else "photo"
-            megabytes = 1024 * 1024
-            return TOO_BIG.format(
-                what=what, size=f"{media.size / megabytes:.0f}", limit=cap // megabytes
-            )
-        return None
 
     async def _dm_partner(self, chat: ChatRow, is_owner: bool) -> str | None | bool:
         """The partner of a DM; None is the owner's assistant; False means "ask the user"."""
@@ -504,10 +491,3 @@ class Gateway:
                 await self.notify_user(key, text)
                 return
         logger.warning("owner notice not delivered (no owner id configured): %s", text)
-
-
-def _duration(seconds: float) -> str:
-    minutes, rest = divmod(round(seconds), 60)
-    if not minutes:
-        return f"{rest} seconds"
-    return f"{minutes} min {rest} s" if rest else f"{minutes} minutes"
