@@ -6,6 +6,7 @@ next statement, which is how these tests make one expire without waiting."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -14,7 +15,16 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from bot.store import DeliveryRetry, Lease, LeaseLost, NewMedia, NewMessage, NewUsage, Store
+from bot.store import (
+    DeliveryRetry,
+    Lease,
+    LeaseLost,
+    NewMedia,
+    NewMessage,
+    NewUsage,
+    Store,
+    StoreUnavailable,
+)
 from bot.store.postgres.connection import create_pool
 from bot.store.postgres.migrations import migrate
 from bot.store.postgres.workers import Workers as PostgresWorkers
@@ -539,3 +549,35 @@ async def test_a_stale_epochs_delivery_retry_and_give_up_are_refused(store: Stor
     assert (await store.message(reply_id)).status == "delivering"  # type: ignore[union-attr]
     await store.schedule_delivery_retry(retry, lease=current)
     assert await store.delivery_retry(reply_id) == retry
+
+
+async def test_postgres_after_a_restart_a_worker_that_has_not_locked_again_is_not_dead(
+    postgres_server: PostgresServer, postgres_side: PostgresSide
+) -> None:
+    """A restart ends every worker's liveness session at once, alive or not: until a worker
+    locks again, its leases lapse by the clock only, so the first worker back does not take
+    every other worker's chats; one that locked again and then dies is dead at once."""
+    side = postgres_side
+    await side.workers.register_worker("w1", "host-a", 1)
+    liveness = await side.workers.hold_liveness("w1", _no_wake, lambda: None)
+    try:
+        await side.add_pending("tg:1|ava")
+        [lease] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10)
+        await asyncio.to_thread(postgres_server.restart)
+        assert await _until_answering(side.workers, "w2") == []
+        assert await side.workers.lease(lease.queue_key) == lease
+        await liveness.reopen()
+        await drop_liveness_connection(side.pool, "w1")
+        [taken] = await side.workers.claim_queue_keys("w2", LEASE_SECONDS, 10)
+        assert taken.epoch == lease.epoch + 1
+    finally:
+        await liveness.close()
+
+
+async def _until_answering(workers: PostgresWorkers, worker_id: str) -> list[Lease]:
+    """The first claim the pool gets through after a restart (its idle connections were cut:
+    the first calls may meet one of them, and the store says so)."""
+    for _ in range(10):
+        with contextlib.suppress(StoreUnavailable):
+            return await workers.claim_queue_keys(worker_id, LEASE_SECONDS, 10)
+    raise AssertionError("the pool never got a connection after the restart")
