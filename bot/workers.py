@@ -156,10 +156,12 @@ class Worker:
         if reopening is not None:
             reopening.cancel()
             await asyncio.gather(reopening, return_exceptions=True)
+        await self._step_down()
+        # only now: without its lock this worker looks dead, and the leader's services it
+        # ran must have stopped before another worker may start them
         if self._liveness is not None:
             await self._liveness.close()
             self._liveness = None
-        await self._step_down()
         self._held.clear()
         try:
             await self.store.leave(self.id)  # every lease goes back at once
