@@ -7,6 +7,7 @@ timeout."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -111,11 +112,18 @@ class Node:
 
 
 class Cluster:
-    def __init__(self, store: Store, channel: RecordingChannel, url: str | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        channel: RecordingChannel,
+        server: PostgresServer | None = None,
+        url: str | None = None,
+    ) -> None:
         self.store = store
         self.channel = channel
+        self.server = server
         self.url = url
-        """The PostgreSQL database's URL (None on SQLite)."""
+        """The PostgreSQL server and database's URL (None on SQLite)."""
         self.nodes: list[Node] = []
 
     def node(self, name: str, settings: WorkersConfig = SHORT) -> Node:
@@ -172,7 +180,8 @@ async def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         database = await server.create_database()
         location = server.url(database)
     store = await Store.open(location)
-    cluster = Cluster(store, RecordingChannel(), location if server is not None else None)
+    url = str(location) if server is not None else None
+    cluster = Cluster(store, RecordingChannel(), server, url)
     yield cluster
     for node in list(cluster.nodes):
         await cluster.stop(node)
@@ -322,3 +331,33 @@ async def test_a_worker_hears_other_workers_messages_again_after_its_connection_
     await cluster.message(1, "hello")  # stored beside the worker, as another worker would
     await until(lambda: one.turns.answered, "the worker woken by the message")
     assert cluster.channel.texts() == ["re hello"]
+
+
+@pytest.mark.parametrize("cluster", ["postgres"], indirect=True)
+async def test_a_worker_says_once_that_its_liveness_was_lost_and_takes_it_again_by_itself(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """PostgreSQL stops for a while (many heartbeats fail meanwhile) and comes back: the loss
+    of the liveness connection is logged once, not on every beat, and the worker locks again
+    without being told to."""
+    server = cluster.server
+    assert server is not None and cluster.url is not None
+    await cluster.start(cluster.node("one"))
+    caplog.set_level(logging.WARNING, logger="bot.workers")
+    await asyncio.to_thread(server.stop_serving)
+    try:
+        await until(lambda: _logged(caplog, "heartbeat failed") >= 3, "three failed heartbeats")
+    finally:
+        await asyncio.to_thread(server.start_serving)
+    watcher = await asyncpg.connect(cluster.url)
+    try:
+        await until_liveness_holder(
+            watcher, "one", lambda holder: holder is not None, "the lock taken again"
+        )
+    finally:
+        await watcher.close()
+    assert _logged(caplog, "lost its liveness connection") == 1
+
+
+def _logged(caplog: pytest.LogCaptureFixture, text: str) -> int:
+    return sum(text in record.getMessage() for record in caplog.records)
