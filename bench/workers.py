@@ -21,6 +21,7 @@ Figures only: nothing here asserts a timing. The PostgreSQL server is the tests'
 (tests/postgres_server.py), so the machine needs PostgreSQL installed as the tests do.
 
     .venv/bin/python bench/workers.py [--chats 64] [--concurrency 8] [--seconds 15] [--kills 10]
+                                      [--only scaling|backends|failover|trips]
 """
 
 from __future__ import annotations
@@ -378,6 +379,9 @@ async def main() -> None:
     )
     parser.add_argument("--seconds", type=float, default=15.0, help="measuring window")
     parser.add_argument("--kills", type=int, default=10, help="failovers to time")
+    parser.add_argument(
+        "--only", choices=("scaling", "backends", "failover", "trips"), help="run one part"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
     missing = postgres_ready()
@@ -393,12 +397,14 @@ async def main() -> None:
         several = workers_ready()
         if several:
             print(f"1. and 3. (several workers, failover) not run: {several}")
-        else:
+        if not several and args.only in (None, "scaling"):
             await scaling(server, args)
-        await backends(server, args)
-        if not several:
+        if args.only in (None, "backends"):
+            await backends(server, args)
+        if not several and args.only in (None, "failover"):
             await failover(server, args)
-        await trips(server)
+        if args.only in (None, "trips"):
+            await trips(server)
     finally:
         await asyncio.to_thread(server.stop)
 

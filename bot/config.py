@@ -218,7 +218,8 @@ class WorkersConfig(_Section):
     """How this worker is named in the registry and ``/admin status``; default host-pid."""
     lease_seconds: float = Field(10, ge=2, le=3600)
     """How long a worker's claim on a chat (and the leadership) lasts unless renewed: a
-    worker killed mid-turn is replaced after at most this long."""
+    worker paused or cut off mid-turn is replaced after at most this long (one that died, on
+    PostgreSQL, at another's next heartbeat)."""
     heartbeat_seconds: float = Field(2, gt=0, le=600)
     """How often a worker renews its leases and the leadership and looks for unclaimed work."""
 

@@ -1,12 +1,19 @@
 """This process as one worker among several on one database (DESIGN.md "Several workers").
 
-A worker registers itself and then, every ``workers.heartbeat_seconds``, beats: its registry
-row is stamped and its leases renewed, it takes or renews the leadership, and it sweeps for
-queue keys with pending messages that nobody holds (also those whose holder stopped renewing:
-an expired lease is taken over under a new epoch). Between beats it claims a key when the
-gateway stored a message for it and when PostgreSQL says another worker did (a wake-up only:
-the rows are the truth). A claimed key goes to the dispatcher, which works it in order and
-releases it when nothing is pending.
+A worker registers itself, holds its liveness (on PostgreSQL a connection of its own whose
+advisory lock goes when the process dies, so another worker takes its chats and leadership
+over at once instead of when they lapse) and then, every ``workers.heartbeat_seconds``,
+beats: its registry row is stamped and the leases it knows about renewed (a lease row under
+its id that it does not know about is given back), it takes or renews the leadership, and it
+sweeps for queue keys with pending messages that nobody holds (also those whose holder stopped
+renewing or died: such a lease is taken over under a new epoch). Between beats it claims a key
+when the gateway stored a message for it and when PostgreSQL says another worker did (a
+wake-up only, heard on the liveness connection: the rows are the truth). A claimed key goes to
+the dispatcher, which works it in order and releases it when nothing is pending.
+
+The liveness connection can be lost while the worker lives (PostgreSQL restarted, the
+network): the worker says so once, takes a new one at once and keeps trying until it has it;
+meanwhile other workers may take its chats over, which fencing makes safe.
 
 The worker that leads runs the leader-only services (the Telegram poller, the scheduler,
 command sync, delivery retries); it starts them when it becomes leader and stops them when
@@ -38,11 +45,14 @@ from typing import Protocol
 from bot.config import WorkersConfig
 from bot.dispatcher import Dispatcher
 from bot.store import Leader, Lease, LeaseLost, Store, StoreUnavailable
-from bot.store.workers import Unlisten
+from bot.store.workers import Liveness
 
 logger = logging.getLogger(__name__)
 
 Clock = Callable[[], float]
+REOPEN_FIRST_PAUSE_SECONDS = 0.5
+"""After a failed attempt to reopen the liveness connection, the pause before the next; it
+doubles up to the heartbeat interval."""
 
 
 class LeaderServices(Protocol):
@@ -77,7 +87,6 @@ class _Held:
     claim or renewal was sent, so never later than the database's expiry)."""
 
     lease: Lease
-    since: float
     deadline: float
     idle_since: float | None = None
     """Since when nothing is pending on it (None: a task works it)."""
@@ -102,7 +111,12 @@ class Worker:
         self._dispatcher: Dispatcher | None = None
         self._services: LeaderServices | None = None
         self._beating: asyncio.Task[None] | None = None
-        self._unlisten: Unlisten | None = None
+        self._liveness: Liveness | None = None
+        self._reopening: asyncio.Task[None] | None = None
+        self._claiming = asyncio.Lock()
+        """Held by each claim and by the heartbeat, which never overlap: the heartbeat gives
+        back every lease row under this worker's id that it does not know about, and a claim
+        still in flight is not known yet."""
 
     @property
     def leader(self) -> Leader | None:
@@ -124,8 +138,10 @@ class Worker:
         self._services = services
         await self.store.register_worker(self.id, socket.gethostname(), os.getpid())
         await self._let_the_dead_go()
+        self._liveness = await self.store.hold_liveness(
+            self.id, dispatcher.notify, self._liveness_lost
+        )
         await self.beat()
-        self._unlisten = await self.store.listen_pending(dispatcher.notify)
         self._beating = asyncio.create_task(self._beat_forever(), name="worker heartbeat")
         logger.info("worker %s started", self.id)
 
@@ -136,10 +152,16 @@ class Worker:
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        if self._unlisten is not None:
-            await self._unlisten()
-            self._unlisten = None
+        reopening, self._reopening = self._reopening, None
+        if reopening is not None:
+            reopening.cancel()
+            await asyncio.gather(reopening, return_exceptions=True)
         await self._step_down()
+        # only now: without its lock this worker looks dead, and the leader's services it
+        # ran must have stopped before another worker may start them
+        if self._liveness is not None:
+            await self._liveness.close()
+            self._liveness = None
         self._held.clear()
         try:
             await self.store.leave(self.id)  # every lease goes back at once
@@ -166,21 +188,24 @@ class Worker:
                 await self._lapse()
 
     async def beat(self) -> None:
-        """Renew the registry row and the leases, lead if possible, then sweep."""
-        started = self.clock()
-        renewed = {
-            lease.queue_key: lease
-            for lease in await self.store.heartbeat(self.id, self.settings.lease_seconds)
-        }
-        for key, held in list(self._held.items()):
-            if held.since >= started:
-                continue  # claimed while the heartbeat ran: its renewal is not in this answer
-            lease = renewed.get(key)
-            if lease is None or lease.epoch != held.lease.epoch:
-                logger.warning("worker %s: the lease on %s was taken over", self.id, key)
-                del self._held[key]
-            else:
-                held.deadline = started + self.settings.lease_seconds
+        """Check the liveness connection, renew the registry row and the leases, lead if
+        possible, then sweep."""
+        if self._liveness is not None and not await self._liveness.check():
+            self._liveness_lost()
+        async with self._claiming:
+            started = self.clock()
+            known = [held.lease for held in self._held.values()]
+            renewed = {
+                lease.queue_key: lease
+                for lease in await self.store.heartbeat(self.id, self.settings.lease_seconds, known)
+            }
+            for key, held in list(self._held.items()):
+                lease = renewed.get(key)
+                if lease is None or lease.epoch != held.lease.epoch:
+                    logger.warning("worker %s: the lease on %s was taken over", self.id, key)
+                    del self._held[key]
+                else:
+                    held.deadline = started + self.settings.lease_seconds
         await self._let_idle_go(started)
         await self._lead(started)
         await self.sweep()
@@ -207,12 +232,13 @@ class Worker:
         if kept is not None and kept.idle_since is not None:
             kept.idle_since = None
             return kept.lease
-        started = self.clock()
-        leases = await self.store.claim_queue_keys(
-            self.id, self.settings.lease_seconds, 1, queue_key
-        )
-        for lease in leases:
-            self._hold(lease, started)
+        async with self._claiming:
+            started = self.clock()
+            leases = await self.store.claim_queue_keys(
+                self.id, self.settings.lease_seconds, 1, queue_key
+            )
+            for lease in leases:
+                self._hold(lease, started)
         return leases[0] if leases else None
 
     async def sweep(self) -> int:
@@ -221,17 +247,49 @@ class Worker:
         dispatcher = self._dispatcher
         if dispatcher is None or dispatcher.free_slots <= 0:
             return 0
-        started = self.clock()
-        leases = await self.store.claim_queue_keys(
-            self.id, self.settings.lease_seconds, dispatcher.free_slots
-        )
+        async with self._claiming:
+            started = self.clock()
+            leases = await self.store.claim_queue_keys(
+                self.id, self.settings.lease_seconds, dispatcher.free_slots
+            )
+            for lease in leases:
+                self._hold(lease, started)
         for lease in leases:
-            self._hold(lease, started)
             dispatcher.adopt(lease)
         return len(leases)
 
     def _hold(self, lease: Lease, started: float) -> None:
-        self._held[lease.queue_key] = _Held(lease, started, started + self.settings.lease_seconds)
+        self._held[lease.queue_key] = _Held(lease, started + self.settings.lease_seconds)
+
+    # ---- liveness ------------------------------------------------------------------------
+
+    def _liveness_lost(self) -> None:
+        """The liveness connection went (or stopped answering): say so once and take a new
+        one until it is back. Meanwhile this worker looks dead to the others, which may take
+        its chats and the leadership over; fencing stops whatever it was doing on them."""
+        if self._liveness is None or (self._reopening is not None and not self._reopening.done()):
+            return
+        logger.warning(
+            "worker %s: lost its liveness connection; other workers may take its chats over"
+            " until it is back",
+            self.id,
+        )
+        self._reopening = asyncio.create_task(self._reopen(), name="worker liveness")
+
+    async def _reopen(self) -> None:
+        pause = REOPEN_FIRST_PAUSE_SECONDS
+        while self._liveness is not None:
+            try:
+                await self._liveness.reopen()
+            except StoreUnavailable:
+                pass  # the database is away: said once already, tried again below
+            except Exception:  # this task is an outer edge: nobody else would see it
+                logger.exception("worker %s: reopening its liveness connection failed", self.id)
+            else:
+                logger.info("worker %s: liveness connection reopened", self.id)
+                return
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, self.settings.heartbeat_seconds)
 
     async def release(self, lease: Lease) -> None:
         """Nothing is pending on this key any more: the lease is kept idle until the next

@@ -5,6 +5,7 @@ concerns do is the store contract, held on both backends: tests/test_store_conce
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import asyncpg
@@ -14,6 +15,8 @@ from bot.store import StoreUnavailable
 from bot.store.postgres.audit import Audit
 from bot.store.postgres.connection import create_pool
 from bot.store.postgres.migrations import migrate
+
+HANG_GUARD_SECONDS = 30.0
 
 
 async def no_recompute(method: str) -> None:
@@ -85,3 +88,35 @@ async def test_a_mistake_in_our_sql_is_not_an_outage(pool: asyncpg.Pool) -> None
     store = Audit(pool)
     with pytest.raises(asyncpg.UndefinedTableError):
         await store._all("SELECT * FROM no_such_table")
+
+
+async def test_a_statement_that_hangs_ends_as_store_unavailable_and_the_pool_goes_on(
+    postgres_database: str,
+) -> None:
+    """A statement waiting on something that never comes (here a table another session
+    keeps locked) ends after the pool's statement timeout as the store's error, instead of
+    stalling its turn for ever; the server stops it too, and the pool serves the next call."""
+    pool = await create_pool(postgres_database, statement_timeout_seconds=0.5)
+    rival = await asyncpg.connect(postgres_database)
+    try:
+        async with pool.acquire() as db:
+            await migrate(db, no_recompute)
+        store = Audit(pool)
+        hold = rival.transaction()
+        await hold.start()
+        await rival.execute("LOCK TABLE settings")
+        async with asyncio.timeout(HANG_GUARD_SECONDS):  # the test fails, never hangs
+            with pytest.raises(StoreUnavailable):
+                await store.put_setting("k", "v")
+            # cancelled on the server while the lock is still held: nothing waits for it
+            while await rival.fetchval(  # noqa: ASYNC110 - the server's state has no event
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock'"
+            ):
+                await asyncio.sleep(0.01)
+            await hold.rollback()
+            await store.put_setting("k", "again")
+            assert await store.settings() == {"k": "again"}
+    finally:
+        await rival.close()
+        await pool.close()

@@ -6,6 +6,7 @@ next statement, which is how these tests make one expire without waiting."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -14,10 +15,20 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from bot.store import DeliveryRetry, Lease, LeaseLost, NewMedia, NewMessage, NewUsage, Store
+from bot.store import (
+    DeliveryRetry,
+    Lease,
+    LeaseLost,
+    NewMedia,
+    NewMessage,
+    NewUsage,
+    Store,
+    StoreUnavailable,
+)
 from bot.store.postgres.connection import create_pool
 from bot.store.postgres.migrations import migrate
 from bot.store.postgres.workers import Workers as PostgresWorkers
+from tests.liveness_support import drop_liveness_connection, liveness_holder
 from tests.postgres_server import PostgresServer
 
 LEASE_SECONDS = 60.0
@@ -128,8 +139,10 @@ async def test_an_expired_lease_is_taken_over_with_a_new_epoch(side: Side) -> No
     assert (new.worker_id, new.epoch) == ("w2", old.epoch + 1)
     with pytest.raises(LeaseLost):
         await side.workers.renew_lease(old, LEASE_SECONDS)
-    assert await side.workers.heartbeat("w1", LEASE_SECONDS) == []
-    assert [lease.epoch for lease in await side.workers.heartbeat("w2", LEASE_SECONDS)] == [2]
+    assert await side.workers.heartbeat("w1", LEASE_SECONDS, [old]) == []
+    assert [lease.epoch for lease in await side.workers.heartbeat("w2", LEASE_SECONDS, [new])] == [
+        2
+    ]
 
 
 async def test_a_released_lease_keeps_its_epoch_so_the_next_holder_has_a_higher_one(
@@ -151,6 +164,29 @@ async def test_renewing_a_held_lease_extends_it_and_keeps_the_epoch(side: Side) 
     assert renewed.epoch == lease.epoch
     assert renewed.expires_at > lease.expires_at
     assert await side.workers.claim_queue_keys("w2", LEASE_SECONDS, 10) == []
+
+
+async def test_the_heartbeat_renews_only_the_leases_it_names_and_lets_the_others_go(
+    side: Side,
+) -> None:
+    """A lease row under the worker's id that it does not name (a claim whose answer it never
+    got) is given back, not kept alive for nobody; one named with an older epoch is not its."""
+    for key in ("tg:1|ava", "tg:2|ava", "tg:3|ava"):
+        await side.add_pending(key)
+    claimed = await side.workers.claim_queue_keys("w1", 0, 10)
+    [known, unknown, _] = sorted(claimed, key=lambda lease: lease.queue_key)
+    [again] = await side.workers.claim_queue_keys("w1", 0, 10, "tg:3|ava")
+    stale = replace(again, epoch=again.epoch - 1)
+    renewed = await side.workers.heartbeat("w1", LEASE_SECONDS, [known, stale])
+    assert [(lease.queue_key, lease.epoch) for lease in renewed] == [("tg:1|ava", known.epoch)]
+    for lost in (unknown, again):
+        row = await side.workers.lease(lost.queue_key)
+        assert row is not None and (row.worker_id, row.expires_at) == ("", 0)
+    taken = await side.workers.claim_queue_keys("w2", LEASE_SECONDS, 10)
+    assert sorted((lease.queue_key, lease.epoch) for lease in taken) == [
+        ("tg:2|ava", unknown.epoch + 1),
+        ("tg:3|ava", again.epoch + 1),
+    ]
 
 
 async def test_two_claimers_never_get_the_same_key(side: Side) -> None:
@@ -239,26 +275,143 @@ async def test_a_worker_restarted_under_its_id_holds_nothing_from_before(side: S
     await side.add_pending("tg:1|ava")
     [before] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10)
     await side.workers.register_worker("w1", "host-a", 1)
-    assert await side.workers.heartbeat("w1", LEASE_SECONDS) == []
+    assert await side.workers.heartbeat("w1", LEASE_SECONDS, [before]) == []
     [after] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10)
     assert after.epoch == before.epoch + 1
 
 
 async def test_postgres_wakes_listeners_when_a_pending_message_is_stored(
-    postgres_database: str,
+    postgres_side: PostgresSide,
 ) -> None:
-    pool = await create_pool(postgres_database)
+    woken: asyncio.Queue[str] = asyncio.Queue()
+    await postgres_side.workers.register_worker("w1", "host-a", 1)
+    liveness = await postgres_side.workers.hold_liveness("w1", woken.put_nowait, _unexpected)
     try:
-        async with pool.acquire() as db:
-            await migrate(db, _no_recompute)
-        side = PostgresSide(pool)
-        woken: asyncio.Queue[str] = asyncio.Queue()
-        unlisten = await side.workers.listen_pending(woken.put_nowait)
-        await side.add_pending("tg:7|ava")
-        assert await asyncio.wait_for(woken.get(), timeout=10) == "tg:7|ava"
-        await unlisten()
+        await postgres_side.add_pending("tg:7|ava")
+        assert await asyncio.wait_for(woken.get(), timeout=WAIT_SECONDS) == "tg:7|ava"
     finally:
-        await pool.close()
+        await liveness.close()
+
+
+# ---- liveness (PostgreSQL): a worker's connection holds a lock for as long as it lives -------
+
+
+@pytest.fixture
+async def postgres_side(postgres_database: str) -> AsyncIterator[PostgresSide]:
+    pool = await create_pool(postgres_database)
+    async with pool.acquire() as db:
+        await migrate(db, _no_recompute)
+    yield PostgresSide(pool)
+    await pool.close()
+
+
+def _unexpected() -> None:
+    raise AssertionError("the liveness connection was lost, and no test dropped it")
+
+
+def _no_wake(queue_key: str) -> None:
+    del queue_key
+
+
+async def test_postgres_a_dead_workers_leases_and_leadership_are_free_at_once(
+    postgres_side: PostgresSide,
+) -> None:
+    side = postgres_side
+    await side.workers.register_worker("w1", "host-a", 1)
+    liveness = await side.workers.hold_liveness("w1", _no_wake, lambda: None)
+    try:
+        await side.add_pending("tg:1|ava")
+        [lease] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10)
+        led = await side.workers.lead("w1", LEASE_SECONDS)
+        await drop_liveness_connection(side.pool, "w1")
+        # a minute-long lease and leadership: only the holder's death can free them now
+        [taken] = await side.workers.claim_queue_keys("w2", LEASE_SECONDS, 10)
+        assert (taken.worker_id, taken.epoch) == ("w2", lease.epoch + 1)
+        leader = await side.workers.lead("w2", LEASE_SECONDS)
+        assert (leader.worker_id, leader.epoch) == ("w2", led.epoch + 1)
+    finally:
+        await liveness.close()
+
+
+async def test_postgres_a_dead_workers_idle_leases_are_let_go_by_anothers_heartbeat(
+    postgres_side: PostgresSide,
+) -> None:
+    side = postgres_side
+    await side.workers.register_worker("w1", "host-a", 1)
+    liveness = await side.workers.hold_liveness("w1", _no_wake, lambda: None)
+    try:
+        await side.add_pending("tg:1|ava")
+        [lease] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10)
+        await drop_liveness_connection(side.pool, "w1")
+        assert await side.workers.heartbeat("w2", LEASE_SECONDS, []) == []
+        assert await side.workers.lease(lease.queue_key) == replace(
+            lease, worker_id="", expires_at=0
+        )
+    finally:
+        await liveness.close()
+
+
+async def test_postgres_a_live_worker_that_stopped_beating_keeps_its_leases_until_they_lapse(
+    postgres_side: PostgresSide,
+) -> None:
+    """A paused worker keeps its connection, and so its lock: the clock alone frees what it
+    holds, as before."""
+    side = postgres_side
+    await side.workers.register_worker("w1", "host-a", 1)
+    liveness = await side.workers.hold_liveness("w1", _no_wake, _unexpected)
+    try:
+        await side.add_pending("tg:1|ava")
+        await side.add_pending("tg:2|ava")
+        [held] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 1)
+        [lapsed] = await side.workers.claim_queue_keys("w1", 0, 1)
+        led = await side.workers.lead("w1", LEASE_SECONDS)
+        await side.workers.heartbeat("w2", LEASE_SECONDS, [])
+        assert await side.workers.lease(held.queue_key) == held
+        [taken] = await side.workers.claim_queue_keys("w2", LEASE_SECONDS, 10)
+        assert (taken.queue_key, taken.epoch) == (lapsed.queue_key, lapsed.epoch + 1)
+        assert await side.workers.lead("w2", LEASE_SECONDS) == led
+    finally:
+        await liveness.close()
+
+
+async def test_postgres_a_worker_whose_liveness_connection_dropped_takes_its_lock_again(
+    postgres_side: PostgresSide,
+) -> None:
+    side = postgres_side
+    lost = asyncio.Event()
+    await side.workers.register_worker("w1", "host-a", 1)
+    liveness = await side.workers.hold_liveness("w1", _no_wake, lost.set)
+    try:
+        dropped = await drop_liveness_connection(side.pool, "w1")
+        await asyncio.wait_for(lost.wait(), WAIT_SECONDS)
+        assert not await liveness.check()
+        await liveness.reopen()
+        assert await liveness.check()
+        holder = await liveness_holder(side.pool, "w1")
+        assert holder is not None and holder != dropped
+        await side.add_pending("tg:1|ava")
+        [lease] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10)
+        assert await side.workers.claim_queue_keys("w2", LEASE_SECONDS, 10) == []
+        await side.workers.heartbeat("w2", LEASE_SECONDS, [])
+        assert await side.workers.lease(lease.queue_key) == lease
+    finally:
+        await liveness.close()
+
+
+async def test_postgres_a_reopened_liveness_connection_listens_again(
+    postgres_side: PostgresSide,
+) -> None:
+    side = postgres_side
+    woken: asyncio.Queue[str] = asyncio.Queue()
+    await side.workers.register_worker("w1", "host-a", 1)
+    liveness = await side.workers.hold_liveness("w1", woken.put_nowait, lambda: None)
+    try:
+        await drop_liveness_connection(side.pool, "w1")
+        await liveness.reopen()
+        await side.add_pending("tg:7|ava")
+        assert await asyncio.wait_for(woken.get(), timeout=WAIT_SECONDS) == "tg:7|ava"
+    finally:
+        await liveness.close()
 
 
 # ---- fencing: a turn's writes under a lease another worker took over -------------------------
@@ -396,3 +549,35 @@ async def test_a_stale_epochs_delivery_retry_and_give_up_are_refused(store: Stor
     assert (await store.message(reply_id)).status == "delivering"  # type: ignore[union-attr]
     await store.schedule_delivery_retry(retry, lease=current)
     assert await store.delivery_retry(reply_id) == retry
+
+
+async def test_postgres_after_a_restart_a_worker_that_has_not_locked_again_is_not_dead(
+    postgres_server: PostgresServer, postgres_side: PostgresSide
+) -> None:
+    """A restart ends every worker's liveness session at once, alive or not: until a worker
+    locks again, its leases lapse by the clock only, so the first worker back does not take
+    every other worker's chats; one that locked again and then dies is dead at once."""
+    side = postgres_side
+    await side.workers.register_worker("w1", "host-a", 1)
+    liveness = await side.workers.hold_liveness("w1", _no_wake, lambda: None)
+    try:
+        await side.add_pending("tg:1|ava")
+        [lease] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10)
+        await asyncio.to_thread(postgres_server.restart)
+        assert await _until_answering(side.workers, "w2") == []
+        assert await side.workers.lease(lease.queue_key) == lease
+        await liveness.reopen()
+        await drop_liveness_connection(side.pool, "w1")
+        [taken] = await side.workers.claim_queue_keys("w2", LEASE_SECONDS, 10)
+        assert taken.epoch == lease.epoch + 1
+    finally:
+        await liveness.close()
+
+
+async def _until_answering(workers: PostgresWorkers, worker_id: str) -> list[Lease]:
+    """The first claim the pool gets through after a restart (its idle connections were cut:
+    the first calls may meet one of them, and the store says so)."""
+    for _ in range(10):
+        with contextlib.suppress(StoreUnavailable):
+            return await workers.claim_queue_keys(worker_id, LEASE_SECONDS, 10)
+    raise AssertionError("the pool never got a connection after the restart")

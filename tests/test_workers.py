@@ -7,12 +7,14 @@ timeout."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from bot.config import DeliveryConfig, WorkersConfig
@@ -21,9 +23,12 @@ from bot.dispatcher import Dispatcher, Worked
 from bot.store import Leader, Lease, LeaseLost, NewMessage, Store
 from bot.workers import Worker
 from tests.conftest import RecordingChannel
+from tests.liveness_support import drop_liveness_connection, until_liveness_holder
 from tests.postgres_server import PostgresServer
 
 SHORT = WorkersConfig(lease_seconds=2, heartbeat_seconds=0.5)
+QUIET = WorkersConfig(lease_seconds=600, heartbeat_seconds=200)
+"""No heartbeat (so no sweep) within a test: only what the test does, or a wake-up, moves."""
 WAIT_SECONDS = 15.0
 
 
@@ -107,9 +112,18 @@ class Node:
 
 
 class Cluster:
-    def __init__(self, store: Store, channel: RecordingChannel) -> None:
+    def __init__(
+        self,
+        store: Store,
+        channel: RecordingChannel,
+        server: PostgresServer | None = None,
+        url: str | None = None,
+    ) -> None:
         self.store = store
         self.channel = channel
+        self.server = server
+        self.url = url
+        """The PostgreSQL server and database's URL (None on SQLite)."""
         self.nodes: list[Node] = []
 
     def node(self, name: str, settings: WorkersConfig = SHORT) -> Node:
@@ -160,12 +174,14 @@ class Cluster:
 async def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Cluster]:
     server: PostgresServer | None = None
     location: Path | str = tmp_path / "db.sqlite"
+    database = ""
     if request.param == "postgres":
         server = request.getfixturevalue("postgres_server")
         database = await server.create_database()
         location = server.url(database)
     store = await Store.open(location)
-    cluster = Cluster(store, RecordingChannel())
+    url = str(location) if server is not None else None
+    cluster = Cluster(store, RecordingChannel(), server, url)
     yield cluster
     for node in list(cluster.nodes):
         await cluster.stop(node)
@@ -275,3 +291,73 @@ async def test_a_worker_frees_at_once_what_a_dead_worker_on_its_host_held(
     assert new.duties.led == [2]
     await cluster.channel.wait_sent(1)
     assert [w.worker_id for w in await store.workers()] == ["new"]
+
+
+@pytest.mark.parametrize("cluster", ["sqlite"], indirect=True)
+async def test_a_lease_under_the_workers_id_that_it_does_not_know_is_given_back_and_worked(
+    cluster: Cluster,
+) -> None:
+    """A sweep's claim that committed but whose answer never reached the worker (a timeout,
+    a lost connection) leaves a lease under its id that no task of it works on: the next
+    heartbeat gives it back instead of renewing it for nobody, and the sweep after it takes
+    the chat under a new epoch. (On SQLite, where nothing but the worker's own sweep finds
+    a message stored beside it; PostgreSQL's wake-up would have it claim the key itself.)"""
+    one = await cluster.start(cluster.node("one", QUIET))
+    await cluster.message(1, "hello")
+    [unknown] = await cluster.store.claim_queue_keys("one", 600, 10)
+    await one.worker.beat()
+    await until(lambda: one.turns.answered, "the chat answered")
+    taken = await cluster.store.lease("test:1|ava")
+    assert taken is not None and taken.epoch > unknown.epoch
+
+
+@pytest.mark.parametrize("cluster", ["postgres"], indirect=True)
+async def test_a_worker_hears_other_workers_messages_again_after_its_connection_was_cut(
+    cluster: Cluster,
+) -> None:
+    """The connection that listens for other workers' messages (and holds the worker's
+    liveness lock) is ended by the server; the worker takes a new one at once, not at its
+    next heartbeat, which in this test is minutes away: so only the wake-up can answer."""
+    one = await cluster.start(cluster.node("one", QUIET))
+    assert cluster.url is not None
+    watcher = await asyncpg.connect(cluster.url)
+    try:
+        cut = await drop_liveness_connection(watcher, "one")
+        await until_liveness_holder(
+            watcher, "one", lambda holder: holder not in (None, cut), "a new liveness lock"
+        )
+    finally:
+        await watcher.close()
+    await cluster.message(1, "hello")  # stored beside the worker, as another worker would
+    await until(lambda: one.turns.answered, "the worker woken by the message")
+    assert cluster.channel.texts() == ["re hello"]
+
+
+@pytest.mark.parametrize("cluster", ["postgres"], indirect=True)
+async def test_a_worker_says_once_that_its_liveness_was_lost_and_takes_it_again_by_itself(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """PostgreSQL stops for a while (many heartbeats fail meanwhile) and comes back: the loss
+    of the liveness connection is logged once, not on every beat, and the worker locks again
+    without being told to."""
+    server = cluster.server
+    assert server is not None and cluster.url is not None
+    await cluster.start(cluster.node("one"))
+    caplog.set_level(logging.WARNING, logger="bot.workers")
+    await asyncio.to_thread(server.stop_serving)
+    try:
+        await until(lambda: _logged(caplog, "heartbeat failed") >= 3, "three failed heartbeats")
+    finally:
+        await asyncio.to_thread(server.start_serving)
+    watcher = await asyncpg.connect(cluster.url)
+    try:
+        await until_liveness_holder(
+            watcher, "one", lambda holder: holder is not None, "the lock taken again"
+        )
+    finally:
+        await watcher.close()
+    assert _logged(caplog, "lost its liveness connection") == 1
+
+
+def _logged(caplog: pytest.LogCaptureFixture, text: str) -> int:
+    return sum(text in record.getMessage() for record in caplog.records)

@@ -49,7 +49,7 @@ from bot.store.rows import (
     WorkerRow,
 )
 from bot.store.sqlite import SqliteStore
-from bot.store.workers import Unlisten
+from bot.store.workers import Liveness
 
 
 class Store(Protocol):
@@ -634,9 +634,14 @@ class Store(Protocol):
         """Enter a starting worker in the registry; whatever an earlier process under the
         same id held (leases, the leadership) is let go, since a fresh worker holds nothing."""
 
-    async def heartbeat(self, worker_id: str, lease_seconds: float) -> list[Lease]:
-        """The worker is alive: its registry row is stamped and every lease it still holds
-        is renewed for ``lease_seconds``; the leases it holds (one taken over is missing)."""
+    async def heartbeat(
+        self, worker_id: str, lease_seconds: float, leases: Sequence[Lease]
+    ) -> list[Lease]:
+        """The worker is alive: its registry row is stamped and each of ``leases`` (those it
+        holds and knows about) that it still holds under that epoch is renewed for
+        ``lease_seconds``; the ones renewed (one taken over is missing). A lease row under
+        its id that it did not name is given back: no task of it works on that key. On
+        PostgreSQL it also gives back what dead workers held (see :meth:`hold_liveness`)."""
 
     async def leave(self, worker_id: str) -> None:
         """A worker stopping cleanly: its leases are released, its leadership lapses at once
@@ -654,8 +659,9 @@ class Store(Protocol):
         """Lease up to ``limit`` queue keys that have pending messages and no live lease
         for ``lease_seconds``, each under a new epoch. Two workers claiming at once never get
         the same key (PostgreSQL: ``FOR UPDATE SKIP LOCKED``; SQLite: one writer). An expired
-        lease is taken over like a free one. With ``queue_key``, only that key, and also if
-        this worker's own live lease holds it (taken again under a new epoch)."""
+        lease, or on PostgreSQL one whose holder died, is taken over like a free one. With
+        ``queue_key``, only that key, and also if this worker's own live lease holds it
+        (taken again under a new epoch)."""
 
     async def renew_lease(self, lease: Lease, lease_seconds: float) -> Lease:
         """Extend a lease still held under its epoch; :class:`LeaseLost` if it was taken
@@ -669,9 +675,10 @@ class Store(Protocol):
         """The lease row of a queue key (a released one has no worker and has expired)."""
 
     async def lead(self, worker_id: str, lease_seconds: float) -> Leader:
-        """Take or renew the leadership for ``lease_seconds`` if it is free, lapsed or this
-        worker's own; the leader row afterwards, whoever holds it. Renewing a live
-        leadership keeps its epoch; taking one that lapsed bumps it."""
+        """Take or renew the leadership for ``lease_seconds`` if it is free, lapsed, its
+        holder died (PostgreSQL) or it is this worker's own; the leader row afterwards,
+        whoever holds it. Renewing a live leadership keeps its epoch; taking one that lapsed
+        (or whose holder died) bumps it."""
 
     async def leader(self) -> Leader | None:
         """The leader row, if any worker has ever led."""
@@ -681,10 +688,16 @@ class Store(Protocol):
         epoch (:class:`LeaseLost` if another worker leads now); False if some leader already
         ran it for that time, so no job runs twice across a failover."""
 
-    async def listen_pending(self, wake: Callable[[str], None]) -> Unlisten:
-        """Call ``wake(queue_key)`` when another worker stores a pending message (PostgreSQL
-        LISTEN/NOTIFY: a wake-up only, the rows are the truth; SQLite has one worker, which
-        wakes itself). The returned function stops listening."""
+    async def hold_liveness(
+        self, worker_id: str, wake: Callable[[str], None], lost: Callable[[], None]
+    ) -> Liveness:
+        """Hold the registered worker's liveness for as long as it runs. On PostgreSQL: a
+        connection of its own holds a session advisory lock named in the worker's registry
+        row — when the worker dies its socket closes, the lock goes, and what it held is free
+        at once — and calls ``wake(queue_key)`` when any worker stores a pending message
+        (LISTEN/NOTIFY: a wake-up only, the rows are the truth); ``lost()`` is called when
+        that connection goes, and :meth:`Liveness.reopen` takes a new one. SQLite has one
+        worker, which wakes itself: nothing is held."""
 
     # ---- memory documents as rows ------------------------------------------------------------
 

@@ -872,4 +872,12 @@ SCHEMA: list[Step] = [
         PRIMARY KEY (namespace, path)
     );
     """,
+    # 19: a worker's liveness on PostgreSQL: the key of the advisory lock its own connection
+    # holds for as long as it lives, and when (the database's clock) it took it. A worker
+    # whose lock nobody holds any more died, and what it held is free at once (SQLite has
+    # one worker and leaves both empty).
+    """
+    ALTER TABLE workers ADD COLUMN liveness_key INTEGER;
+    ALTER TABLE workers ADD COLUMN liveness_at REAL;
+    """,
 ]

@@ -12,7 +12,8 @@ epoch, so the next holder's epoch is always higher than any before it."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from bot.store.connection import SqliteBase
 from bot.store.errors import LeaseLost
@@ -20,10 +21,24 @@ from bot.store.rows import Leader, Lease, WorkerRow
 
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 """The database's clock in seconds since the epoch (constant within one statement)."""
-Unlisten = Callable[[], Awaitable[None]]
-"""Stops what :meth:`Workers.listen_pending` started."""
 LEADER = "gateway"
 """The name of the one leader row."""
+
+
+class Liveness(Protocol):
+    """What :meth:`Workers.hold_liveness` holds for a worker: on PostgreSQL, a connection of
+    its own whose lock says the worker lives and which hears other workers' messages."""
+
+    async def check(self) -> bool:
+        """Whether the worker's liveness still holds (the connection answers)."""
+
+    async def reopen(self) -> None:
+        """Hold it again on a new connection (after it was lost);
+        :class:`bot.store.StoreUnavailable` while the database cannot be reached."""
+
+    async def close(self) -> None:
+        """Let it go (the worker stops)."""
+
 
 HOLDS_LEASE = "SELECT 1 FROM chat_leases WHERE queue_key = ? AND worker_id = ? AND epoch = ?"
 HOLDS_LEADERSHIP = "SELECT 1 FROM leader WHERE name = ? AND worker_id = ? AND epoch = ?"
@@ -69,22 +84,36 @@ class Workers(SqliteBase):
                 "INSERT INTO workers (worker_id, host, pid, started_at, heartbeat_at)"
                 f" VALUES (?, ?, ?, {NOW}, {NOW}) ON CONFLICT (worker_id) DO UPDATE SET"
                 " host = excluded.host, pid = excluded.pid, started_at = excluded.started_at,"
-                " heartbeat_at = excluded.heartbeat_at",
+                " heartbeat_at = excluded.heartbeat_at, liveness_key = NULL, liveness_at = NULL",
                 (worker_id, host, pid),
             )
             _let_go(db, worker_id)  # a worker starting under an id holds nothing yet
 
         await self._in_one_trip(register)
 
-    async def heartbeat(self, worker_id: str, lease_seconds: float) -> list[Lease]:
+    async def heartbeat(
+        self, worker_id: str, lease_seconds: float, leases: Sequence[Lease]
+    ) -> list[Lease]:
+        known = {(lease.queue_key, lease.epoch) for lease in leases}
+
         def beat(db: sqlite3.Connection) -> list[Lease]:
             db.execute(f"UPDATE workers SET heartbeat_at = {NOW} WHERE worker_id = ?", (worker_id,))
             rows = db.execute(
+                "SELECT queue_key, epoch FROM chat_leases WHERE worker_id = ?", (worker_id,)
+            ).fetchall()
+            # rows under this worker's id that it does not know of: nobody works them
+            forgotten = [(row[0], row[1]) for row in rows if (row[0], row[1]) not in known]
+            db.executemany(
+                "UPDATE chat_leases SET worker_id = '', expires_at = 0"
+                " WHERE queue_key = ? AND epoch = ?",
+                forgotten,
+            )
+            renewed = db.execute(
                 f"UPDATE chat_leases SET expires_at = {NOW} + ? WHERE worker_id = ?"
                 " RETURNING queue_key, worker_id, epoch, expires_at",
                 (lease_seconds, worker_id),
             ).fetchall()
-            return [_lease(row) for row in rows]
+            return [_lease(row) for row in renewed]
 
         return await self._in_one_trip(beat)
 
@@ -207,11 +236,29 @@ class Workers(SqliteBase):
 
         return await self._in_one_trip(record)
 
-    async def listen_pending(self, wake: Callable[[str], None]) -> Unlisten:  # noqa: ARG002
-        """One process writes a SQLite database: the gateway wakes itself when it stores a
-        message, so there is nothing to listen to."""
-        return _not_listening
+    async def hold_liveness(
+        self,
+        worker_id: str,  # noqa: ARG002
+        wake: Callable[[str], None],  # noqa: ARG002
+        lost: Callable[[], None],  # noqa: ARG002
+    ) -> Liveness:
+        """One process writes a SQLite database: its one worker cannot die unseen by another
+        (a restart finds the dead process by its pid) and wakes itself when it stores a
+        message, so there is nothing to hold or listen to."""
+        return _ALWAYS
 
 
-async def _not_listening() -> None:
-    return None
+class _Alive:
+    """The liveness of SQLite's one worker: nothing to hold, never lost."""
+
+    async def check(self) -> bool:
+        return True
+
+    async def reopen(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+_ALWAYS = _Alive()

@@ -61,11 +61,12 @@ class PostgresBase:
         with translated():
             return await self._pool.fetchrow(sql, *args)
 
-    async def _write(self, sql: str, *args: Any) -> int:
-        """Run one statement; the rows it changed."""
+    async def _write(self, sql: str, *args: Any, allowed_seconds: float | None = None) -> int:
+        """Run one statement; the rows it changed. ``allowed_seconds`` replaces the pool's
+        statement timeout for a statement that may rightly take long (maintenance)."""
         self._round_trips += 1
         with translated():
-            status = await self._pool.execute(sql, *args)
+            status = await self._pool.execute(sql, *args, timeout=allowed_seconds)
         return changed_rows(status)
 
     @asynccontextmanager

@@ -17,6 +17,15 @@ URL_SCHEMES = ("postgresql://", "postgres://")
 CONNECT_TIMEOUT_SECONDS = 10.0
 POOL_SIZE = 10
 """Connections one gateway process holds: enough for its concurrent turns' short statements."""
+STATEMENT_TIMEOUT_SECONDS = 30.0
+"""How long one statement on the pool may take before it is cancelled (on the server too) and
+the caller gets :class:`StoreUnavailable`: a hung server, a lock never released or a network
+gone silent must not stall a turn for ever. The gateway's statements take milliseconds (a
+search a few dozen at worst) and a turn's lease is 10 s by default, so 30 s is never reached
+by a healthy database however loaded, yet a stalled turn gives up and is retried within the
+time a user still waits for an answer. Not a setting: no deployment should need statements
+that wait longer. Schema changes run on a connection of their own without it, and the
+maintenance after forgetting passes its own."""
 
 
 def is_database_url(location: object) -> bool:
@@ -63,13 +72,20 @@ async def connect(url: str) -> asyncpg.Connection:
         raise cannot_open(url, exc) from exc
 
 
-async def create_pool(url: str) -> asyncpg.Pool:
-    """A pool of connections to the database at ``url``, one of them opened now. A URL that
-    does not parse, a server that cannot be reached or refuses us is one line naming the
-    URL (without its password) and what to check."""
+async def create_pool(
+    url: str, statement_timeout_seconds: float = STATEMENT_TIMEOUT_SECONDS
+) -> asyncpg.Pool:
+    """A pool of connections to the database at ``url``, one of them opened now, whose
+    statements are cancelled after ``statement_timeout_seconds``. A URL that does not parse,
+    a server that cannot be reached or refuses us is one line naming the URL (without its
+    password) and what to check."""
     try:
         pool = await asyncpg.create_pool(
-            url, min_size=1, max_size=POOL_SIZE, timeout=CONNECT_TIMEOUT_SECONDS
+            url,
+            min_size=1,
+            max_size=POOL_SIZE,
+            timeout=CONNECT_TIMEOUT_SECONDS,
+            command_timeout=statement_timeout_seconds,
         )
     except OPEN_ERRORS as exc:
         raise cannot_open(url, exc) from exc

@@ -29,6 +29,9 @@ from bot.store.postgres.messages import Messages
 from bot.store.postgres.sessions import Sessions
 from bot.store.rows import ForgetOperation, MessageRow, ReminderRow
 
+MAINTENANCE_TIMEOUT_SECONDS = 3600.0
+"""VACUUM and the rebuilt search index after forgetting take as long as the tables are big:
+they are not held to the pool's statement timeout (they block no turn)."""
 FORGETTING_TABLES = (
     "messages", "media", "message_vectors", "sessions", "reminders", "forget_operations",
     "deliveries",
@@ -203,10 +206,15 @@ class Forgetting(Messages, Sessions):
         unlike SQLite's checkpoint, nothing tells whether an older transaction kept a
         version alive; the next VACUUM (autovacuum, or the next forget) takes what this one
         could not."""
-        await self._write(f"VACUUM {', '.join(FORGETTING_TABLES)}")
+        await self._write(
+            f"VACUUM {', '.join(FORGETTING_TABLES)}", allowed_seconds=MAINTENANCE_TIMEOUT_SECONDS
+        )
         # a GIN index keeps a term as a key after VACUUM emptied its posting list: only a
         # new index leaves the term out (built beside the old one, writes go on meanwhile)
-        await self._write("REINDEX INDEX CONCURRENTLY messages_search")
+        await self._write(
+            "REINDEX INDEX CONCURRENTLY messages_search",
+            allowed_seconds=MAINTENANCE_TIMEOUT_SECONDS,
+        )
         return True
 
     async def _forget_operations(self, where: str, *args: Any) -> list[ForgetOperation]:

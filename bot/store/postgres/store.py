@@ -13,7 +13,7 @@ from bot.store.errors import StoreError
 from bot.store.postgres.audit import Audit
 from bot.store.postgres.chats import Chats
 from bot.store.postgres.checkins import Checkins
-from bot.store.postgres.connection import create_pool, redacted
+from bot.store.postgres.connection import connect, create_pool, redacted
 from bot.store.postgres.documents import Documents
 from bot.store.postgres.forgetting import Forgetting
 from bot.store.postgres.media import Media
@@ -64,8 +64,7 @@ class PostgresStore(
         pool = await create_pool(url)
         store = cls(pool, url)
         try:
-            async with pool.acquire() as db:
-                await migrate(db, store._recompute)
+            await _migrate(url, store)
             await store._load_search_languages()
         except asyncpg.InsufficientPrivilegeError as exc:
             await pool.close()
@@ -94,3 +93,13 @@ class PostgresStore(
         """A backup file is SQLite's; PostgreSQL has pg_dump (see :data:`BACKUP_ADVICE`)."""
         del target
         raise StoreError(BACKUP_ADVICE)
+
+
+async def _migrate(url: str, store: PostgresStore) -> None:
+    """Apply the schema on a connection of its own, without the pool's statement timeout: a
+    step on a large database, or the wait for another worker's step, may take minutes."""
+    db = await connect(url)
+    try:
+        await migrate(db, store._recompute)
+    finally:
+        await db.close()

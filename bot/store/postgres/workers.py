@@ -12,24 +12,26 @@ locks the lease row ``FOR UPDATE`` and every write in it is conditioned on that 
 takeover can commit neither between the check and the writes nor unseen while the statement
 waits for the lock (PostgreSQL reads the row again once the lock is granted). One statement
 is one round trip, where a transaction of a check and a write would be four. A leader-only
-write checks the leader row ``FOR SHARE`` in its transaction."""
+write checks the leader row ``FOR SHARE`` in its transaction.
+
+A lease or the leadership whose holder died (its liveness lock is held by nobody, see
+:mod:`bot.store.postgres.liveness`) is free at once, like one that lapsed: a claim and
+:meth:`Workers.lead` take it under a new epoch, and every heartbeat gives back what dead
+workers still held."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 
 import asyncpg
 
 from bot.store.errors import LeaseLost
-from bot.store.postgres.base import PostgresBase, Transaction, translated
+from bot.store.postgres.base import PostgresBase, Transaction
+from bot.store.postgres.liveness import GONE, LivenessConnection
 from bot.store.rows import Leader, Lease, WorkerRow
-from bot.store.workers import LEADER, Unlisten
+from bot.store.workers import LEADER, Liveness
 
 NOW = "extract(epoch FROM clock_timestamp())::double precision"
-PENDING_CHANNEL = "companion_pending"
-"""What the ``pending_stored`` trigger notifies, with the queue key, when a pending message is
-stored (schema step 16)."""
 
 HOLDS_LEADERSHIP = (
     "SELECT 1 FROM leader WHERE name = $1 AND worker_id = $2 AND epoch = $3 FOR SHARE"
@@ -96,26 +98,39 @@ class Workers(PostgresBase):
                 "INSERT INTO workers (worker_id, host, pid, started_at, heartbeat_at)"
                 f" VALUES ($1, $2, $3, {NOW}, {NOW}) ON CONFLICT (worker_id) DO UPDATE SET"
                 " host = excluded.host, pid = excluded.pid, started_at = excluded.started_at,"
-                " heartbeat_at = excluded.heartbeat_at",
+                " heartbeat_at = excluded.heartbeat_at, liveness_key = NULL, liveness_at = NULL",
                 worker_id,
                 host,
                 pid,
             )
             await _let_go(tx, worker_id)  # a worker starting under an id holds nothing yet
 
-    async def heartbeat(self, worker_id: str, lease_seconds: float) -> list[Lease]:
-        async with self._transaction() as tx:
-            await tx.write(
-                f"UPDATE workers SET heartbeat_at = {NOW} WHERE worker_id = $1", worker_id
+    async def heartbeat(
+        self, worker_id: str, lease_seconds: float, leases: Sequence[Lease]
+    ) -> list[Lease]:
+        return _leases(
+            await self._all(
+                f"WITH beat AS (UPDATE workers SET heartbeat_at = {NOW} WHERE worker_id = $1),"
+                " known AS (SELECT * FROM unnest($3::text[], $4::bigint[]) AS k(queue_key, epoch)),"
+                f" renewed AS (UPDATE chat_leases l SET expires_at = {NOW} + $2 FROM known k"
+                "  WHERE l.queue_key = k.queue_key AND l.epoch = k.epoch AND l.worker_id = $1"
+                "  RETURNING l.queue_key, l.worker_id, l.epoch, l.expires_at),"
+                # rows under this worker's id that it does not know of: nobody works them
+                " forgotten AS (UPDATE chat_leases l SET worker_id = '', expires_at = 0"
+                "  WHERE l.worker_id = $1 AND NOT EXISTS (SELECT 1 FROM known k"
+                "  WHERE k.queue_key = l.queue_key AND k.epoch = l.epoch)),"
+                # what dead workers held, whether or not anything is pending on it
+                " orphaned AS (UPDATE chat_leases l SET worker_id = '', expires_at = 0"
+                "  WHERE l.queue_key IN (SELECT o.queue_key FROM chat_leases o"
+                f"  WHERE o.worker_id <> $1 AND o.worker_id IN ({GONE})"
+                "  FOR UPDATE SKIP LOCKED))"
+                " SELECT queue_key, worker_id, epoch, expires_at FROM renewed",
+                worker_id,
+                lease_seconds,
+                [lease.queue_key for lease in leases],
+                [lease.epoch for lease in leases],
             )
-            return _leases(
-                await tx.all(
-                    f"UPDATE chat_leases SET expires_at = {NOW} + $2 WHERE worker_id = $1"
-                    " RETURNING queue_key, worker_id, epoch, expires_at",
-                    worker_id,
-                    lease_seconds,
-                )
-            )
+        )
 
     async def leave(self, worker_id: str) -> None:
         async with self._transaction() as tx:
@@ -153,7 +168,7 @@ class Workers(PostgresBase):
                 f"UPDATE chat_leases SET worker_id = $1, epoch = epoch + 1,"
                 f" expires_at = {NOW} + $2 WHERE queue_key IN ("
                 f"  SELECT l.queue_key FROM chat_leases l WHERE (l.expires_at <= {NOW}"
-                "   OR ($3::text IS NOT NULL AND l.worker_id = $1))"
+                f"   OR l.worker_id IN ({GONE}) OR ($3::text IS NOT NULL AND l.worker_id = $1))"
                 "   AND l.queue_key = coalesce($3, l.queue_key) AND EXISTS (SELECT 1 FROM"
                 "   messages m WHERE m.queue_key = l.queue_key AND m.status = 'pending')"
                 "  ORDER BY l.queue_key LIMIT $4 FOR UPDATE SKIP LOCKED)"
@@ -209,7 +224,8 @@ class Workers(PostgresBase):
                 " epoch = CASE WHEN leader.worker_id = excluded.worker_id"
                 f"  AND leader.expires_at > {NOW} THEN leader.epoch ELSE leader.epoch + 1 END,"
                 " worker_id = excluded.worker_id, expires_at = excluded.expires_at"
-                f" WHERE leader.worker_id = excluded.worker_id OR leader.expires_at <= {NOW}",
+                f" WHERE leader.worker_id = excluded.worker_id OR leader.expires_at <= {NOW}"
+                f" OR leader.worker_id IN ({GONE})",
                 LEADER,
                 worker_id,
                 lease_seconds,
@@ -241,28 +257,15 @@ class Workers(PostgresBase):
                 > 0
             )
 
-    async def listen_pending(self, wake: Callable[[str], None]) -> Unlisten:
-        """Call ``wake(queue_key)`` whenever any worker stores a pending message, on a
-        connection of its own held until the returned function stops it."""
-
-        def notified(_connection: object, _pid: int, _channel: str, queue_key: str) -> None:
-            wake(queue_key)
-
-        with translated():
-            connection = await self._pool.acquire()
-            try:
-                await connection.add_listener(PENDING_CHANNEL, notified)
-            except BaseException:
-                await self._pool.release(connection)
-                raise
-
-        async def unlisten() -> None:
-            # a connection already lost has no listener left to remove
-            with contextlib.suppress(asyncpg.InterfaceError, OSError):
-                await connection.remove_listener(PENDING_CHANNEL, notified)
-            await self._pool.release(connection)
-
-        return unlisten
+    async def hold_liveness(
+        self, worker_id: str, wake: Callable[[str], None], lost: Callable[[], None]
+    ) -> Liveness:
+        """A connection of the worker's own that holds its liveness lock (named in its
+        registry row, which must exist) and calls ``wake(queue_key)`` whenever any worker
+        stores a pending message; ``lost()`` when the connection goes."""
+        liveness = LivenessConnection(self._pool, worker_id, wake, lost)
+        await liveness.open()
+        return liveness
 
 
 async def _let_go(tx: Transaction, worker_id: str) -> None:
