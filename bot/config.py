@@ -176,6 +176,8 @@ class TelegramConfig(_Section):
 
 SHARD_IDS_FORM = 'a list like [0, 1] or ranges like "0-3" or "0-1,4"'
 SHARD_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+MAX_SHARD_RANGE = 100_000
+"""More shards than any bot runs: a longer range is a typo, refused before it is spelled out."""
 
 
 def parse_shard_ids(value: object) -> object:
@@ -193,6 +195,8 @@ def parse_shard_ids(value: object) -> object:
         first, last = int(match[1]), int(match[2] or match[1])
         if last < first:
             raise ValueError(f"the range {part.strip()!r} runs backwards; write {SHARD_IDS_FORM}")
+        if last - first >= MAX_SHARD_RANGE:
+            raise ValueError(f"the range {part.strip()!r} names more shards than any bot has")
         ids.extend(range(first, last + 1))
     return ids
 

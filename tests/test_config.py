@@ -241,6 +241,11 @@ def test_unreadable_shard_ids_say_how_to_write_them(tmp_path: Path, written: str
     assert 'a list like [0, 1] or ranges like "0-3" or "0-1,4"' in message
 
 
+def test_a_mistyped_huge_shard_range_is_refused_at_once(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="names more shards than any bot has"):
+        discord_shards(tmp_path, 'shards = 4\nshard_ids = "0-99999999999"')
+
+
 def test_a_shard_count_below_one_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"discord\.shards: .*at least 1"):
         discord_shards(tmp_path, "shards = 0")
