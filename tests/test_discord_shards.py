@@ -5,7 +5,7 @@ shard 0, as Discord does."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +36,9 @@ class Workers:
 
     zero: DiscordGateway
     one: DiscordGateway
+    stop_one: Callable[[], Awaitable[None]]
+    start_one: Callable[[], Awaitable[DiscordGateway]]
+    """Start ``one`` again after ``stop_one``: a worker with its shard ids and data directory."""
 
 
 @pytest.fixture(name="workers")
@@ -59,13 +62,16 @@ async def two_workers(
             workers={"id": "zero"},  # one process: the default id (host-pid) would be shared
             discord={"shards": 2, "shard_ids": [0]},
         )
-        one = await second.start(
-            bind=(),
-            storage=storage,
-            workers={"id": "one"},
-            discord={"shards": 2, "shard_ids": "1"},
-        )
-        yield Workers(zero, one)
+
+        async def start_one() -> DiscordGateway:
+            return await second.start(
+                bind=(),
+                storage=storage,
+                workers={"id": "one"},
+                discord={"shards": 2, "shard_ids": "1"},
+            )
+
+        yield Workers(zero, await start_one(), second.stop_all, start_one)
     finally:
         await second.stop_all()
         await first.stop_all()
@@ -126,3 +132,29 @@ async def test_each_worker_catches_up_only_the_bound_channels_of_its_shards(
     )
     assert len(history_reads(fake, CHANNEL)) == 1
     assert len(history_reads(fake, SHARD_ONE_CHANNEL)) == 1
+
+
+async def test_what_a_stopped_workers_shard_missed_is_answered_when_it_connects_again(
+    workers: Workers, fake: FakeDiscord, fake_llm: FakeLLM
+) -> None:
+    await workers.stop_one()
+    # nobody connects shard 1 now: the message reaches no worker, only the channel's history
+    missed = await fake.message_create(
+        channel_id=SHARD_ONE_CHANNEL,
+        author_id=ALICE,
+        content=f"<@{BOT_ID}> anyone there?",
+        mentions=[BOT_ID],
+    )
+    chatter = await fake.message_create(channel_id=CHANNEL, author_id=ALICE, content="chatter")
+    # shard 0's events come in order: once the later chatter is there, the missed one was not
+    await eventually(lambda: int(chatter["id"]) in cached_ids(workers.zero), "the chatter")
+    assert int(missed["id"]) not in cached_ids(workers.zero)
+    await workers.zero.app.dispatcher.idle()
+    assert fake_llm.requests == [] and fake.webhook_messages() == []
+
+    fake_llm.script(Reply(text="Here now, sorry for the wait"))
+    restarted = await workers.start_one()
+    [reply] = await fake.wait_until(lambda: fake.webhook_messages(), TIMEOUT, "the late answer")
+    assert reply.json["content"] == "Here now, sorry for the wait"
+    assert restarted.channel.catch_ups >= 1
+    assert [identify["shard"] for identify in fake.identifies].count([1, 2]) == 2
