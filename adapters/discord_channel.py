@@ -3,8 +3,10 @@
 * **Connection.** Intents: guilds, guild messages, DMs and message content (the last must be
   switched on in the Developer Portal, README "Discord"). ``discord.api_base`` and
   ``discord.gateway_url`` point discord.py elsewhere (proxies, tests) before the client is
-  built; ``discord.shards = "auto"`` runs an AutoShardedClient. discord.py reconnects and
-  resumes by itself.
+  built; ``discord.shards = "auto"`` runs an AutoShardedClient, a number of shards runs that
+  many, and ``discord.shard_ids`` only those of them (one worker's part of the bot: Discord
+  sends each guild's events to one shard, DMs to shard 0). discord.py reconnects and resumes
+  by itself.
 * **Receiving** (``adapters/discord_receiving.py``): messages, reactions and slash commands
   handed to the gateway one chat at a time; after every READY and RESUMED, the messages
   missed meanwhile.
@@ -87,6 +89,8 @@ def build_client(config: DiscordConfig, guild_ready_timeout: float) -> discord.C
     if config.shards == "auto":
         return discord.AutoShardedClient(**options)
     if isinstance(config.shards, int):
+        if config.shard_ids is not None:  # this worker's part of the bot's shards
+            options["shard_ids"] = config.shard_ids
         return discord.AutoShardedClient(shard_count=config.shards, **options)
     return discord.Client(**options)
 
@@ -140,7 +144,17 @@ class DiscordChannel(DiscordReceiving):
             self._tree = build_tree(self.client, receiver.partner_choices(), self._on_command)
         self._connect_task = asyncio.create_task(self.client.connect(), name="discord gateway")
         await self._wait_ready(self._connect_task)
-        logger.info("discord: %s connected", user.name)
+        logger.info("discord: %s connected%s", user.name, self._shards_connected())
+
+    def _shards_connected(self) -> str:
+        """Which shards this worker connected, for the log: " (shards 0, 1 of 4)"; nothing
+        when the client does not shard."""
+        client = self.client
+        if not isinstance(client, discord.AutoShardedClient):
+            return ""
+        shards = sorted(client.shards)
+        label = "shard" if len(shards) == 1 else "shards"
+        return f" ({label} {', '.join(map(str, shards))} of {client.shard_count})"
 
     async def _login(self) -> None:
         async with self._login_lock:

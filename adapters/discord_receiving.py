@@ -3,9 +3,9 @@
 Messages become :class:`~bot.events.Inbound` (``adapters/discord_events.py``), handed to the
 gateway one chat at a time in arrival order; the gateway stores each one deduplicated by
 message id, so a repeated MESSAGE_CREATE gets one reply. After every READY and RESUMED the
-recent history of each bound channel (and its active threads) is fetched once and fed
-through the same path: messages younger than ``discord.missed_max_age_minutes`` are
-answered, older ones kept as context only.
+recent history of each bound channel (and its active threads) in a guild on this worker's
+shards is fetched once and fed through the same path: messages younger than
+``discord.missed_max_age_minutes`` are answered, older ones kept as context only.
 
 :class:`DiscordReceiving` is the part of :class:`~adapters.discord_channel.DiscordChannel`
 that does this; the channel holds the state it reads.
@@ -218,6 +218,8 @@ class DiscordReceiving:
         channel = await self.poster.channel(channel_id)
         if not isinstance(channel, discord.TextChannel) or self.client.user is None:
             return
+        if not self._on_my_shards(channel.guild):
+            return
         places: list[discord.TextChannel | discord.Thread] = [channel, *channel.threads]
         for place in places:
             chat = chat_of(place, self.client.user)
@@ -240,6 +242,14 @@ class DiscordReceiving:
             ]
             for message in reversed(fetched):
                 await self.handle_message(message, missed=True)
+
+    def _on_my_shards(self, guild: discord.Guild) -> bool:
+        """Whether this worker connects the shard Discord sends the guild's events to: a
+        guild on another worker's shards is that worker's to catch up."""
+        client = self.client
+        if not isinstance(client, discord.AutoShardedClient) or client.shard_ids is None:
+            return True
+        return guild.shard_id in client.shard_ids
 
     async def _on_command(self, interaction: discord.Interaction, text: str) -> None:
         if self.receiver is not None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import ConfigError, load_config, parse_config
+from bot.config import Config, ConfigError, load_config, parse_config
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -171,3 +171,81 @@ def test_a_database_url_that_is_not_postgresql_is_refused_without_echoing_it(
     message = str(caught.value)
     assert "storage.database_url" in message and "postgresql://" in message
     assert "hunter2" not in message
+
+
+# ---- Discord shards per worker --------------------------------------------------------
+
+
+def discord_shards(tmp_path: Path, lines: str, environ: dict[str, str] | None = None) -> Config:
+    return load_config(write(tmp_path, f"[discord]\n{lines}\n"), environ or {})
+
+
+def test_without_shard_ids_a_worker_connects_every_shard(tmp_path: Path) -> None:
+    config = discord_shards(tmp_path, "shards = 4")
+    assert config.discord.shards == 4
+    assert config.discord.shard_ids is None
+
+
+@pytest.mark.parametrize(
+    ("written", "ids"),
+    [
+        ("[1, 3]", [1, 3]),
+        ('"0-3"', [0, 1, 2, 3]),
+        ('"2"', [2]),
+        ('"0-1, 3"', [0, 1, 3]),
+        ("2", [2]),
+    ],
+)
+def test_shard_ids_are_a_list_or_ranges_in_a_string(
+    tmp_path: Path, written: str, ids: list[int]
+) -> None:
+    config = discord_shards(tmp_path, f"shards = 4\nshard_ids = {written}")
+    assert config.discord.shard_ids == ids
+
+
+def test_each_worker_may_get_its_shard_ids_from_the_environment(tmp_path: Path) -> None:
+    lines = 'shards = "${DISCORD_SHARDS}"\nshard_ids = "${DISCORD_SHARD_IDS}"'
+    config = discord_shards(tmp_path, lines, {"DISCORD_SHARDS": "4", "DISCORD_SHARD_IDS": "2-3"})
+    assert (config.discord.shards, config.discord.shard_ids) == (4, [2, 3])
+
+
+def test_shard_ids_outside_the_count_are_refused_with_the_valid_range(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        discord_shards(tmp_path, 'shards = 2\nshard_ids = "1-2"')
+    message = str(caught.value)
+    assert "discord.shard_ids" in message
+    assert "2 is not a shard of discord.shards = 2 (0 to 1)" in message
+
+
+@pytest.mark.parametrize("count", ["", 'shards = "auto"'])
+def test_shard_ids_without_a_shard_count_are_refused(tmp_path: Path, count: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        discord_shards(tmp_path, f"{count}\nshard_ids = [0]")
+    message = str(caught.value)
+    assert "discord.shard_ids" in message
+    assert "set discord.shards to the total number of shards" in message
+
+
+def test_a_shard_named_twice_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        discord_shards(tmp_path, 'shards = 4\nshard_ids = "0-2, 1"')
+    assert "discord.shard_ids: Value error, shard 1 is named twice" in str(caught.value)
+
+
+@pytest.mark.parametrize("written", ['"one"', '"3-1"', '""', "[]", '"0-"'])
+def test_unreadable_shard_ids_say_how_to_write_them(tmp_path: Path, written: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        discord_shards(tmp_path, f"shards = 4\nshard_ids = {written}")
+    message = str(caught.value)
+    assert "discord.shard_ids" in message
+    assert 'a list like [0, 1] or ranges like "0-3" or "0-1,4"' in message
+
+
+def test_a_mistyped_huge_shard_range_is_refused_at_once(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="names more shards than any bot has"):
+        discord_shards(tmp_path, 'shards = 4\nshard_ids = "0-99999999999"')
+
+
+def test_a_shard_count_below_one_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"discord\.shards: .*at least 1"):
+        discord_shards(tmp_path, "shards = 0")

@@ -39,8 +39,8 @@ def content_intents() -> discord.Intents:
 class RecordingClient(discord.Client):
     """A discord.Client that records messages and errors and can run a hook per user message."""
 
-    def __init__(self, *, intents: discord.Intents | None = None) -> None:
-        super().__init__(intents=intents or content_intents(), guild_ready_timeout=0.05)
+    def __init__(self, *, intents: discord.Intents | None = None, **options: Any) -> None:
+        super().__init__(intents=intents or content_intents(), guild_ready_timeout=0.05, **options)
         self.received: list[discord.Message] = []
         self.errors: list[BaseException] = []
         self.hook: MessageHook | None = None
@@ -85,6 +85,14 @@ class RecordingClient(discord.Client):
         except TimeoutError:
             seen = [(m.author.id, m.content) for m in self.received]
             raise AssertionError(f"no {what} reached on_message; received {seen}") from None
+
+
+class ShardRecordingClient(RecordingClient, discord.AutoShardedClient):
+    """A RecordingClient that connects the shards it is given (all of the count Discord
+    recommends without them), as a worker does."""
+
+    def __init__(self, shard_ids: list[int] | None = None, shard_count: int | None = None) -> None:
+        super().__init__(shard_ids=shard_ids, shard_count=shard_count)
 
 
 def make_tree(client: RecordingClient) -> app_commands.CommandTree[RecordingClient]:
@@ -208,6 +216,42 @@ async def test_member_list_follows_the_members_intent(fake: FakeDiscord) -> None
     # AutoShardedClient asks /gateway/bot for the shard count; a plain Client does not.
     assert len(fake.calls("GET", "/gateway/bot")) == 1
     assert fake.identifies[-1]["shard"] == [0, 1]
+
+
+SHARD_ONE_GUILD = 1 << 22
+"""A guild Discord routes to shard 1 of 2: (guild_id >> 22) % 2 == 1 (GUILD is on shard 0)."""
+SHARD_ONE_CHANNEL = 40
+
+
+async def test_each_shard_gets_only_the_guilds_and_events_discord_routes_to_it(
+    fake: FakeDiscord,
+) -> None:
+    fake.add_guild(SHARD_ONE_GUILD, "Second Guild")
+    fake.add_text_channel(SHARD_ONE_GUILD, SHARD_ONE_CHANNEL, "second")
+    async with (
+        running(ShardRecordingClient([0], 2)) as zero,
+        running(ShardRecordingClient([1], 2)) as one,
+    ):
+        assert [guild.id for guild in zero.guilds] == [GUILD]
+        assert [guild.id for guild in one.guilds] == [SHARD_ONE_GUILD]
+        await fake.message_create(channel_id=CHANNEL, author_id=ALICE, content="for shard 0")
+        await fake.message_create(channel_id=SHARD_ONE_CHANNEL, author_id=ALICE, content="for 1")
+        await fake.dm_message(user_id=ALICE, content="a DM")  # DMs go to shard 0 only
+        await fake.message_create(channel_id=SHARD_ONE_CHANNEL, author_id=BOB, content="last")
+        await zero.wait_message(lambda m: m.content == "a DM")
+        await one.wait_message(lambda m: m.content == "last")
+        # each session gets its events in order: what came before "last" is all shard 1 got
+        assert [m.content for m in zero.received] == ["for shard 0", "a DM"]
+        assert [m.content for m in one.received] == ["for 1", "last"]
+    assert sorted(identify["shard"] for identify in fake.identifies) == [[0, 2], [1, 2]]
+    assert not fake.calls("GET", "/gateway/bot")  # a client given its count does not ask
+
+
+async def test_gateway_bot_recommends_the_shard_count_it_is_given(fake: FakeDiscord) -> None:
+    fake.recommended_shards = 2
+    async with running(ShardRecordingClient()) as sharded:
+        assert sharded.shard_count == 2
+    assert sorted(identify["shard"] for identify in fake.identifies) == [[0, 2], [1, 2]]
 
 
 async def test_privileged_intent_not_allowed_closes_with_4014(fake: FakeDiscord) -> None:

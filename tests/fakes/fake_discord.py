@@ -29,6 +29,10 @@ Discord behaviour it reproduces on purpose, so adapters meet it in tests:
 - Messages the bot sends (channel messages, its webhooks' messages, non-ephemeral interaction
   responses) come back over the gateway as MESSAGE_CREATE / MESSAGE_UPDATE / MESSAGE_DELETE,
   like on Discord (``echo_own_messages=False`` turns this off).
+- Sharding: a session gets the guilds and guild events of its shard only, by Discord's rule
+  ``shard_id = (guild_id >> 22) % num_shards`` (IDENTIFY's ``shard``), and DMs only on shard 0;
+  a shard id outside ``0..num_shards-1`` is closed with 4010. ``GET /gateway/bot`` recommends
+  ``recommended_shards`` (1 unless a test sets it).
 - Gateway events are filtered by the intents sent in IDENTIFY: guild messages need
   GUILD_MESSAGES, DMs need DIRECT_MESSAGES. Without MESSAGE_CONTENT, guild messages arrive with
   empty content/embeds/attachments/components unless they mention the bot or were sent by it.
@@ -337,6 +341,11 @@ def _fake_hash(text: str) -> str:
     return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
 
 
+def shard_of(guild_id: int | None, shard_count: int) -> int:
+    """The shard Discord sends a guild's events to; DMs (no guild) go to shard 0."""
+    return 0 if guild_id is None else (guild_id >> 22) % shard_count
+
+
 def point_discord_at(fake: FakeDiscord) -> Callable[[], None]:
     """Point discord.py's REST base and default gateway at ``fake``; return a restore function.
 
@@ -384,6 +393,8 @@ class FakeDiscord:
         self.echo_own_messages = echo_own_messages
         self.interaction_deadline = interaction_deadline
         self.allowed_privileged_intents = allowed_privileged_intents
+        self.recommended_shards = 1
+        """The shard count ``GET /gateway/bot`` recommends (AutoShardedClient without one)."""
 
         self.api_base = ""
         self.gateway_url = ""
@@ -1395,6 +1406,11 @@ class FakeDiscord:
             payload.pop("poll", None)
         return payload
 
+    @staticmethod
+    def _on_shard(session: _Session, guild_id: int | None) -> bool:
+        shard_id, shard_count = session.shard
+        return shard_of(guild_id, shard_count) == shard_id
+
     async def _send_dispatch_locked(self, session: _Session, event: str, data: JSON) -> None:
         session.seq += 1
         frame = {"op": OP_DISPATCH, "s": session.seq, "t": event, "d": data}
@@ -1413,8 +1429,11 @@ class FakeDiscord:
     async def _broadcast(self, event: str, data: dict[str, Any], *, require_session: bool) -> None:
         if require_session:
             self._ensure_session(event)
+        guild_id = _opt_int(data.get("guild_id"))
         sessions = [s for s in self._sessions.values() if not s.ended]
         for session in sessions:
+            if not self._on_shard(session, guild_id):
+                continue
             payload = self._filter_for_session(session, event, data)
             if payload is None:
                 continue
@@ -1424,6 +1443,8 @@ class FakeDiscord:
 
     async def _broadcast_guild_create(self, guild_id: int) -> None:
         for session in [s for s in self._sessions.values() if not s.ended]:
+            if not self._on_shard(session, guild_id):
+                continue
             async with session.lock:
                 payload = self._guild_create_payload(guild_id, session.intents)
                 await self._send_dispatch_locked(session, "GUILD_CREATE", payload)
@@ -1494,7 +1515,11 @@ class FakeDiscord:
         if intents & PRIVILEGED_INTENTS & ~self.allowed_privileged_intents:
             await conn.ws.close(code=4014, message=b"Disallowed intent(s).")
             return
-        shard = list(data.get("shard") or [0, 1])
+        shard = [int(part) for part in data.get("shard") or [0, 1]]
+        if len(shard) != 2 or not 0 <= shard[0] < shard[1]:
+            await conn.ws.close(code=4010, message=b"Invalid shard.")
+            return
+        guilds = [g for g in self._guilds if shard_of(g, shard[1]) == shard[0]]
         session = _Session(session_id=uuid.uuid4().hex, intents=intents, shard=shard)
         self._sessions[session.session_id] = session
         async with session.lock:
@@ -1503,7 +1528,7 @@ class FakeDiscord:
             ready = {
                 "v": API_VERSION,
                 "user": self._bot_user_full(),
-                "guilds": [{"id": str(g), "unavailable": True} for g in self._guilds],
+                "guilds": [{"id": str(g), "unavailable": True} for g in guilds],
                 "session_id": session.session_id,
                 "session_type": "normal",
                 "resume_gateway_url": self.resume_gateway_url,
@@ -1519,7 +1544,7 @@ class FakeDiscord:
                 "_trace": ["fake-gateway"],
             }
             await self._send_dispatch_locked(session, "READY", ready)
-            for guild_id in self._guilds:
+            for guild_id in guilds:
                 payload = self._guild_create_payload(guild_id, intents)
                 await self._send_dispatch_locked(session, "GUILD_CREATE", payload)
 
@@ -1870,7 +1895,8 @@ class FakeDiscord:
 
     async def _get_gateway_bot(self, _call: RestCall, _m: dict[str, str]) -> tuple[int, JSON]:
         limit = {"total": 1000, "remaining": 999, "reset_after": 14_400_000, "max_concurrency": 1}
-        return 200, {"url": self.gateway_url, "shards": 1, "session_start_limit": limit}
+        shards = self.recommended_shards
+        return 200, {"url": self.gateway_url, "shards": shards, "session_start_limit": limit}
 
     def _application_flags(self) -> int:
         """The Developer Portal's intent switches as application flags: a bot in fewer than

@@ -1,0 +1,160 @@
+"""Discord shard ranges per worker: two gateways on one PostgreSQL database, each connecting
+only its ``discord.shard_ids`` of ``discord.shards``, with the real discord.py against the fake
+Discord, which routes a guild's events to shard ``(guild_id >> 22) % shards`` and DMs to
+shard 0, as Discord does."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.discord_harness import (
+    ALICE,
+    BOT_ID,
+    CHANNEL,
+    GUILD,
+    TIMEOUT,
+    DiscordGateway,
+    DiscordGateways,
+    eventually,
+    tea_house,  # noqa: F401 (the fake fixture)
+)
+from tests.fakes.fake_discord import FakeDiscord, RestCall
+from tests.fakes.fake_llm import FakeLLM, Reply
+
+SHARD_ONE_GUILD = 1 << 22
+"""Discord routes this guild to shard 1 of 2; the harness's GUILD (10) is on shard 0."""
+SHARD_ONE_CHANNEL = 40
+
+
+@dataclass
+class Workers:
+    """Two gateways on one database: ``zero`` holds shard 0 of 2, ``one`` shard 1."""
+
+    zero: DiscordGateway
+    one: DiscordGateway
+    stop_one: Callable[[], Awaitable[None]]
+    start_one: Callable[[], Awaitable[DiscordGateway]]
+    """Start ``one`` again after ``stop_one``: a worker with its shard ids and data directory."""
+
+
+@pytest.fixture(name="workers")
+async def two_workers(
+    # the database first: it is dropped only after the workers stopped
+    postgres_database: str,
+    fake: FakeDiscord,
+    fake_llm: FakeLLM,
+    tmp_path: Path,
+) -> AsyncIterator[Workers]:
+    fake.add_guild(SHARD_ONE_GUILD, "Second House")
+    fake.add_text_channel(SHARD_ONE_GUILD, SHARD_ONE_CHANNEL, "second")
+    storage = {"database_url": postgres_database}
+    # each worker has a data directory of its own: they share nothing but the database
+    first = DiscordGateways(fake, fake_llm, tmp_path / "zero")
+    second = DiscordGateways(fake, fake_llm, tmp_path / "one")
+    try:
+        zero = await first.start(
+            bind=((CHANNEL, "example"), (SHARD_ONE_CHANNEL, "example")),
+            storage=storage,
+            workers={"id": "zero"},  # one process: the default id (host-pid) would be shared
+            discord={"shards": 2, "shard_ids": [0]},
+        )
+
+        async def start_one() -> DiscordGateway:
+            return await second.start(
+                bind=(),
+                storage=storage,
+                workers={"id": "one"},
+                discord={"shards": 2, "shard_ids": "1"},
+            )
+
+        yield Workers(zero, await start_one(), second.stop_all, start_one)
+    finally:
+        await second.stop_all()
+        await first.stop_all()
+
+
+def cached_ids(worker: DiscordGateway) -> set[int]:
+    """The messages this worker's discord.py client received over its gateway connection."""
+    return {message.id for message in worker.channel.client.cached_messages}
+
+
+def history_reads(fake: FakeDiscord, channel_id: int) -> list[RestCall]:
+    return fake.calls("GET", f"/channels/{channel_id}/messages")
+
+
+async def test_each_worker_connects_only_its_shards(workers: Workers, fake: FakeDiscord) -> None:
+    assert sorted(identify["shard"] for identify in fake.identifies) == [[0, 2], [1, 2]]
+    assert [guild.id for guild in workers.zero.channel.client.guilds] == [GUILD]
+    assert [guild.id for guild in workers.one.channel.client.guilds] == [SHARD_ONE_GUILD]
+    assert not fake.calls("GET", "/gateway/bot")  # the count is configured, not asked for
+
+
+async def test_a_guild_message_reaches_only_the_worker_holding_its_shard(
+    workers: Workers, fake: FakeDiscord, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(text="Welcome to the second house"))
+    sent = await fake.message_create(
+        channel_id=SHARD_ONE_CHANNEL,
+        author_id=ALICE,
+        content=f"<@{BOT_ID}> hello from shard one",
+        mentions=[BOT_ID],
+    )
+    [reply] = await fake.wait_until(lambda: fake.webhook_messages(), TIMEOUT, "the reply")
+    assert reply.json["content"] == "Welcome to the second house"
+    assert int(sent["id"]) in cached_ids(workers.one)
+    assert int(sent["id"]) not in cached_ids(workers.zero)
+    await workers.one.app.dispatcher.idle()
+    await workers.zero.app.dispatcher.idle()
+    assert len(fake_llm.requests) == 1 and len(fake.webhook_messages()) == 1
+
+
+async def test_direct_messages_reach_the_worker_holding_shard_zero(
+    workers: Workers, fake: FakeDiscord, fake_llm: FakeLLM
+) -> None:
+    fake_llm.script(Reply(text="Hello Alice"))
+    sent = await fake.dm_message(user_id=ALICE, content="hi there")
+    dm = fake.dm_channel_id(ALICE)
+    await fake.wait_for_rest(lambda call: call.ok and call.path == f"/channels/{dm}/messages")
+    assert int(sent["id"]) in cached_ids(workers.zero)
+    assert int(sent["id"]) not in cached_ids(workers.one)
+
+
+async def test_each_worker_catches_up_only_the_bound_channels_of_its_shards(
+    workers: Workers, fake: FakeDiscord
+) -> None:
+    await eventually(
+        lambda: workers.zero.channel.catch_ups >= 1 and workers.one.channel.catch_ups >= 1,
+        "both workers' catch-up after READY",
+    )
+    assert len(history_reads(fake, CHANNEL)) == 1
+    assert len(history_reads(fake, SHARD_ONE_CHANNEL)) == 1
+
+
+async def test_what_a_stopped_workers_shard_missed_is_answered_when_it_connects_again(
+    workers: Workers, fake: FakeDiscord, fake_llm: FakeLLM
+) -> None:
+    await workers.stop_one()
+    # nobody connects shard 1 now: the message reaches no worker, only the channel's history
+    missed = await fake.message_create(
+        channel_id=SHARD_ONE_CHANNEL,
+        author_id=ALICE,
+        content=f"<@{BOT_ID}> anyone there?",
+        mentions=[BOT_ID],
+    )
+    chatter = await fake.message_create(channel_id=CHANNEL, author_id=ALICE, content="chatter")
+    # shard 0's events come in order: once the later chatter is there, the missed one was not
+    await eventually(lambda: int(chatter["id"]) in cached_ids(workers.zero), "the chatter")
+    assert int(missed["id"]) not in cached_ids(workers.zero)
+    await workers.zero.app.dispatcher.idle()
+    assert fake_llm.requests == [] and fake.webhook_messages() == []
+
+    fake_llm.script(Reply(text="Here now, sorry for the wait"))
+    restarted = await workers.start_one()
+    [reply] = await fake.wait_until(lambda: fake.webhook_messages(), TIMEOUT, "the late answer")
+    assert reply.json["content"] == "Here now, sorry for the wait"
+    assert restarted.channel.catch_ups >= 1
+    assert [identify["shard"] for identify in fake.identifies].count([1, 2]) == 2
