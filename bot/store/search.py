@@ -113,11 +113,7 @@ class SearchIndex(SearchableMessages, SqliteBase):
             )
             if not rows:
                 return changed
-            updates = [
-                (terms, row[0])
-                for row in rows
-                if (terms := self._terms(row[3], row[1], row[2])) != row[4]
-            ]
+            updates = self._changed_terms(rows)
             await self._db.executemany("UPDATE messages SET terms = ? WHERE id = ?", updates)
             changed += len(updates)
             after = rows[-1][0]

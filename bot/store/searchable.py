@@ -84,3 +84,12 @@ class SearchableMessages:
     def _terms(self, text: str, partner_id: str | None, scope: str) -> str:
         """A message's index terms: stemmed in its partner's language, tagged with its scope."""
         return index_terms(text, self._language(partner_id), term_tag(scope))
+
+    def _changed_terms(self, rows: Sequence[Any]) -> list[tuple[str, int]]:
+        """(terms, id) for each message row (id, partner_id, scope, text, terms) whose terms,
+        made again in its partner's language now, differ from those stored."""
+        return [
+            (terms, row[0])
+            for row in rows
+            if (terms := self._terms(row[3], row[1], row[2])) != row[4]
+        ]

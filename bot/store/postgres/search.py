@@ -186,11 +186,7 @@ class SearchIndex(SearchableMessages, PostgresBase):
             )
             if not rows:
                 return changed
-            updates = [
-                (terms, row[0])
-                for row in rows
-                if (terms := self._terms(row[3], row[1], row[2])) != row[4]
-            ]
+            updates = self._changed_terms(rows)
             await tx.write_many("UPDATE messages SET terms = $1 WHERE id = $2", updates)
             changed += len(updates)
             after = rows[-1][0]
