@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -30,7 +31,8 @@ def cmd_database_copy(config: Config, args: argparse.Namespace) -> int:
     source = config.data_dir / "gateway.db"
     if not source.is_file():
         raise CLIError(f"no SQLite database at {source}: nothing to copy (check storage.data_dir)")
-    documents = memory_files(config.data_dir) if moves_files(config) else None
+    roots = document_roots(config.data_dir) if moves_files(config) else None
+    documents = memory_files(config.data_dir, roots) if roots is not None else None
     print(f"copying {source} into {redacted(url)} …", flush=True)
     lock = lock_data_dir(config)
     try:
@@ -67,21 +69,26 @@ def moves_files(config: Config) -> bool:
     return config.storage.documents == "auto"
 
 
-async def memory_files(data_dir: Path) -> AsyncIterator[NewDocument]:
-    """The memory documents the data directory keeps as files: the owner's and every
-    partner's (persona, memory, per-user files, journals, changelog); deleted partners in
-    ``partners/.trash`` stay files."""
-    files = FileDocuments()
+def document_roots(data_dir: Path) -> list[Path]:
+    """Where memory documents are kept as files: the owner's folder and every partner's
+    (deleted partners in ``partners/.trash`` stay files)."""
     partners = data_dir / "partners"
     roots = [data_dir / "owner"]
     if partners.is_dir():
         roots += sorted(p for p in partners.iterdir() if p.is_dir() and not p.name.startswith("."))
+    return roots
+
+
+async def memory_files(data_dir: Path, roots: list[Path]) -> AsyncIterator[NewDocument]:
+    """The memory documents under ``roots`` kept as files (persona, memory, per-user files,
+    journals, changelog), one at a time, as document rows named like the gateway names them."""
+    files = FileDocuments()
     for root in roots:
         namespace = root.relative_to(data_dir).as_posix()
         for folder in ADOPTED_FOLDERS:
             for name in await files.names(root, folder):
                 data = (await files.read(root, name)).data
-                mtime = (root / name).stat().st_mtime
+                mtime = await asyncio.to_thread(os.path.getmtime, root / name)
                 yield NewDocument(namespace, name, data, mtime)
 
 
