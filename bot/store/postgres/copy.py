@@ -78,6 +78,8 @@ class TargetNotEmpty(StoreError):
 
 @dataclass(frozen=True)
 class Column:
+    """A PostgreSQL column, and how a SQLite value becomes one of its type."""
+
     name: str
     convert: Callable[[Any], Any]
 
@@ -127,35 +129,32 @@ async def _copy(
     documents: AsyncIterable[NewDocument] | None,
     batch_rows: int,
 ) -> dict[str, int]:
-    table = ""
+    step = f"preparing {redacted(url)}"
     try:
         async with db.transaction():
             tables = await _target_tables(db)
             await _refuse_unless_empty(db, url, tables)
-            sources = await reader.tables()
-            _check_same_tables(tables, sources)
+            _check_same_tables(tables, await reader.tables())
             triggered = await _triggered_tables(db)
-            for table in triggered:
-                await db.execute(f'ALTER TABLE "{table}" DISABLE TRIGGER USER')
+            await _set_triggers(db, triggered, "DISABLE")
             copied = {}
             for table, columns in tables.items():
+                step = f"copying {table} into {redacted(url)}"
                 copied[table] = await _copy_table(reader, db, table, columns, batch_rows)
-            table = "documents"
+            step = f"copying memory files into {redacted(url)}"
             files = await _copy_documents(db, documents) if documents is not None else 0
-            copied[table] += files
+            copied["documents"] += files
+            step = f"finishing the copy into {redacted(url)}"
             await _restart_identities(db, await reader.autoincrements())
             await db.execute("DELETE FROM search_totals")
             await db.execute(REBUILD_SEARCH_TOTALS)
-            for table in triggered:
-                await db.execute(f'ALTER TABLE "{table}" ENABLE TRIGGER USER')
+            await _set_triggers(db, triggered, "ENABLE")
             await _check_counts(db, reader, copied, files)
             return copied
     except (asyncpg.PostgresError, asyncpg.DataError) as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
-        where = f"copying {table} into" if table else "preparing"
         raise StoreError(
-            f"{where} {redacted(url)} failed: {reason}; nothing was copied (the database is"
-            " as empty as before)"
+            f"{step} failed: {reason}; nothing was copied (the database is as empty as before)"
         ) from exc
 
 
@@ -221,6 +220,13 @@ async def _triggered_tables(db: asyncpg.Connection) -> list[str]:
         " WHERE trigger_schema = current_schema() ORDER BY 1"
     )
     return [row[0] for row in rows]
+
+
+async def _set_triggers(db: asyncpg.Connection, tables: list[str], state: str) -> None:
+    """Turn the tables' own triggers off (``DISABLE``) or back on (``ENABLE``), inside the
+    copy's transaction (the table's owner may; the lock it takes keeps workers out)."""
+    for table in tables:
+        await db.execute(f'ALTER TABLE "{table}" {state} TRIGGER USER')
 
 
 async def _copy_table(
