@@ -266,10 +266,12 @@ async def _copy_documents(db: asyncpg.Connection, documents: AsyncIterable[NewDo
             )
         except asyncpg.UniqueViolationError:
             raise StoreError(
-                f"{document.namespace}/{document.path} is both a row of the SQLite database and"
-                " a file in the data directory; keep the one that is current (export the row"
-                " with `companion memory export`, or move the file away) and copy again;"
-                " nothing was copied"
+                f"{document.namespace}/{document.path} is both a row of the SQLite database"
+                ' (written while [storage] documents was "database") and a file in the data'
+                " directory, and the copy cannot tell which is current; nothing was copied. To"
+                ' copy the rows, set [storage] documents = "database" (the files stay behind);'
+                " to copy the files, take a `companion backup`, then delete the rows"
+                ' (sqlite3 gateway.db "DELETE FROM documents") and copy again'
             ) from None
         copied += 1
     return copied
