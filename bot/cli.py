@@ -1,14 +1,16 @@
 """The ``companion`` command: set up, run the gateway, chat in the terminal, look after the data.
 
-``setup`` writes config.toml (``bot/setup_wizard.py``). ``run``, ``chat``, ``import`` and
-``reindex`` write and take the data directory's lock; ``search``, ``memory``, ``pairing``,
-``doctor``, ``backup`` and ``health`` work beside a running gateway (``pairing`` writes its
-decisions to the shared database, ``memory edit`` saves only onto the version it copied).
+``setup`` writes config.toml (``bot/setup_wizard.py``). ``run``, ``chat``, ``import``,
+``reindex`` and ``database copy`` take the data directory's lock; ``search``, ``memory``,
+``pairing``, ``doctor``, ``backup`` and ``health`` work beside a running gateway (``pairing``
+writes its decisions to the shared database, ``memory edit`` saves only onto the version it
+copied).
 Problems the owner can fix (config, a busy data directory, no LLM) end with one clear message
 and exit status 2.
 
 This module is the argument parser and its dispatch; each group of subcommands lives in
-``bot/cli_<group>.py`` (run, partners, memory, cards, pairing, history, upkeep).
+``bot/cli_<group>.py`` (run, partners, memory, cards, pairing, history, upkeep,
+database).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 from bot.app import DataDirBusy
 from bot.cli_cards import CardCommandError, add_card_commands
 from bot.cli_data import CLIError
+from bot.cli_database import cmd_database_copy
 from bot.cli_history import cmd_import, cmd_reindex, cmd_search
 from bot.cli_memory import cmd_memory_edit, cmd_memory_export, cmd_memory_show
 from bot.cli_pairing import cmd_pairing_approve, cmd_pairing_deny, cmd_pairing_list
@@ -185,6 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("file", help="the JSONL file (format below)")
     imp.set_defaults(handler=cmd_import)
 
+    add_database_command(sub)
+
     sub.add_parser(
         "doctor", help="check config, data, partners, the LLM endpoint and chat tokens"
     ).set_defaults(handler=cmd_doctor)
@@ -239,6 +244,24 @@ def add_setup_command(sub: Any) -> None:
     setup.add_argument(
         "--no-check", action="store_true", help="write without checking (an offline build)"
     )
+
+
+def add_database_command(sub: Any) -> None:
+    database = sub.add_parser("database", help="move a SQLite gateway onto PostgreSQL")
+    dsub = database.add_subparsers(dest="action", required=True, metavar="ACTION", help="copy")
+    dcopy = dsub.add_parser(
+        "copy",
+        help="copy data/gateway.db (and memory files) into an empty PostgreSQL database",
+        description="Copies every conversation, memory and setting of the SQLite database into"
+        " an empty PostgreSQL database in one transaction (a failure leaves it empty) and"
+        " checks the row counts. The SQLite file is never changed. Stop the gateway first.",
+    )
+    dcopy.add_argument(
+        "--to",
+        metavar="URL",
+        help="postgresql://user:password@host/name (default: [storage] database_url)",
+    )
+    dcopy.set_defaults(handler=cmd_database_copy)
 
 
 def add_partner_commands(sub: Any) -> None:

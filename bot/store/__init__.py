@@ -9,6 +9,8 @@ A newcomer's map:
 - :mod:`bot.store.schema` — the versioned migrations, one list of steps.
 - :mod:`bot.store.search_terms` — search text normalised and tokenised in Python (folding,
   stems, CJK bigrams), so every backend indexes the same terms.
+- :mod:`bot.store.searchable` — what search is on every backend before any SQL: which
+  messages are searchable, audience tokens, each partner's search language and its terms.
 - :mod:`bot.store.sqlite` — the SQLite backend, composed from one module per concern:
   ``users`` (users, pairings, owner claims), ``chats`` (chats, bindings), ``messages``,
   ``queue`` (pending turns and delivery), ``turn_context`` (what a turn reads first, in

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.store.rows import MessageRow, NewMessage
-from bot.store.search import SEARCHABLE_ROLES, THREAD_ROLES, SearchIndex, audience_token
+from bot.store.search import SearchIndex
+from bot.store.searchable import SEARCHABLE_ROLES, THREAD_ROLES, audience_token
 
 MESSAGE_COLUMNS = (
     "id, session_id, partner_id, chat_key, platform_message_id, user_key, speaker, role, text, "

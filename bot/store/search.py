@@ -7,70 +7,24 @@ so an answer is found by the question before it."""
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from bot.store.connection import Connection, SqliteBase
-from bot.store.rows import NewMessage, SearchHit
-from bot.store.search_terms import DEFAULT_LANGUAGE, index_terms, match_expression
-
-THREAD_ROLES = ("user", "assistant", "context")
-"""Roles that make up a conversation thread: each one is its neighbours' context. (The
-schema's triggers and partial index spell the same list.)"""
-CONTEXT_WEIGHT = 0.5
-"""BM25 weight of the neighbours' words against a message's own (1.0). Measured with
-bench/recall.py: 0.3 to 0.8 are within 0.04 of each other; 0.5 is best or level on R@1 and
-R@10 in every language there, and a message's own words still rank it above its neighbours."""
-REINDEX_BATCH = 2000
-"""Messages re-indexed per round trip when search terms are recomputed."""
-SEARCHABLE_ROLES = ("user", "assistant", "context", "journal")
-"""Roles partner_search can find; tool traffic and notices never are."""
+from bot.store.connection import SqliteBase
+from bot.store.rows import SearchHit
+from bot.store.search_terms import match_expression
+from bot.store.searchable import (
+    CONTEXT_WEIGHT,
+    REINDEX_BATCH,
+    THREAD_ROLES,
+    SearchableMessages,
+    audience_token,
+    term_tag,
+)
 
 
-def is_searchable(message: NewMessage) -> bool:
-    """Whether partner_search can find this message (and semantic recall embeds it)."""
-    return message.role in SEARCHABLE_ROLES and bool(message.partner_id)
-
-
-def audience_token(partner_id: str, audience: str) -> str:
-    """The index's scope column: one opaque token per (partner, audience), so a per-user
-    search reads only that user's doclist, never the partner's whole history."""
-    return "a" + hashlib.sha1(f"{partner_id}\x00{audience}".encode()).hexdigest()[:16]
-
-
-def term_tag(scope: str) -> str:
-    """The prefix of every index term of one scope token's messages: an index term is per
-    audience, so a search reads only the postings of the audiences it may see. (Two audiences
-    sharing a tag would only share doclists; the scope filter still keeps them apart.)"""
-    return scope[1:9]
-
-
-class SearchIndex(SqliteBase):
+class SearchIndex(SearchableMessages, SqliteBase):
     """Search, each partner's search language, and the upkeep of index terms."""
-
-    def __init__(self, db: Connection, path: Path) -> None:
-        super().__init__(db, path)
-        self._languages: dict[str, str] = {}
-        """Each partner's search language (stemmer); absent: the default."""
-        self._new_searchable = asyncio.Event()
-
-    @property
-    def new_searchable(self) -> asyncio.Event:
-        """Set when a searchable message is stored or its text changes: the background
-        embedder waits on it (and clears it), so a new message gets its vector at once."""
-        return self._new_searchable
-
-    def _stored(self, messages: Sequence[NewMessage]) -> None:
-        """Wake whoever waits for new searchable messages, if any of these is one."""
-        if any(is_searchable(m) for m in messages):
-            self._new_searchable.set()
-
-    async def _load_search_languages(self) -> None:
-        rows = await self._all("SELECT partner_id, language FROM search_languages")
-        self._languages = {row[0]: row[1] for row in rows}
 
     async def search(
         self,
@@ -121,13 +75,6 @@ class SearchIndex(SqliteBase):
             return [row[0] for row in rows]
         return [audience_token(partner_id, a) for a in audiences]
 
-    def _language(self, partner_id: str | None) -> str:
-        return self._languages.get(partner_id or "", DEFAULT_LANGUAGE)
-
-    def _terms(self, text: str, partner_id: str | None, scope: str) -> str:
-        """A message's index terms: stemmed in its partner's language, tagged with its scope."""
-        return index_terms(text, self._language(partner_id), term_tag(scope))
-
     async def set_search_language(self, partner_id: str, language: str) -> int:
         """Stem this partner's history in ``language`` from now on (a Snowball name, see
         ``search_language``); a change re-indexes what is stored. Returns messages re-indexed."""
@@ -166,11 +113,7 @@ class SearchIndex(SqliteBase):
             )
             if not rows:
                 return changed
-            updates = [
-                (terms, row[0])
-                for row in rows
-                if (terms := self._terms(row[3], row[1], row[2])) != row[4]
-            ]
+            updates = self._changed_terms(rows)
             await self._db.executemany("UPDATE messages SET terms = ? WHERE id = ?", updates)
             changed += len(updates)
             after = rows[-1][0]

@@ -11,7 +11,8 @@ docstring for why a terms array), ``forgetting`` (and what VACUUM reaches), ``us
 ``users`` (and pairings, owner claims), ``vectors``, ``web`` (the web page's logins),
 ``workers`` (the worker registry, the leader row and queue-key leases with fencing epochs,
 claimed ``FOR UPDATE SKIP LOCKED``), ``documents`` (memory documents as rows) — and
-``store``, :class:`PostgresStore` composed from them.
+``store``, :class:`PostgresStore` composed from them; ``copy`` moves a SQLite database into
+an empty PostgreSQL one (``companion database copy``).
 
 asyncpg rather than psycopg 3: it is faster per query, needs no libpq on the machine, and its
 pool fits the store's short statements."""

@@ -12,7 +12,7 @@ from bot.store.messages import MESSAGE_COLUMNS
 from bot.store.postgres.base import Transaction
 from bot.store.postgres.search import SearchIndex
 from bot.store.rows import MessageRow, NewMessage
-from bot.store.search import SEARCHABLE_ROLES, THREAD_ROLES, audience_token
+from bot.store.searchable import SEARCHABLE_ROLES, THREAD_ROLES, audience_token
 
 INSERT_INTO_MESSAGES = (
     "INSERT INTO messages (dedup_key, queue_key, session_id, partner_id, chat_key,"

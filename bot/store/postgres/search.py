@@ -17,24 +17,21 @@ two backends' top results."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-import asyncpg
-
 from bot.store.postgres.base import PostgresBase, Transaction
-from bot.store.rows import NewMessage, SearchHit
+from bot.store.rows import SearchHit
 from bot.store.schema import postgres_search_words
-from bot.store.search import (
+from bot.store.search_terms import query_phrases
+from bot.store.searchable import (
     CONTEXT_WEIGHT,
     REINDEX_BATCH,
     THREAD_ROLES,
+    SearchableMessages,
     audience_token,
-    is_searchable,
     term_tag,
 )
-from bot.store.search_terms import DEFAULT_LANGUAGE, index_terms, query_phrases
 
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -116,28 +113,8 @@ the score's subquery, PostgreSQL would count each phrase's messages again for ev
 candidate (and misjudges how many candidates there are)."""
 
 
-class SearchIndex(PostgresBase):
+class SearchIndex(SearchableMessages, PostgresBase):
     """Search, each partner's search language, and the upkeep of index terms."""
-
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        super().__init__(pool)
-        self._languages: dict[str, str] = {}
-        """Each partner's search language (stemmer); absent: the default."""
-        self._new_searchable = asyncio.Event()
-
-    @property
-    def new_searchable(self) -> asyncio.Event:
-        """Set when a searchable message is stored or its text changes (see the SQLite
-        store): the background embedder waits on it."""
-        return self._new_searchable
-
-    def _stored(self, messages: Sequence[NewMessage]) -> None:
-        if any(is_searchable(m) for m in messages):
-            self._new_searchable.set()
-
-    async def _load_search_languages(self) -> None:
-        rows = await self._all("SELECT partner_id, language FROM search_languages")
-        self._languages = {row[0]: row[1] for row in rows}
 
     async def search(
         self,
@@ -172,13 +149,6 @@ class SearchIndex(PostgresBase):
             )
             return [row[0] for row in rows]
         return [audience_token(partner_id, a) for a in audiences]
-
-    def _language(self, partner_id: str | None) -> str:
-        return self._languages.get(partner_id or "", DEFAULT_LANGUAGE)
-
-    def _terms(self, text: str, partner_id: str | None, scope: str) -> str:
-        """A message's index terms: stemmed in its partner's language, tagged with its scope."""
-        return index_terms(text, self._language(partner_id), term_tag(scope))
 
     async def set_search_language(self, partner_id: str, language: str) -> int:
         """Stem this partner's history in ``language`` from now on; a change re-indexes what
@@ -216,11 +186,7 @@ class SearchIndex(PostgresBase):
             )
             if not rows:
                 return changed
-            updates = [
-                (terms, row[0])
-                for row in rows
-                if (terms := self._terms(row[3], row[1], row[2])) != row[4]
-            ]
+            updates = self._changed_terms(rows)
             await tx.write_many("UPDATE messages SET terms = $1 WHERE id = $2", updates)
             changed += len(updates)
             after = rows[-1][0]
