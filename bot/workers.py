@@ -2,11 +2,11 @@
 
 A worker registers itself and then, every ``workers.heartbeat_seconds``, beats: its registry
 row is stamped and its leases renewed, it takes or renews the leadership, and it sweeps for
-queue keys with pending messages that nobody holds (also those whose holder stopped renewing:
-an expired lease is taken over under a new epoch). Between beats it claims a key when the
-gateway stored a message for it and when PostgreSQL says another worker did (a wake-up only:
-the rows are the truth). A claimed key goes to the dispatcher, which works it in order and
-releases it when nothing is pending.
+queue keys that nobody holds with pending messages or a reply whose delivery was cut off
+(also those whose holder stopped renewing: an expired lease is taken over under a new
+epoch). Between beats it claims a key when the gateway stored a message for it and when
+PostgreSQL says another worker did (a wake-up only: the rows are the truth). A claimed key
+goes to the dispatcher, which works it in order and releases it when nothing is pending.
 
 The worker that leads runs the leader-only services (the Telegram poller, the scheduler,
 command sync, delivery retries); it starts them when it becomes leader and stops them when
