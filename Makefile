@@ -86,7 +86,8 @@ test: $(STAMP_DEV) postgresql browser
 	$(BIN)/pytest -q
 
 # The long whole-process runs (README, "Development"): kill -9 at random points of a turn
-# SOAK_KILLS times, then SOAK_MESSAGES messages over SOAK_CHATS chats against `companion run`.
+# SOAK_KILLS times, then SOAK_MESSAGES messages over SOAK_CHATS chats against `companion run`,
+# and PostgreSQL restarted under one gateway and under two workers.
 # `make test` runs the same tests with 5 kills and 500 messages over 50 chats.
 SOAK_KILLS ?= 50
 SOAK_MESSAGES ?= 20000
@@ -94,7 +95,8 @@ SOAK_CHATS ?= 500
 
 soak: $(STAMP_DEV)
 	SOAK_KILLS=$(SOAK_KILLS) SOAK_MESSAGES=$(SOAK_MESSAGES) SOAK_CHATS=$(SOAK_CHATS) \
-		$(BIN)/pytest -q -s tests/e2e/test_kill9.py tests/e2e/test_soak.py
+		$(BIN)/pytest -q -s tests/e2e/test_kill9.py tests/e2e/test_soak.py \
+		tests/e2e/test_postgres_restart.py
 
 bench: $(STAMP_DEV)
 	$(BIN)/python bench/search.py

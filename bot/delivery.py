@@ -16,11 +16,17 @@ are tried first, so one held back by an outage still arrives before those writte
 A reply is sent by one task at a time (a turn, the retry loop, start-up recovery), so two of
 them never send the same chunk.
 
+A turn's reply belongs to its chat's queue key. If its delivery is cut off after it was
+recorded — the database went away, the lease was lost, the worker died — it stays claimable
+with its key, and whichever worker works that key next finishes it under its lease
+(:meth:`Delivery.finish`) before it answers anything newer, so a chat's replies keep their
+order and nothing waits for a leader change or a restart.
+
 A reply a turn sends carries the turn's lease (:mod:`bot.workers`): before each chunk the lease
 is checked (``ensure_lease``), and every record of the reply's progress is fenced by it, so a
 worker that lost the chat to another never records, and only in the one window
 :mod:`bot.workers` names ever sends, after the other took over. Replies sent outside a turn
-(start-up recovery and the retry loop, which run on the leader) carry none.
+(greetings, check-ins, the leader's recovery of those and the retry loop) carry none.
 
 A reply's actions (``media`` rows: reactions and stickers from its markers, ``speak`` for a
 voice reply) are done before its first chunk, once each. A spoken reply goes out as a voice
@@ -34,7 +40,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from adapters.base import Channel, DeliveryError, MediaChannel, ReplyStream
@@ -43,7 +49,15 @@ from bot import markers
 from bot.config import DeliveryConfig
 from bot.events import ChatKind, ChatRef, Outbound, storable
 from bot.literal import literal_line
-from bot.store import ChatRow, DeliveryRetry, Lease, MediaRow, Store
+from bot.store import (
+    ChatRow,
+    DeliveryRetry,
+    Lease,
+    MediaRow,
+    Store,
+    StoreFull,
+    StoreUnavailable,
+)
 from bot.voice_replies import VoiceReplies
 
 logger = logging.getLogger(__name__)
@@ -53,12 +67,19 @@ MAX_FLOOD_WAIT_SECONDS = 30.0
 """A flood wait up to this long is waited out on the spot; a longer one is a scheduled retry."""
 MAX_DOUBLINGS = 30
 ERROR_CHARS = 200
+RECORD_PATIENCE_SECONDS = 30.0
+"""How long the record of a chunk the platform confirmed is tried again while the database is
+away (a restart takes seconds); given up, the chunk is sent again when the reply is finished."""
+RECORD_FIRST_PAUSE_SECONDS = 0.2
+RECORD_MAX_PAUSE_SECONDS = 5.0
 
 PartnerFace = Callable[[str], tuple[str, str | None, bytes | None] | None]
 """Partner id -> (name, avatar URL, avatar image), or None for a partner that is gone."""
 """A partner id -> (name, avatar) as its replies show them, or None for an unknown partner."""
 EnsureLease = Callable[[Lease], Awaitable[None]]
 """Raises :class:`LeaseLost` unless the lease is still this worker's (renewing it if due)."""
+RecordChunk = Callable[..., Awaitable[None]]
+"""The store's ``record_chunk`` or ``record_last_chunk``."""
 NotifyOwner = Callable[[str, str], Awaitable[None]]
 """(platform, text): a DM to the owner, on that platform if they have an id there."""
 
@@ -120,20 +141,39 @@ class Delivery:
         with self._sending_one(reply.message_id) as mine:
             return mine and await self._send(reply, stream)
 
-    async def deliver(self, message_id: int) -> bool:
-        """Send what is left of a recorded reply (after a restart); True when every chunk is
-        confirmed."""
+    async def deliver(self, message_id: int, lease: Lease | None = None) -> bool:
+        """Send what is left of a recorded reply (its delivery cut off), under the ``lease``
+        of its queue key if it has one; True when every chunk is confirmed."""
         row = await self.store.message(message_id)
         if row is None:
             return False
-        await self._send_waiting(row.chat_key, message_id)
-        return await self._deliver_one(message_id)
+        await self._send_waiting(row.chat_key, message_id, lease)
+        return await self._deliver_one(message_id, lease)
+
+    async def finish(self, message_ids: Sequence[int], lease: Lease) -> bool:
+        """Finish the replies of a queue key whose delivery an outage, a lost lease or a dead
+        worker cut off (:attr:`TurnContext.unfinished`), oldest first, under the key's
+        ``lease``; chunks already recorded are not sent again. True when each is settled —
+        delivered, waiting for a retry of its own, or given up; False when one could not
+        even be tried (no channel for its platform here)."""
+        settled = True
+        for message_id in message_ids:
+            if not await self.deliver(message_id, lease):
+                settled = await self._settled(message_id) and settled
+        return settled
+
+    async def _settled(self, message_id: int) -> bool:
+        """Whether a reply no task is sending needs nothing more from a turn: delivered,
+        given up, or waiting for a retry the retry loop sends."""
+        if await self._status(message_id) != "delivering":
+            return True
+        return await self.store.delivery_retry(message_id) is not None
 
     async def _deliver_one(self, message_id: int, lease: Lease | None = None) -> bool:
         with self._sending_one(message_id) as mine:
             if not mine:
                 return False
-            reply = await self._recorded(message_id)  # read once it is ours: nothing stale
+            reply = await self._recorded(message_id, lease)  # read once ours: nothing stale
             if reply is None:
                 return await self._status(message_id) == "delivered"
             return await self._send(replace(reply, lease=lease), None)
@@ -155,8 +195,10 @@ class Delivery:
         return row.status if row else None
 
     async def redeliver_pending(self) -> int:
-        """After a restart: finish the replies a stop or crash cut off mid-delivery. Replies
-        waiting for a retry keep their stored schedule (the retry loop's)."""
+        """When this worker starts leading: finish the replies outside every queue
+        (greetings, check-ins) a stop or crash cut off mid-delivery. A turn's reply is
+        finished by whoever holds its queue key (:meth:`finish`); replies waiting for a retry
+        keep their stored schedule (the retry loop's)."""
         interrupted = await self.store.interrupted_deliveries()
         for message_id in interrupted:
             await self.deliver(message_id)
@@ -220,14 +262,16 @@ class Delivery:
         for message_id in await self.store.waiting_replies(chat_key, before_id):
             await self._deliver_one(message_id, lease)
 
-    async def _recorded(self, message_id: int) -> PendingReply | None:
-        """A reply still being delivered, as stored; None once it is settled."""
+    async def _recorded(self, message_id: int, lease: Lease | None) -> PendingReply | None:
+        """A reply still being delivered, as stored; None once it is settled. A reply whose
+        chat is gone can never be sent: it is given up (or its queue would keep asking)."""
         row = await self.store.message(message_id)
         if row is None or row.status != "delivering":
             return None
         chat = await self.store.chat(row.chat_key)
         if chat is None:
-            logger.warning("reply %d: chat %s is gone", message_id, row.chat_key)
+            logger.warning("reply %d: chat %s is gone; given up", message_id, row.chat_key)
+            await self.store.mark_failed(message_id, lease=lease)
             return None
         answered = await self.store.answered_message(message_id)
         return PendingReply(
@@ -259,7 +303,7 @@ class Delivery:
             await self._ensure(lease)
             streamed_id = await stream.finish(chunks[0])
             if streamed_id is not None:
-                await self.store.record_chunk(message_id, 0, streamed_id, lease=lease)
+                await self._record(self.store.record_chunk, message_id, 0, streamed_id, lease)
                 done = 1
         face = self.partner_face(reply.partner_id) if reply.partner_id else None
         name, avatar, image = face if face else (None, None, None)
@@ -280,12 +324,46 @@ class Delivery:
                 await self._refused(reply, index, exc)
                 return False
             if index == len(chunks) - 1:
-                await self.store.record_last_chunk(message_id, index, platform_id, lease=lease)
+                await self._record(
+                    self.store.record_last_chunk, message_id, index, platform_id, lease
+                )
                 return True
-            await self.store.record_chunk(message_id, index, platform_id, lease=lease)
+            await self._record(self.store.record_chunk, message_id, index, platform_id, lease)
         # every chunk was recorded already: a resumed reply, or the stream carried it
         await self.store.mark_delivered(message_id, lease=lease)
         return True
+
+    async def _record(
+        self,
+        write: RecordChunk,
+        message_id: int,
+        chunk: int,
+        platform_id: str | None,
+        lease: Lease | None,
+    ) -> None:
+        """Record a chunk the platform confirmed, trying again while the database is away:
+        a chunk left unrecorded would be sent again when the reply is finished. A lost lease
+        is not waited out (the write raises LeaseLost), nor a full disk."""
+        deadline = time.monotonic() + RECORD_PATIENCE_SECONDS
+        pause = RECORD_FIRST_PAUSE_SECONDS
+        while True:
+            try:
+                await write(message_id, chunk, platform_id, lease=lease)
+                return
+            except StoreFull:
+                raise
+            except StoreUnavailable as exc:
+                if time.monotonic() + pause > deadline:
+                    raise
+                logger.warning(
+                    "reply %d chunk %d sent but not recorded (%s); recording again in %.1f s",
+                    message_id,
+                    chunk,
+                    exc,
+                    pause,
+                )
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, RECORD_MAX_PAUSE_SECONDS)
 
     async def _ensure(self, lease: Lease | None) -> None:
         """Before a chunk goes out: the turn's lease is still this worker's."""
@@ -350,7 +428,7 @@ class Delivery:
         voice_id = await channel.send_voice(outbound, audio)
         if not whole:
             return 0
-        await self.store.record_chunk(reply.message_id, 0, voice_id, lease=reply.lease)
+        await self._record(self.store.record_chunk, reply.message_id, 0, voice_id, reply.lease)
         return 1
 
     @staticmethod

@@ -11,7 +11,8 @@ the worker's sweep claimed arrives already leased (:meth:`Dispatcher.adopt`). Th
 with every turn, whose writes it fences, and is handed back to the worker when nothing is
 pending (which keeps it a little for the conversation's next message). A turn that
 finds its lease taken over stops, and the key is left to the new holder. Recovery after a
-restart is the same path: the worker's first sweep claims every key with pending rows.
+restart is the same path: the worker's first sweep claims every key with pending rows or
+with a reply whose delivery was cut off, which the key's turn finishes first.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class Worked(enum.Enum):
 
     IDLE = "nothing was pending"
     ANSWERED = "a turn ran"
+    DELIVERED = "replies whose delivery was cut off were finished; pending messages wait"
     FAILED = "a turn raised; its messages were counted and run again while they are pending"
     LOST = "another worker took the key over; its turns are that worker's now"
 
@@ -154,6 +156,8 @@ class Dispatcher:
                 self.turns_failed += 1
             elif worked is Worked.ANSWERED:
                 self.turns_done += 1
+                self._backoff.pop(queue_key, None)
+            elif worked is Worked.DELIVERED:
                 self._backoff.pop(queue_key, None)
             elif queue_key not in self._again:
                 return True

@@ -160,9 +160,19 @@ class TurnRunner:
         calls back while they are pending); the third failure closes them with an apology.
         Everything the turn needs before its model call is read at once, with the queue.
         A turn whose lease was taken over stops where it is: its writes were refused, and the
-        new holder answers the messages."""
+        new holder answers the messages.
+
+        Replies of the key whose delivery was cut off are finished first, before anything
+        newer is answered, so the chat sees its replies in order; an error meanwhile (the
+        database away) reaches the dispatcher, which works the key again after a pause."""
         key = lease.queue_key
         context = await self.store.turn_context(key, MAX_REACTIONS_SHOWN)
+        if context.unfinished:
+            try:
+                if await self.delivery.finish(context.unfinished, lease):
+                    return Worked.DELIVERED  # the dispatcher calls back for what is pending
+            except LeaseLost as lost:
+                return _lost(key, lost)
         pending = context.pending
         if not pending:
             return Worked.IDLE

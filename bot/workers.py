@@ -5,11 +5,12 @@ advisory lock goes when the process dies, so another worker takes its chats and 
 over at once instead of when they lapse) and then, every ``workers.heartbeat_seconds``,
 beats: its registry row is stamped and the leases it knows about renewed (a lease row under
 its id that it does not know about is given back), it takes or renews the leadership, and it
-sweeps for queue keys with pending messages that nobody holds (also those whose holder stopped
-renewing or died: such a lease is taken over under a new epoch). Between beats it claims a key
-when the gateway stored a message for it and when PostgreSQL says another worker did (a
-wake-up only, heard on the liveness connection: the rows are the truth). A claimed key goes to
-the dispatcher, which works it in order and releases it when nothing is pending.
+sweeps for queue keys that nobody holds with pending messages or a reply whose delivery was
+cut off (also those whose holder stopped renewing or died: such a lease is taken over under a
+new epoch). Between beats it claims a key when the gateway stored a message for it and when
+PostgreSQL says another worker did (a wake-up only, heard on the liveness connection: the rows
+are the truth). A claimed key goes to the dispatcher, which works it in order and releases it
+when nothing is pending.
 
 The liveness connection can be lost while the worker lives (PostgreSQL restarted, the
 network): the worker says so once, takes a new one at once and keeps trying until it has it;

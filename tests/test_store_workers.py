@@ -437,10 +437,10 @@ async def test_a_stale_epochs_finish_turn_is_refused_and_writes_nothing(store: S
     with pytest.raises(LeaseLost):
         await store.finish_turn([message_id], None, _reply(), lease=stale)
     assert [row.id for row in await store.pending("tg:1|ava")] == [message_id]
-    assert await store.interrupted_deliveries() == []
+    assert (await store.turn_context("tg:1|ava", 0)).unfinished == []
     reply_id = await store.finish_turn([message_id], None, _reply(), lease=current)
     assert await store.pending("tg:1|ava") == []
-    assert await store.interrupted_deliveries() == [reply_id]
+    assert (await store.turn_context("tg:1|ava", 0)).unfinished == [reply_id]
 
 
 async def test_a_stale_epochs_finish_turn_books_no_tokens_and_leaves_the_session_alone(
@@ -490,7 +490,7 @@ async def test_postgres_refuses_a_finish_turn_whose_lease_was_taken_over_while_i
         with pytest.raises(LeaseLost):
             await finishing
         assert [row.id for row in await store.pending("tg:1|ava")] == [message_id]
-        assert await store.interrupted_deliveries() == []
+        assert (await store.turn_context("tg:1|ava", 0)).unfinished == []
     finally:
         await watcher.close()
         await rival.close()
@@ -531,10 +531,10 @@ async def test_a_stale_epochs_chunk_records_are_refused_and_write_nothing(store:
     with pytest.raises(LeaseLost):
         await store.mark_delivered(reply_id, lease=stale)
     assert await store.delivered_chunks(reply_id) == 0
-    assert await store.interrupted_deliveries() == [reply_id]
+    assert (await store.turn_context("tg:1|ava", 0)).unfinished == [reply_id]
     await store.record_last_chunk(reply_id, 0, "p1", lease=current)
     assert await store.delivered_chunks(reply_id) == 1
-    assert await store.interrupted_deliveries() == []
+    assert (await store.turn_context("tg:1|ava", 0)).unfinished == []
 
 
 async def test_a_stale_epochs_delivery_retry_and_give_up_are_refused(store: Store) -> None:

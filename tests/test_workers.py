@@ -61,9 +61,10 @@ class Duties:
 
 @dataclass
 class Turns:
-    """The turn a worker's dispatcher runs: what TurnRunner does without the model — close
-    the pending messages with one recorded reply, then deliver it, all under the lease. A
-    turn waits at ``hold`` (when set) after recording its reply: a worker paused mid-turn."""
+    """The turn a worker's dispatcher runs: what TurnRunner does without the model — finish
+    the key's replies whose delivery was cut off, then close the pending messages with one
+    recorded reply and deliver it, all under the lease. A turn waits at ``hold`` (when set)
+    after recording its reply: a worker paused mid-turn."""
 
     store: Store
     delivery: Delivery
@@ -74,7 +75,13 @@ class Turns:
     overlaps: int = 0
 
     async def process(self, lease: Lease) -> Worked:
-        pending = await self.store.pending(lease.queue_key)
+        context = await self.store.turn_context(lease.queue_key, 0)
+        try:
+            if context.unfinished and await self.delivery.finish(context.unfinished, lease):
+                return Worked.DELIVERED
+        except LeaseLost:
+            return Worked.LOST
+        pending = context.pending
         if not pending:
             return Worked.IDLE
         chat_key = pending[-1].chat_key
@@ -257,9 +264,29 @@ async def test_a_worker_paused_past_its_lease_never_delivers_after_another_took_
     hold.set()  # one wakes up
     await one.dispatcher.idle()
     assert one.turns.answered == []
-    assert cluster.channel.texts() == ["re are you there?"]
+    # the reply one recorded before its pause is two's to deliver now, once, and first
+    assert cluster.channel.texts() == ["re hello", "re are you there?"]
     taken = await cluster.store.lease("test:1|ava")
     assert taken is not None and taken.epoch > stale.epoch
+
+
+async def test_a_reply_a_paused_worker_recorded_is_delivered_once_by_the_worker_that_took_over(
+    cluster: Cluster,
+) -> None:
+    # nothing is pending after one recorded its reply: only that reply makes the chat work
+    one = cluster.node("one")  # never beats, like a process stopped by SIGSTOP
+    hold = asyncio.Event()
+    one.turns.hold = hold
+    await cluster.message(1, "hello")
+    one.dispatcher.notify("test:1|ava")
+    await until(lambda: "test:1" in one.turns.running, "one paused after recording its reply")
+    two = await cluster.start(cluster.node("two"))
+    await until(lambda: cluster.channel.texts() == ["re hello"], "two delivering one's reply")
+    hold.set()  # one wakes up with the reply in hand
+    await one.dispatcher.idle()
+    await two.dispatcher.idle()
+    assert cluster.channel.texts() == ["re hello"]
+    assert one.turns.answered == [] and two.turns.answered == []
 
 
 async def test_one_worker_leads_and_another_takes_over_when_it_stops(cluster: Cluster) -> None:

@@ -218,8 +218,8 @@ class Store(Protocol):
     async def turn_context(self, queue_key: str, reactions: int) -> TurnContext:
         """The pending messages of ``queue_key`` and what answering them needs: the chat, the
         speaker, the open session of the last one's chat and partner with its history (and
-        the carried one's), their media and at most ``reactions`` reactions since — one
-        round trip (see :class:`TurnContext`)."""
+        the carried one's), their media and at most ``reactions`` reactions since, and the
+        key's unfinished replies — one round trip (see :class:`TurnContext`)."""
 
     async def pending_count(self) -> int: ...
 
@@ -239,7 +239,9 @@ class Store(Protocol):
 
         Every write that commits a turn's outcome takes the ``lease`` the turn runs under and
         checks it in the same transaction: if another worker took the queue key over, it
-        raises :class:`LeaseLost` and writes nothing (None: no lease fences the write)."""
+        raises :class:`LeaseLost` and writes nothing (None: no lease fences the write). The
+        reply joins the lease's queue key: if its delivery is cut off, the key stays
+        claimable until its holder finished it (:attr:`TurnContext.unfinished`)."""
 
     async def count_failed_turn(
         self, message_ids: Sequence[int], *, lease: Lease | None = None
@@ -264,8 +266,9 @@ class Store(Protocol):
     async def mark_failed(self, message_id: int, *, lease: Lease | None = None) -> None: ...
 
     async def interrupted_deliveries(self) -> list[int]:
-        """Replies a stop or crash cut off while they were being sent (none waits for a retry
-        of its own: those are the retry loop's)."""
+        """Replies outside every queue (greetings, check-ins) that a stop or crash cut off
+        while they were being sent (none waits for a retry of its own: those are the retry
+        loop's). A turn's reply is in its queue key's :attr:`TurnContext.unfinished`."""
 
     async def delivery_retry(self, message_id: int) -> DeliveryRetry | None: ...
 
@@ -656,12 +659,12 @@ class Store(Protocol):
     async def claim_queue_keys(
         self, worker_id: str, lease_seconds: float, limit: int, queue_key: str | None = None
     ) -> list[Lease]:
-        """Lease up to ``limit`` queue keys that have pending messages and no live lease
-        for ``lease_seconds``, each under a new epoch. Two workers claiming at once never get
-        the same key (PostgreSQL: ``FOR UPDATE SKIP LOCKED``; SQLite: one writer). An expired
-        lease, or on PostgreSQL one whose holder died, is taken over like a free one. With
-        ``queue_key``, only that key, and also if this worker's own live lease holds it
-        (taken again under a new epoch)."""
+        """Lease up to ``limit`` queue keys that have pending messages or an unfinished reply
+        (:attr:`TurnContext.unfinished`) and no live lease, for ``lease_seconds``, each under
+        a new epoch. Two workers claiming at once never get the same key (PostgreSQL: ``FOR
+        UPDATE SKIP LOCKED``; SQLite: one writer). An expired lease, or on PostgreSQL one
+        whose holder died, is taken over like a free one. With ``queue_key``, only that key,
+        and also if this worker's own live lease holds it (taken again under a new epoch)."""
 
     async def renew_lease(self, lease: Lease, lease_seconds: float) -> Lease:
         """Extend a lease still held under its epoch; :class:`LeaseLost` if it was taken

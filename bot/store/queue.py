@@ -24,6 +24,14 @@ RECORD_CHUNK = (
 MARK_DELIVERED = "UPDATE messages SET status = 'delivered' WHERE id = ?"
 
 
+def queued_reply(reply: NewMessage, inbound_ids: Sequence[int], lease: Lease | None) -> NewMessage:
+    """The reply as a turn records it: answering the last of its inbound messages, and in the
+    queue of the lease it was written under, so that if its delivery is cut off whoever holds
+    that key next finishes it (:func:`~bot.store.workers.unfinished_replies`)."""
+    queue_key = reply.queue_key or (lease.queue_key if lease is not None else None)
+    return replace(reply, answers_upto=max(inbound_ids), queue_key=queue_key)
+
+
 class Queue(Messages):
     """Pending turns, their replies and the delivery of each chunk."""
 
@@ -66,7 +74,7 @@ class Queue(Messages):
                 f"UPDATE messages SET status = ?, session_id = ? WHERE id IN ({marks})",
                 (inbound_status, session_id, *inbound_ids),
             )
-            reply_id = self._insert_message(db, replace(reply, answers_upto=max(inbound_ids)))
+            reply_id = self._insert_message(db, queued_reply(reply, inbound_ids, lease))
             assert reply_id is not None
             db.execute(
                 "UPDATE sessions SET last_active_at = ? WHERE id = ?", (time.time(), session_id)
@@ -138,11 +146,13 @@ class Queue(Messages):
         )
 
     async def interrupted_deliveries(self) -> list[int]:
-        """Replies a stop or crash cut off while they were being sent (none waits for a retry
-        of its own: those are the retry loop's)."""
+        """Replies outside every queue (greetings, check-ins) that a stop or crash cut off
+        while they were being sent. A reply of a queue is finished by whoever holds its key
+        (:func:`~bot.store.workers.unfinished_replies`), and one waiting for a retry of its
+        own is the retry loop's."""
         rows = await self._all(
-            "SELECT id FROM messages WHERE status = 'delivering' AND id NOT IN"
-            " (SELECT message_id FROM delivery_retries) ORDER BY id"
+            "SELECT id FROM messages WHERE status = 'delivering' AND queue_key IS NULL"
+            " AND id NOT IN (SELECT message_id FROM delivery_retries) ORDER BY id"
         )
         return [int(row[0]) for row in rows]
 

@@ -209,7 +209,8 @@ class TurnContext:
     """What a turn of one queue key reads before the model runs, read together in one round
     trip: its pending messages and, for the last of them, the chat, the speaker, the chat's
     open session with that partner, that session's history, the media of all of these and
-    the reactions since. Everything but ``pending`` is empty when nothing is pending."""
+    the reactions since. Everything but ``pending`` and ``unfinished`` is empty when nothing is
+    pending."""
 
     pending: list[MessageRow]
     chat: ChatRow | None = None
@@ -226,6 +227,10 @@ class TurnContext:
     """Users' reactions in the chat to the partner after ``reactions_after``, oldest first."""
     reactions_after: int = 0
     """The id of the last message of ``history`` (or ``carried``); 0 without either."""
+    unfinished: list[int] = field(default_factory=list)
+    """The queue key's replies recorded but not delivered, with no retry of their own
+    waiting (a delivery an outage, a lost lease or a dead worker cut off), oldest first: the
+    worker finishes them before it answers what is pending. Read also when nothing is."""
 
 
 @dataclass(frozen=True)

@@ -880,4 +880,8 @@ SCHEMA: list[Step] = [
     ALTER TABLE workers ADD COLUMN liveness_key INTEGER;
     ALTER TABLE workers ADD COLUMN liveness_at REAL;
     """,
+    # 20: a turn's reply belongs to its queue key; one whose delivery was cut off (an outage,
+    # a lost lease, a dead worker) keeps the key claimable until its holder finished it, so
+    # every sweep and every turn asks for a key's unfinished replies
+    "CREATE INDEX messages_unfinished ON messages (queue_key, id) WHERE status = 'delivering';",
 ]

@@ -19,6 +19,7 @@ from bot.store.messages import MESSAGE_COLUMNS, RECENT_REACTIONS
 from bot.store.rows import ChatRow, MediaRow, MessageRow, SessionRow, TurnContext, UserRow
 from bot.store.sessions import OPEN_SESSION, SESSION_COLUMNS
 from bot.store.users import USER_BY_KEY
+from bot.store.workers import unfinished_replies
 
 CONVERSATION = (
     "WHERE session_id = ? AND role IN ('user', 'assistant') AND status != 'pending' ORDER BY id"
@@ -36,9 +37,12 @@ class TurnContexts(SqliteBase):
 
 
 def _read(db: sqlite3.Connection, queue_key: str, reactions: int) -> TurnContext:
+    unfinished = [
+        int(row[0]) for row in db.execute(f"{unfinished_replies('?')} ORDER BY u.id", (queue_key,))
+    ]
     pending = _messages(db, "WHERE status = 'pending' AND queue_key = ? ORDER BY id", (queue_key,))
     if not pending:
-        return TurnContext(pending)
+        return TurnContext(pending, unfinished=unfinished)
     last = pending[-1]
     chat = db.execute(CHAT_BY_KEY, (last.chat_key,)).fetchone()
     user = db.execute(USER_BY_KEY, (last.user_key,)).fetchone() if last.user_key else None
@@ -61,6 +65,7 @@ def _read(db: sqlite3.Connection, queue_key: str, reactions: int) -> TurnContext
         media=_media(db, pending, [s for s in (session.id if session else None, carry_from) if s]),
         reactions=recent[::-1],
         reactions_after=after,
+        unfinished=unfinished,
     )
 
 

@@ -40,6 +40,25 @@ class Liveness(Protocol):
         """Let it go (the worker stops)."""
 
 
+def unfinished_replies(queue_key: str) -> str:
+    """The ids of the replies of a queue key (``queue_key``: SQL naming it) that were recorded
+    but not delivered and wait for no retry of their own: a delivery that an outage, a lost
+    lease or a dead worker cut off. They keep their key claimable, and its holder finishes
+    them first (DESIGN.md "Nothing stays pending forever"); a reply the platform refused has
+    a retry row and is the retry loop's."""
+    return (
+        f"SELECT u.id FROM messages u WHERE u.queue_key = {queue_key}"
+        " AND u.status = 'delivering'"
+        " AND NOT EXISTS (SELECT 1 FROM delivery_retries r WHERE r.message_id = u.id)"
+    )
+
+
+CLAIMABLE = (
+    "(EXISTS (SELECT 1 FROM messages m WHERE m.queue_key = l.queue_key"
+    f" AND m.status = 'pending') OR EXISTS ({unfinished_replies('l.queue_key')}))"
+)
+"""A lease row ``l`` whose key has work: pending messages or an unfinished reply."""
+
 HOLDS_LEASE = "SELECT 1 FROM chat_leases WHERE queue_key = ? AND worker_id = ? AND epoch = ?"
 HOLDS_LEADERSHIP = "SELECT 1 FROM leader WHERE name = ? AND worker_id = ? AND epoch = ?"
 
@@ -158,8 +177,7 @@ class Workers(SqliteBase):
                 f" expires_at = {NOW} + ? WHERE queue_key IN ("
                 f"  SELECT l.queue_key FROM chat_leases l WHERE (l.expires_at <= {NOW}"
                 "   OR (? IS NOT NULL AND l.worker_id = ?))"
-                "   AND l.queue_key = coalesce(?, l.queue_key) AND EXISTS (SELECT 1 FROM"
-                "   messages m WHERE m.queue_key = l.queue_key AND m.status = 'pending')"
+                f"   AND l.queue_key = coalesce(?, l.queue_key) AND {CLAIMABLE}"
                 "  ORDER BY l.queue_key LIMIT ?)"
                 " RETURNING queue_key, worker_id, epoch, expires_at",
                 (worker_id, lease_seconds, queue_key, worker_id, queue_key, limit),

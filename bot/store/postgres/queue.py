@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import astuple, replace
+from dataclasses import astuple
 from typing import Any
 
 import asyncpg
 
 from bot.store.postgres.messages import INSERT_INTO_MESSAGES, MESSAGE_VALUES, Messages
 from bot.store.postgres.workers import FENCED, fenced, lease_lost, lease_values
+from bot.store.queue import queued_reply
 from bot.store.rows import DeliveryRetry, Lease, MessageRow, NewMessage, NewUsage
 
 FINISH_TURN = fenced(
@@ -119,7 +120,7 @@ class Queue(Messages):
         (``usage``) if given: one statement, so one transaction and one round trip, refused
         with :class:`LeaseLost` if ``lease`` was taken over. Without a session the inbound
         messages stay out of every session's history."""
-        reply = replace(reply, answers_upto=max(inbound_ids))
+        reply = queued_reply(reply, inbound_ids, lease)
         media = reply.media
         row = await self._fenced(
             lease,
@@ -170,11 +171,13 @@ class Queue(Messages):
         await self._fenced(lease, MARK_FAILED, message_id)
 
     async def interrupted_deliveries(self) -> list[int]:
-        """Replies a stop or crash cut off while they were being sent (none waits for a retry
-        of its own: those are the retry loop's)."""
+        """Replies outside every queue (greetings, check-ins) that a stop or crash cut off
+        while they were being sent. A reply of a queue is finished by whoever holds its key
+        (:func:`~bot.store.workers.unfinished_replies`), and one waiting for a retry of its
+        own is the retry loop's."""
         rows = await self._all(
-            "SELECT id FROM messages WHERE status = 'delivering' AND id NOT IN"
-            " (SELECT message_id FROM delivery_retries) ORDER BY id"
+            "SELECT id FROM messages WHERE status = 'delivering' AND queue_key IS NULL"
+            " AND id NOT IN (SELECT message_id FROM delivery_retries) ORDER BY id"
         )
         return [int(row[0]) for row in rows]
 

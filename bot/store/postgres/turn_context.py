@@ -14,6 +14,7 @@ from bot.store.messages import MESSAGE_COLUMNS
 from bot.store.postgres.base import PostgresBase
 from bot.store.rows import ChatRow, MediaRow, MessageRow, SessionRow, TurnContext, UserRow
 from bot.store.sessions import SESSION_COLUMNS
+from bot.store.workers import unfinished_replies
 
 CHAT_COLUMNS = "chat_key, platform, platform_chat_id, thread_id, kind, title, selected_partner"
 MEDIA_ORDER = "x.seq"
@@ -58,6 +59,7 @@ SELECT
     (SELECT {MESSAGES} FROM carried m) AS carried,
     (SELECT {MESSAGES} FROM reactions m) AS reactions,
     (SELECT id FROM after) AS after,
+    (SELECT array_agg(id ORDER BY id) FROM ({unfinished_replies("$1")}) u) AS unfinished,
     (SELECT array_agg({_row("x", MEDIA_COLUMNS)} ORDER BY {MEDIA_ORDER}) FROM media x
         WHERE x.message_id IN (SELECT id FROM pending) OR x.message_id IN (SELECT id FROM messages
         WHERE session_id IN (SELECT id FROM open UNION ALL SELECT carry_from FROM open)))
@@ -74,8 +76,9 @@ class TurnContexts(PostgresBase):
         row = await self._one(TURN_CONTEXT, queue_key, reactions)
         assert row is not None  # a SELECT without FROM always yields a row
         pending = _messages(row["pending"])
+        unfinished = [int(message_id) for message_id in row["unfinished"] or ()]
         if not pending:
-            return TurnContext(pending)
+            return TurnContext(pending, unfinished=unfinished)
         media: dict[int, list[MediaRow]] = {}
         for item in row["media"] or ():
             media.setdefault(int(item[0]), []).append(MediaRow(*item))
@@ -89,6 +92,7 @@ class TurnContexts(PostgresBase):
             media=media,
             reactions=_messages(row["reactions"]),
             reactions_after=int(row["after"]),
+            unfinished=unfinished,
         )
 
 

@@ -29,7 +29,7 @@ from bot.store.errors import LeaseLost
 from bot.store.postgres.base import PostgresBase, Transaction
 from bot.store.postgres.liveness import GONE, LivenessConnection
 from bot.store.rows import Leader, Lease, WorkerRow
-from bot.store.workers import LEADER, Liveness
+from bot.store.workers import CLAIMABLE, LEADER, Liveness
 
 NOW = "extract(epoch FROM clock_timestamp())::double precision"
 
@@ -169,8 +169,7 @@ class Workers(PostgresBase):
                 f" expires_at = {NOW} + $2 WHERE queue_key IN ("
                 f"  SELECT l.queue_key FROM chat_leases l WHERE (l.expires_at <= {NOW}"
                 f"   OR l.worker_id IN ({GONE}) OR ($3::text IS NOT NULL AND l.worker_id = $1))"
-                "   AND l.queue_key = coalesce($3, l.queue_key) AND EXISTS (SELECT 1 FROM"
-                "   messages m WHERE m.queue_key = l.queue_key AND m.status = 'pending')"
+                f"   AND l.queue_key = coalesce($3, l.queue_key) AND {CLAIMABLE}"
                 "  ORDER BY l.queue_key LIMIT $4 FOR UPDATE SKIP LOCKED)"
                 " RETURNING queue_key, worker_id, epoch, expires_at",
                 worker_id,
