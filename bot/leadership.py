@@ -1,6 +1,7 @@
 """What only the leading worker runs (DESIGN.md "Several workers"), started when this worker
-becomes leader and stopped when it stops leading: the scheduler (reviews, the nightly pass,
-check-ins, reminders) under the leader's epoch, the finishing of replies a crash cut off and
+becomes leader and stopped when it stops leading: the scheduler (the review sweep and nightly
+pass, which only mark reviews due for any worker to run, check-ins, reminders) under the
+leader's epoch, the finishing of replies a crash cut off and
 the retry loop of refused replies, and each channel's leader duties (Telegram's poller and
 command menu, Discord's command sync). A lone worker leads from its start.
 """

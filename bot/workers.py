@@ -20,6 +20,12 @@ clock). The one window left: a worker paused after that check, for longer than t
 lease, and before the platform's answer, sends that one chunk although another worker took
 over and sends it too (README, "Delivery guarantees").
 
+Reviews are claimed the same way (a lease on the session's review, renewed by the same
+heartbeat): each beat claims due reviews nobody runs, as many as the reviewer has room for, and
+hands them to it (:class:`partners.review.Reviewer`); a review claimed by a worker that died
+lapses with its other leases and is claimed again by whichever worker beats next. The leader's
+scheduler only marks reviews due.
+
 With SQLite there is one worker; it always leads and always wins its claims, on the same code
 path.
 """
@@ -53,6 +59,13 @@ class LeaderServices(Protocol):
 
     async def follow(self) -> None:
         """This worker no longer leads (or cannot tell): stop the services."""
+
+
+class Reviews(Protocol):
+    """Where the heartbeat has due reviews claimed and run (:class:`partners.review.Reviewer`)."""
+
+    async def sweep(self) -> int:
+        """Claim due reviews no worker runs, as many as there is room for, and start them."""
 
 
 def default_worker_id() -> str:
@@ -101,6 +114,7 @@ class Worker:
         self._leader_deadline = 0.0
         self._dispatcher: Dispatcher | None = None
         self._services: LeaderServices | None = None
+        self._reviews: Reviews | None = None
         self._beating: asyncio.Task[None] | None = None
         self._unlisten: Unlisten | None = None
 
@@ -116,12 +130,16 @@ class Worker:
 
     # ---- lifecycle -----------------------------------------------------------------------
 
-    async def start(self, dispatcher: Dispatcher, services: LeaderServices) -> None:
+    async def start(
+        self, dispatcher: Dispatcher, services: LeaderServices, reviews: Reviews | None = None
+    ) -> None:
         """Register, beat once (so a lone worker leads and resumes its chats at once), then
         keep beating and listening for other workers' messages. ``dispatcher`` works the keys
-        this worker claims; ``services`` run while it leads."""
+        this worker claims; ``services`` run while it leads; ``reviews`` runs the due reviews
+        each beat claims."""
         self._dispatcher = dispatcher
         self._services = services
+        self._reviews = reviews
         await self.store.register_worker(self.id, socket.gethostname(), os.getpid())
         await self._let_the_dead_go()
         await self.beat()
@@ -166,7 +184,8 @@ class Worker:
                 await self._lapse()
 
     async def beat(self) -> None:
-        """Renew the registry row and the leases, lead if possible, then sweep."""
+        """Renew the registry row and the leases (review claims too), lead if possible, then
+        sweep for chats and for due reviews."""
         started = self.clock()
         renewed = {
             lease.queue_key: lease
@@ -184,6 +203,8 @@ class Worker:
         await self._let_idle_go(started)
         await self._lead(started)
         await self.sweep()
+        if self._reviews is not None:
+            await self._reviews.sweep()
 
     async def _let_idle_go(self, now: float) -> None:
         """Give back the leases idle for a heartbeat or more. A chat's lease outlives its
@@ -261,6 +282,22 @@ class Worker:
             self.forget(lease)
             raise
         held.deadline = started + self.settings.lease_seconds
+
+    # ---- review claims (partners.review.ReviewClaims) ------------------------------------
+
+    async def claim_review(self, session_id: str) -> Lease | None:
+        return await self.store.claim_review(self.id, session_id, self.settings.lease_seconds)
+
+    async def claim_due_reviews(self, due_by: float, limit: int) -> list[Lease]:
+        return await self.store.claim_due_reviews(
+            self.id, self.settings.lease_seconds, due_by, limit
+        )
+
+    async def keep_review(self, claim: Lease) -> None:
+        await self.store.renew_lease(claim, self.settings.lease_seconds)
+
+    async def release_review(self, claim: Lease) -> None:
+        await self.store.release_leases([claim])
 
     # ---- the leadership ------------------------------------------------------------------
 

@@ -16,6 +16,9 @@ from tests.conftest import OWNER_ID, Harness, dm
 from tests.fakes.fake_llm import Failure, Reply, ToolCallSpec
 
 REVIEW_ON = {"auto_memory": True, "review_turns": 3, "review_chars": 2000}
+SLOW_HEARTBEAT = {"lease_seconds": 3600, "heartbeat_seconds": 600}
+"""The worker beats at its start and then not within a test: a test runs due reviews itself
+(each heartbeat also claims and runs them, in the background)."""
 
 
 def review_reply(journal: dict[str, Any] | None = None, memory: list[dict[str, Any]] = ()) -> Reply:
@@ -23,7 +26,7 @@ def review_reply(journal: dict[str, Any] | None = None, memory: list[dict[str, A
 
 
 async def reviewing(harness_factory: Any, **memory: Any) -> Harness:
-    return await harness_factory(memory={**REVIEW_ON, **memory})
+    return await harness_factory(memory={**REVIEW_ON, **memory}, workers=SLOW_HEARTBEAT)
 
 
 async def chat(harness: Harness, user: int, *texts: str, name: str = "Alice") -> SessionRow:
@@ -334,12 +337,14 @@ async def test_restart_between_trigger_and_run_reviews_once(harness_factory: Any
     session = await chat(harness, 42, "Booked flights to Lisbon for our anniversary in May")
     await harness.app.store.mark_review_due(session.id, 0)
     await harness.app.stop()
-    again = await reviewing(harness_factory)
-    reviews_before = len(again.llm.requests)
-    again.llm.script(review_reply({"summary": "Anniversary trip to Lisbon in May"}))
-    assert await again.app.reviewer.run_due() == 1
+    reviews_before = len(harness.llm.requests)
+    harness.llm.script(review_reply({"summary": "Anniversary trip to Lisbon in May"}))
+    again = await reviewing(harness_factory)  # its first heartbeat claims the due review
+    await again.app.reviewer.idle()
     assert await again.app.reviewer.run_due() == 0
     assert len(again.llm.requests) == reviews_before + 1
+    reviewed = await again.app.store.session(session.id)
+    assert reviewed is not None and reviewed.review_due_at is None and reviewed.reviewed_upto
 
 
 async def test_undo_of_a_review_change(harness_factory: Any) -> None:
@@ -540,3 +545,25 @@ async def test_a_simulated_week_reads_like_a_careful_diary(harness_factory: Any)
     assert journal_ops == ["append"] * 4 + ["insert"] * 4  # each day's entry and day line
     for name in journals:
         assert (root / "memory" / name).read_text().split("\n")[1].startswith("> Day: ")
+
+
+async def test_a_long_answer_does_not_push_the_turns_before_it_out_of_the_review(
+    harness_factory: Any,
+) -> None:
+    """The review sees every turn of its segment: a reply longer than the review's window
+    (a story in three chunks) is shortened, the conversation before it is not dropped,
+    since the watermark passes it either way."""
+    harness = await reviewing(harness_factory)
+    harness.llm.script(Reply(text="glad to hear it"), Reply(text="once upon a time " * 600))
+    for text in ("My sister Ana moved to Montreal", "Tell me a long story please"):
+        await harness.send(dm(42, text))
+        await harness.settle()
+    session = await harness.app.store.open_session("test:42", "example")
+    assert session is not None
+    harness.llm.script(review_reply({"summary": "Ana moved; a story"}))
+    await harness.app.reviewer.review(session.id)
+    prompt = harness.llm.requests[-1]["messages"][-1]["content"]
+    segment = prompt.split("## The new part of the conversation", 1)[1]
+    assert "My sister Ana moved to Montreal" in segment
+    assert "Tell me a long story please" in segment
+    assert "once upon a time" in segment

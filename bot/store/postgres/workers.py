@@ -24,7 +24,7 @@ import asyncpg
 from bot.store.errors import LeaseLost
 from bot.store.postgres.base import PostgresBase, Transaction, translated
 from bot.store.rows import Leader, Lease, WorkerRow
-from bot.store.workers import LEADER, Unlisten
+from bot.store.workers import LEADER, REVIEW_PREFIX, Unlisten, review_key
 
 NOW = "extract(epoch FROM clock_timestamp())::double precision"
 PENDING_CHANNEL = "companion_pending"
@@ -161,6 +161,54 @@ class Workers(PostgresBase):
                 worker_id,
                 lease_seconds,
                 queue_key,
+                limit,
+            )
+        )
+
+    async def claim_review(
+        self, worker_id: str, session_id: str, lease_seconds: float
+    ) -> Lease | None:
+        key = review_key(session_id)
+        async with self._transaction() as tx:
+            await tx.write(
+                "INSERT INTO chat_leases (queue_key, worker_id, epoch, expires_at)"
+                " VALUES ($1, '', 0, 0) ON CONFLICT (queue_key) DO NOTHING",
+                key,
+            )
+            row = await tx.one(
+                f"UPDATE chat_leases SET worker_id = $1, epoch = epoch + 1,"
+                f" expires_at = {NOW} + $2 WHERE queue_key = $3 AND expires_at <= {NOW}"
+                " RETURNING queue_key, worker_id, epoch, expires_at",
+                worker_id,
+                lease_seconds,
+                key,
+            )
+        return _lease(row) if row else None
+
+    async def claim_due_reviews(
+        self, worker_id: str, lease_seconds: float, due_by: float, limit: int
+    ) -> list[Lease]:
+        # the claim rows first, in a statement of their own (as claim_queue_keys does)
+        await self._write(
+            "INSERT INTO chat_leases (queue_key, worker_id, epoch, expires_at)"
+            " SELECT $1 || id, '', 0, 0 FROM sessions WHERE review_due_at <= $2"
+            " ON CONFLICT (queue_key) DO NOTHING",
+            REVIEW_PREFIX,
+            due_by,
+        )
+        return _leases(
+            await self._all(
+                f"UPDATE chat_leases SET worker_id = $1, epoch = epoch + 1,"
+                f" expires_at = {NOW} + $2 WHERE queue_key IN ("
+                "  SELECT l.queue_key FROM sessions s JOIN chat_leases l"
+                "  ON l.queue_key = $3 || s.id"
+                f"  WHERE s.review_due_at <= $4 AND l.expires_at <= {NOW}"
+                "  ORDER BY s.review_due_at LIMIT $5 FOR UPDATE OF l SKIP LOCKED)"
+                " RETURNING queue_key, worker_id, epoch, expires_at",
+                worker_id,
+                lease_seconds,
+                REVIEW_PREFIX,
+                due_by,
                 limit,
             )
         )
