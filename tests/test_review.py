@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -567,3 +568,38 @@ async def test_a_long_answer_does_not_push_the_turns_before_it_out_of_the_review
     assert "My sister Ana moved to Montreal" in segment
     assert "Tell me a long story please" in segment
     assert "once upon a time" in segment
+
+
+async def test_a_review_run_again_over_the_same_part_writes_no_memory_edit_twice(
+    harness_factory: Any,
+) -> None:
+    """A review that wrote its memory edits and was cut off before its watermark was
+    recorded (here: the watermark put back by hand) runs again over the same part; the
+    model words the same fact differently the second time, and only the first wording is
+    kept."""
+    harness = await reviewing(harness_factory)
+    root = partner_dir(harness)
+    session = await chat(harness, 42, "My sister Ana moved to Montreal last spring")
+    harness.llm.script(
+        review_reply(
+            {"summary": "Ana moved"},
+            [{"file": "users/test-42.md", "op": "add", "text": "Sister Ana lives in Montreal"}],
+        )
+    )
+    await harness.app.reviewer.review(session.id)
+    with sqlite3.connect(harness.config.data_dir / "gateway.db") as db:
+        db.execute("UPDATE sessions SET reviewed_upto = 0 WHERE id = ?", (session.id,))
+    harness.llm.script(
+        review_reply(
+            {"summary": "Ana moved"},
+            [{"file": "users/test-42.md", "op": "add", "text": "Ana (her sister) is in Montreal"}],
+        )
+    )
+    result = await harness.app.reviewer.review(session.id)
+    assert result.changes == [] and result.skipped == [
+        "users/test-42.md: this part was reviewed into it already"
+    ]
+    entries = await harness.app.memory.entries(MemoryFile(root, "users/test-42.md"))
+    assert [e.text for e in entries] == ["Sister Ana lives in Montreal"]
+    reviewed = await harness.app.store.session(session.id)
+    assert reviewed is not None and reviewed.reviewed_upto > 0
