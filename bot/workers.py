@@ -125,7 +125,7 @@ class Worker:
 
     @property
     def held(self) -> int:
-        """How many queue keys this worker holds a lease on."""
+        """How many leases this worker holds (queue keys and review claims)."""
         return len(self._held)
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -284,19 +284,41 @@ class Worker:
         held.deadline = started + self.settings.lease_seconds
 
     # ---- review claims (partners.review.ReviewClaims) ------------------------------------
+    # A review claim is held like a chat's lease (renewed, and checked by the heartbeat, as
+    # one of the leases this worker knows), but no dispatcher works it and it is never idle.
 
     async def claim_review(self, session_id: str) -> Lease | None:
-        return await self.store.claim_review(self.id, session_id, self.settings.lease_seconds)
+        started = self.clock()
+        claim = await self.store.claim_review(self.id, session_id, self.settings.lease_seconds)
+        if claim is not None:
+            self._hold(claim, started)
+        return claim
 
     async def claim_due_reviews(self, due_by: float, limit: int) -> list[Lease]:
-        return await self.store.claim_due_reviews(
+        started = self.clock()
+        claims = await self.store.claim_due_reviews(
             self.id, self.settings.lease_seconds, due_by, limit
         )
+        for claim in claims:
+            self._hold(claim, started)
+        return claims
 
     async def keep_review(self, claim: Lease) -> None:
-        await self.store.renew_lease(claim, self.settings.lease_seconds)
+        # asked of the database, not of this worker's clock: one round trip per review buys
+        # that a worker paused through the model's answer writes no memory once another took
+        # its claim over
+        started = self.clock()
+        try:
+            await self.store.renew_lease(claim, self.settings.lease_seconds)
+        except LeaseLost:
+            self.forget(claim)
+            raise
+        held = self._held.get(claim.queue_key)
+        if held is not None and held.lease.epoch == claim.epoch:
+            held.deadline = started + self.settings.lease_seconds
 
     async def release_review(self, claim: Lease) -> None:
+        self.forget(claim)
         await self.store.release_leases([claim])
 
     # ---- the leadership ------------------------------------------------------------------
