@@ -558,10 +558,13 @@ class Reviewer:
         result: ReviewResult,
         upto: int,
     ) -> None:
-        """Apply the answer's memory edits, file by file. A file that already holds edits
-        of this segment (a run cut off before its watermark, or a worker that lost its claim
-        after writing) gets none again: the model's second answer need not repeat its first
-        word for word, so only the segment can tell a repeat."""
+        """Apply the answer's memory edits, file by file. When an earlier run over this
+        segment got as far as its journal entry (it was cut off before its watermark, or
+        lost its claim after writing), it had applied all of its edits: a file holding edits
+        of this segment gets none again, since the model's second answer need not repeat its
+        first word for word. An earlier run cut off before its journal may have applied only
+        some: every edit is applied again, an add of the same text being a duplicate the
+        memory store refuses and a replace or remove finding its old text gone."""
         by_name = {(f.name if label == USER_FILE else label): f for label, f in files.items()}
         grouped: dict[str, list[dict[str, Any]]] = {}
         for op in ops:
@@ -602,12 +605,12 @@ class Reviewer:
                     result.changes.append(change)
 
     async def _files_written(self, partner: Partner, source: str) -> set[str]:
-        """The files holding a memory edit from ``source`` (the journal's append aside)."""
-        return {
-            change.file
-            for change in await self.memory.changes(partner.dir)
-            if change.source == source and change.op != "append"
-        }
+        """The files holding a memory edit from ``source`` by a run that went on to write
+        its journal entry (the last thing a review writes); none when no run got so far."""
+        changes = [c for c in await self.memory.changes(partner.dir) if c.source == source]
+        if not any(change.op == "append" for change in changes):
+            return set()
+        return {change.file for change in changes if change.op != "append"}
 
     async def _removes_too_much(self, file: MemoryFile, ops: list[dict[str, Any]]) -> bool:
         entries = await self.memory.entries(file)

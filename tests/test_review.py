@@ -13,6 +13,7 @@ import pytest
 
 from bot.store import SessionRow
 from partners.memory import MemoryFile
+from partners.review import segment_source
 from tests.conftest import OWNER_ID, Harness, dm
 from tests.fakes.fake_llm import Failure, Reply, ToolCallSpec
 
@@ -603,3 +604,29 @@ async def test_a_review_run_again_over_the_same_part_writes_no_memory_edit_twice
     assert [e.text for e in entries] == ["Sister Ana lives in Montreal"]
     reviewed = await harness.app.store.session(session.id)
     assert reviewed is not None and reviewed.reviewed_upto > 0
+
+
+async def test_a_review_cut_off_between_its_memory_edits_applies_the_rest_when_run_again(
+    harness_factory: Any,
+) -> None:
+    """The first run wrote one of its two edits and died before its journal entry: the run
+    again writes the other, and the first once."""
+    harness = await reviewing(harness_factory)
+    root = partner_dir(harness)
+    session = await chat(harness, 42, "My sister Ana moved to Montreal with her cat Miso")
+    upto = (await harness.app.store.session_messages(session.id))[-1].id
+    file = MemoryFile(root, "users/test-42.md")
+    source = segment_source(session, upto)
+    await harness.app.memory.add(file, "Sister Ana lives in Montreal", reason="", source=source)
+    harness.llm.script(
+        review_reply(
+            {"summary": "Ana moved with Miso"},
+            [
+                {"file": "users/test-42.md", "op": "add", "text": "Sister Ana lives in Montreal"},
+                {"file": "users/test-42.md", "op": "add", "text": "Ana's cat is called Miso"},
+            ],
+        )
+    )
+    await harness.app.reviewer.review(session.id)
+    entries = [e.text for e in await harness.app.memory.entries(file)]
+    assert entries == ["Sister Ana lives in Montreal", "Ana's cat is called Miso"]
