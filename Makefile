@@ -96,7 +96,7 @@ SOAK_CHATS ?= 500
 soak: $(STAMP_DEV)
 	SOAK_KILLS=$(SOAK_KILLS) SOAK_MESSAGES=$(SOAK_MESSAGES) SOAK_CHATS=$(SOAK_CHATS) \
 		$(BIN)/pytest -q -s tests/e2e/test_kill9.py tests/e2e/test_soak.py \
-		tests/e2e/test_postgres_restart.py
+		tests/e2e/test_postgres_restart.py tests/e2e/test_workers.py
 
 bench: $(STAMP_DEV)
 	$(BIN)/python bench/search.py

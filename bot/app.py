@@ -159,7 +159,7 @@ class App:
             await self.web.start()
         for channel in self.channels.values():
             await channel.start(self.gateway)
-        await self.worker.start(self.dispatcher, self.leader_duties)
+        await self.worker.start(self.dispatcher, self.leader_duties, self.reviewer)
         self.status_task = asyncio.create_task(self._report_status(), name="status file")
         self.approvals_task = asyncio.create_task(
             self._announce_approvals(), name="pairing approvals"
@@ -203,6 +203,7 @@ class App:
             await asyncio.gather(self.status_task, return_exceptions=True)
             await asyncio.to_thread(remove_status, self.config.data_dir)
         await self.dispatcher.close(SHUTDOWN_GRACE_SECONDS)
+        await self.reviewer.close()  # its claims go back with the worker's leases, next
         await self.worker.stop()  # the leader's services too; other workers take over now
         for channel in self.channels.values():
             try:
@@ -212,7 +213,6 @@ class App:
         if self.embedder is not None:
             await self.embedder.stop()
             await self.embedder.client.close()
-        await self.reviewer.close()
         await self.llm.close()
         await self.speech.close()
         await self.store.close()
@@ -297,6 +297,7 @@ async def build_app(
         notify_owner=notify_owner,
         timezone=partner_zone,
         usage_day=config.usage_day,
+        claims=worker,
     )
     consolidator = Consolidator(
         store=store,

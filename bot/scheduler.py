@@ -1,6 +1,10 @@
 """APScheduler wiring: the review sweep every minute, the nightly pass, check-ins, reminders.
 
-Jobs only call into partners/ (review, consolidation). Both coalesce, so a laptop waking from
+Jobs only call into partners/ (review, consolidation). Reviews are only enqueued here: the
+sweep marks idle sessions due and the nightly pass marks every session with unreviewed
+conversation due; each worker's heartbeat claims due reviews and runs them
+(:meth:`partners.review.Reviewer.sweep`), so a review never runs on the leader because it
+leads, and never twice. Both coalesce, so a laptop waking from
 sleep runs a missed job once, never a pile of them: the sweep within a short grace, the nightly
 pass however late it is. The nightly pass also records per partner which day it did, so a
 restart never runs it twice for one day.
@@ -10,7 +14,13 @@ Each run is first recorded in the store (the job's name and the time it is due f
 epoch: a run some leader already recorded is skipped, and a leader that lost its leadership
 records nothing and runs nothing, so no job runs twice across a failover. A run recorded by a
 leader that died before finishing it is not run again; the sweep and check-ins come round
-again within their period, a nightly pass so cut off waits for the next night.
+again within their period, a nightly pass so cut off waits for the next night (the reviews it
+enqueued before dying still run).
+
+What stays on the leader, and why it cannot run twice: the nightly consolidation and day line
+(one per partner per day, recorded in ``job_runs`` and the partner's done-day setting), the
+check-in pass (one ``job_runs`` row per 30-minute period; each check-in's own row records
+that it went out) and each reminder (one ``job_runs`` row per reminder id, fired once).
 """
 
 from __future__ import annotations
@@ -176,12 +186,12 @@ class Scheduler:
         return {job.id: job.next_run_time for job in self._scheduler.get_jobs()}
 
     async def sweep(self) -> None:
-        """Due reviews (debounced triggers, retries, restarts) and idle sessions."""
+        """Mark idle sessions' reviews due; any worker's heartbeat runs them (as it does the
+        debounced triggers, retries and reviews cut off by a restart)."""
         if not await self._first_run("review-sweep", self._period(SWEEP_SECONDS)):
             return
         try:
-            await self.reviewer.run_due()
-            await self.reviewer.review_idle()
+            await self.reviewer.enqueue_idle()
         except Exception:
             logger.exception("review sweep failed")
 

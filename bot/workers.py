@@ -28,6 +28,12 @@ clock). The one window left: a worker paused after that check, for longer than t
 lease, and before the platform's answer, sends that one chunk although another worker took
 over and sends it too (README, "Delivery guarantees").
 
+Reviews are claimed the same way (a lease on the session's review, renewed by the same
+heartbeat): each beat claims due reviews nobody runs, as many as the reviewer has room for, and
+hands them to it (:class:`partners.review.Reviewer`); a review claimed by a worker that died
+lapses with its other leases and is claimed again by whichever worker beats next. The leader's
+scheduler only marks reviews due.
+
 With SQLite there is one worker; it always leads and always wins its claims, on the same code
 path.
 """
@@ -64,6 +70,13 @@ class LeaderServices(Protocol):
 
     async def follow(self) -> None:
         """This worker no longer leads (or cannot tell): stop the services."""
+
+
+class Reviews(Protocol):
+    """Where the heartbeat has due reviews claimed and run (:class:`partners.review.Reviewer`)."""
+
+    async def sweep(self) -> int:
+        """Claim due reviews no worker runs, as many as there is room for, and start them."""
 
 
 def default_worker_id() -> str:
@@ -111,6 +124,7 @@ class Worker:
         self._leader_deadline = 0.0
         self._dispatcher: Dispatcher | None = None
         self._services: LeaderServices | None = None
+        self._reviews: Reviews | None = None
         self._beating: asyncio.Task[None] | None = None
         self._liveness: Liveness | None = None
         self._reopening: asyncio.Task[None] | None = None
@@ -126,17 +140,21 @@ class Worker:
 
     @property
     def held(self) -> int:
-        """How many queue keys this worker holds a lease on."""
+        """How many leases this worker holds (queue keys and review claims)."""
         return len(self._held)
 
     # ---- lifecycle -----------------------------------------------------------------------
 
-    async def start(self, dispatcher: Dispatcher, services: LeaderServices) -> None:
+    async def start(
+        self, dispatcher: Dispatcher, services: LeaderServices, reviews: Reviews | None = None
+    ) -> None:
         """Register, beat once (so a lone worker leads and resumes its chats at once), then
         keep beating and listening for other workers' messages. ``dispatcher`` works the keys
-        this worker claims; ``services`` run while it leads."""
+        this worker claims; ``services`` run while it leads; ``reviews`` runs the due reviews
+        each beat claims."""
         self._dispatcher = dispatcher
         self._services = services
+        self._reviews = reviews
         await self.store.register_worker(self.id, socket.gethostname(), os.getpid())
         await self._let_the_dead_go()
         self._liveness = await self.store.hold_liveness(
@@ -189,8 +207,8 @@ class Worker:
                 await self._lapse()
 
     async def beat(self) -> None:
-        """Check the liveness connection, renew the registry row and the leases, lead if
-        possible, then sweep."""
+        """Check the liveness connection, renew the registry row and the leases (review
+        claims too), lead if possible, then sweep for chats and for due reviews."""
         if self._liveness is not None and not await self._liveness.check():
             self._liveness_lost()
         async with self._claiming:
@@ -210,6 +228,8 @@ class Worker:
         await self._let_idle_go(started)
         await self._lead(started)
         await self.sweep()
+        if self._reviews is not None:
+            await self._reviews.sweep()
 
     async def _let_idle_go(self, now: float) -> None:
         """Give back the leases idle for a heartbeat or more. A chat's lease outlives its
@@ -320,6 +340,46 @@ class Worker:
             self.forget(lease)
             raise
         held.deadline = started + self.settings.lease_seconds
+
+    # ---- review claims (partners.review.ReviewClaims) ------------------------------------
+    # A review claim is held like a chat's lease (renewed, and checked by the heartbeat, as
+    # one of the leases this worker knows), but no dispatcher works it and it is never idle.
+
+    async def claim_review(self, session_id: str) -> Lease | None:
+        async with self._claiming:
+            started = self.clock()
+            claim = await self.store.claim_review(self.id, session_id, self.settings.lease_seconds)
+            if claim is not None:
+                self._hold(claim, started)
+        return claim
+
+    async def claim_due_reviews(self, due_by: float, limit: int) -> list[Lease]:
+        async with self._claiming:
+            started = self.clock()
+            claims = await self.store.claim_due_reviews(
+                self.id, self.settings.lease_seconds, due_by, limit
+            )
+            for claim in claims:
+                self._hold(claim, started)
+        return claims
+
+    async def keep_review(self, claim: Lease) -> None:
+        # asked of the database, not of this worker's clock: one round trip per review buys
+        # that a worker paused through the model's answer writes no memory once another took
+        # its claim over
+        started = self.clock()
+        try:
+            await self.store.renew_lease(claim, self.settings.lease_seconds)
+        except LeaseLost:
+            self.forget(claim)
+            raise
+        held = self._held.get(claim.queue_key)
+        if held is not None and held.lease.epoch == claim.epoch:
+            held.deadline = started + self.settings.lease_seconds
+
+    async def release_review(self, claim: Lease) -> None:
+        self.forget(claim)
+        await self.store.release_leases([claim])
 
     # ---- the leadership ------------------------------------------------------------------
 

@@ -1,4 +1,7 @@
-"""The nightly pass over one partner: finish pending reviews, tidy memory, summarise the day.
+"""The nightly pass over one partner: enqueue pending reviews, tidy memory, summarise the day.
+
+Pending reviews are only marked due: any worker's heartbeat claims and runs them
+(:mod:`partners.review`), so the leader that runs this pass never reviews because it leads.
 
 Consolidation reads MEMORY.md and each per-user file with two or more entries and asks for
 merges of duplicates and removal of entries contradicted by newer ones, by entry id, under the
@@ -97,8 +100,7 @@ class Consolidator:
         result = NightlyResult(partner.id)
         booked_on = self.usage_day(now.timestamp())
         pending = await self.store.sessions_to_review(partner_id=partner.id)
-        await self.reviewer.review_each(pending)
-        result.reviews = len(pending)
+        result.reviews = await self.reviewer.enqueue(pending)  # any worker runs them
         for file in await self._files(partner):
             try:
                 result.changes += await self._consolidate(partner, file, booked_on)

@@ -6,6 +6,17 @@ window, an idle session, ``/new``, and the nightly job. The watermark (last revi
 advances only after a review succeeded; after 3 failed attempts it is forced forward, an audit
 row is written and the owner is told (at most once per session per 10 minutes).
 
+A trigger only marks the review due (a row, so a restart or another worker still runs it).
+A review runs under a claim (:class:`ReviewClaims`, a lease in the store renewed by the
+worker's heartbeat): one review of a session runs at a time across every worker on the
+database, and its watermark and failure count are written only while its claim holds. Each
+worker's heartbeat claims due reviews whose claim is free — never taken, given back, or
+lapsed because its worker died — and runs them (:meth:`Reviewer.sweep`); the worker whose
+turn asked for a review also tries to claim it once its debounce is over. A review cut off
+before its watermark runs again over the same segment: its journal entry and its memory
+edits carry the segment in their changelog ``source``, and a segment already written is not
+written twice.
+
 What a review may write depends on whose conversation it was (DESIGN.md "Decisions": per-user
 writes): in ``per_user`` scope a user's conversation changes only that user's file and the
 partner's own files change only from the owner's conversations; group conversations of a
@@ -24,13 +35,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 from bot.config import MemoryConfig
 from bot.literal import literal_line
 from bot.llm import LLMClient, LLMError, storable
-from bot.store import MessageRow, NewMessage, SessionRow, Store
+from bot.store import Lease, LeaseLost, MessageRow, NewMessage, SessionRow, Store, reviewed_session
 from partners.catalog import PartnerCatalog
 from partners.journal import (
     JournalEntry,
@@ -63,7 +74,15 @@ REMOVAL_GUARD_SHARE = 0.25
 MAX_ANSWER_DEPTH = 8
 """An answer nests 4 levels at most (answer, memory list, operation, value); deeper is broken."""
 MAX_REASON_CHARS = 300
+REVIEWS_AT_ONCE = 2
+"""How many claimed reviews one worker runs at once (beside its turns: a review is one
+model call, and a worker's sweep leaves the rest to the other workers)."""
 CUT_MARKER = "… (earlier part omitted)"
+MESSAGE_SHARE = 5
+"""One message shows at most this share of the review's window (1/5): a reply longer than
+the window (a story in three chunks) would otherwise push every turn before it out, and the
+watermark passes those turns whether the model saw them or not."""
+CLIPPED_MARKER = " … (shortened)"
 USER_FILE = "USER_FILE"
 
 
@@ -180,9 +199,12 @@ def parse_reminders(data: dict[str, Any], today: str) -> list[tuple[str, str]]:
 
 
 def segment_text(rows: list[MessageRow], window_chars: int, timezone: ZoneInfo) -> str:
-    """The messages as `[HH:MM] Name: text` lines, keeping the tail when over the window."""
+    """The messages as `[HH:MM] Name: text` lines, each shortened to its start past a fifth
+    of the window, keeping the tail when still over the window."""
+    most = window_chars // MESSAGE_SHARE
     lines = [
-        f"[{datetime.fromtimestamp(r.created_at, timezone):%H:%M}] {r.speaker or r.role}: {r.text}"
+        f"[{datetime.fromtimestamp(r.created_at, timezone):%H:%M}] {r.speaker or r.role}: "
+        + (r.text if len(r.text) <= most else r.text[:most].rstrip() + CLIPPED_MARKER)
         for r in rows
     ]
     kept: list[str] = []
@@ -200,7 +222,29 @@ def still_due(session: SessionRow, by: float) -> bool:
     return session.review_due_at is not None and session.review_due_at <= by
 
 
+def segment_source(session: SessionRow, upto: int) -> str:
+    """The changelog ``source`` of what a review of ``session`` up to message ``upto``
+    writes: the same for every run over that segment, so a re-run can tell it wrote."""
+    return f"review of session {session.id} up to message {upto}"
+
+
 Notify = Callable[[str, str], Awaitable[None]]
+
+
+class ReviewClaims(Protocol):
+    """Where reviews are claimed (:class:`bot.workers.Worker`, under its id and leases)."""
+
+    async def claim_review(self, session_id: str) -> Lease | None:
+        """Claim one session's review; None while another review of it runs."""
+
+    async def claim_due_reviews(self, due_by: float, limit: int) -> list[Lease]:
+        """Claim up to ``limit`` reviews due by ``due_by`` that no worker runs."""
+
+    async def keep_review(self, claim: Lease) -> None:
+        """Raise :class:`LeaseLost` unless the claim still holds (it is renewed)."""
+
+    async def release_review(self, claim: Lease) -> None:
+        """Give the claim back (a claim already taken over is left alone)."""
 
 
 class Reviewer:
@@ -217,10 +261,13 @@ class Reviewer:
         notify_owner: Notify,
         timezone: Callable[[Partner | None], ZoneInfo],
         usage_day: Callable[[float], str],
+        claims: ReviewClaims,
     ) -> None:
         """``timezone`` names a partner's calendar (journals); ``usage_day`` the day a
-        moment's tokens are booked on (the owner's, like every other kind of usage)."""
+        moment's tokens are booked on (the owner's, like every other kind of usage);
+        ``claims`` where each review is claimed before it runs."""
         self.store = store
+        self.claims = claims
         self.memory = memory
         self.catalog = catalog
         self.llm = llm
@@ -234,9 +281,10 @@ class Reviewer:
         self.on_reminders: Callable[[], Awaitable[object]] | None = None
         """Called after a review stored new dated reminders (the scheduler plans them)."""
         self.timeout_seconds = REVIEW_TIMEOUT_SECONDS
-        self._locks: dict[str, asyncio.Lock] = {}
         self._noticed: dict[str, float] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._running: set[asyncio.Task[None]] = set()
+        """The claimed reviews :meth:`sweep` started, running now."""
 
     # ---- triggers ----------------------------------------------------------------------
 
@@ -253,33 +301,61 @@ class Reviewer:
             await self.request(session.id, DEBOUNCE_SECONDS)
 
     async def request(self, session_id: str, delay: float = 0.0) -> None:
-        """Mark a review due (persisted, so a restart still runs it) and run it soon."""
+        """Mark a review due (persisted, so a restart or another worker still runs it) and
+        try to run it here once ``delay`` is over."""
         await self.store.mark_review_due(session_id, self.clock() + delay)
-        self._spawn(self._run_later(delay))
+        self._spawn(self._run_later(delay), self._tasks)
 
     async def _run_later(self, delay: float) -> None:
         await asyncio.sleep(delay)
         await self.run_due()
 
-    def _spawn(self, coroutine: Awaitable[None]) -> None:
+    def _spawn(self, coroutine: Awaitable[None], tasks: set[asyncio.Task[None]]) -> None:
         task = asyncio.ensure_future(coroutine)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        for kept in (self._tasks, tasks):
+            kept.add(task)
+            task.add_done_callback(kept.discard)
 
     async def run_due(self) -> int:
-        """Run every review whose time has come (the scheduler's sweep calls this too)."""
+        """Run here every due review no other worker runs; how many were due."""
         now = self.clock()
         due = await self.store.due_reviews(now)
         await self.review_each(due, due_by=now)
         return len(due)
 
-    async def review_idle(self) -> int:
+    async def sweep(self) -> int:
+        """Claim due reviews that no worker runs, as many as this worker has room for, and
+        start them (each worker's heartbeat calls this); how many were claimed."""
+        room = REVIEWS_AT_ONCE - len(self._running)
+        if room <= 0 or not self.settings().auto_memory:
+            return 0
+        now = self.clock()
+        claims = await self.claims.claim_due_reviews(now, room)
+        for claim in claims:
+            self._spawn(self._run_claimed(claim, now), self._running)
+        return len(claims)
+
+    async def _run_claimed(self, claim: Lease, due_by: float) -> None:
+        session_id = reviewed_session(claim)
+        try:
+            await self.review(session_id, due_by, claim=claim)
+        except Exception:  # one review is an outer edge: the claim lapses, another runs it
+            logger.exception("review of %s failed and could not be recorded", session_id)
+
+    async def enqueue_idle(self) -> int:
+        """Mark the sessions idle for ``idle_review_minutes`` due (the leader's sweep); any
+        worker's heartbeat then claims and runs them."""
         settings = self.settings()
         if not settings.auto_memory:
             return 0
         idle_before = self.clock() - settings.idle_review_minutes * 60
-        sessions = await self.store.sessions_to_review(idle_before=idle_before)
-        await self.review_each(sessions)
+        return await self.enqueue(await self.store.sessions_to_review(idle_before=idle_before))
+
+    async def enqueue(self, sessions: list[SessionRow]) -> int:
+        """Mark these sessions' reviews due now (the nightly pass); how many."""
+        now = self.clock()
+        for session in sessions:
+            await self.store.mark_review_due(session.id, now)
         return len(sessions)
 
     async def review_each(self, sessions: list[SessionRow], due_by: float | None = None) -> None:
@@ -292,6 +368,11 @@ class Reviewer:
             except Exception:
                 logger.exception("review of %s failed and could not be recorded", session.id)
 
+    async def idle(self) -> None:
+        """Wait until no review started here runs (tests and shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
@@ -299,53 +380,73 @@ class Reviewer:
 
     # ---- one review --------------------------------------------------------------------
 
-    async def review(self, session_id: str, due_by: float | None = None) -> ReviewResult:
+    async def review(
+        self, session_id: str, due_by: float | None = None, *, claim: Lease | None = None
+    ) -> ReviewResult:
         """Review what is new in one session; failures are counted, never raised (only a
-        failure to record one escapes). With ``due_by``, only if the review is still due by
-        then: two sweeps that listed the same due session review it once, and a failure
+        failure to record one escapes). The review is claimed first (or runs under
+        ``claim``, taken by :meth:`sweep`) and given back after: while another review of the
+        session runs, this one does not. With ``due_by``, only if the review is still due by
+        then: two triggers that listed the same due session review it once, and a failure
         counts once."""
-        lock = self._locks.setdefault(session_id, asyncio.Lock())
-        async with lock:
-            session = await self.store.session(session_id)
-            if session is None or session.partner_id is None:
-                return ReviewResult(note="no such partner session")
-            if due_by is not None and not still_due(session, due_by):
-                return ReviewResult(note="not due any more")
-            partner = self.catalog.get(session.partner_id)
-            rows = await self.store.session_messages(session.id, after_id=session.reviewed_upto)
-            if partner is None or not rows:
-                await self.store.review_succeeded(session.id, session.reviewed_upto)
-                return ReviewResult(note="nothing new")
-            upto = rows[-1].id
-            human = sum(len(r.text) for r in rows if r.role == "user")
-            if human < MIN_HUMAN_CHARS:
-                logger.info("review of %s skipped: too short", session.id)
-                await self.store.review_succeeded(session.id, upto)
-                return ReviewResult(note="too short")
-            try:
-                async with asyncio.timeout(self.timeout_seconds):
-                    result = await self._review(partner, session, rows)
-            except (LLMError, ReviewOutputError, TimeoutError) as exc:
-                await self._failed(partner, session, upto, exc)
-                return ReviewResult(note=f"failed: {exc}")
-            except Exception as exc:
-                # a full disk, text a writer refuses, a bug: still this review's failure alone,
-                # counted like the others so it is skipped after 3 and never stalls the sweep
-                logger.exception("review of %s raised", session.id)
-                await self._failed(partner, session, upto, exc)
-                return ReviewResult(note=f"failed: {exc}")
-            await self.store.review_succeeded(session.id, upto)
-            return result
+        if claim is None:
+            claim = await self.claims.claim_review(session_id)
+            if claim is None:
+                return ReviewResult(note="another review of this session is running")
+        try:
+            return await self._review_claimed(session_id, due_by, claim)
+        except LeaseLost as exc:
+            logger.warning("review of %s stopped: %s", session_id, exc)
+            return ReviewResult(note="another worker took this review over")
+        finally:
+            await self.claims.release_review(claim)
+
+    async def _review_claimed(
+        self, session_id: str, due_by: float | None, claim: Lease
+    ) -> ReviewResult:
+        session = await self.store.session(session_id)
+        if session is None or session.partner_id is None:
+            return ReviewResult(note="no such partner session")
+        if due_by is not None and not still_due(session, due_by):
+            return ReviewResult(note="not due any more")
+        partner = self.catalog.get(session.partner_id)
+        rows = await self.store.session_messages(session.id, after_id=session.reviewed_upto)
+        if partner is None or not rows:
+            await self.store.review_succeeded(session.id, session.reviewed_upto, claim)
+            return ReviewResult(note="nothing new")
+        upto = rows[-1].id
+        human = sum(len(r.text) for r in rows if r.role == "user")
+        if human < MIN_HUMAN_CHARS:
+            logger.info("review of %s skipped: too short", session.id)
+            await self.store.review_succeeded(session.id, upto, claim)
+            return ReviewResult(note="too short")
+        try:
+            async with asyncio.timeout(self.timeout_seconds):
+                result = await self._review(partner, session, rows, claim)
+        except LeaseLost:
+            raise
+        except (LLMError, ReviewOutputError, TimeoutError) as exc:
+            await self._failed(partner, session, upto, exc, claim)
+            return ReviewResult(note=f"failed: {exc}")
+        except Exception as exc:
+            # a full disk, text a writer refuses, a bug: still this review's failure alone,
+            # counted like the others so it is skipped after 3 and never stalls the sweep
+            logger.exception("review of %s raised", session.id)
+            await self._failed(partner, session, upto, exc, claim)
+            return ReviewResult(note=f"failed: {exc}")
+        await self.store.review_succeeded(session.id, upto, claim)
+        return result
 
     async def _failed(
-        self, partner: Partner, session: SessionRow, upto: int, exc: BaseException
+        self, partner: Partner, session: SessionRow, upto: int, exc: BaseException, claim: Lease
     ) -> None:
         reason = storable(str(exc) or type(exc).__name__)[:MAX_REASON_CHARS]
-        attempts = await self.store.review_failed(session.id, reason, self.clock() + RETRY_SECONDS)
+        retry_at = self.clock() + RETRY_SECONDS
+        attempts = await self.store.review_failed(session.id, reason, retry_at, claim)
         logger.warning("review of %s failed (attempt %d): %s", session.id, attempts, reason)
         if attempts < MAX_ATTEMPTS:
             return
-        await self.store.review_succeeded(session.id, upto)
+        await self.store.review_succeeded(session.id, upto, claim)
         await self.store.audit(
             "review", "review_skipped", session=session.id, partner=partner.id, error=reason
         )
@@ -373,7 +474,7 @@ class Reviewer:
         return {USER_FILE: user_memory_file(partner, session.user_key)}
 
     async def _review(
-        self, partner: Partner, session: SessionRow, rows: list[MessageRow]
+        self, partner: Partner, session: SessionRow, rows: list[MessageRow], claim: Lease
     ) -> ReviewResult:
         settings = self.settings()
         moment = self.clock()
@@ -388,6 +489,8 @@ class Reviewer:
             self.llm, self.store, partner.id, model, prompt, self.usage_day(moment)
         )
         journal, ops = parse_review(answer)
+        # a worker paused through the model's answer writes nothing once another took over
+        await self.claims.keep_review(claim)
         result = ReviewResult()
         if session.user_key is not None and files:
             for due, about in parse_reminders(answer, day):
@@ -395,7 +498,7 @@ class Reviewer:
                     result.reminders.append(due)
             if result.reminders and self.on_reminders is not None:
                 await self.on_reminders()
-        await self._apply(session, ops, files, result)
+        await self._apply(partner, session, ops, files, result, rows[-1].id)
         if journal is not None:
             who = await self._who(partner, session)
             await self._write_journal(partner, session, journal, now, title, who, rows[-1].id)
@@ -448,11 +551,20 @@ class Reviewer:
 
     async def _apply(
         self,
+        partner: Partner,
         session: SessionRow,
         ops: list[dict[str, Any]],
         files: dict[str, MemoryFile],
         result: ReviewResult,
+        upto: int,
     ) -> None:
+        """Apply the answer's memory edits, file by file. When an earlier run over this
+        segment got as far as its journal entry (it was cut off before its watermark, or
+        lost its claim after writing), it had applied all of its edits: a file holding edits
+        of this segment gets none again, since the model's second answer need not repeat its
+        first word for word. An earlier run cut off before its journal may have applied only
+        some: every edit is applied again, an add of the same text being a duplicate the
+        memory store refuses and a replace or remove finding its old text gone."""
         by_name = {(f.name if label == USER_FILE else label): f for label, f in files.items()}
         grouped: dict[str, list[dict[str, Any]]] = {}
         for op in ops:
@@ -462,12 +574,17 @@ class Reviewer:
                 logger.warning("review of %s: op on %r refused", session.id, name)
                 continue
             grouped.setdefault(name, []).append(op)
-        source = f"review of session {session.id}"
+        source = segment_source(session, upto)
+        written = await self._files_written(partner, source)
         forgotten: set[str] = set()
         if USER_FILE in files and session.partner_id and session.user_key:
             forgotten = await self.store.tombstones(session.partner_id, session.user_key)
         for name, file_ops in grouped.items():
             file = by_name[name]
+            if file.name in written:
+                result.skipped.append(f"{name}: this part was reviewed into it already")
+                logger.info("review of %s: %s already holds this segment", session.id, name)
+                continue
             if await self._removes_too_much(file, file_ops):
                 result.skipped.append(
                     f"{name}: batch would remove or replace over 25% of its entries"
@@ -486,6 +603,14 @@ class Reviewer:
                     continue
                 if change:
                     result.changes.append(change)
+
+    async def _files_written(self, partner: Partner, source: str) -> set[str]:
+        """The files holding a memory edit from ``source`` by a run that went on to write
+        its journal entry (the last thing a review writes); none when no run got so far."""
+        changes = [c for c in await self.memory.changes(partner.dir) if c.source == source]
+        if not any(change.op == "append" for change in changes):
+            return set()
+        return {change.file for change in changes if change.op != "append"}
 
     async def _removes_too_much(self, file: MemoryFile, ops: list[dict[str, Any]]) -> bool:
         entries = await self.memory.entries(file)
@@ -530,7 +655,7 @@ class Reviewer:
         and its watermark runs again, and must not write a second entry for the same part."""
         day = now.date().isoformat()
         file = journal_file(partner, day)
-        source = f"review of session {session.id} up to message {upto}"
+        source = segment_source(session, upto)
         if not await self._journal_written(partner, file, source):
             block = render(entry, now, title, session.chat_key, who)
             await self.memory.append(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -12,10 +13,14 @@ import pytest
 
 from bot.store import SessionRow
 from partners.memory import MemoryFile
+from partners.review import segment_source
 from tests.conftest import OWNER_ID, Harness, dm
 from tests.fakes.fake_llm import Failure, Reply, ToolCallSpec
 
 REVIEW_ON = {"auto_memory": True, "review_turns": 3, "review_chars": 2000}
+SLOW_HEARTBEAT = {"lease_seconds": 3600, "heartbeat_seconds": 600}
+"""The worker beats at its start and then not within a test: a test runs due reviews itself
+(each heartbeat also claims and runs them, in the background)."""
 
 
 def review_reply(journal: dict[str, Any] | None = None, memory: list[dict[str, Any]] = ()) -> Reply:
@@ -23,7 +28,7 @@ def review_reply(journal: dict[str, Any] | None = None, memory: list[dict[str, A
 
 
 async def reviewing(harness_factory: Any, **memory: Any) -> Harness:
-    return await harness_factory(memory={**REVIEW_ON, **memory})
+    return await harness_factory(memory={**REVIEW_ON, **memory}, workers=SLOW_HEARTBEAT)
 
 
 async def chat(harness: Harness, user: int, *texts: str, name: str = "Alice") -> SessionRow:
@@ -334,12 +339,14 @@ async def test_restart_between_trigger_and_run_reviews_once(harness_factory: Any
     session = await chat(harness, 42, "Booked flights to Lisbon for our anniversary in May")
     await harness.app.store.mark_review_due(session.id, 0)
     await harness.app.stop()
-    again = await reviewing(harness_factory)
-    reviews_before = len(again.llm.requests)
-    again.llm.script(review_reply({"summary": "Anniversary trip to Lisbon in May"}))
-    assert await again.app.reviewer.run_due() == 1
+    reviews_before = len(harness.llm.requests)
+    harness.llm.script(review_reply({"summary": "Anniversary trip to Lisbon in May"}))
+    again = await reviewing(harness_factory)  # its first heartbeat claims the due review
+    await again.app.reviewer.idle()
     assert await again.app.reviewer.run_due() == 0
     assert len(again.llm.requests) == reviews_before + 1
+    reviewed = await again.app.store.session(session.id)
+    assert reviewed is not None and reviewed.review_due_at is None and reviewed.reviewed_upto
 
 
 async def test_undo_of_a_review_change(harness_factory: Any) -> None:
@@ -540,3 +547,86 @@ async def test_a_simulated_week_reads_like_a_careful_diary(harness_factory: Any)
     assert journal_ops == ["append"] * 4 + ["insert"] * 4  # each day's entry and day line
     for name in journals:
         assert (root / "memory" / name).read_text().split("\n")[1].startswith("> Day: ")
+
+
+async def test_a_long_answer_does_not_push_the_turns_before_it_out_of_the_review(
+    harness_factory: Any,
+) -> None:
+    """The review sees every turn of its segment: a reply longer than the review's window
+    (a story in three chunks) is shortened, the conversation before it is not dropped,
+    since the watermark passes it either way."""
+    harness = await reviewing(harness_factory)
+    harness.llm.script(Reply(text="glad to hear it"), Reply(text="once upon a time " * 600))
+    for text in ("My sister Ana moved to Montreal", "Tell me a long story please"):
+        await harness.send(dm(42, text))
+        await harness.settle()
+    session = await harness.app.store.open_session("test:42", "example")
+    assert session is not None
+    harness.llm.script(review_reply({"summary": "Ana moved; a story"}))
+    await harness.app.reviewer.review(session.id)
+    prompt = harness.llm.requests[-1]["messages"][-1]["content"]
+    segment = prompt.split("## The new part of the conversation", 1)[1]
+    assert "My sister Ana moved to Montreal" in segment
+    assert "Tell me a long story please" in segment
+    assert "once upon a time" in segment
+
+
+async def test_a_review_run_again_over_the_same_part_writes_no_memory_edit_twice(
+    harness_factory: Any,
+) -> None:
+    """A review that wrote its memory edits and was cut off before its watermark was
+    recorded (here: the watermark put back by hand) runs again over the same part; the
+    model words the same fact differently the second time, and only the first wording is
+    kept."""
+    harness = await reviewing(harness_factory)
+    root = partner_dir(harness)
+    session = await chat(harness, 42, "My sister Ana moved to Montreal last spring")
+    harness.llm.script(
+        review_reply(
+            {"summary": "Ana moved"},
+            [{"file": "users/test-42.md", "op": "add", "text": "Sister Ana lives in Montreal"}],
+        )
+    )
+    await harness.app.reviewer.review(session.id)
+    with sqlite3.connect(harness.config.data_dir / "gateway.db") as db:
+        db.execute("UPDATE sessions SET reviewed_upto = 0 WHERE id = ?", (session.id,))
+    harness.llm.script(
+        review_reply(
+            {"summary": "Ana moved"},
+            [{"file": "users/test-42.md", "op": "add", "text": "Ana (her sister) is in Montreal"}],
+        )
+    )
+    result = await harness.app.reviewer.review(session.id)
+    assert result.changes == [] and result.skipped == [
+        "users/test-42.md: this part was reviewed into it already"
+    ]
+    entries = await harness.app.memory.entries(MemoryFile(root, "users/test-42.md"))
+    assert [e.text for e in entries] == ["Sister Ana lives in Montreal"]
+    reviewed = await harness.app.store.session(session.id)
+    assert reviewed is not None and reviewed.reviewed_upto > 0
+
+
+async def test_a_review_cut_off_between_its_memory_edits_applies_the_rest_when_run_again(
+    harness_factory: Any,
+) -> None:
+    """The first run wrote one of its two edits and died before its journal entry: the run
+    again writes the other, and the first once."""
+    harness = await reviewing(harness_factory)
+    root = partner_dir(harness)
+    session = await chat(harness, 42, "My sister Ana moved to Montreal with her cat Miso")
+    upto = (await harness.app.store.session_messages(session.id))[-1].id
+    file = MemoryFile(root, "users/test-42.md")
+    source = segment_source(session, upto)
+    await harness.app.memory.add(file, "Sister Ana lives in Montreal", reason="", source=source)
+    harness.llm.script(
+        review_reply(
+            {"summary": "Ana moved with Miso"},
+            [
+                {"file": "users/test-42.md", "op": "add", "text": "Sister Ana lives in Montreal"},
+                {"file": "users/test-42.md", "op": "add", "text": "Ana's cat is called Miso"},
+            ],
+        )
+    )
+    await harness.app.reviewer.review(session.id)
+    entries = [e.text for e in await harness.app.memory.entries(file)]
+    assert entries == ["Sister Ana lives in Montreal", "Ana's cat is called Miso"]

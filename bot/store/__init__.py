@@ -60,6 +60,7 @@ from bot.store.rows import (
     new_session_id,
 )
 from bot.store.schema import SCHEMA, Dialects, Migration, for_dialect
+from bot.store.workers import review_key, reviewed_session
 
 __all__ = [
     "SCHEMA",
@@ -77,6 +78,8 @@ __all__ = [
     "Leader",
     "Lease",
     "LeaseLost",
+    "review_key",
+    "reviewed_session",
     "MediaRow",
     "MessageRow",
     "Migration",

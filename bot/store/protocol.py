@@ -392,10 +392,18 @@ class Store(Protocol):
     ) -> list[SessionRow]:
         """Sessions holding conversation newer than their review watermark."""
 
-    async def review_succeeded(self, session_id: str, upto: int) -> None: ...
+    async def review_succeeded(
+        self, session_id: str, upto: int, claim: Lease | None = None
+    ) -> None:
+        """Advance the watermark to ``upto`` and clear the due time and the failures; with
+        ``claim``, only while that review claim is held (:class:`LeaseLost` otherwise, and
+        nothing is written)."""
 
-    async def review_failed(self, session_id: str, error: str, retry_at: float) -> int:
-        """Count a failed attempt (the watermark stays); returns the attempts so far."""
+    async def review_failed(
+        self, session_id: str, error: str, retry_at: float, claim: Lease | None = None
+    ) -> int:
+        """Count a failed attempt (the watermark stays) and ask again at ``retry_at``; the
+        attempts so far. With ``claim``, only while it is held (:class:`LeaseLost`)."""
 
     async def last_reviews(self) -> dict[str, float]:
         """When each partner's sessions were last reviewed."""
@@ -665,6 +673,21 @@ class Store(Protocol):
         UPDATE SKIP LOCKED``; SQLite: one writer). An expired lease, or on PostgreSQL one
         whose holder died, is taken over like a free one. With ``queue_key``, only that key,
         and also if this worker's own live lease holds it (taken again under a new epoch)."""
+
+    async def claim_review(
+        self, worker_id: str, session_id: str, lease_seconds: float
+    ) -> Lease | None:
+        """Claim the review of one session (a lease on :func:`review_key`) for
+        ``lease_seconds`` under a new epoch, unless a live claim holds it — this worker's own
+        too: one review of a session runs at a time. The heartbeat renews it like any lease
+        of the worker's; :meth:`release_leases` gives it back."""
+
+    async def claim_due_reviews(
+        self, worker_id: str, lease_seconds: float, due_by: float, limit: int
+    ) -> list[Lease]:
+        """Claim up to ``limit`` reviews due by ``due_by`` whose claim is free (never taken,
+        released, or lapsed because its worker died), the longest due first. Two workers
+        claiming at once never get the same review."""
 
     async def renew_lease(self, lease: Lease, lease_seconds: float) -> Lease:
         """Extend a lease still held under its epoch; :class:`LeaseLost` if it was taken

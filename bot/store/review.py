@@ -1,13 +1,19 @@
 """Review state: each session's watermark (the last message reviewed into memory), the debounced
-due time of its next review, and the count of failed attempts."""
+due time of its next review, and the count of failed attempts.
+
+A review runs under a claim (a lease on ``review:<session id>``, :mod:`bot.store.workers`):
+the watermark and the failure count are written only while that claim is held, so a worker
+that lost it (paused, cut off) cannot advance a watermark another worker's review owns."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from typing import Any
 
-from bot.store.rows import SessionRow
+from bot.store.rows import Lease, SessionRow
 from bot.store.sessions import Sessions
+from bot.store.workers import check_lease
 
 
 class ReviewState(Sessions):
@@ -44,22 +50,34 @@ class ReviewState(Sessions):
             params.append(partner_id)
         return await self._sessions(where + " ORDER BY last_active_at", params)
 
-    async def review_succeeded(self, session_id: str, upto: int) -> None:
-        await self._write(
-            "UPDATE sessions SET reviewed_upto = MAX(reviewed_upto, ?), review_attempts = 0,"
-            " review_error = NULL, review_due_at = NULL, reviewed_at = ? WHERE id = ?",
-            (upto, time.time(), session_id),
-        )
+    async def review_succeeded(
+        self, session_id: str, upto: int, claim: Lease | None = None
+    ) -> None:
+        def succeeded(db: sqlite3.Connection) -> None:
+            check_lease(db, claim)
+            db.execute(
+                "UPDATE sessions SET reviewed_upto = MAX(reviewed_upto, ?), review_attempts = 0,"
+                " review_error = NULL, review_due_at = NULL, reviewed_at = ? WHERE id = ?",
+                (upto, time.time(), session_id),
+            )
 
-    async def review_failed(self, session_id: str, error: str, retry_at: float) -> int:
+        await self._in_one_trip(succeeded)
+
+    async def review_failed(
+        self, session_id: str, error: str, retry_at: float, claim: Lease | None = None
+    ) -> int:
         """Count a failed attempt (the watermark stays); returns the attempts so far."""
-        await self._write(
-            "UPDATE sessions SET review_attempts = review_attempts + 1, review_error = ?,"
-            " review_due_at = ? WHERE id = ?",
-            (error[:500], retry_at, session_id),
-        )
-        session = await self.session(session_id)
-        return session.review_attempts if session else 0
+
+        def failed(db: sqlite3.Connection) -> int:
+            check_lease(db, claim)
+            row = db.execute(
+                "UPDATE sessions SET review_attempts = review_attempts + 1, review_error = ?,"
+                " review_due_at = ? WHERE id = ? RETURNING review_attempts",
+                (error[:500], retry_at, session_id),
+            ).fetchone()
+            return int(row[0]) if row else 0
+
+        return await self._in_one_trip(failed)
 
     async def last_reviews(self) -> dict[str, float]:
         """When each partner's sessions were last reviewed."""

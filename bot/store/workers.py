@@ -7,7 +7,13 @@ wins; the statements still mean what PostgreSQL's twin (:mod:`bot.store.postgres
 means, so the gateway has one code path. Times are the database's clock, never a worker's.
 
 A lease row outlives its holder: releasing one clears its holder and expiry but keeps its
-epoch, so the next holder's epoch is always higher than any before it."""
+epoch, so the next holder's epoch is always higher than any before it.
+
+The claim on a session's review is a lease too, on the key :func:`review_key` (queue keys
+always hold a ``|``, review keys never): the same epochs fence its watermark, the worker's
+heartbeat renews it with the worker's other leases, and a dead worker's claim lapses or is
+let go with them. A claim is taken only when it is free or lapsed, never again by its own
+holder, so one session's review never runs twice at once, even within one worker."""
 
 from __future__ import annotations
 
@@ -58,9 +64,22 @@ CLAIMABLE = (
     f" AND m.status = 'pending') OR EXISTS ({unfinished_replies('l.queue_key')}))"
 )
 """A lease row ``l`` whose key has work: pending messages or an unfinished reply."""
+REVIEW_PREFIX = "review:"
 
 HOLDS_LEASE = "SELECT 1 FROM chat_leases WHERE queue_key = ? AND worker_id = ? AND epoch = ?"
 HOLDS_LEADERSHIP = "SELECT 1 FROM leader WHERE name = ? AND worker_id = ? AND epoch = ?"
+
+
+def review_key(session_id: str) -> str:
+    """The lease key of a session's review claim."""
+    return REVIEW_PREFIX + session_id
+
+
+def reviewed_session(claim: Lease) -> str:
+    """The session a review claim is on."""
+    if not claim.queue_key.startswith(REVIEW_PREFIX):
+        raise ValueError(f"{claim.queue_key!r} is not a review claim")
+    return claim.queue_key.removeprefix(REVIEW_PREFIX)
 
 
 def check_lease(db: sqlite3.Connection, lease: Lease | None) -> None:
@@ -181,6 +200,51 @@ class Workers(SqliteBase):
                 "  ORDER BY l.queue_key LIMIT ?)"
                 " RETURNING queue_key, worker_id, epoch, expires_at",
                 (worker_id, lease_seconds, queue_key, worker_id, queue_key, limit),
+            ).fetchall()
+            return [_lease(row) for row in rows]
+
+        return await self._in_one_trip(claim)
+
+    async def claim_review(
+        self, worker_id: str, session_id: str, lease_seconds: float
+    ) -> Lease | None:
+        key = review_key(session_id)
+
+        def claim(db: sqlite3.Connection) -> Lease | None:
+            db.execute(
+                "INSERT INTO chat_leases (queue_key, worker_id, epoch, expires_at)"
+                " VALUES (?, '', 0, 0) ON CONFLICT (queue_key) DO NOTHING",
+                (key,),
+            )
+            row = db.execute(
+                f"UPDATE chat_leases SET worker_id = ?, epoch = epoch + 1, expires_at = {NOW} + ?"
+                f" WHERE queue_key = ? AND expires_at <= {NOW}"
+                " RETURNING queue_key, worker_id, epoch, expires_at",
+                (worker_id, lease_seconds, key),
+            ).fetchone()
+            return _lease(row) if row else None
+
+        return await self._in_one_trip(claim)
+
+    async def claim_due_reviews(
+        self, worker_id: str, lease_seconds: float, due_by: float, limit: int
+    ) -> list[Lease]:
+        def claim(db: sqlite3.Connection) -> list[Lease]:
+            db.execute(
+                "INSERT INTO chat_leases (queue_key, worker_id, epoch, expires_at)"
+                " SELECT ? || id, '', 0, 0 FROM sessions WHERE review_due_at <= ?"
+                " ON CONFLICT (queue_key) DO NOTHING",
+                (REVIEW_PREFIX, due_by),
+            )
+            rows = db.execute(
+                f"UPDATE chat_leases SET worker_id = ?, epoch = epoch + 1,"
+                f" expires_at = {NOW} + ? WHERE queue_key IN ("
+                "  SELECT l.queue_key FROM sessions s JOIN chat_leases l"
+                "  ON l.queue_key = ? || s.id"
+                f"  WHERE s.review_due_at <= ? AND l.expires_at <= {NOW}"
+                "  ORDER BY s.review_due_at LIMIT ?)"
+                " RETURNING queue_key, worker_id, epoch, expires_at",
+                (worker_id, lease_seconds, REVIEW_PREFIX, due_by, limit),
             ).fetchall()
             return [_lease(row) for row in rows]
 

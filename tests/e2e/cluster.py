@@ -5,16 +5,17 @@ process) is shared by every worker; each worker is a child process with a data d
 own (DESIGN.md "Decisions": workers share nothing but the database) and the test session's
 throwaway PostgreSQL server as its ``[storage] database_url``. A :class:`Cluster` starts,
 kills, pauses and resumes workers by slot, reads the database beside them, and reads memory
-through ``companion memory show`` — the same command an owner runs, whichever backend holds
+through ``companion memory export`` — the same command an owner runs, whichever backend holds
 the documents.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import signal
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,7 @@ class Cluster:
     ``workers=WORKER_SECTION``)."""
     workers: dict[int, GatewayProcess] = field(default_factory=dict)
     paused: set[int] = field(default_factory=set)
+    _exports: Iterator[int] = field(default_factory=itertools.count)
 
     def config(self, slot: int) -> Path:
         """Worker ``slot``'s config.toml: the world's fakes, the shared database, its own
@@ -122,12 +124,18 @@ class Cluster:
     # ---- memory, as the owner reads it ---------------------------------------------------
 
     async def memory_text(self, partner: str, users: Iterable[int]) -> str:
-        """``companion memory show`` for the partner and each user's file, from a worker's
-        config (any will do: the documents are in the database)."""
-        parts = [await self._cli("memory", "show", partner)]
-        for user in users:
-            parts.append(await self._cli("memory", "show", partner, "--user", f"telegram:{user}"))
-        return "\n".join(parts)
+        """The partner's own memory and each user's file, as ``companion memory export``
+        writes them (any worker's config will do: the documents are in the database). One
+        command for all of them: a command per file took most of a poll's time on a busy
+        machine."""
+        target = self.world.tmp / f"export-{next(self._exports)}"
+        await self._cli("memory", "export", partner, str(target))
+        names = ["MEMORY.md", *(f"users/telegram-{user}.md" for user in users)]
+        return "\n".join(
+            f"## {name}\n{(target / name).read_text('utf-8')}"
+            for name in names
+            if (target / name).exists()
+        )
 
     async def _cli(self, *args: str) -> str:
         process = await asyncio.create_subprocess_exec(

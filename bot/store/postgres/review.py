@@ -1,11 +1,28 @@
-"""Review state on PostgreSQL (see :mod:`bot.store.review`, whose SQLite twin this is)."""
+"""Review state on PostgreSQL (see :mod:`bot.store.review`, whose SQLite twin this is). The
+watermark and the failure count are one :func:`~bot.store.postgres.workers.fenced` statement
+each, written only while the review's claim is held."""
 
 from __future__ import annotations
 
 import time
 
 from bot.store.postgres.sessions import Sessions
-from bot.store.rows import SessionRow
+from bot.store.postgres.workers import FENCED, fenced, lease_lost, lease_values
+from bot.store.rows import Lease, SessionRow
+
+REVIEW_SUCCEEDED = fenced(
+    "done AS (UPDATE sessions SET reviewed_upto = GREATEST(reviewed_upto, $1),"
+    " review_attempts = 0, review_error = NULL, review_due_at = NULL, reviewed_at = $2"
+    f" WHERE id = $3 AND {FENCED})",
+    params=3,
+)
+REVIEW_FAILED = fenced(
+    "counted AS (UPDATE sessions SET review_attempts = review_attempts + 1,"
+    f" review_error = $1, review_due_at = $2 WHERE id = $3 AND {FENCED}"
+    " RETURNING review_attempts)",
+    params=3,
+    result="(SELECT review_attempts FROM counted) AS attempts",
+)
 
 
 class ReviewState(Sessions):
@@ -41,26 +58,23 @@ class ReviewState(Sessions):
             partner_id,
         )
 
-    async def review_succeeded(self, session_id: str, upto: int) -> None:
-        await self._write(
-            "UPDATE sessions SET reviewed_upto = GREATEST(reviewed_upto, $1),"
-            " review_attempts = 0, review_error = NULL, review_due_at = NULL, reviewed_at = $2"
-            " WHERE id = $3",
-            upto,
-            time.time(),
-            session_id,
-        )
+    async def review_succeeded(
+        self, session_id: str, upto: int, claim: Lease | None = None
+    ) -> None:
+        row = await self._one(REVIEW_SUCCEEDED, upto, time.time(), session_id, *lease_values(claim))
+        if claim is not None and (row is None or not row["held"]):
+            raise lease_lost(claim)
 
-    async def review_failed(self, session_id: str, error: str, retry_at: float) -> int:
+    async def review_failed(
+        self, session_id: str, error: str, retry_at: float, claim: Lease | None = None
+    ) -> int:
         """Count a failed attempt (the watermark stays); returns the attempts so far."""
         row = await self._one(
-            "UPDATE sessions SET review_attempts = review_attempts + 1, review_error = $1,"
-            " review_due_at = $2 WHERE id = $3 RETURNING review_attempts",
-            error[:500],
-            retry_at,
-            session_id,
+            REVIEW_FAILED, error[:500], retry_at, session_id, *lease_values(claim)
         )
-        return int(row[0]) if row else 0
+        if claim is not None and (row is None or not row["held"]):
+            raise lease_lost(claim)
+        return int(row["attempts"] or 0) if row else 0
 
     async def last_reviews(self) -> dict[str, float]:
         """When each partner's sessions were last reviewed."""

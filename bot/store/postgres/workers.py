@@ -29,7 +29,7 @@ from bot.store.errors import LeaseLost
 from bot.store.postgres.base import PostgresBase, Transaction
 from bot.store.postgres.liveness import GONE, LivenessConnection
 from bot.store.rows import Leader, Lease, WorkerRow
-from bot.store.workers import CLAIMABLE, LEADER, Liveness
+from bot.store.workers import CLAIMABLE, LEADER, REVIEW_PREFIX, Liveness, review_key
 
 NOW = "extract(epoch FROM clock_timestamp())::double precision"
 
@@ -175,6 +175,56 @@ class Workers(PostgresBase):
                 worker_id,
                 lease_seconds,
                 queue_key,
+                limit,
+            )
+        )
+
+    async def claim_review(
+        self, worker_id: str, session_id: str, lease_seconds: float
+    ) -> Lease | None:
+        key = review_key(session_id)
+        async with self._transaction() as tx:
+            await tx.write(
+                "INSERT INTO chat_leases (queue_key, worker_id, epoch, expires_at)"
+                " VALUES ($1, '', 0, 0) ON CONFLICT (queue_key) DO NOTHING",
+                key,
+            )
+            row = await tx.one(
+                f"UPDATE chat_leases SET worker_id = $1, epoch = epoch + 1,"
+                f" expires_at = {NOW} + $2 WHERE queue_key = $3"
+                f" AND (expires_at <= {NOW} OR worker_id IN ({GONE}))"
+                " RETURNING queue_key, worker_id, epoch, expires_at",
+                worker_id,
+                lease_seconds,
+                key,
+            )
+        return _lease(row) if row else None
+
+    async def claim_due_reviews(
+        self, worker_id: str, lease_seconds: float, due_by: float, limit: int
+    ) -> list[Lease]:
+        # the claim rows first, in a statement of their own (as claim_queue_keys does)
+        await self._write(
+            "INSERT INTO chat_leases (queue_key, worker_id, epoch, expires_at)"
+            " SELECT $1 || id, '', 0, 0 FROM sessions WHERE review_due_at <= $2"
+            " ON CONFLICT (queue_key) DO NOTHING",
+            REVIEW_PREFIX,
+            due_by,
+        )
+        return _leases(
+            await self._all(
+                f"UPDATE chat_leases SET worker_id = $1, epoch = epoch + 1,"
+                f" expires_at = {NOW} + $2 WHERE queue_key IN ("
+                "  SELECT l.queue_key FROM sessions s JOIN chat_leases l"
+                "  ON l.queue_key = $3 || s.id"
+                f"  WHERE s.review_due_at <= $4 AND (l.expires_at <= {NOW}"
+                f"   OR l.worker_id IN ({GONE}))"
+                "  ORDER BY s.review_due_at LIMIT $5 FOR UPDATE OF l SKIP LOCKED)"
+                " RETURNING queue_key, worker_id, epoch, expires_at",
+                worker_id,
+                lease_seconds,
+                REVIEW_PREFIX,
+                due_by,
                 limit,
             )
         )
