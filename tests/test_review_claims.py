@@ -100,7 +100,7 @@ async def test_the_heartbeat_renews_a_review_claim(store: Store) -> None:
     await store.register_worker("w1", "host", 1)
     claim = await store.claim_review("w1", session.id, 0)
     assert claim is not None
-    await store.heartbeat("w1", LEASE_SECONDS)
+    await store.heartbeat("w1", LEASE_SECONDS, [claim])  # the worker knows its claim
     assert await store.claim_due_reviews("w2", LEASE_SECONDS, 200.0, 10) == []
 
 
