@@ -49,6 +49,7 @@ async def _worker_lines(ctx: CommandContext, now: float) -> list[str]:
         lines.append(
             f"  {literal_line(worker.worker_id)} on {literal_line(worker.host)}: heartbeat "
             f"{max(0, int(now - worker.heartbeat_at))} s ago, {worker.leases} chat(s) leased"
+            + ("; holds no liveness lock (gone, or reconnecting)" if worker.alive is False else "")
         )
     return lines
 

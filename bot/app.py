@@ -150,6 +150,7 @@ class App:
         (if nobody else does) and claims every chat with pending messages."""
         for partner in self.catalog.all():
             logger.info(size_report(partner, self.config.memory.context_budget))
+        await self.worker.check_id()  # before this worker touches anything another may hold
         # before anything can read or write memory again: a crash mid-/forget is finished
         if forgotten := await self.forgetting.finish_unfinished():
             logger.info("recovered: %d interrupted /forget operations finished", forgotten)

@@ -51,7 +51,7 @@ from typing import Protocol
 
 from bot.config import WorkersConfig
 from bot.dispatcher import Dispatcher
-from bot.store import Leader, Lease, LeaseLost, Store, StoreUnavailable
+from bot.store import Leader, Lease, LeaseLost, Store, StoreError, StoreUnavailable
 from bot.store.workers import Liveness
 
 logger = logging.getLogger(__name__)
@@ -163,6 +163,18 @@ class Worker:
         await self.beat()
         self._beating = asyncio.create_task(self._beat_forever(), name="worker heartbeat")
         logger.info("worker %s started", self.id)
+
+    async def check_id(self) -> None:
+        """Before anything starts: :class:`StoreError` if a live worker already runs under
+        this worker's id (two workers under one id would take each other's chats and
+        leadership as their own)."""
+        for worker in await self.store.workers():
+            if worker.worker_id == self.id and worker.alive:
+                raise StoreError(
+                    f"another worker already runs under the id {self.id!r} (on "
+                    f"{worker.host}, process {worker.pid}): give each worker its own "
+                    "[workers] id, or leave it unset (host name and process id)"
+                )
 
     async def stop(self) -> None:
         """Stop beating and leading, and let go of every lease at once (the dispatcher has

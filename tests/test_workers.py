@@ -20,7 +20,7 @@ import pytest
 from bot.config import DeliveryConfig, WorkersConfig
 from bot.delivery import Delivery, PendingReply
 from bot.dispatcher import Dispatcher, Worked
-from bot.store import Leader, Lease, LeaseLost, NewMessage, Store
+from bot.store import Leader, Lease, LeaseLost, NewMessage, Store, StoreError
 from bot.workers import Worker
 from tests.conftest import RecordingChannel
 from tests.liveness_support import drop_liveness_connection, until_liveness_holder
@@ -388,3 +388,30 @@ async def test_a_worker_says_once_that_its_liveness_was_lost_and_takes_it_again_
 
 def _logged(caplog: pytest.LogCaptureFixture, text: str) -> int:
     return sum(text in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.parametrize("cluster", ["postgres"], indirect=True)
+async def test_a_second_worker_under_a_live_workers_id_refuses_to_start(cluster: Cluster) -> None:
+    """Two workers under one ``[workers] id`` (a fixed id in a config every replica shares)
+    would take each other's chats and leadership as their own: the second is refused with
+    what to do, before it touches anything; once the first is gone the id is free again."""
+    first = await cluster.start(cluster.node("same"))
+    second = cluster.node("same")
+    with pytest.raises(StoreError, match=r"already runs under the id 'same'.*\[workers\] id"):
+        await second.worker.check_id()
+    [row] = await cluster.store.workers()
+    assert row.alive is True and first.worker.leader is not None  # the first one untouched
+    await cluster.stop(first)
+    await cluster.node("same").worker.check_id()
+
+
+async def test_the_registry_tells_a_live_worker_from_one_that_holds_no_lock(
+    cluster: Cluster,
+) -> None:
+    await cluster.start(cluster.node("one"))
+    await cluster.store.register_worker("silent", "elsewhere", 1)  # never took its lock
+    listed = {w.worker_id: w.alive for w in await cluster.store.workers()}
+    if cluster.server is None:  # SQLite has one worker and cannot tell
+        assert listed == {"one": None, "silent": None}
+    else:
+        assert listed == {"one": True, "silent": False}

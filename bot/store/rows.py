@@ -392,3 +392,6 @@ class WorkerRow:
     heartbeat_at: float
     leases: int
     """How many queue keys it holds a live lease on."""
+    alive: bool | None = None
+    """On PostgreSQL, whether its liveness lock is held right now (False: it died or has
+    not locked since the server restarted); None where that is not known (SQLite)."""

@@ -46,13 +46,18 @@ chance each)."""
 
 _NOW = "extract(epoch FROM clock_timestamp())::double precision"
 
-GONE = (
-    "SELECT w.worker_id FROM workers w WHERE w.liveness_key IS NOT NULL"
-    " AND w.liveness_at > extract(epoch FROM pg_postmaster_start_time())"
-    " AND NOT EXISTS (SELECT 1 FROM pg_locks k WHERE k.locktype = 'advisory'"
+HELD = (
+    "EXISTS (SELECT 1 FROM pg_locks k WHERE k.locktype = 'advisory'"
     "  AND k.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())"
     f"  AND k.classid = {LIVENESS_CLASS} AND k.objid::bigint = w.liveness_key"
     "  AND k.objsubid = 2 AND k.granted)"
+)
+"""Whether the registry row ``w``'s liveness lock is held now: its worker lives."""
+
+GONE = (
+    "SELECT w.worker_id FROM workers w WHERE w.liveness_key IS NOT NULL"
+    " AND w.liveness_at > extract(epoch FROM pg_postmaster_start_time())"
+    f" AND NOT {HELD}"
 )
 """The workers that died: each took its liveness lock on this server since it started, and
 nobody holds that lock now (a subquery for ``worker_id IN (…)``)."""

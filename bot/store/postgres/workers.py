@@ -27,7 +27,7 @@ import asyncpg
 
 from bot.store.errors import LeaseLost
 from bot.store.postgres.base import PostgresBase, Transaction
-from bot.store.postgres.liveness import GONE, LivenessConnection
+from bot.store.postgres.liveness import GONE, HELD, LivenessConnection
 from bot.store.rows import Leader, Lease, WorkerRow
 from bot.store.workers import CLAIMABLE, LEADER, REVIEW_PREFIX, Liveness, review_key
 
@@ -141,10 +141,13 @@ class Workers(PostgresBase):
         rows = await self._all(
             "SELECT w.worker_id, w.host, w.pid, w.started_at, w.heartbeat_at,"
             " (SELECT count(*) FROM chat_leases l WHERE l.worker_id = w.worker_id"
-            f"  AND l.expires_at > {NOW})"
+            f"  AND l.expires_at > {NOW}), {HELD}"
             " FROM workers w ORDER BY w.started_at, w.worker_id"
         )
-        return [WorkerRow(r[0], r[1], int(r[2]), float(r[3]), float(r[4]), int(r[5])) for r in rows]
+        return [
+            WorkerRow(r[0], r[1], int(r[2]), float(r[3]), float(r[4]), int(r[5]), bool(r[6]))
+            for r in rows
+        ]
 
     async def forget_workers_before(self, heartbeat_at: float) -> int:
         return await self._write("DELETE FROM workers WHERE heartbeat_at < $1", heartbeat_at)
