@@ -252,7 +252,9 @@ async def test_workers_are_listed_with_their_live_leases(side: Side) -> None:
     await side.add_pending("tg:3|ava")
     [lease, _, _] = await side.workers.claim_queue_keys("w2", LEASE_SECONDS, 10)
     await side.workers.release_leases([lease])
+    assert await side.workers.claim_review("w1", "s1", LEASE_SECONDS) is not None
     listed = [(w.worker_id, w.host, w.pid, w.leases) for w in await side.workers.workers()]
+    # chats only: a review this worker runs is a lease too, but not a chat
     assert listed == [("w1", "host-a", 101, 0), ("w2", "host-b", 202, 2)]
 
 

@@ -166,7 +166,7 @@ class Workers(SqliteBase):
         rows = await self._all(
             "SELECT w.worker_id, w.host, w.pid, w.started_at, w.heartbeat_at,"
             f" (SELECT COUNT(*) FROM chat_leases l WHERE l.worker_id = w.worker_id"
-            f"  AND l.expires_at > {NOW})"
+            f"  AND l.expires_at > {NOW} AND l.queue_key NOT LIKE '{REVIEW_PREFIX}%')"
             " FROM workers w ORDER BY w.started_at, w.worker_id"
         )
         return [
