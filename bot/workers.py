@@ -84,7 +84,7 @@ def default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     """Whether a process with this id runs on this host (signal 0 checks without sending)."""
     try:
         os.kill(pid, 0)
@@ -205,7 +205,11 @@ class Worker:
         waiting for their leases to lapse. Workers elsewhere are left to their leases."""
         host = socket.gethostname()
         for worker in await self.store.workers():
-            if worker.host == host and worker.worker_id != self.id and not _alive(worker.pid):
+            if (
+                worker.host == host
+                and worker.worker_id != self.id
+                and not process_alive(worker.pid)
+            ):
                 logger.info("worker %s: %s died; its chats are free", self.id, worker.worker_id)
                 await self.store.leave(worker.worker_id)
 

@@ -28,6 +28,7 @@ from pathlib import Path
 import asyncpg
 
 from bot.store import Store
+from bot.workers import process_alive
 
 INSTALL_HINT = (
     "install the PostgreSQL server: the distribution's `postgresql` package"
@@ -245,7 +246,7 @@ def reap_orphans(temp_dir: str | None = None) -> list[Path]:
             owner = int((directory / OWNER_FILE).read_text())
         except (OSError, ValueError):
             continue
-        if process_running(owner):
+        if process_alive(owner):
             continue
         orphan = PostgresServer(find_bin_dir(), directory, server_account())
         if (orphan.data_dir / "postmaster.pid").exists():
@@ -263,12 +264,4 @@ def reap_orphans(temp_dir: str | None = None) -> list[Path]:
         reaped.append(directory)
     return reaped
 
-
-def process_running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it runs, as another user
-        return True
     return True

@@ -18,11 +18,11 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from bot.workers import process_alive
 from tests.postgres_server import (
     PostgresServer,
     PostgresUnavailable,
     find_bin_dir,
-    process_running,
     reap_orphans,
     server_account,
 )
@@ -183,7 +183,7 @@ def test_a_server_whose_test_run_was_killed_is_stopped_by_the_next_run() -> None
         left_alone = reap_orphans(str(temp_dir))  # its owner still runs
         child.kill()
         child.wait()
-        was_running = process_running(postmaster)
+        was_running = process_alive(postmaster)
         reaped = reap_orphans(str(temp_dir))
     finally:
         child.kill()
@@ -203,7 +203,7 @@ def gone(pid: int, timeout: float = 10.0) -> bool:
     """Whether ``pid`` ends within ``timeout`` (``pg_ctl stop --wait`` returns once the
     server's pid file is gone, a moment before its process is)."""
     deadline = time.monotonic() + timeout
-    while process_running(pid) and not _zombie(pid):
+    while process_alive(pid) and not _zombie(pid):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
