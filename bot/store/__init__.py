@@ -2,7 +2,8 @@
 
 A newcomer's map:
 - :mod:`bot.store.protocol` — :class:`Store`, the interface the rest of the code is written
-  against; ``await Store.open(path)`` opens the database.
+  against; ``await Store.open(path)`` opens the database. It is composed from one protocol
+  per concern (below).
 - :mod:`bot.store.rows` — the typed rows its methods take and return.
 - :mod:`bot.store.errors` — :class:`StoreUnavailable` and its family, the only database errors
   that leave the store.
@@ -11,15 +12,19 @@ A newcomer's map:
   stems, CJK bigrams), so every backend indexes the same terms.
 - :mod:`bot.store.searchable` — what search is on every backend before any SQL: which
   messages are searchable, audience tokens, each partner's search language and its terms.
-- :mod:`bot.store.sqlite` — the SQLite backend, composed from one module per concern:
-  ``users`` (users, pairings, owner claims), ``chats`` (chats, bindings), ``messages``,
-  ``queue`` (pending turns and delivery), ``turn_context`` (what a turn reads first, in
-  one round trip), ``media``, ``sessions``, ``review``, ``search``,
-  ``forgetting``, ``checkins`` (and reminders), ``usage``, ``audit`` (and settings),
-  ``vectors`` (semantic recall), ``web`` (the web page's logins), ``workers`` (the worker
-  registry, the leader and queue-key leases with fencing epochs), ``documents`` (memory
-  documents as rows, when they are not files), all on
-  ``connection`` (the shared connection, its round-trip counter and error translation).
+- :mod:`bot.store.sqlite` — the SQLite backend, on ``connection`` (the shared connection, its
+  round-trip counter and error translation); :mod:`bot.store.postgres` — the PostgreSQL
+  backend, on ``postgres.base`` (the pool). Each is composed from one class per concern.
+
+Each concern has one name, used three times: its interface is ``bot/store/protocol/<name>.py``,
+its SQLite implementation ``bot/store/<name>.py`` and its PostgreSQL one
+``bot/store/postgres/<name>.py``. The concerns: ``users`` (users, pairings, owner claims),
+``chats`` (chats, bindings), ``messages``, ``queue`` (pending turns and delivery),
+``turn_context`` (what a turn reads first, in one round trip), ``media``, ``sessions``,
+``review`` (review state), ``search``, ``forgetting``, ``checkins`` (and reminders),
+``usage`` (and budgets), ``audit`` (and settings), ``vectors`` (semantic recall), ``web``
+(the web page's logins), ``workers`` (the worker registry, the leader and queue-key leases
+with fencing epochs), ``documents`` (memory documents as rows, when they are not files).
 
 The dispatcher's queue is rows in ``messages`` (``status = 'pending'``), not only memory, so
 restart recovery is a query and a second backend can offer failover with the same code path.
