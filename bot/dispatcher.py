@@ -6,7 +6,8 @@ going while its key has pending rows, so messages that arrive during a turn coal
 next turn. A semaphore bounds how many turns run at once.
 
 A key is worked only under a lease (:mod:`bot.workers`): when notified, the task first claims
-the key, and leaves it alone if another worker holds it (that worker sees the message); a key
+the key — once a turn slot is free, so a busy worker leaves a new chat to workers with room —
+and leaves it alone if another worker holds it (that worker sees the message); a key
 the worker's sweep claimed arrives already leased (:meth:`Dispatcher.adopt`). The lease goes
 with every turn, whose writes it fences, and is handed back to the worker when nothing is
 pending (which keeps it a little for the conversation's next message). A turn that
@@ -139,6 +140,14 @@ class Dispatcher:
         adopted = self._adopted.pop(queue_key, None)
         if adopted is not None:
             return adopted
+        if self._slots.locked():
+            # every turn slot is busy: a key claimed now would wait here, held from workers
+            # that have room (they hear of the message too); claim it once a slot is free
+            async with self._slots:
+                pass
+            adopted = self._adopted.pop(queue_key, None)  # the sweep's, meanwhile
+            if adopted is not None:
+                return adopted
         return await self._leases.claim(queue_key)
 
     async def _drain(self, lease: Lease) -> bool:
