@@ -30,7 +30,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 from bot.config import MemoryConfig
@@ -341,11 +341,7 @@ class Reviewer:
         await self.claims.keep_review(claim)
         result = ReviewResult()
         if session.user_key is not None and files:
-            for due, about in parse_reminders(answer, day):
-                if await self.store.add_reminder(partner.id, session.user_key, due, about):
-                    result.reminders.append(due)
-            if result.reminders and self.on_reminders is not None:
-                await self.on_reminders()
+            result.reminders = await self._store_reminders(partner, session.user_key, answer, day)
         upto = rows[-1].id
         applied = await apply_edits(self.memory, self.store, partner, session, ops, files, upto)
         result.changes.extend(applied.changes)
@@ -356,3 +352,16 @@ class Reviewer:
             )
             result.journal = True
         return result
+
+    async def _store_reminders(
+        self, partner: Partner, user_key: str, answer: dict[str, Any], day: str
+    ) -> list[str]:
+        """Store the answer's dated reminders for the user (and have them planned); the
+        dates of those that were new."""
+        stored = []
+        for due, about in parse_reminders(answer, day):
+            if await self.store.add_reminder(partner.id, user_key, due, about):
+                stored.append(due)
+        if stored and self.on_reminders is not None:
+            await self.on_reminders()
+        return stored
