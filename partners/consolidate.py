@@ -31,7 +31,9 @@ from partners.catalog import PartnerCatalog
 from partners.journal import DAY_LINE, clip, journal_file
 from partners.memory import MemoryFile, MemoryInputError, MemoryStore
 from partners.persona import Partner
-from partners.review import Reviewer, ReviewOutputError, ask_for_json, removes_too_much
+from partners.review import Reviewer
+from partners.review_answer import ReviewOutputError, ask_for_json
+from partners.review_edits import removes_too_much
 
 logger = logging.getLogger(__name__)
 

@@ -17,49 +17,32 @@ before its watermark runs again over the same segment: its journal entry and its
 edits carry the segment in their changelog ``source``, and a segment already written is not
 written twice.
 
-What a review may write depends on whose conversation it was (DESIGN.md "Decisions": per-user
-writes): in ``per_user`` scope a user's conversation changes only that user's file and the
-partner's own files change only from the owner's conversations; group conversations of a
-per-user partner write the journal only. SYSTEM.md, AGENTS.md and the owner's memory are never
-reachable. Edits quote text that must appear exactly once; a batch that would remove or replace
-more than a quarter of a file's entries (files of 8 entries or more) is refused.
+The model's answer is read in :mod:`partners.review_answer`, the prompt built in
+:mod:`partners.review_prompt`, and what the answer writes (memory edits behind their guards,
+the journal entry) in :mod:`partners.review_edits`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from importlib import resources
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
 from bot.config import MemoryConfig
 from bot.literal import literal_line
 from bot.llm import LLMClient, LLMError, storable
-from bot.store import Lease, LeaseLost, MessageRow, NewMessage, SessionRow, Store, reviewed_session
+from bot.store import Lease, LeaseLost, MessageRow, SessionRow, Store, reviewed_session
 from partners.catalog import PartnerCatalog
-from partners.journal import (
-    JournalEntry,
-    day_header,
-    journal_file,
-    render,
-    summaries_for_chat,
-    user_marker,
-)
-from partners.memory import (
-    MemoryFile,
-    MemoryInputError,
-    MemoryStore,
-    strip_ids,
-    text_hash,
-)
-from partners.persona import MEMORY_FILES, Partner
-from partners.tools import user_memory_file
+from partners.memory import MemoryStore
+from partners.persona import Partner
+from partners.review_answer import ReviewOutputError, ask_for_json, parse_reminders, parse_review
+from partners.review_edits import apply_edits, writable_files, write_journal
+from partners.review_prompt import review_prompt
 
 logger = logging.getLogger(__name__)
 
@@ -69,29 +52,17 @@ MAX_ATTEMPTS = 3
 RETRY_SECONDS = 60.0
 OWNER_NOTICE_EVERY_SECONDS = 600.0
 MIN_HUMAN_CHARS = 20
-REMOVAL_GUARD_ENTRIES = 8
-REMOVAL_GUARD_SHARE = 0.25
-MAX_ANSWER_DEPTH = 8
-"""An answer nests 4 levels at most (answer, memory list, operation, value); deeper is broken."""
 MAX_REASON_CHARS = 300
 REVIEWS_AT_ONCE = 2
 """How many claimed reviews one worker runs at once (beside its turns: a review is one
 model call, and a worker's sweep leaves the rest to the other workers)."""
-CUT_MARKER = "… (earlier part omitted)"
-MESSAGE_SHARE = 5
-"""One message shows at most this share of the review's window (1/5): a reply longer than
-the window (a story in three chunks) would otherwise push every turn before it out, and the
-watermark passes those turns whether the model saw them or not."""
-CLIPPED_MARKER = " … (shortened)"
-USER_FILE = "USER_FILE"
-
-
-class ReviewOutputError(ValueError):
-    """The model's answer was not the JSON a review needs."""
 
 
 @dataclass
 class ReviewResult:
+    """What one review did: whether it wrote a journal entry, the memory changes it made and
+    the edits it left out (with why), the reminders it stored, or a note on why it stopped."""
+
     journal: bool = False
     changes: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
@@ -99,133 +70,8 @@ class ReviewResult:
     note: str = ""
 
 
-def removes_too_much(entries: int, removing: int) -> bool:
-    """The removal guard (DESIGN.md "Decisions"): one review or consolidation batch may take
-    away at most a quarter of the entries of a file of 8 or more. A replace takes the old text
-    away as surely as a remove does, so ``removing`` counts both."""
-    return entries >= REMOVAL_GUARD_ENTRIES and removing > entries * REMOVAL_GUARD_SHARE
-
-
-def review_prompt_template() -> str:
-    return (resources.files("partners") / "prompts" / "review.md").read_text("utf-8")
-
-
-def json_object(text: str) -> dict[str, Any]:
-    """The JSON object in a model's answer, read defensively: code fences or prose around it."""
-    if not text.strip():
-        raise ReviewOutputError("empty answer")
-    start, end = text.find("{"), text.rfind("}")
-    if start < 0 or end <= start:
-        raise ReviewOutputError("no JSON object in the answer")
-    try:
-        data = json.loads(text[start : end + 1])
-    except json.JSONDecodeError as exc:
-        raise ReviewOutputError(f"invalid JSON ({exc.msg})") from exc
-    except RecursionError as exc:
-        raise ReviewOutputError("the JSON is nested too deeply") from exc
-    if not isinstance(data, dict):
-        raise ReviewOutputError("the answer is not a JSON object")
-    return cleaned(data)
-
-
-def cleaned(value: Any, depth: int = 0) -> Any:
-    """``value`` with every text storable: a ``\\ud83d`` escape decodes to a lone surrogate,
-    which no file or database can hold, so it becomes U+FFFD before anything is written.
-    Nesting deeper than an answer needs is refused here rather than breaking a writer later."""
-    if depth > MAX_ANSWER_DEPTH:
-        raise ReviewOutputError("the JSON is nested too deeply")
-    if isinstance(value, str):
-        return storable(value)
-    if isinstance(value, list):
-        return [cleaned(item, depth + 1) for item in value]
-    if isinstance(value, dict):
-        return {storable(key): cleaned(item, depth + 1) for key, item in value.items()}
-    return value
-
-
-async def ask_for_json(
-    llm: LLMClient, store: Store, partner_id: str, model: str, prompt: str, usage_day: str
-) -> dict[str, Any]:
-    """One JSON-mode call on behalf of memory upkeep, its tokens counted as "review" on
-    ``usage_day`` (the owner's calendar, :meth:`Config.usage_day`, not the partner's)."""
-    completion = await llm.complete(
-        [{"role": "user", "content": prompt}], model=model, json_mode=True
-    )
-    await store.add_usage(
-        usage_day,
-        partner_id,
-        "review",
-        completion.model,
-        completion.usage.prompt_tokens,
-        completion.usage.completion_tokens,
-    )
-    return json_object(completion.text)
-
-
-def parse_review(data: dict[str, Any]) -> tuple[JournalEntry | None, list[dict[str, Any]]]:
-    """The journal entry and memory operations of a review's answer; missing parts are empty."""
-    journal = None
-    raw = data.get("journal")
-    if isinstance(raw, dict) and isinstance(raw.get("summary"), str) and raw["summary"].strip():
-
-        def items(key: str) -> list[str]:
-            value = raw.get(key) or []
-            return [str(v) for v in value if str(v).strip()] if isinstance(value, list) else []
-
-        journal = JournalEntry(
-            raw["summary"], items("discussed"), items("facts"), items("feelings")
-        )
-    ops = data.get("memory") or []
-    if not isinstance(ops, list):
-        raise ReviewOutputError("'memory' must be a list of operations")
-    return journal, [op for op in ops if isinstance(op, dict)]
-
-
-def parse_reminders(data: dict[str, Any], today: str) -> list[tuple[str, str]]:
-    """(date, about) pairs from the review's answer: future dates only, short texts."""
-    raw = data.get("reminders")
-    found = []
-    for item in raw if isinstance(raw, list) else []:
-        if not isinstance(item, dict):
-            continue
-        day, about = str(item.get("date", "")), " ".join(str(item.get("about", "")).split())
-        try:
-            valid = datetime.fromisoformat(day).date().isoformat() == day
-        except ValueError:
-            valid = False
-        if valid and day >= today and about:
-            found.append((day, about[:120]))
-    return found
-
-
-def segment_text(rows: list[MessageRow], window_chars: int, timezone: ZoneInfo) -> str:
-    """The messages as `[HH:MM] Name: text` lines, each shortened to its start past a fifth
-    of the window, keeping the tail when still over the window."""
-    most = window_chars // MESSAGE_SHARE
-    lines = [
-        f"[{datetime.fromtimestamp(r.created_at, timezone):%H:%M}] {r.speaker or r.role}: "
-        + (r.text if len(r.text) <= most else r.text[:most].rstrip() + CLIPPED_MARKER)
-        for r in rows
-    ]
-    kept: list[str] = []
-    used = 0
-    for line in reversed(lines):
-        used += len(line) + 1
-        if used > window_chars and kept:
-            kept.append(CUT_MARKER)
-            break
-        kept.append(line)
-    return "\n".join(reversed(kept))
-
-
 def still_due(session: SessionRow, by: float) -> bool:
     return session.review_due_at is not None and session.review_due_at <= by
-
-
-def segment_source(session: SessionRow, upto: int) -> str:
-    """The changelog ``source`` of what a review of ``session`` up to message ``upto``
-    writes: the same for every run over that segment, so a re-run can tell it wrote."""
-    return f"review of session {session.id} up to message {upto}"
 
 
 Notify = Callable[[str, str], Awaitable[None]]
@@ -248,6 +94,9 @@ class ReviewClaims(Protocol):
 
 
 class Reviewer:
+    """Runs reviews: marks them due when a trigger fires, claims them, and runs one claimed
+    review from its prompt to its watermark."""
+
     def __init__(
         self,
         *,
@@ -462,17 +311,6 @@ class Reviewer:
                 "was skipped; the messages are kept.",
             )
 
-    def writable_files(self, partner: Partner, session: SessionRow) -> dict[str, MemoryFile]:
-        """Which files this session's review may change (DESIGN.md "Decisions")."""
-        own = {name: MemoryFile(partner.dir, name) for name in MEMORY_FILES}
-        if not partner.per_user:
-            return own
-        if session.user_key is None:
-            return {}
-        if self.is_owner(session.user_key):
-            return own
-        return {USER_FILE: user_memory_file(partner, session.user_key)}
-
     async def _review(
         self, partner: Partner, session: SessionRow, rows: list[MessageRow], claim: Lease
     ) -> ReviewResult:
@@ -480,10 +318,20 @@ class Reviewer:
         moment = self.clock()
         now = datetime.fromtimestamp(moment, self.timezone(partner))
         day = now.date().isoformat()
-        files = self.writable_files(partner, session)
+        files = writable_files(partner, session, self.is_owner)
         chat = await self.store.chat(session.chat_key)
         title = (chat.title if chat and chat.title else None) or session.title or "chat"
-        prompt = await self._prompt(partner, session, rows, files, day, title, settings)
+        prompt = await review_prompt(
+            self.memory,
+            partner,
+            session,
+            rows,
+            files,
+            day=day,
+            title=title,
+            settings=settings,
+            timezone=self.timezone(partner),
+        )
         model = settings.review_model or partner.preset.model or self.default_model
         answer = await ask_for_json(
             self.llm, self.store, partner.id, model, prompt, self.usage_day(moment)
@@ -493,192 +341,27 @@ class Reviewer:
         await self.claims.keep_review(claim)
         result = ReviewResult()
         if session.user_key is not None and files:
-            for due, about in parse_reminders(answer, day):
-                if await self.store.add_reminder(partner.id, session.user_key, due, about):
-                    result.reminders.append(due)
-            if result.reminders and self.on_reminders is not None:
-                await self.on_reminders()
-        await self._apply(partner, session, ops, files, result, rows[-1].id)
+            result.reminders = await self._store_reminders(partner, session.user_key, answer, day)
+        upto = rows[-1].id
+        applied = await apply_edits(self.memory, self.store, partner, session, ops, files, upto)
+        result.changes.extend(applied.changes)
+        result.skipped.extend(applied.skipped)
         if journal is not None:
-            who = await self._who(partner, session)
-            await self._write_journal(partner, session, journal, now, title, who, rows[-1].id)
+            await write_journal(
+                self.memory, self.store, partner, session, journal, now=now, title=title, upto=upto
+            )
             result.journal = True
         return result
 
-    async def _prompt(
-        self,
-        partner: Partner,
-        session: SessionRow,
-        rows: list[MessageRow],
-        files: dict[str, MemoryFile],
-        day: str,
-        title: str,
-        settings: MemoryConfig,
-    ) -> str:
-        shown = []
-        for label, file in files.items():
-            name = file.name if label == USER_FILE else label
-            body = strip_ids(await self.memory.read(file)).strip() or "(empty)"
-            shown.append(f"### {name}\n{body}")
-        sizes = {n: len(await self.memory.read(MemoryFile(partner.dir, n))) for n in MEMORY_FILES}
-        budget = ""
-        if sum(sizes.values()) > settings.context_budget:
-            heavy = ", ".join(sorted(sizes, key=lambda n: sizes[n], reverse=True)[:2])
-            budget = (
-                f"The memory is over its budget of {settings.context_budget} characters: "
-                f"condense {heavy} (merge duplicates, drop what is out of date).\n"
-            )
-        allowed = (
-            ", ".join(f.name if label == USER_FILE else label for label, f in files.items())
-            or "none (write only the journal)"
-        )
-        values = {
-            "partner": partner.name,
-            "allowed": allowed,
-            "budget": budget,
-            "files": "\n\n".join(shown) or "(none)",
-            "journal": await summaries_for_chat(self.memory, partner, day, session.chat_key)
-            or "(nothing yet)",
-            "chat": title,
-            "segment": segment_text(
-                rows, max(settings.review_chars * 2, 4000), self.timezone(partner)
-            ),
-        }
-        text = review_prompt_template()
-        for key, value in values.items():
-            text = text.replace("{{" + key + "}}", value)
-        return text
-
-    async def _apply(
-        self,
-        partner: Partner,
-        session: SessionRow,
-        ops: list[dict[str, Any]],
-        files: dict[str, MemoryFile],
-        result: ReviewResult,
-        upto: int,
-    ) -> None:
-        """Apply the answer's memory edits, file by file. When an earlier run over this
-        segment got as far as its journal entry (it was cut off before its watermark, or
-        lost its claim after writing), it had applied all of its edits: a file holding edits
-        of this segment gets none again, since the model's second answer need not repeat its
-        first word for word. An earlier run cut off before its journal may have applied only
-        some: every edit is applied again, an add of the same text being a duplicate the
-        memory store refuses and a replace or remove finding its old text gone."""
-        by_name = {(f.name if label == USER_FILE else label): f for label, f in files.items()}
-        grouped: dict[str, list[dict[str, Any]]] = {}
-        for op in ops:
-            name = str(op.get("file", ""))
-            if name not in by_name:
-                result.skipped.append(f"{name or '(no file)'}: not writable here")
-                logger.warning("review of %s: op on %r refused", session.id, name)
-                continue
-            grouped.setdefault(name, []).append(op)
-        source = segment_source(session, upto)
-        written = await self._files_written(partner, source)
-        forgotten: set[str] = set()
-        if USER_FILE in files and session.partner_id and session.user_key:
-            forgotten = await self.store.tombstones(session.partner_id, session.user_key)
-        for name, file_ops in grouped.items():
-            file = by_name[name]
-            if file.name in written:
-                result.skipped.append(f"{name}: this part was reviewed into it already")
-                logger.info("review of %s: %s already holds this segment", session.id, name)
-                continue
-            if await self._removes_too_much(file, file_ops):
-                result.skipped.append(
-                    f"{name}: batch would remove or replace over 25% of its entries"
-                )
-                logger.warning("review of %s: %s batch rejected (removal guard)", session.id, name)
-                continue
-            for op in file_ops:
-                if forgotten and text_hash(str(op.get("text") or "")) in forgotten:
-                    result.skipped.append(f"{name}: the user asked to forget this")
-                    continue
-                try:
-                    change = await self._apply_one(file, op, source)
-                except MemoryInputError as exc:
-                    result.skipped.append(f"{name}: {exc}")
-                    logger.info("review of %s: op skipped: %s", session.id, exc)
-                    continue
-                if change:
-                    result.changes.append(change)
-
-    async def _files_written(self, partner: Partner, source: str) -> set[str]:
-        """The files holding a memory edit from ``source`` by a run that went on to write
-        its journal entry (the last thing a review writes); none when no run got so far."""
-        changes = [c for c in await self.memory.changes(partner.dir) if c.source == source]
-        if not any(change.op == "append" for change in changes):
-            return set()
-        return {change.file for change in changes if change.op != "append"}
-
-    async def _removes_too_much(self, file: MemoryFile, ops: list[dict[str, Any]]) -> bool:
-        entries = await self.memory.entries(file)
-        removing = sum(1 for op in ops if op.get("op") in ("remove", "replace"))
-        return removes_too_much(len(entries), removing)
-
-    async def _apply_one(self, file: MemoryFile, op: dict[str, Any], source: str) -> str | None:
-        kind = op.get("op")
-        text = str(op.get("text") or "")
-        old = str(op.get("old") or "")
-        reason = str(op.get("reason") or "review")
-        if kind == "add":
-            result = await self.memory.add(file, text, reason=reason, source=source)
-        elif kind == "replace":
-            if not text.strip():
-                raise MemoryInputError("replace needs new text")
-            result = await self.memory.replace_text(file, old, text, reason=reason, source=source)
-        elif kind == "remove":
-            result = await self.memory.replace_text(file, old, "", reason=reason, source=source)
-        else:
-            raise MemoryInputError(f"unknown op {kind!r}")
-        return result.change_id
-
-    async def _who(self, partner: Partner, session: SessionRow) -> str:
-        if not partner.per_user or session.user_key is None:
-            return ""
-        user = await self.store.user(session.user_key)
-        name = (user["display_name"] if user else "") or session.user_key
-        return f"{name} {user_marker(session.user_key)}"
-
-    async def _write_journal(
-        self,
-        partner: Partner,
-        session: SessionRow,
-        entry: JournalEntry,
-        now: datetime,
-        title: str,
-        who: str,
-        upto: int,
-    ) -> None:
-        """Append the entry once per reviewed segment: a review cut off between this write
-        and its watermark runs again, and must not write a second entry for the same part."""
-        day = now.date().isoformat()
-        file = journal_file(partner, day)
-        source = segment_source(session, upto)
-        if not await self._journal_written(partner, file, source):
-            block = render(entry, now, title, session.chat_key, who)
-            await self.memory.append(
-                file, block, header=day_header(day), reason="journal", source=source
-            )
-        await self.store.add_message(
-            NewMessage(
-                chat_key=session.chat_key,
-                role="journal",
-                text=entry.as_text(),
-                audience=session.audience,
-                dedup_key=f"journal:{session.id}:{upto}",
-                session_id=session.id,
-                partner_id=partner.id,
-                speaker="journal",
-            )
-        )
-
-    async def _journal_written(self, partner: Partner, file: MemoryFile, source: str) -> bool:
-        """Whether a journal block from ``source`` is in the file (its changelog record comes
-        first, so a record alone may be a write that never happened)."""
-        for change in reversed(await self.memory.changes(partner.dir)):
-            if change.op == "append" and change.file == file.name and change.source == source:
-                written = (await self.memory.read(file)).replace("\r\n", "\n")
-                return (change.new or "").rstrip("\n") in written
-        return False
+    async def _store_reminders(
+        self, partner: Partner, user_key: str, answer: dict[str, Any], day: str
+    ) -> list[str]:
+        """Store the answer's dated reminders for the user (and have them planned); the
+        dates of those that were new."""
+        stored = []
+        for due, about in parse_reminders(answer, day):
+            if await self.store.add_reminder(partner.id, user_key, due, about):
+                stored.append(due)
+        if stored and self.on_reminders is not None:
+            await self.on_reminders()
+        return stored

@@ -13,7 +13,7 @@ import pytest
 
 from bot.store import SessionRow
 from partners.memory import MemoryFile
-from partners.review import segment_source
+from partners.review_edits import segment_source
 from tests.conftest import OWNER_ID, Harness, dm
 from tests.fakes.fake_llm import Failure, Reply, ToolCallSpec
 
