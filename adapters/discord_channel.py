@@ -52,7 +52,8 @@ from adapters.discord_events import (
     BotIdentity,
 )
 from adapters.discord_receiving import DiscordReceiving
-from bot.config import ConfigError, DiscordConfig
+from bot.config import ConfigError
+from bot.config_platforms import DiscordConfig
 from bot.events import ChatRef, Outbound
 
 logger = logging.getLogger(__name__)

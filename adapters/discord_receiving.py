@@ -36,7 +36,7 @@ from adapters.discord_events import (
     message_event,
 )
 from bot.commands import parse_command
-from bot.config import DiscordConfig
+from bot.config_platforms import DiscordConfig
 from bot.events import ChatRef, Inbound, Outbound, Reaction
 
 logger = logging.getLogger(__name__)

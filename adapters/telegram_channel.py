@@ -53,7 +53,8 @@ from adapters.telegram_streams import DraftStream, EditStream, retry_after_secon
 from adapters.telegram_updates import PLATFORM, BotIdentity
 from adapters.telegram_webhook import WebhookServer
 from bot.commands import COMMANDS
-from bot.config import ConfigError, TelegramConfig
+from bot.config import ConfigError
+from bot.config_platforms import TelegramConfig
 from bot.events import ChatRef, Choice, Outbound
 
 logger = logging.getLogger(__name__)

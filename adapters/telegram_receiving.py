@@ -42,7 +42,7 @@ from adapters.telegram_updates import (
 )
 from adapters.telegram_webhook import WebhookServer
 from bot.commands import parse_command
-from bot.config import TelegramConfig
+from bot.config_platforms import TelegramConfig
 from bot.events import Inbound, Outbound, Reaction
 
 logger = logging.getLogger(__name__)

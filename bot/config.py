@@ -4,6 +4,9 @@ A config file is optional: with none, every key has a default and the LLM key co
 ``OPENAI_API_KEY``. Values written as ``"${NAME}"`` (or with other text around them) read the
 environment when the file is loaded. Any problem — a wrong type, an unknown key, a missing
 variable — becomes one :class:`ConfigError` whose message names the key path and the fix.
+
+The chat platforms' sections live in ``bot/config_platforms.py``; every section shares the base
+in ``bot/config_section.py``.
 """
 
 from __future__ import annotations
@@ -18,14 +21,15 @@ from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
     ValidationInfo,
     field_validator,
 )
+
+from bot.config_platforms import DiscordConfig, TelegramConfig
+from bot.config_section import Section
 
 logger = logging.getLogger(__name__)
 
@@ -39,11 +43,7 @@ class ConfigError(Exception):
     """The configuration cannot be used; the message says which key and what to do."""
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LLMConfig(_Section):
+class LLMConfig(Section):
     base_url: str = "https://api.openai.com/v1"
     api_key: SecretStr | None = None
     model: str = "gpt-4o-mini"
@@ -66,7 +66,7 @@ class LLMConfig(_Section):
 DATABASE_URL_SCHEMES = ("postgresql://", "postgres://")
 
 
-class StorageConfig(_Section):
+class StorageConfig(Section):
     data_dir: Path = Path("data")
     database_url: SecretStr | None = None
     """A PostgreSQL database (``postgresql://user:password@host/name``) instead of SQLite's
@@ -89,7 +89,7 @@ class StorageConfig(_Section):
         return value
 
 
-class OwnerConfig(_Section):
+class OwnerConfig(Section):
     telegram_ids: list[int] = Field(default_factory=list)
     discord_ids: list[int] = Field(default_factory=list)
     timezone: str | None = None
@@ -116,7 +116,7 @@ def positive_or_default(value: object, info: ValidationInfo) -> object:
     return default
 
 
-class MemoryConfig(_Section):
+class MemoryConfig(Section):
     auto_memory: bool = True
     review_turns: int = 3
     review_chars: int = 2000
@@ -136,122 +136,7 @@ class MemoryConfig(_Section):
     )
 
 
-def token_not_empty(value: SecretStr | None) -> SecretStr | None:
-    """An empty token would get as far as the platform's client and fail there with a trace."""
-    if value is not None and not value.get_secret_value().strip():
-        raise ValueError("is empty; set the bot token, or remove the key to run without it")
-    return value
-
-
-class TelegramConfig(_Section):
-    token: SecretStr | None = None
-    _token = field_validator("token")(token_not_empty)
-    base_url: str | None = None
-    mode: Literal["polling", "webhook"] = "polling"
-    webhook_listen: str = "127.0.0.1"
-    webhook_port: int = 8443
-    webhook_url: str | None = Field(None, validate_default=True)
-    webhook_secret: SecretStr | None = None
-    stream: bool = False
-    rate_limit: bool = False
-    poll_timeout_seconds: int = Field(30, ge=1, le=50)
-    watchdog_seconds: int = Field(120, ge=1)
-
-    @field_validator("watchdog_seconds")
-    @classmethod
-    def _longer_than_a_poll(cls, value: int, info: ValidationInfo) -> int:
-        poll = info.data.get("poll_timeout_seconds")
-        if poll is not None and value <= poll:
-            # a healthy long poll lasts poll_timeout_seconds: a shorter watchdog would cut it
-            raise ValueError(f"must be longer than poll_timeout_seconds ({poll})")
-        return value
-
-    @field_validator("webhook_url")
-    @classmethod
-    def _needed_for_webhooks(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if info.data.get("mode") == "webhook" and not value:
-            raise ValueError('mode = "webhook" needs the public HTTPS address Telegram calls')
-        return value
-
-
-SHARD_IDS_FORM = 'a list like [0, 1] or ranges like "0-3" or "0-1,4"'
-SHARD_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
-MAX_SHARD_RANGE = 100_000
-"""More shards than any bot runs: a longer range is a typo, refused before it is spelled out."""
-
-
-def parse_shard_ids(value: object) -> object:
-    """``discord.shard_ids`` as written: a list, one number, or ranges in a string (what
-    ``${ENV}`` gives, so one compose service can hand each replica its own)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return [value]
-    if not isinstance(value, str):
-        return value
-    ids: list[int] = []
-    for part in value.split(","):
-        match = SHARD_RANGE.match(part.strip())
-        if match is None:
-            raise ValueError(f"{part.strip()!r} is not a shard id or range; write {SHARD_IDS_FORM}")
-        first, last = int(match[1]), int(match[2] or match[1])
-        if last < first:
-            raise ValueError(f"the range {part.strip()!r} runs backwards; write {SHARD_IDS_FORM}")
-        if last - first >= MAX_SHARD_RANGE:
-            raise ValueError(f"the range {part.strip()!r} names more shards than any bot has")
-        ids.extend(range(first, last + 1))
-    return ids
-
-
-class DiscordConfig(_Section):
-    token: SecretStr | None = None
-    _token = field_validator("token")(token_not_empty)
-    api_base: str | None = None
-    gateway_url: str | None = None
-    shards: Literal["auto"] | int | None = None
-    """How many shards the bot has in all: "auto" asks Discord, a number fixes it."""
-    shard_ids: list[int] | None = None
-    """The shards this worker connects (README "Several workers"); unset: every shard."""
-    stream: bool = False
-    answer_bots: bool = False
-    missed_max_age_minutes: int = Field(30, ge=0)
-
-    @field_validator("shards")
-    @classmethod
-    def _at_least_one(cls, value: Literal["auto"] | int | None) -> Literal["auto"] | int | None:
-        if isinstance(value, int) and value < 1:
-            raise ValueError('must be at least 1 (the number of shards in all), or "auto"')
-        return value
-
-    _shard_ids_form = field_validator("shard_ids", mode="before")(parse_shard_ids)
-
-    @field_validator("shard_ids")
-    @classmethod
-    def _within_the_count(cls, value: list[int] | None, info: ValidationInfo) -> list[int] | None:
-        if value is None:
-            return None
-        if not value:
-            raise ValueError(f"names no shard; write {SHARD_IDS_FORM}, or leave it out")
-        if "shards" not in info.data:
-            return value  # discord.shards is wrong itself, and says so
-        count = info.data["shards"]
-        if not isinstance(count, int):
-            # "auto" would let each worker ask Discord on its own and perhaps hear different
-            # counts: then a guild's events would reach two workers, or none
-            raise ValueError(
-                "set discord.shards to the total number of shards across all workers (a number, "
-                'the same on every worker; not "auto") to connect only some of them'
-            )
-        for shard in value:
-            if not 0 <= shard < count:
-                raise ValueError(
-                    f"{shard} is not a shard of discord.shards = {count} (0 to {count - 1})"
-                )
-        repeated = next((shard for shard in value if value.count(shard) > 1), None)
-        if repeated is not None:
-            raise ValueError(f"shard {repeated} is named twice; name each shard once")
-        return value
-
-
-class AccessConfig(_Section):
+class AccessConfig(Section):
     dm_policy: Literal["pairing", "allowlist", "open"] = "pairing"
     allow: list[str] = Field(default_factory=list)
     mention_gating: bool = True
@@ -260,7 +145,7 @@ class AccessConfig(_Section):
     user_messages_per_hour: int = Field(0, ge=0)
 
 
-class BindingConfig(_Section):
+class BindingConfig(Section):
     platform: Literal["telegram", "discord"]
     chat_id: str
     partner: str
@@ -272,11 +157,11 @@ class BindingConfig(_Section):
         return str(value) if isinstance(value, int) else value
 
 
-class DispatchConfig(_Section):
+class DispatchConfig(Section):
     max_concurrent_turns: int = Field(64, ge=1, le=1024)
 
 
-class WorkersConfig(_Section):
+class WorkersConfig(Section):
     """This process as one of several workers on one database (DESIGN.md "Several
     workers"); with SQLite there is one worker and these only pace its bookkeeping."""
 
@@ -301,7 +186,7 @@ class WorkersConfig(_Section):
         return value
 
 
-class DeliveryConfig(_Section):
+class DeliveryConfig(Section):
     """How long and how often a reply the platform refuses for now is tried again."""
 
     retry_minutes: float = Field(30, gt=0, le=7 * 24 * 60)
@@ -317,7 +202,7 @@ class DeliveryConfig(_Section):
         return value
 
 
-class SpeechConfig(_Section):
+class SpeechConfig(Section):
     """Voice in and out through an OpenAI-compatible speech endpoint (README "Voice")."""
 
     base_url: str | None = None
@@ -339,7 +224,7 @@ class SpeechConfig(_Section):
     budget_tokens_per_thousand_chars: int = Field(1000, ge=0)
 
 
-class EmbeddingsConfig(_Section):
+class EmbeddingsConfig(Section):
     """Optional semantic recall through an OpenAI-compatible embeddings endpoint (README
     "Recall"). Unset ``base_url`` or ``model``: off, search is lexical only."""
 
@@ -376,11 +261,11 @@ class EmbeddingsConfig(_Section):
         return value
 
 
-class PartnersConfig(_Section):
+class PartnersConfig(Section):
     default: str | None = None
 
 
-class WebConfig(_Section):
+class WebConfig(Section):
     """The owner's web page (README "The web page"): off unless enabled, loopback by default,
     entered only through a one-time link from ``/admin web``."""
 
@@ -401,7 +286,7 @@ class WebConfig(_Section):
         return value.rstrip("/") if value else value
 
 
-class Config(_Section):
+class Config(Section):
     llm: LLMConfig = LLMConfig()
     storage: StorageConfig = StorageConfig()
     owner: OwnerConfig = OwnerConfig()

@@ -4,15 +4,11 @@ A chunk the platform confirmed is never sent again, also after a restart. A cras
 platform's confirmation and our record can repeat that one chunk: platforms offer no
 idempotency key (README, "Delivery guarantees").
 
-A reply the platform refuses for now (a 5xx, a timeout, a long flood wait) is not given up
-(DESIGN.md "Decisions": nothing stays pending forever). Its next attempt is stored with it and
-the retry loop sends it when due, with pauses that double from ``delivery.first_pause_seconds``
-up to ``max_pause_seconds``, honouring the platform's retry-after, for ``delivery.retry_minutes``
-from the first refusal — across restarts, since the schedule is in the store. Short flood waits
-are waited out on the spot. A reply refused for good (blocked, chat not found, a bad request)
-or still refused when its time is up is marked undeliverable, written to the audit log and
-reported to the owner. Before a reply goes out, the replies of its chat that wait for a retry
-are tried first, so one held back by an outage still arrives before those written after it.
+Short flood waits are waited out on the spot. A reply the platform refuses for now (a 5xx, a
+timeout, a long flood wait) waits for a retry, and one refused for good is given up and
+reported to the owner: ``bot/delivery_retries.py`` keeps that schedule and the loop that sends
+what is due. Before a reply goes out, the replies of its chat that wait for a retry are tried
+first, so one held back by an outage still arrives before those written after it.
 A reply is sent by one task at a time (a turn, the retry loop, start-up recovery), so two of
 them never send the same chunk.
 
@@ -47,11 +43,10 @@ from adapters.base import Channel, DeliveryError, MediaChannel, ReplyStream
 from adapters.chunking import utf16_len
 from bot import markers
 from bot.config import DeliveryConfig
-from bot.events import ChatKind, ChatRef, Outbound, storable
-from bot.literal import literal_line
+from bot.delivery_retries import DeliveryRetries, NotifyOwner
+from bot.events import ChatKind, ChatRef, Outbound
 from bot.store import (
     ChatRow,
-    DeliveryRetry,
     Lease,
     MediaRow,
     Store,
@@ -65,8 +60,6 @@ logger = logging.getLogger(__name__)
 MAX_FLOOD_WAITS = 5
 MAX_FLOOD_WAIT_SECONDS = 30.0
 """A flood wait up to this long is waited out on the spot; a longer one is a scheduled retry."""
-MAX_DOUBLINGS = 30
-ERROR_CHARS = 200
 RECORD_PATIENCE_SECONDS = 30.0
 """How long the record of a chunk the platform confirmed is tried again while the database is
 away (a restart takes seconds); given up, the chunk is sent again when the reply is finished."""
@@ -75,13 +68,10 @@ RECORD_MAX_PAUSE_SECONDS = 5.0
 
 PartnerFace = Callable[[str], tuple[str, str | None, bytes | None] | None]
 """Partner id -> (name, avatar URL, avatar image), or None for a partner that is gone."""
-"""A partner id -> (name, avatar) as its replies show them, or None for an unknown partner."""
 EnsureLease = Callable[[Lease], Awaitable[None]]
 """Raises :class:`LeaseLost` unless the lease is still this worker's (renewing it if due)."""
 RecordChunk = Callable[..., Awaitable[None]]
 """The store's ``record_chunk`` or ``record_last_chunk``."""
-NotifyOwner = Callable[[str, str], Awaitable[None]]
-"""(platform, text): a DM to the owner, on that platform if they have an id there."""
 
 
 def chat_ref(row: ChatRow) -> ChatRef:
@@ -122,15 +112,12 @@ class Delivery:
         self.voice = voice
         self.channels = channels
         self.partner_face = partner_face
-        self.settings = settings
-        self.notify_owner = notify_owner
+        self.retries = DeliveryRetries(store, settings, notify_owner, self._send_waiting)
+        """Refused replies: their schedule, and the loop that sends them when due."""
         self.on_unreachable: Callable[[ChatRow], Awaitable[None]] | None = None
         """Called when a platform says the user of a DM cannot be written to any more."""
         self._sending: set[int] = set()
         """Replies a task is sending right now; any other task leaves them alone."""
-        self._wake = asyncio.Event()
-        self._closing = False
-        self._retries: asyncio.Task[None] | None = None
 
     # ---- the ways in -----------------------------------------------------------------
 
@@ -208,47 +195,11 @@ class Delivery:
 
     def start(self) -> None:
         """Start sending the replies whose retry is due (App.start, after recovery)."""
-        self._closing = False
-        self._retries = asyncio.create_task(self._retry_loop(), name="delivery retries")
+        self.retries.start()
 
     async def stop(self, grace_seconds: float) -> None:
         """Let a retry under way finish for up to ``grace_seconds``, then stop the loop."""
-        self._closing = True
-        self._wake.set()
-        task, self._retries = self._retries, None
-        if task is None:
-            return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.shield(task), grace_seconds)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-    async def _retry_loop(self) -> None:
-        while not self._closing:
-            self._wake.clear()  # before the queries: a retry scheduled after them wakes us
-            try:
-                for chat_key in await self.store.chats_with_due_retries(time.time()):
-                    if self._closing:
-                        return
-                    await self._send_waiting(chat_key)
-                next_at = await self.store.next_delivery_retry_at()
-            except Exception:  # one pass is an outer edge: the loop must keep running
-                logger.exception("delivery retries failed; trying again shortly")
-                next_at = time.time()
-            await self._sleep_until(next_at)
-
-    async def _sleep_until(self, next_at: float | None) -> None:
-        """Until the next retry is due, or until one is scheduled. A retry still due right
-        after a pass is being sent by another task (or the pass failed): look again after the
-        shortest pause."""
-        timeout = None
-        if next_at is not None:
-            remaining = next_at - time.time()
-            timeout = remaining if remaining > 0 else self.settings.first_pause_seconds
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
-                await self._wake.wait()
+        await self.retries.stop(grace_seconds)
 
     # ---- sending ---------------------------------------------------------------------
 
@@ -456,64 +407,8 @@ class Delivery:
     # ---- refusals --------------------------------------------------------------------
 
     async def _refused(self, reply: PendingReply, chunk: int, exc: DeliveryError) -> None:
-        """Schedule the next attempt, or give the reply up (for good, or out of time)."""
-        message_id = reply.message_id
-        error = storable(str(exc) or type(exc).__name__)[:ERROR_CHARS]
+        """A DM whose user cannot be written to any more is reported first; then the reply
+        waits for its retry, or is given up (:class:`DeliveryRetries`)."""
         if exc.unreachable and self.on_unreachable is not None:
             await self.on_unreachable(reply.chat)
-        now = time.time()
-        before = await self.store.delivery_retry(message_id)
-        attempts = (before.attempts if before else 0) + 1
-        since = before.first_failed_at if before else now
-        deadline = since + self.settings.retry_minutes * 60
-        if not exc.retryable or now >= deadline:
-            await self._give_up(reply, attempts, error)
-            return
-        pause = self.pause(attempts)
-        if exc.retry_after is not None:
-            pause = max(pause, exc.retry_after)
-        next_at = min(now + pause, deadline)  # the last try falls on the deadline itself
-        await self.store.schedule_delivery_retry(
-            DeliveryRetry(message_id, attempts, since, next_at, error), lease=reply.lease
-        )
-        self._wake.set()
-        logger.warning(
-            "reply %d chunk %d not delivered (%s); attempt %d, next in %.1f s",
-            message_id,
-            chunk,
-            error,
-            attempts,
-            next_at - now,
-        )
-
-    def pause(self, attempts: int) -> float:
-        """The pause after the ``attempts``-th refusal: doubling from the first, capped."""
-        doubled = self.settings.first_pause_seconds * 2 ** min(attempts - 1, MAX_DOUBLINGS)
-        return min(doubled, self.settings.max_pause_seconds)
-
-    async def _give_up(self, reply: PendingReply, attempts: int, error: str) -> None:
-        chat = reply.chat
-        logger.error(
-            "reply %d to %s not delivered; given up after %d attempt(s): %s",
-            reply.message_id,
-            chat.chat_key,
-            attempts,
-            error,
-        )
-        await self.store.mark_failed(reply.message_id, lease=reply.lease)
-        await self.store.audit(
-            "gateway",
-            "reply_undeliverable",
-            message=reply.message_id,
-            chat=chat.chat_key,
-            attempts=attempts,
-            error=error,
-        )
-        tries = "1 try" if attempts == 1 else f"{attempts} tries"
-        where = f"{chat.platform} chat {literal_line(chat.platform_chat_id)}"
-        await self.notify_owner(
-            chat.platform,
-            f"A reply could not be delivered to {where} after {tries} "
-            f"({literal_line(error)}). It was given up; the audit log keeps a record "
-            f"(reply {reply.message_id}).",
-        )
+        await self.retries.refused(reply, chunk, exc)

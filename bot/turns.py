@@ -5,28 +5,28 @@ records exactly one reply (DESIGN.md "Decisions": one turn, one reply). The repl
 closing of its inbound messages are one transaction, so a crash before it re-runs the turn
 (nothing was sent yet) and a crash after it only re-delivers the remaining chunks.
 
-``TurnRunner`` orchestrates; beside it live who is talking (``bot/conversation.py``), the
-turns answered without the model (``bot/quiet_turns.py``), failure counting and the apology
-(``bot/turn_failures.py``), stopping a turn (``bot/turn_stops.py``) and the typing indicator
-and reply preview (``bot/turn_feedback.py``).
+``TurnRunner`` orchestrates; beside it live who is talking (``bot/conversation.py``), what the
+model reads in a turn (``bot/turn_prompt.py``), the turns answered without the model
+(``bot/quiet_turns.py``), failure counting and the apology (``bot/turn_failures.py``),
+stopping a turn (``bot/turn_stops.py``), the typing indicator and reply preview
+(``bot/turn_feedback.py``) and the owner's consults of partners (``bot/consults.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
-from zoneinfo import ZoneInfo
 
 from adapters.base import Channel, MediaChannel, ReplyStream
 from bot import markers
 from bot.access import OwnerCheck
 from bot.budget import Budget
-from bot.chat import ChatLoop, TurnInput, history_window
+from bot.chat import ChatLoop, TurnInput, TurnOutput
 from bot.config import Config, MemoryConfig
+from bot.consults import Consults
 from bot.conversation import Conversation, resolve_conversation
 from bot.delivery import Delivery, PendingReply, chat_ref
 from bot.dispatcher import Worked
@@ -41,7 +41,6 @@ from bot.sessions import (
     Speaker,
     audience_for,
     search_audiences,
-    with_carried,
 )
 from bot.store import (
     ChatRow,
@@ -57,9 +56,9 @@ from bot.store import (
     TurnContext,
 )
 from bot.tools import ToolRegistry, ToolSurface
-from bot.transcripts import load_transcripts
 from bot.turn_failures import failed_attempt
 from bot.turn_feedback import accumulate, typing
+from bot.turn_prompt import MAX_REACTIONS_SHOWN, TurnPrompt
 from bot.turn_stops import STOPPED, TurnStopped, TurnStops
 from bot.voice_replies import VoiceReplies
 from partners.catalog import PartnerCatalog
@@ -72,7 +71,6 @@ from partners.tools import (
     OWNER_MEMORY_TOOL_NAMES,
     PARTNER_TOOL_NAMES,
     ToolContext,
-    ToolError,
     TurnBudget,
     user_memory_file,
 )
@@ -81,16 +79,11 @@ logger = logging.getLogger(__name__)
 
 OWNER_QUEUE = "@owner"
 APOLOGY = "Sorry — I can't think right now (my model is unreachable). Please try again in a bit."
-MAX_REACTIONS_SHOWN = 20
 
 
 def _lost(queue_key: str, lost: LeaseLost) -> Worked:
     logger.warning("turn for %s stopped: %s", queue_key, lost)
     return Worked.LOST
-
-
-def consult_chat_key(owner_chat_key: str) -> str:
-    return f"{owner_chat_key}#consult"
 
 
 def queue_key(chat_key: str, partner_id: str | None) -> str:
@@ -143,6 +136,22 @@ class TurnRunner:
         """Speaks replies (``/voice``); None: text only."""
         self.lore = lore
         """Lorebooks and post-history instructions; None: none are read."""
+        self.prompt = TurnPrompt(
+            config, store, catalog, sessions, self.memory_settings, media, lore
+        )
+        """Gathers what the model reads in a turn."""
+        self.consults = Consults(
+            config,
+            store,
+            catalog,
+            sessions,
+            chat_loop,
+            self._tools,
+            self._usage,
+            budget,
+            self.memory_settings,
+        )
+        """Runs the owner's consults of partners (consult_partner, ``/admin consult``)."""
         self.recall = recall or Recall(store)
         """History search for partner_search (semantic when embeddings are configured)."""
         self._stops = TurnStops()
@@ -193,16 +202,12 @@ class TurnRunner:
         return Worked.FAILED
 
     async def _turn(self, context: TurnContext, lease: Lease) -> None:
+        """One turn, top-down: who is talking and in which session, the turn's voice notes
+        and photos read, the prompt built, the model's answer, then the reply recorded with
+        the closing of its messages and delivered."""
         pending = context.pending
-        conversation = resolve_conversation(
-            self.catalog, self.is_owner, pending[-1], context.chat, context.user
-        )
+        conversation = self._conversation(context)
         if conversation is None:
-            logger.error(
-                "queue %s: chat or partner is gone; closing %d messages",
-                pending[-1].chat_key,
-                len(pending),
-            )
             await self._close_orphans(pending)
             return
         session = await self.sessions.continued(
@@ -229,46 +234,33 @@ class TurnRunner:
                 lease=lease,
             )
             return
-        if not session.title:  # a session opened by a voice note is titled by its transcript
-            title = " ".join(prepared.rows[0].text.split())[:TITLE_CHARS]
-            await self.store.set_session_title(session.id, title)
-        channel = self.channels.get(conversation.chat.platform)
-        speak = (
-            self.voice is not None
-            and isinstance(channel, MediaChannel)
-            and await self.voice.wanted(conversation.speaker.user_key, prepared.spoken)
-        )
-        stream = None
-        if channel is not None and not speak:  # a spoken reply is sent whole, not previewed
-            stream = channel.open_stream(
-                chat_ref(conversation.chat), pending[-1].platform_message_id
-            )
-        reply, usage = await self._answer(conversation, session, prepared, stream, context)
+        await self._title(session, prepared)
+        speak = await self._speaks(conversation, prepared)
+        stream = None if speak else self._stream(conversation, pending[-1])
+        turn = await self.prompt.build(conversation, session, prepared, context, self.clock())
+        reply, usage = await self._answer(conversation, session, turn, stream)
         if speak and reply.role == "assistant" and reply.text:
             reply = replace(reply, media=(*reply.media, NewMedia("speak", "voice")))
-        failed = reply.role == "notice" and reply.text != STOPPED
-        reply_id = await self.store.finish_turn(
-            [row.id for row in pending],
-            session.id,
-            reply,
-            "failed" if failed else "done",
-            usage=usage,
-            lease=lease,
+        reply_id = await self._record(pending, session, reply, usage, lease)
+        await self.delivery.send(
+            self._pending_reply(conversation, reply_id, reply, pending[-1], lease), stream
         )
-        partner_id = conversation.partner.id if conversation.partner else None
-        actions = tuple(MediaRow(reply_id, m.kind, m.ref) for m in reply.media)
-        pending_reply = PendingReply(
-            reply_id,
-            conversation.chat,
-            reply.text,
-            partner_id,
-            pending[-1].platform_message_id,
-            actions=actions,
-            lease=lease,
-        )
-        await self.delivery.send(pending_reply, stream)
         if conversation.partner is not None:
             await self.reviewer.after_turn(session, self.memory_settings().history_chars)
+
+    def _conversation(self, context: TurnContext) -> Conversation | None:
+        """Who talks to whom in this turn; None (logged) if its chat or partner is gone."""
+        pending = context.pending
+        conversation = resolve_conversation(
+            self.catalog, self.is_owner, pending[-1], context.chat, context.user
+        )
+        if conversation is None:
+            logger.error(
+                "queue %s: chat or partner is gone; closing %d messages",
+                pending[-1].chat_key,
+                len(pending),
+            )
+        return conversation
 
     async def _close_orphans(self, pending: list[MessageRow]) -> None:
         for row in pending:
@@ -292,51 +284,39 @@ class TurnRunner:
         await book(self.store, self.config.usage_day(self.clock()), partner_id, prepared.spent)
         return prepared
 
+    async def _title(self, session: SessionRow, prepared: Prepared) -> None:
+        """A session opened by a voice note is titled by its transcript."""
+        if not session.title:
+            title = " ".join(prepared.rows[0].text.split())[:TITLE_CHARS]
+            await self.store.set_session_title(session.id, title)
+
+    async def _speaks(self, conversation: Conversation, prepared: Prepared) -> bool:
+        """Whether the reply is spoken (``/voice``): only where the channel sends voice."""
+        channel = self.channels.get(conversation.chat.platform)
+        return (
+            self.voice is not None
+            and isinstance(channel, MediaChannel)
+            and await self.voice.wanted(conversation.speaker.user_key, prepared.spoken)
+        )
+
+    def _stream(self, conversation: Conversation, last: MessageRow) -> ReplyStream | None:
+        """The live preview of a written reply (a spoken one is sent whole, not previewed)."""
+        channel = self.channels.get(conversation.chat.platform)
+        if channel is None:
+            return None
+        return channel.open_stream(chat_ref(conversation.chat), last.platform_message_id)
+
     async def _answer(
         self,
         conversation: Conversation,
         session: SessionRow,
-        prepared: Prepared,
+        turn: TurnInput,
         stream: ReplyStream | None,
-        read: TurnContext,
     ) -> tuple[NewMessage, NewUsage | None]:
-        """The reply to record, and what its model calls cost (None: no model answered)."""
-        chat, partner, speaker = conversation.chat, conversation.partner, conversation.speaker
-        pending = prepared.rows
-        timezone = self._timezone(partner)
-        history, media = await self._history(session, read)
-        since = history[-1].id if history else 0
-        context: list[MessageRow] = []
-        if chat.kind != "dm":
-            context = await self.store.recent_context(
-                chat.chat_key, since, self.config.access.group_context_messages
-            )
-        transcript = None
-        if partner is None:
-            transcript = await load_transcripts(self.store, self.catalog, session.id, timezone)
-        notes = self.media.notes(history, media) if self.media is not None else {}
-        notes.update(prepared.notes)
-        reactions = read.reactions
-        # the context read the reactions after the session's last message; a window that
-        # kept none of the history (one reply longer than it) shows the chat's latest, as before
-        if since != read.reactions_after:
-            reactions = await self.store.recent_reactions(
-                chat.chat_key, partner.id if partner else None, since, MAX_REACTIONS_SHOWN
-            )
-        turn = TurnInput(
-            session.system_prompt,
-            history,
-            pending,
-            context,
-            chat.kind != "dm",
-            timezone,
-            transcript=transcript,
-            notes=notes,
-            images=prepared.images,
-            reactions=reactions,
-            after_history=await self._after_history(conversation, history, pending),
-        )
-        surface, ctx = self._tools(conversation, session, pending[-1])
+        """The model's answer with the turn's tools, as the reply to record, and what its
+        model calls cost (None: no model answered — it failed, or the chat stopped it)."""
+        chat, partner = conversation.chat, conversation.partner
+        surface, ctx = self._tools(conversation, session, turn.new_messages[-1])
         model = (partner.preset.model if partner else None) or self.config.llm.model
         role, text = "assistant", EMPTY_ANSWER
         actions: tuple[NewMedia, ...] = ()
@@ -357,72 +337,79 @@ class TurnRunner:
                 output.text or EMPTY_ANSWER,
                 lambda name: None if partner is None else partner.sticker(name, chat.platform),
             )
-            usage = self._usage(
-                partner,
-                "chat",
-                output.model,
-                output.usage.prompt_tokens,
-                output.usage.completion_tokens,
-            )
+            usage = self._usage(partner, "chat", output)
         except LLMError as exc:
             logger.warning("turn in %s failed: %s", chat.chat_key, exc)
             role, text = "notice", APOLOGY
         except TurnStopped:
             logger.info("turn in %s stopped by the chat", chat.chat_key)
             role, text = "notice", STOPPED
-        reply = NewMessage(
+        return self._reply(conversation, session, role, text, actions), usage
+
+    @staticmethod
+    def _reply(
+        conversation: Conversation,
+        session: SessionRow,
+        role: str,
+        text: str,
+        actions: tuple[NewMedia, ...],
+    ) -> NewMessage:
+        """The reply as it is recorded, before its delivery."""
+        chat, partner = conversation.chat, conversation.partner
+        return NewMessage(
             chat_key=chat.chat_key,
             role=role,
             text=text,
-            audience=audience_for(chat, speaker),
+            audience=audience_for(chat, conversation.speaker),
             status="delivering",
             session_id=session.id,
             partner_id=partner.id if partner else None,
             speaker=partner.name if partner else "assistant",
             media=actions,
         )
-        return reply, usage
 
-    async def _history(
-        self, session: SessionRow, read: TurnContext
-    ) -> tuple[list[MessageRow], dict[int, list[MediaRow]]]:
-        """The history window of ``session`` and the media of its messages: as the turn's
-        context read them when the turn goes on with the session it read, else read now (a
-        session that just started carries turns the context did not read)."""
-        settings = self.memory_settings()
-        if read.session is not None and read.session.id == session.id:
-            rows = with_carried(read.history, read.carried, settings.carry_turns)
-            return history_window(rows, settings.history_chars), read.media
-        history = history_window(
-            await self.sessions.history(session, settings.carry_turns), settings.history_chars
-        )
-        if self.media is None:
-            return history, {}
-        return history, await self.store.media_for([row.id for row in history])
-
-    async def _after_history(
+    async def _record(
         self,
-        conversation: Conversation,
-        history: list[MessageRow],
         pending: list[MessageRow],
-    ) -> str:
-        """What the partner's lorebook brings in this turn, with its post-history note."""
-        partner = conversation.partner
-        if self.lore is None or partner is None:
-            return ""
-        scanned = [row.text for row in (*history, *pending) if row.role in ("user", "assistant")]
-        return await asyncio.to_thread(
-            self.lore.turn_note,
-            partner,
-            scanned,
-            conversation.speaker.name,
-            conversation.chat.chat_key,
-            self.clock(),
+        session: SessionRow,
+        reply: NewMessage,
+        usage: NewUsage | None,
+        lease: Lease,
+    ) -> int:
+        """The reply recorded and the turn's messages closed, in one transaction; a model
+        that failed closes them as failed (a stopped turn is done)."""
+        failed = reply.role == "notice" and reply.text != STOPPED
+        return await self.store.finish_turn(
+            [row.id for row in pending],
+            session.id,
+            reply,
+            "failed" if failed else "done",
+            usage=usage,
+            lease=lease,
+        )
+
+    @staticmethod
+    def _pending_reply(
+        conversation: Conversation, reply_id: int, reply: NewMessage, last: MessageRow, lease: Lease
+    ) -> PendingReply:
+        """The recorded reply as delivery sends it, answering the turn's last message."""
+        partner_id = conversation.partner.id if conversation.partner else None
+        return PendingReply(
+            reply_id,
+            conversation.chat,
+            reply.text,
+            partner_id,
+            last.platform_message_id,
+            actions=tuple(MediaRow(reply_id, m.kind, m.ref) for m in reply.media),
+            lease=lease,
         )
 
     def _tools(
         self, conversation: Conversation, session: SessionRow, last: MessageRow
     ) -> tuple[ToolSurface, ToolContext]:
+        """The tools a turn mounts, answering ``last``: a partner's forced and configurable
+        tools with the owner's memory tools suppressed, or the owner assistant's memory tools
+        and consult_partner with this turn's consult budget."""
         chat, partner, speaker = conversation.chat, conversation.partner, conversation.speaker
         ctx = ToolContext(
             store=self.store,
@@ -457,87 +444,8 @@ class TurnRunner:
     async def consult(
         self, owner_chat: ChatRow, owner: Speaker, partner_id: str, question: str
     ) -> str:
-        """Run a partner's own chat loop on the owner's question (DESIGN.md: consults).
-
-        Every consult from one owner chat threads into one partner session, titled by the first
-        question, so follow-ups keep context; ``/new`` in the owner chat ends it. The partner
-        answers as itself: its persona, memory and forced tools, writing its own memory."""
-        partner = self.catalog.get(partner_id)
-        if partner is None:
-            known = ", ".join(p.id for p in self.catalog.all())
-            raise ToolError(f"no partner {partner_id!r}; partners: {known}")
-        if self.budget is not None and await self.budget.over_budget(partner):
-            raise ToolError(f"{partner.name} is resting: its token budget for today is used up")
-        chat = replace(owner_chat, chat_key=consult_chat_key(owner_chat.chat_key))
-        question_row = await self._consult_question(chat, partner, owner, question)
-        session = await self.sessions.current(chat, partner, owner, question_row)
-        await self.store.assign_session([question_row.id], session.id)
-        history = await self.sessions.history(session, 0)
-        turn = TurnInput(
-            session.system_prompt,
-            history_window(
-                [r for r in history if r.id != question_row.id],
-                self.memory_settings().history_chars,
-            ),
-            [question_row],
-            timezone=self._timezone(partner),
-        )
-        conversation = Conversation(chat, partner, owner)
-        surface, ctx = self._tools(conversation, session, question_row)
-        model = partner.preset.model or self.config.llm.model
-        try:
-            output = await self.chat_loop.run(turn, surface, ctx, model=model)
-        except LLMError as exc:
-            raise ToolError(f"{partner.name} could not answer: {exc}") from exc
-        usage = self._usage(
-            partner,
-            "consult",
-            output.model,
-            output.usage.prompt_tokens,
-            output.usage.completion_tokens,
-        )
-        await self.store.add_usage(
-            usage.day,
-            usage.partner_id,
-            usage.kind,
-            usage.model,
-            usage.prompt_tokens,
-            usage.completion_tokens,
-        )
-        answer = markers.strip(output.text) or EMPTY_ANSWER  # no marker reaches the owner
-        await self.store.add_message(
-            NewMessage(
-                chat.chat_key,
-                "assistant",
-                answer,
-                OWNER_AUDIENCE,
-                "delivered",
-                session_id=session.id,
-                partner_id=partner.id,
-                speaker=partner.name,
-            )
-        )
-        return f"{partner.name}: {answer}"
-
-    async def _consult_question(
-        self, chat: ChatRow, partner: Partner, owner: Speaker, question: str
-    ) -> MessageRow:
-        message_id = await self.store.add_message(
-            NewMessage(
-                chat.chat_key,
-                "user",
-                question,
-                OWNER_AUDIENCE,
-                "done",
-                partner_id=partner.id,
-                user_key=owner.user_key,
-                speaker=owner.name,
-            )
-        )
-        assert message_id is not None
-        row = await self.store.message(message_id)
-        assert row is not None
-        return row
+        """Run a partner's own chat loop on the owner's question (``bot/consults.py``)."""
+        return await self.consults.consult(owner_chat, owner, partner_id, question)
 
     @staticmethod
     def _write_file(partner: Partner, speaker: Speaker) -> MemoryFile:
@@ -547,19 +455,14 @@ class TurnRunner:
             return user_memory_file(partner, speaker.user_key)
         return MemoryFile(partner.dir, "MEMORY.md")
 
-    def _timezone(self, partner: Partner | None) -> ZoneInfo:
-        owner = self.config.owner_timezone()
-        return partner.timezone(owner) if partner is not None else owner
-
-    def _usage(
-        self, partner: Partner | None, kind: str, model: str, prompt: int, completion: int
-    ) -> NewUsage:
-        """Tokens spent now, booked on today for the partner (or the owner's assistant)."""
+    def _usage(self, partner: Partner | None, kind: str, output: TurnOutput) -> NewUsage:
+        """The tokens a model answer spent, booked on today for the partner (or the owner's
+        assistant)."""
         return NewUsage(
             self.config.usage_day(self.clock()),
             partner.id if partner else OWNER_AUDIENCE,
             kind,
-            model,
-            prompt,
-            completion,
+            output.model,
+            output.usage.prompt_tokens,
+            output.usage.completion_tokens,
         )

@@ -26,6 +26,8 @@ LAYER_NAMES = {
 }
 FOUNDATION_MODULES = (
     "bot.config",
+    "bot.config_platforms",
+    "bot.config_section",
     "bot.events",
     "bot.llm",
     "bot.embeddings",
