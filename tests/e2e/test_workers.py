@@ -126,9 +126,21 @@ async def review_every_chat(world: World, cluster: Cluster, ledger: Ledger) -> N
         "every message reviewed into memory",
         lambda: (
             f"{world.model.review_requests} review requests; not in memory: {missing()};"
-            f" memory:\n{memory[-1500:]}"
+            f" memory:\n{memory[-1500:]}\nthe workers' review log lines:\n{review_lines(world)}"
         ),
     )
+
+
+def review_lines(world: World) -> str:
+    """What the workers logged about reviews: on a timeout, whether a review failed (and is
+    retried a minute later), was taken over, or never ran."""
+    lines = [
+        f"[{slot}] {line}"
+        for slot, process in enumerate(world.processes)
+        for line in process.output.splitlines()
+        if "review" in line.lower()
+    ]
+    return "\n".join(lines[-40:]) or "(none)"
 
 
 # ---- the checks --------------------------------------------------------------------
