@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from bot.store import (
 from bot.store.postgres.connection import create_pool
 from bot.store.postgres.migrations import migrate
 from bot.store.postgres.workers import Workers as PostgresWorkers
+from bot.store.workers import Liveness
 from tests.liveness_support import drop_liveness_connection, liveness_holder
 from tests.postgres_server import PostgresServer
 
@@ -286,13 +287,9 @@ async def test_postgres_wakes_listeners_when_a_pending_message_is_stored(
     postgres_side: PostgresSide,
 ) -> None:
     woken: asyncio.Queue[str] = asyncio.Queue()
-    await postgres_side.workers.register_worker("w1", "host-a", 1)
-    liveness = await postgres_side.workers.hold_liveness("w1", woken.put_nowait, _unexpected)
-    try:
+    async with living(postgres_side, woken.put_nowait, _unexpected):
         await postgres_side.add_pending("tg:7|ava")
         assert await asyncio.wait_for(woken.get(), timeout=WAIT_SECONDS) == "tg:7|ava"
-    finally:
-        await liveness.close()
 
 
 # ---- liveness (PostgreSQL): a worker's connection holds a lock for as long as it lives -------
@@ -315,13 +312,24 @@ def _no_wake(queue_key: str) -> None:
     del queue_key
 
 
+@contextlib.asynccontextmanager
+async def living(
+    side: PostgresSide, wake: Callable[[str], None], lost: Callable[[], None]
+) -> AsyncIterator[Liveness]:
+    """Worker ``w1`` registered and holding its liveness for the block."""
+    await side.workers.register_worker("w1", "host-a", 1)
+    liveness = await side.workers.hold_liveness("w1", wake, lost)
+    try:
+        yield liveness
+    finally:
+        await liveness.close()
+
+
 async def test_postgres_a_dead_workers_leases_and_leadership_are_free_at_once(
     postgres_side: PostgresSide,
 ) -> None:
     side = postgres_side
-    await side.workers.register_worker("w1", "host-a", 1)
-    liveness = await side.workers.hold_liveness("w1", _no_wake, lambda: None)
-    try:
+    async with living(side, _no_wake, lambda: None):
         await side.add_pending("tg:1|ava")
         [lease] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10)
         led = await side.workers.lead("w1", LEASE_SECONDS)
@@ -331,17 +339,13 @@ async def test_postgres_a_dead_workers_leases_and_leadership_are_free_at_once(
         assert (taken.worker_id, taken.epoch) == ("w2", lease.epoch + 1)
         leader = await side.workers.lead("w2", LEASE_SECONDS)
         assert (leader.worker_id, leader.epoch) == ("w2", led.epoch + 1)
-    finally:
-        await liveness.close()
 
 
 async def test_postgres_a_dead_workers_idle_leases_are_let_go_by_anothers_heartbeat(
     postgres_side: PostgresSide,
 ) -> None:
     side = postgres_side
-    await side.workers.register_worker("w1", "host-a", 1)
-    liveness = await side.workers.hold_liveness("w1", _no_wake, lambda: None)
-    try:
+    async with living(side, _no_wake, lambda: None):
         await side.add_pending("tg:1|ava")
         [lease] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10)
         await drop_liveness_connection(side.pool, "w1")
@@ -349,8 +353,6 @@ async def test_postgres_a_dead_workers_idle_leases_are_let_go_by_anothers_heartb
         assert await side.workers.lease(lease.queue_key) == replace(
             lease, worker_id="", expires_at=0
         )
-    finally:
-        await liveness.close()
 
 
 async def test_postgres_a_live_worker_that_stopped_beating_keeps_its_leases_until_they_lapse(
@@ -359,9 +361,7 @@ async def test_postgres_a_live_worker_that_stopped_beating_keeps_its_leases_unti
     """A paused worker keeps its connection, and so its lock: the clock alone frees what it
     holds, as before."""
     side = postgres_side
-    await side.workers.register_worker("w1", "host-a", 1)
-    liveness = await side.workers.hold_liveness("w1", _no_wake, _unexpected)
-    try:
+    async with living(side, _no_wake, _unexpected):
         await side.add_pending("tg:1|ava")
         await side.add_pending("tg:2|ava")
         [held] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 1)
@@ -372,8 +372,6 @@ async def test_postgres_a_live_worker_that_stopped_beating_keeps_its_leases_unti
         [taken] = await side.workers.claim_queue_keys("w2", LEASE_SECONDS, 10)
         assert (taken.queue_key, taken.epoch) == (lapsed.queue_key, lapsed.epoch + 1)
         assert await side.workers.lead("w2", LEASE_SECONDS) == led
-    finally:
-        await liveness.close()
 
 
 async def test_postgres_a_worker_whose_liveness_connection_dropped_takes_its_lock_again(
@@ -381,9 +379,7 @@ async def test_postgres_a_worker_whose_liveness_connection_dropped_takes_its_loc
 ) -> None:
     side = postgres_side
     lost = asyncio.Event()
-    await side.workers.register_worker("w1", "host-a", 1)
-    liveness = await side.workers.hold_liveness("w1", _no_wake, lost.set)
-    try:
+    async with living(side, _no_wake, lost.set) as liveness:
         dropped = await drop_liveness_connection(side.pool, "w1")
         await asyncio.wait_for(lost.wait(), WAIT_SECONDS)
         assert not await liveness.check()
@@ -396,8 +392,6 @@ async def test_postgres_a_worker_whose_liveness_connection_dropped_takes_its_loc
         assert await side.workers.claim_queue_keys("w2", LEASE_SECONDS, 10) == []
         await side.workers.heartbeat("w2", LEASE_SECONDS, [])
         assert await side.workers.lease(lease.queue_key) == lease
-    finally:
-        await liveness.close()
 
 
 async def test_postgres_a_reopened_liveness_connection_listens_again(
@@ -405,15 +399,11 @@ async def test_postgres_a_reopened_liveness_connection_listens_again(
 ) -> None:
     side = postgres_side
     woken: asyncio.Queue[str] = asyncio.Queue()
-    await side.workers.register_worker("w1", "host-a", 1)
-    liveness = await side.workers.hold_liveness("w1", woken.put_nowait, lambda: None)
-    try:
+    async with living(side, woken.put_nowait, lambda: None) as liveness:
         await drop_liveness_connection(side.pool, "w1")
         await liveness.reopen()
         await side.add_pending("tg:7|ava")
         assert await asyncio.wait_for(woken.get(), timeout=WAIT_SECONDS) == "tg:7|ava"
-    finally:
-        await liveness.close()
 
 
 # ---- fencing: a turn's writes under a lease another worker took over -------------------------
@@ -560,9 +550,7 @@ async def test_postgres_after_a_restart_a_worker_that_has_not_locked_again_is_no
     locks again, its leases lapse by the clock only, so the first worker back does not take
     every other worker's chats; one that locked again and then dies is dead at once."""
     side = postgres_side
-    await side.workers.register_worker("w1", "host-a", 1)
-    liveness = await side.workers.hold_liveness("w1", _no_wake, lambda: None)
-    try:
+    async with living(side, _no_wake, lambda: None) as liveness:
         await side.add_pending("tg:1|ava")
         [lease] = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10)
         await asyncio.to_thread(postgres_server.restart)
@@ -572,8 +560,6 @@ async def test_postgres_after_a_restart_a_worker_that_has_not_locked_again_is_no
         await drop_liveness_connection(side.pool, "w1")
         [taken] = await side.workers.claim_queue_keys("w2", LEASE_SECONDS, 10)
         assert taken.epoch == lease.epoch + 1
-    finally:
-        await liveness.close()
 
 
 async def _until_answering(workers: PostgresWorkers, worker_id: str) -> list[Lease]:
