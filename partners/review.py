@@ -259,7 +259,7 @@ class Reviewer:
         if due_by is not None and not still_due(session, due_by):
             return ReviewResult(note="not due any more")
         partner = self.catalog.get(session.partner_id)
-        rows = await self.store.session_messages(session.id, after_id=session.reviewed_upto)
+        rows = await self.store.reviewable_messages(session.id, session.reviewed_upto)
         if partner is None or not rows:
             await self.store.review_succeeded(session.id, session.reviewed_upto, claim)
             return ReviewResult(note="nothing new")
@@ -284,6 +284,13 @@ class Reviewer:
             await self._failed(partner, session, upto, exc, claim)
             return ReviewResult(note=f"failed: {exc}")
         await self.store.review_succeeded(session.id, upto, claim)
+        logger.info(
+            "review of %s done up to message %d: %s, %d memory change(s)",
+            session.id,
+            upto,
+            "journal written" if result.journal else "no journal",
+            len(result.changes),
+        )
         return result
 
     async def _failed(

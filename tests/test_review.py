@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bot.store import SessionRow
+from bot.store import NewMessage, SessionRow
 from partners.memory import MemoryFile
 from partners.review_edits import segment_source
 from tests.conftest import OWNER_ID, Harness, dm
@@ -630,3 +630,47 @@ async def test_a_review_cut_off_between_its_memory_edits_applies_the_rest_when_r
     await harness.app.reviewer.review(session.id)
     entries = [e.text for e in await harness.app.memory.entries(file)]
     assert entries == ["Sister Ana lives in Montreal", "Ana's cat is called Miso"]
+
+
+async def test_a_message_that_arrived_during_a_turn_is_reviewed_once_its_turn_ends(
+    harness_factory: Any,
+) -> None:
+    """The second message came while the first one's turn ran, so it is stored before that
+    turn's reply; a review between the two turns must not move its watermark past it."""
+    harness = await reviewing(harness_factory)
+    store = harness.app.store
+    await store.upsert_chat("test:42", "test", "42", None, "dm", None)
+    session = await store.create_session(
+        partner_id="example", chat_key="test:42", user_key="test:42", audience="user:test:42",
+        system_prompt="",
+    )  # fmt: skip
+    first = await store.add_message(waiting("I started at the bakery on Monday"))
+    second = await store.add_message(waiting("My manager there is called Rosa"))
+    await store.finish_turn([first], session.id, answer(session, "Congratulations!"))
+    harness.llm.script(review_reply({"summary": "a new job"}))
+    await harness.app.reviewer.review(session.id)
+    await store.finish_turn([second], session.id, answer(session, "Rosa sounds kind"))
+    harness.llm.script(review_reply({"summary": "Rosa"}))
+    await harness.app.reviewer.review(session.id)
+    reviewed = [
+        harness.llm.last_user_text(r).split("## The new part of the conversation", 1)[-1]
+        for r in harness.llm.requests
+    ]
+    assert sum("called Rosa" in part for part in reviewed) == 1, reviewed
+    assert sum("bakery on Monday" in part for part in reviewed) == 1, reviewed
+
+
+def waiting(text: str) -> NewMessage:
+    """An inbound message of user 42, waiting for its turn."""
+    return NewMessage(
+        chat_key="test:42", role="user", text=text, audience="user:test:42", status="pending",
+        dedup_key=text, queue_key="test:42", partner_id="example", user_key="test:42",
+        speaker="Alice",
+    )  # fmt: skip
+
+
+def answer(session: SessionRow, text: str) -> NewMessage:
+    return NewMessage(
+        chat_key="test:42", role="assistant", text=text, audience="user:test:42",
+        status="delivered", session_id=session.id, partner_id="example",
+    )  # fmt: skip

@@ -287,3 +287,46 @@ async def test_reviews_are_debounced_counted_and_watermarked(store: Store) -> No
     )
     assert await store.sessions_to_review() == []
     assert set(await store.last_reviews()) == {"mira"}
+
+
+async def test_a_review_reads_no_further_than_a_message_still_waiting_for_its_turn(
+    store: Store,
+) -> None:
+    """A message that arrives while its chat's turn runs is stored before that turn's reply,
+    so its id is the lower one: a review that read past it while it waited would put its
+    watermark beyond it, and once its own turn closed it no review would ever see it."""
+    session = await store.create_session(
+        partner_id="mira", chat_key="test:1", user_key="test:1", audience="user:test:1",
+        system_prompt="",
+    )  # fmt: skip
+
+    def inbound(text: str) -> NewMessage:
+        return NewMessage(
+            chat_key="test:1", role="user", text=text, audience="user:test:1",
+            status="pending", dedup_key=text, queue_key="test:1|mira", partner_id="mira",
+        )  # fmt: skip
+
+    def reply(text: str) -> NewMessage:
+        return NewMessage(
+            chat_key="test:1", role="assistant", text=text, audience="user:test:1",
+            status="delivering", session_id=session.id, partner_id="mira",
+        )  # fmt: skip
+
+    other_chat = NewMessage(
+        chat_key="test:2", role="user", text="elsewhere", audience="user:test:2",
+        status="pending", dedup_key="elsewhere", queue_key="test:2|mira",
+    )  # fmt: skip
+    early = await store.add_message(other_chat)  # another chat's wait stops nothing here
+    first = await store.add_message(inbound("I started at the bakery"))
+    second = await store.add_message(inbound("My manager is Rosa"))  # during the first turn
+    assert early is not None and first is not None and second is not None
+    await store.finish_turn([first], session.id, reply("Congratulations!"))
+    readable = await store.reviewable_messages(session.id, after_id=0)
+    assert [row.id for row in readable] == [first] and early < first
+    await store.finish_turn([second], session.id, reply("Rosa sounds kind"))
+    rest = await store.reviewable_messages(session.id, after_id=first)
+    assert [row.text for row in rest] == [
+        "My manager is Rosa",
+        "Congratulations!",
+        "Rosa sounds kind",
+    ]

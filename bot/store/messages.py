@@ -21,6 +21,13 @@ RECENT_REACTIONS = (
     " ORDER BY id DESC LIMIT ?"
 )
 """Users' reactions to a partner's messages in a chat after an id, newest first."""
+REVIEWABLE = (
+    "WHERE session_id = ? AND role IN ('user', 'assistant') AND id > ? AND status != 'pending'"
+    " AND id < coalesce((SELECT min(w.id) FROM messages w JOIN sessions s"
+    "  ON w.chat_key = s.chat_key WHERE s.id = ? AND w.status = 'pending'), 1 << 62)"
+    " ORDER BY id"
+)
+"""A session's conversation after an id, up to its chat's first message still pending."""
 
 
 class Messages(SearchIndex):
@@ -149,6 +156,12 @@ class Messages(SearchIndex):
             " ORDER BY id",
             (session_id, *roles, after_id),
         )
+
+    async def reviewable_messages(self, session_id: str, after_id: int) -> list[MessageRow]:
+        """The session's conversation after ``after_id`` up to its chat's first message still
+        waiting for its turn (see :class:`bot.store.protocol.messages.MessagesStore`); one
+        statement, so the rows and the wait are read at one moment."""
+        return await self._messages(REVIEWABLE, (session_id, after_id, session_id))
 
     async def recent_context(self, chat_key: str, after_id: int, limit: int) -> list[MessageRow]:
         """Unaddressed group chatter since ``after_id``, oldest first, at most ``limit``."""

@@ -121,6 +121,22 @@ class Cluster:
         )
         return int(row["n"])
 
+    async def sessions_of(self, chats: Iterable[int]) -> str:
+        """These chats' sessions with their review state, and their messages in id order:
+        what a test that timed out waiting for a review shows."""
+        keys = [f"telegram:{chat}" for chat in chats]
+        sessions = await self.query(
+            "SELECT id, chat_key, ended_at, reviewed_upto, review_due_at, review_attempts,"
+            " review_error FROM sessions WHERE chat_key = ANY($1) ORDER BY created_at",
+            keys,
+        )
+        messages = await self.query(
+            "SELECT id, chat_key, session_id, role, status, left(text, 50) AS text"
+            " FROM messages WHERE chat_key = ANY($1) ORDER BY id",
+            keys,
+        )
+        return "\n".join(str(dict(row)) for row in (*sessions, *messages))
+
     # ---- memory, as the owner reads it ---------------------------------------------------
 
     async def memory_text(self, partner: str, users: Iterable[int]) -> str:

@@ -121,14 +121,19 @@ async def review_every_chat(world: World, cluster: Cluster, ledger: Ledger) -> N
         return all(f"reviewed {tag}" in memory for tag in ledger.tags)
 
     missing = lambda: [t for t in ledger.tags if f"reviewed {t}" not in memory]  # noqa: E731
-    await poll(
-        all_reviewed,
-        "every message reviewed into memory",
-        lambda: (
-            f"{world.model.review_requests} review requests; not in memory: {missing()};"
-            f" memory:\n{memory[-1500:]}\nthe workers' review log lines:\n{review_lines(world)}"
-        ),
-    )
+    try:
+        await poll(
+            all_reviewed,
+            "every message reviewed into memory",
+            lambda: (
+                f"{world.model.review_requests} review requests; not in memory: {missing()};"
+                f" memory:\n{memory[-1500:]}\nthe workers' review log lines:\n"
+                f"{review_lines(world)}"
+            ),
+        )
+    except AssertionError as exc:
+        chats = [chat for chat, tags in ledger.sent.items() if set(tags) & set(missing())]
+        raise AssertionError(f"{exc}\n{await cluster.sessions_of(chats)}") from None
 
 
 def review_lines(world: World) -> str:

@@ -14,6 +14,13 @@ from bot.store.postgres.search import SearchIndex
 from bot.store.rows import MessageRow, NewMessage
 from bot.store.searchable import SEARCHABLE_ROLES, THREAD_ROLES, audience_token
 
+REVIEWABLE = (
+    "WHERE session_id = $1 AND role IN ('user', 'assistant') AND id > $2 AND status != 'pending'"
+    " AND id < coalesce((SELECT min(w.id) FROM messages w JOIN sessions s"
+    "  ON w.chat_key = s.chat_key WHERE s.id = $1 AND w.status = 'pending'), 1::bigint << 62)"
+    " ORDER BY id"
+)
+"""As :data:`bot.store.messages.REVIEWABLE`."""
 INSERT_INTO_MESSAGES = (
     "INSERT INTO messages (dedup_key, queue_key, session_id, partner_id, chat_key,"
     " platform_message_id, user_key, speaker, role, text, audience, status, created_at,"
@@ -143,6 +150,11 @@ class Messages(SearchIndex):
             list(roles),
             after_id,
         )
+
+    async def reviewable_messages(self, session_id: str, after_id: int) -> list[MessageRow]:
+        """As :meth:`bot.store.messages.Messages.reviewable_messages`: one statement, one
+        snapshot of the rows and the wait."""
+        return await self._messages(REVIEWABLE, session_id, after_id)
 
     async def recent_context(self, chat_key: str, after_id: int, limit: int) -> list[MessageRow]:
         """Unaddressed group chatter since ``after_id``, oldest first, at most ``limit``."""

@@ -42,6 +42,12 @@ class MessagesStore(Protocol):
         self, session_id: str, roles: Sequence[str] = ("user", "assistant"), after_id: int = 0
     ) -> list[MessageRow]: ...
 
+    async def reviewable_messages(self, session_id: str, after_id: int) -> list[MessageRow]:
+        """The session's conversation after ``after_id`` that a review may cover: up to, not
+        including, the first message of its chat still waiting for its turn. A message that
+        arrives while a turn runs is stored before that turn's reply; a watermark moved past
+        it while it waited would leave it out of every later review."""
+
     async def recent_context(self, chat_key: str, after_id: int, limit: int) -> list[MessageRow]:
         """Unaddressed group chatter since ``after_id``, oldest first, at most ``limit``."""
 
