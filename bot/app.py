@@ -136,7 +136,8 @@ class App:
     lock: DataDirLock
     channels: dict[str, Channel] = field(default_factory=dict)
     embedder: Embedder | None = None
-    """Gives messages their vectors in the background; None: ``[embeddings]`` is off."""
+    """Gives messages their vectors in the background, while this worker leads; None:
+    ``[embeddings]`` is off."""
     status_task: asyncio.Task[None] | None = None
     approvals_task: asyncio.Task[None] | None = None
     web: WebServer | None = None
@@ -154,8 +155,6 @@ class App:
         # before anything can read or write memory again: a crash mid-/forget is finished
         if forgotten := await self.forgetting.finish_unfinished():
             logger.info("recovered: %d interrupted /forget operations finished", forgotten)
-        if self.embedder is not None:
-            self.embedder.start()
         if self.web is not None:  # before the channels: a port in use stops the start
             await self.web.start()
         for channel in self.channels.values():
@@ -253,6 +252,7 @@ async def build_app(
     embeddings = (
         EmbeddingsClient(config.embeddings, config.llm) if config.embeddings.enabled else None
     )
+    embedder = Embedder(store, embeddings, config.embeddings.batch_size) if embeddings else None
     registry = default_registry()
     settings = Settings(config.memory, store)
     await settings.load()
@@ -407,12 +407,12 @@ async def build_app(
         forgetting,
         scheduler,
         worker,
-        LeaderDuties(scheduler, delivery, channels, lambda: reviewer.settings().auto_memory),
+        LeaderDuties(
+            scheduler, delivery, channels, lambda: reviewer.settings().auto_memory, embedder
+        ),
         lock,
         channels,
-        embedder=(
-            Embedder(store, embeddings, config.embeddings.batch_size) if embeddings else None
-        ),
+        embedder=embedder,
         web=web,
     )
 

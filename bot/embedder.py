@@ -1,14 +1,23 @@
 """The background embedder: gives stored messages and journal entries their vectors.
 
-An asyncio task the app starts when ``[embeddings]`` is set. The store wakes it whenever it
-stores a searchable message (:attr:`Store.new_searchable`: setting an event, nothing more, so
-the turn that stored the message does not wait). It reads what the store lists as
-not embedded yet (new messages past its watermark, and messages whose text changed), sends
-them to the endpoint in batches of ``embeddings.batch_size`` and stores the vectors. It is never
-on the reply path: a turn stores its messages and goes on; their vectors come a moment later.
-When the endpoint is down or slow the backlog simply waits: the embedder backs off (doubling
-up to ``RETRY_MAX_SECONDS``) and tries again, and search answers lexically meanwhile. A text
-the endpoint refuses is split off and skipped, so one odd message cannot stall the rest.
+An asyncio task that runs, when ``[embeddings]`` is set, on the leading worker only (started and
+stopped with the other leader duties, :mod:`bot.leadership`): several workers on one database
+share one backlog, and one embedder reading it sends each message to the endpoint once. With
+SQLite the one process leads from its start. The store wakes it whenever this process stores a
+searchable message (:attr:`Store.new_searchable`: setting an event, nothing more, so the turn
+that stored the message does not wait). Messages other workers store do not wake it: its idle
+pass (:data:`IDLE_SECONDS`) finds them. That delay is accepted: a vector only adds semantic
+recall to a message that keyword search finds from the moment it is stored, and waking the
+leader across processes would need a notification on every stored message (PostgreSQL's
+``companion_pending`` only covers messages waiting for a turn, not replies).
+
+It reads what the store lists as not embedded yet (new messages past its watermark, and
+messages whose text changed), sends them to the endpoint in batches of
+``embeddings.batch_size`` and stores the vectors. It is never on the reply path: a turn stores
+its messages and goes on; their vectors come a moment later. When the endpoint is down or slow
+the backlog simply waits: the embedder backs off (doubling up to ``RETRY_MAX_SECONDS``) and
+tries again, and search answers lexically meanwhile. A text the endpoint refuses is split off
+and skipped, so one odd message cannot stall the rest.
 """
 
 from __future__ import annotations
@@ -24,8 +33,9 @@ logger = logging.getLogger(__name__)
 
 IDLE_SECONDS = 60.0
 """How often an idle embedder looks for new messages although nobody woke it: the store wakes
-it whenever it stores a searchable message, so this only catches rows written by another
-process (a store query of one index range)."""
+it whenever this process stores a searchable message, so this catches rows written by other
+workers (at most this late) and rows that committed after later ones (see the PostgreSQL
+store's ``embedding_work``); one cheap query of the newest ids."""
 RETRY_FIRST_SECONDS = 2.0
 RETRY_MAX_SECONDS = 300.0
 
@@ -58,6 +68,8 @@ class Embedder:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
+        if self._task is not None:
+            return
         self._task = asyncio.create_task(self._run(), name="embedder")
 
     async def stop(self) -> None:

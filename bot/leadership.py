@@ -2,8 +2,9 @@
 becomes leader and stopped when it stops leading: the scheduler (the review sweep and nightly
 pass, which only mark reviews due for any worker to run, check-ins, reminders) under the
 leader's epoch, the finishing of greetings and check-ins a crash cut off (a turn's reply is
-finished by whoever holds its chat's queue key) and the retry loop of refused replies, and
-each channel's leader duties (Telegram's poller and
+finished by whoever holds its chat's queue key) and the retry loop of refused replies, the
+background embedder (one embedder for the database: each message is sent to the embeddings
+endpoint once), and each channel's leader duties (Telegram's poller and
 command menu, Discord's command sync). A lone worker leads from its start.
 """
 
@@ -14,6 +15,7 @@ from collections.abc import Callable
 
 from adapters.base import Channel, LeadingChannel
 from bot.delivery import Delivery
+from bot.embedder import Embedder
 from bot.scheduler import Scheduler
 from bot.store import Leader
 
@@ -32,12 +34,15 @@ class LeaderDuties:
         delivery: Delivery,
         channels: dict[str, Channel],
         reviews_on: Callable[[], bool],
+        embedder: Embedder | None = None,
     ) -> None:
         self.scheduler = scheduler
         self.delivery = delivery
         self.channels = channels
         self.reviews_on = reviews_on
         """Whether reviews run at all (the owner's /admin settings override decides)."""
+        self.embedder = embedder
+        """Gives messages their vectors; None: ``[embeddings]`` is off."""
 
     async def lead(self, leader: Leader) -> None:
         redelivered = await self.delivery.redeliver_pending()
@@ -46,11 +51,15 @@ class LeaderDuties:
         self.delivery.start()
         self.scheduler.start(leader, reviews=self.reviews_on())
         await self.scheduler.plan_reminders()
+        if self.embedder is not None:
+            self.embedder.start()
         for channel in self._leading():
             await channel.lead()
 
     async def follow(self) -> None:
         self.scheduler.shutdown()
+        if self.embedder is not None:
+            await self.embedder.stop()
         for channel in self._leading():
             try:
                 await channel.follow()
