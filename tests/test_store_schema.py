@@ -22,8 +22,9 @@ SQLITE_TYPES = {"TEXT": "text", "INTEGER": "bigint", "REAL": "double precision",
 SQLITE_ONLY_TABLES = ("message_index", "sqlite_sequence")
 """The FTS5 index and its shadow tables, and SQLite's own counter table for AUTOINCREMENT
 keys."""
-POSTGRES_ONLY_TABLES = {"search_totals"}
-"""BM25's totals, which FTS5 keeps inside its index (bot/store/postgres/search.py)."""
+POSTGRES_ONLY_TABLES = {"search_totals", "embedding_skipped"}
+"""BM25's totals, which FTS5 keeps inside its index (bot/store/postgres/search.py), and the
+embedder's skipped messages past a watermark that waits (bot/store/postgres/vectors.py)."""
 POSTGRES_ONLY_COLUMNS = {("media", "seq"), ("seen_updates", "seq")}
 """The order rows were stored in, which SQLite reads from rowid."""
 POSTGRES_ONLY_INDEXES = {"messages_search"}

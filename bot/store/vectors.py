@@ -19,7 +19,9 @@ class Vectors(SearchIndex):
 
     async def embedding_work(self, model: str, limit: int) -> EmbeddingWork:
         """What the background embedder does next for ``model``: searchable messages it has
-        not read yet (after its watermark) and, first, those whose text changed since."""
+        not read yet (after its watermark) and, first, those whose text changed since. The
+        watermark may move to the last id read: SQLite commits one writer at a time, so ids
+        become visible in order (PostgreSQL's store cannot assume that)."""
         upto = await self.embedding_watermark(model)
         redo = await self._all(
             "SELECT m.id, m.text FROM embedding_redo r JOIN messages m ON m.id = r.message_id"

@@ -14,6 +14,8 @@ memory. What is copied and what is rebuilt, table by table:
   high-water mark, which ``vector_log`` keeps).
 - ``search_totals`` (BM25's row count and length, which FTS5 keeps inside its index) is
   rebuilt from the copied terms with the statement the schema step that made it uses.
+- ``embedding_skipped`` (PostgreSQL's only) starts empty: the embedder's watermark copied
+  from SQLite never waits below a message.
 - SQLite's FTS5 index (``message_index`` and its shadow tables) is not copied: PostgreSQL's
   search index is built from the same terms columns as the rows arrive.
 - ``media`` and ``seen_updates`` are ordered by rowid on SQLite and by a ``seq`` column on
@@ -46,6 +48,9 @@ BATCH_ROWS = 1000
 """Rows read from SQLite and sent to PostgreSQL at a time."""
 DERIVED_TABLES = ("search_totals",)
 """PostgreSQL tables rebuilt from the copied rows rather than copied (SQLite has none)."""
+POSTGRES_ONLY_TABLES = ("embedding_skipped",)
+"""PostgreSQL tables SQLite has no use for, left empty by a copy: the embedder's skipped
+messages past its watermark (SQLite's watermark never waits below a message)."""
 SQLITE_ONLY_PREFIXES = ("sqlite_", "message_index")
 """SQLite's own tables and its FTS5 index with its shadow tables: nothing to copy."""
 ROWID_COLUMNS = {"media": "seq", "seen_updates": "seq"}
@@ -169,7 +174,7 @@ async def _target_tables(db: asyncpg.Connection) -> dict[str, list[Column]]:
     )
     tables: dict[str, list[Column]] = {}
     for row in rows:
-        if row[0] in ("schema_version", *DERIVED_TABLES):
+        if row[0] in ("schema_version", *DERIVED_TABLES, *POSTGRES_ONLY_TABLES):
             continue
         tables.setdefault(row[0], []).append(Column(row[1], _converter(row[2])))
     return tables

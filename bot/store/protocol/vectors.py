@@ -25,7 +25,9 @@ class VectorsStore(Protocol):
         ...
 
     async def embedding_work(self, model: str, limit: int) -> EmbeddingWork:
-        """The background embedder's next batch of ``model``'s messages."""
+        """The background embedder's next batch of ``model``'s messages: every searchable
+        message comes in one once (again when its text changes), even one whose transaction
+        commits after a later message was embedded."""
 
     async def embedding_watermark(self, model: str) -> int: ...
 
