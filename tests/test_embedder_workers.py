@@ -169,6 +169,7 @@ async def test_a_message_committed_after_a_later_one_was_embedded_gets_its_vecto
     assert await store.unembedded(MODEL, None, 0, 10) == []
     assert await store.embedding_backlog(MODEL) == 0
     assert sent(fake_llm).count("a reply whose turn commits late") == 1
+    assert sent(fake_llm).count("a message stored meanwhile") == 1  # not sent again meanwhile
 
 
 async def test_a_refused_text_is_not_sent_again_while_the_watermark_waits(
