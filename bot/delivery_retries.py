@@ -94,13 +94,13 @@ class DeliveryRetries:
             await self._sleep_until(next_at)
 
     async def _sleep_until(self, next_at: float | None) -> None:
-        """Until the next retry is due, or until one is scheduled. A retry still due right
-        after a pass is being sent by another task (or the pass failed): look again after the
-        shortest pause."""
-        timeout = None
-        if next_at is not None:
-            remaining = next_at - time.time()
-            timeout = remaining if remaining > 0 else self.settings.first_pause_seconds
+        """Until the next retry is due, until one is scheduled here, or for the shortest
+        pause, whichever comes first. Another worker's refusals schedule retries this loop
+        hears nothing of, and none is due sooner than the shortest pause after it; a retry
+        still due right after a pass is being sent by another task (or the pass failed)."""
+        timeout = self.settings.first_pause_seconds
+        if next_at is not None and next_at - time.time() > 0:
+            timeout = min(timeout, next_at - time.time())
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 await self._wake.wait()
