@@ -6,7 +6,12 @@ it, after a pause that doubles from ``delivery.first_pause_seconds`` up to
 ``max_pause_seconds`` and is never shorter than the platform's retry-after, within
 ``delivery.retry_minutes`` of the first refusal — so the schedule survives a restart. The loop
 sends a chat's waiting replies when one of them is due (through :class:`bot.delivery.Delivery`,
-which sends a reply from its first unconfirmed chunk). A reply refused for good (blocked, chat
+which sends a reply from its first unconfirmed chunk), each under its queue key's lease, taken
+for the retry; a chat whose key another worker holds is left to that worker, whose next turn
+sends the waiting replies first, and looked at again after the shortest pause. The loop runs on
+the leading worker only (:mod:`bot.leadership`); other workers' refusals do not wake it, so it
+looks for due retries at least every ``delivery.first_pause_seconds``, which no retry is due
+sooner than. A reply refused for good (blocked, chat
 not found, a bad request) or still refused when its time is up is marked undeliverable,
 written to the audit log and reported to the owner (DESIGN.md "Decisions": nothing stays
 pending forever).

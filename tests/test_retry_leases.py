@@ -1,6 +1,9 @@
 """Refused replies across workers (README, "Several workers"): two gateways on one
-PostgreSQL database, the leader running the retry loop and the other worker running the
-chat's turns. A reply the other worker's platform refused is retried by the leader.
+PostgreSQL database, the leader running the retry loop and the other worker holding the
+chat's queue key and running its turns. The loop sends a refused reply only under the key's
+lease: whatever the timing, the user sees every chunk once and in order; the loop leaves the
+reply to the worker that holds the key, and the reply is still delivered once that worker
+lets the key go.
 
 To make the other worker run the chat's turns, the leader's only turn slot is kept busy by
 another user's turn (a busy worker leaves new chats to workers with room)."""
@@ -8,6 +11,7 @@ another user's turn (a busy worker leaves new chats to workers with room)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +36,8 @@ FAST_RETRIES = {"retry_minutes": 1, "first_pause_seconds": 0.05, "max_pause_seco
 PATIENT_MODEL = {"timeout": 120}
 """Bob's turn waits for the model for the whole test."""
 WAIT_SECONDS = 15.0
+LEFT_TO_THE_HOLDER = "which another worker holds"
+"""What the leader's retry loop logs when it leaves a reply to the key's holder."""
 
 
 class Screen:
@@ -170,8 +176,49 @@ async def until(condition: Callable[[], Awaitable[bool]], what: str) -> None:
         await asyncio.sleep(0.02)
 
 
+def loop_had_its_chance(pair: Pair, caplog: pytest.LogCaptureFixture) -> Callable[[], Any]:
+    """Whether the leader's retry loop has come to Alice's due reply: it either left it to
+    the holder (and said so) or began sending it itself."""
+
+    async def check() -> bool:
+        left = any(LEFT_TO_THE_HOLDER in record.getMessage() for record in caplog.records)
+        return left or pair.channel(pair.leader).held.is_set() or bool(pair.screen.shown)
+
+    return check
+
+
 def chunks(text: str) -> list[str]:
     return [text[i : i + CHUNK_CHARS] for i in range(0, len(text), CHUNK_CHARS)]
+
+
+async def test_a_retry_due_while_another_worker_runs_the_chats_turn_is_shown_once_in_order(
+    pair: Pair, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="bot.delivery")
+    pair.channel(pair.leader).gate.clear()  # whatever the leader sends to Alice is slow
+    await pair.holder.send(dm(ALICE, "second-question"))
+    await asyncio.wait_for(pair.model.second_asked.wait(), WAIT_SECONDS)
+    await until(loop_had_its_chance(pair, caplog), "the leader's retry loop to reach Alice")
+    pair.model.second_go.set()  # the holder's turn sends the waiting reply, then its own
+    await until(lambda: settled(pair.holder), "both replies delivered")
+    await asyncio.wait_for(pair.holder.app.dispatcher.idle(), WAIT_SECONDS)
+    pair.channel(pair.leader).gate.set()
+    await pair.leader.app.delivery.stop(WAIT_SECONDS)  # a retry under way finishes first
+    assert pair.screen.shown == chunks(FIRST) + chunks(SECOND)
+    assert pair.channel(pair.leader).texts(str(ALICE)) == []
+
+
+async def test_the_retry_loop_leaves_the_reply_to_the_keys_holder_and_it_is_still_delivered(
+    pair: Pair, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="bot.delivery")
+    await until(loop_had_its_chance(pair, caplog), "the leader's retry loop to reach Alice")
+    assert pair.screen.shown == []  # the holder keeps the key: the loop left the reply alone
+    await pair.holder.app.stop()  # the holder lets its keys go
+    await until(lambda: settled(pair.leader), "the reply delivered by the leader's retry")
+    assert pair.screen.shown == chunks(FIRST)
+    assert pair.channel(pair.leader).texts(str(ALICE)) == chunks(FIRST)
+    assert await pair.leader.app.store.chats_with_due_retries(1e12) == []
 
 
 async def test_a_reply_refused_on_a_worker_that_does_not_lead_is_retried_by_the_leader(
