@@ -1,15 +1,18 @@
 """The lease a worker gives a reply that waits for a retry (:meth:`Worker.retry_lease`), on
 both backends: the worker's own lease on the key when it holds one (used as it is, so its
 turn is not fenced out), else one claimed for the retry and kept idle afterwards like a
-turn's, which the heartbeat gives back; none while another worker holds the key."""
+turn's, which the heartbeat gives back; none while another worker holds the key. And what a
+turn does with a waiting reply of another key of its chat (two partners in one chat)."""
 
 from __future__ import annotations
 
 import itertools
 
-from bot.config import WorkersConfig
+from bot.config import DeliveryConfig, WorkersConfig
+from bot.delivery import Delivery, PendingReply
 from bot.store import DeliveryRetry, Lease, NewMessage, Store
 from bot.workers import Worker
+from tests.conftest import RecordingChannel
 
 KEY = "tg:1|ava"
 SETTINGS = WorkersConfig(lease_seconds=600, heartbeat_seconds=200)
@@ -90,3 +93,53 @@ async def test_no_retry_lease_while_another_worker_holds_the_key(store: Store) -
     async with worker.retry_lease(KEY, reply_id) as lease:
         assert lease is None
     assert await store.lease(KEY) == turn and worker.held == 0
+
+
+# ---- a turn meets a waiting reply of another key of its chat ---------------------------------
+
+
+async def test_a_turn_sends_its_chats_waiting_reply_of_another_key_under_that_keys_lease(
+    store: Store,
+) -> None:
+    """Two partners answer in one chat: Bea's turn finds Ava's refused reply waiting and
+    sends it first, under Ava's key taken for the retry — unless another worker holds that
+    key, whose next turn of Ava sends it; Bea's own reply goes out either way."""
+    await store.upsert_chat("tg:1", "test", "1", None, "dm", None)
+    worker = await started(store, "one")
+    channel = RecordingChannel()
+
+    async def tell_owner(platform: str, text: str) -> None:
+        raise AssertionError(f"the owner was told on {platform}: {text}")
+
+    delivery = Delivery(
+        store,
+        {"test": channel},
+        lambda _partner: None,
+        DeliveryConfig(),
+        tell_owner,
+        ensure_lease=worker.ensure,
+        retry_lease=worker.retry_lease,
+    )
+    _, ava = await refused_reply(store, "two")  # Ava's key: another live worker holds it
+
+    async def bea_answers(text: str) -> None:
+        await store.add_message(
+            NewMessage("tg:1", "user", text, "dm", "pending", f"m{next(_dedup)}", "tg:1|bea")
+        )
+        lease = await worker.claim("tg:1|bea")
+        assert lease is not None
+        [inbound] = await store.pending("tg:1|bea")
+        reply = NewMessage("tg:1", "assistant", f"bea: {text}", "dm", "delivering")
+        reply_id = await store.finish_turn([inbound.id], None, reply, lease=lease)
+        chat = await store.chat("tg:1")
+        assert chat is not None
+        pending = PendingReply(reply_id, chat, reply.text, None, None, lease=lease)
+        assert await delivery.send(pending)
+        await worker.release(lease)
+
+    await bea_answers("first")
+    assert channel.texts() == ["bea: first"]  # Ava's reply is left to the worker holding it
+    await store.release_leases([ava])
+    await bea_answers("second")
+    assert channel.texts() == ["bea: first", "hi", "bea: second"]
+    assert await store.waiting_replies("tg:1") == []
