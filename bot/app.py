@@ -281,6 +281,7 @@ async def build_app(
         notify_owner,
         voice,
         ensure_lease=worker.ensure,
+        retry_lease=worker.retry_lease,
     )
     owner_zone = config.owner_timezone()
 

@@ -9,8 +9,13 @@ timeout, a long flood wait) waits for a retry, and one refused for good is given
 reported to the owner: ``bot/delivery_retries.py`` keeps that schedule and the loop that sends
 what is due. Before a reply goes out, the replies of its chat that wait for a retry are tried
 first, so one held back by an outage still arrives before those written after it.
-A reply is sent by one task at a time (a turn, the retry loop, start-up recovery), so two of
-them never send the same chunk.
+Within one process a reply is sent by one task at a time (a turn, the retry loop, start-up
+recovery), so two of them never send the same chunk. Across workers, a reply waiting for a
+retry goes out only under the lease of its queue key — the key of the turn that wrote it; for
+a greeting or check-in, its partner's key of its chat: a turn sends it under its own lease when
+the key is its own, and otherwise, like the retry loop, under a lease taken for the retry
+(:meth:`bot.workers.Worker.retry_lease`). A key another worker holds is left to that worker,
+whose next turn sends the chat's waiting replies first; so no two workers send one at once.
 
 A turn's reply belongs to its chat's queue key. If its delivery is cut off after it was
 recorded — the database went away, the lease was lost, the worker died — it stays claimable
@@ -22,7 +27,8 @@ A reply a turn sends carries the turn's lease (:mod:`bot.workers`): before each 
 is checked (``ensure_lease``), and every record of the reply's progress is fenced by it, so a
 worker that lost the chat to another never records, and only in the one window
 :mod:`bot.workers` names ever sends, after the other took over. Replies sent outside a turn
-(greetings, check-ins, the leader's recovery of those and the retry loop) carry none.
+(greetings, check-ins and the leader's recovery of those) carry none; a reply sent again
+for its retry carries its key's lease, as above.
 
 A reply's actions (``media`` rows: reactions and stickers from its markers, ``speak`` for a
 voice reply) are done before its first chunk, once each. A spoken reply goes out as a voice
@@ -45,9 +51,11 @@ from bot import markers
 from bot.config import DeliveryConfig
 from bot.delivery_retries import DeliveryRetries, NotifyOwner
 from bot.events import ChatKind, ChatRef, Outbound
+from bot.queue_keys import queue_key
 from bot.store import (
     ChatRow,
     Lease,
+    LeaseLost,
     MediaRow,
     Store,
     StoreFull,
@@ -70,6 +78,9 @@ PartnerFace = Callable[[str], tuple[str, str | None, bytes | None] | None]
 """Partner id -> (name, avatar URL, avatar image), or None for a partner that is gone."""
 EnsureLease = Callable[[Lease], Awaitable[None]]
 """Raises :class:`LeaseLost` unless the lease is still this worker's (renewing it if due)."""
+RetryLease = Callable[[str, int], contextlib.AbstractAsyncContextManager[Lease | None]]
+"""(queue key, reply id) -> the lease of the key to send a reply waiting for a retry under,
+None while another worker holds the key (:meth:`bot.workers.Worker.retry_lease`)."""
 RecordChunk = Callable[..., Awaitable[None]]
 """The store's ``record_chunk`` or ``record_last_chunk``."""
 
@@ -105,10 +116,13 @@ class Delivery:
         notify_owner: NotifyOwner,
         voice: VoiceReplies | None = None,
         ensure_lease: EnsureLease | None = None,
+        retry_lease: RetryLease | None = None,
     ) -> None:
         self.store = store
         self.ensure_lease = ensure_lease
         """Raises LeaseLost unless a lease is still this worker's; None: nothing to check."""
+        self.retry_lease = retry_lease
+        """The lease of a queue key to retry one of its replies under; None: no workers."""
         self.voice = voice
         self.channels = channels
         self.partner_face = partner_face
@@ -207,11 +221,53 @@ class Delivery:
         self, chat_key: str, before_id: int | None = None, lease: Lease | None = None
     ) -> None:
         """Try the replies of a chat that wait for a retry (older than ``before_id``), oldest
-        first, under the ``lease`` of the turn that sends them, if any. The whole chat goes
-        together, due or not: what was written first is shown first, and each reply is tried
-        once per pass."""
-        for message_id in await self.store.waiting_replies(chat_key, before_id):
-            await self._deliver_one(message_id, lease)
+        first. The whole chat goes together, due or not: what was written first is shown
+        first, and each reply is tried once per pass. Each goes under the lease of its queue
+        key: the ``lease`` of the turn that sends them when it is that key's, else one taken
+        for the retry (:attr:`retry_lease`). The pass stops at a reply whose key another
+        worker holds: that worker's next turn sends it first (or a later pass does)."""
+        waiting = await self.store.waiting_replies(chat_key, before_id)
+        if self.retry_lease is None:  # no workers to share with: the turn's lease fences all
+            for reply in waiting:
+                await self._deliver_one(reply.message_id, lease)
+            return
+        async with contextlib.AsyncExitStack() as taken:
+            leases: dict[str, Lease | None] = {}
+            if lease is not None:
+                leases[lease.queue_key] = lease
+            for reply in waiting:
+                key = reply.queue_key or queue_key(chat_key, reply.partner_id)
+                if key not in leases:
+                    leases[key] = await taken.enter_async_context(
+                        self.retry_lease(key, reply.message_id)
+                    )
+                if not await self._retry_under(reply.message_id, key, leases[key], lease):
+                    return
+
+    async def _retry_under(
+        self, message_id: int, key: str, held: Lease | None, turn_lease: Lease | None
+    ) -> bool:
+        """Send a waiting reply under ``held``, its key's lease; False when the pass stops
+        there: the key is another worker's, or its lease taken for the retry was lost (the
+        turn's own lease lost raises, as in the rest of its turn)."""
+        if held is None:
+            logger.debug(
+                "reply %d waits for %s, which another worker holds (or it went out"
+                " meanwhile): left to it for now",
+                message_id,
+                key,
+            )
+            return False
+        try:
+            await self._deliver_one(message_id, held)
+        except LeaseLost:
+            if held is turn_lease:
+                raise
+            logger.warning(
+                "reply %d: the lease on %s was lost; left to its holder", message_id, key
+            )
+            return False
+        return True
 
     async def _recorded(self, message_id: int, lease: Lease | None) -> PendingReply | None:
         """A reply still being delivered, as stored; None once it is settled. A reply whose

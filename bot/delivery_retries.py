@@ -6,7 +6,12 @@ it, after a pause that doubles from ``delivery.first_pause_seconds`` up to
 ``max_pause_seconds`` and is never shorter than the platform's retry-after, within
 ``delivery.retry_minutes`` of the first refusal — so the schedule survives a restart. The loop
 sends a chat's waiting replies when one of them is due (through :class:`bot.delivery.Delivery`,
-which sends a reply from its first unconfirmed chunk). A reply refused for good (blocked, chat
+which sends a reply from its first unconfirmed chunk), each under its queue key's lease, taken
+for the retry; a chat whose key another worker holds is left to that worker, whose next turn
+sends the waiting replies first, and looked at again after the shortest pause. The loop runs on
+the leading worker only (:mod:`bot.leadership`); other workers' refusals do not wake it, so it
+looks for due retries at least every ``delivery.first_pause_seconds``, which no retry is due
+sooner than. A reply refused for good (blocked, chat
 not found, a bad request) or still refused when its time is up is marked undeliverable,
 written to the audit log and reported to the owner (DESIGN.md "Decisions": nothing stays
 pending forever).
@@ -94,13 +99,13 @@ class DeliveryRetries:
             await self._sleep_until(next_at)
 
     async def _sleep_until(self, next_at: float | None) -> None:
-        """Until the next retry is due, or until one is scheduled. A retry still due right
-        after a pass is being sent by another task (or the pass failed): look again after the
-        shortest pause."""
-        timeout = None
-        if next_at is not None:
-            remaining = next_at - time.time()
-            timeout = remaining if remaining > 0 else self.settings.first_pause_seconds
+        """Until the next retry is due, until one is scheduled here, or for the shortest
+        pause, whichever comes first. Another worker's refusals schedule retries this loop
+        hears nothing of, and none is due sooner than the shortest pause after it; a retry
+        still due right after a pass is being sent by another task (or the pass failed)."""
+        timeout = self.settings.first_pause_seconds
+        if next_at is not None and next_at - time.time() > 0:
+            timeout = min(timeout, next_at - time.time())
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 await self._wake.wait()

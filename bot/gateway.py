@@ -31,10 +31,10 @@ from bot.events import ChatRef, Choice, Inbound, Outbound, Reaction, Sender
 from bot.greeter import Greeter
 from bot.literal import literal_line
 from bot.media_limits import over_limit
+from bot.queue_keys import queue_key
 from bot.sessions import Sessions, Speaker, audience_for
 from bot.store import ChatRow, NewMedia, NewMessage, Store, StoreUnavailable, UserRow
 from bot.terminal import printable
-from bot.turns import queue_key
 from partners.catalog import PartnerCatalog
 from partners.persona import Partner
 from partners.user_memory import UserMemory

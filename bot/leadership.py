@@ -2,9 +2,10 @@
 becomes leader and stopped when it stops leading: the scheduler (the review sweep and nightly
 pass, which only mark reviews due for any worker to run, check-ins, reminders) under the
 leader's epoch, the finishing of greetings and check-ins a crash cut off (a turn's reply is
-finished by whoever holds its chat's queue key) and the retry loop of refused replies, the
-background embedder (one embedder for the database: each message is sent to the embeddings
-endpoint once), and each channel's leader duties (Telegram's poller and
+finished by whoever holds its chat's queue key), the retry loop of refused replies (each
+sent under its chat's queue-key lease, see :mod:`bot.delivery`), the background embedder (one
+embedder for the database: each message is sent to the embeddings endpoint once), and each
+channel's leader duties (Telegram's poller and
 command menu, Discord's command sync). A lone worker leads from its start.
 """
 

@@ -77,17 +77,12 @@ from partners.tools import (
 
 logger = logging.getLogger(__name__)
 
-OWNER_QUEUE = "@owner"
 APOLOGY = "Sorry — I can't think right now (my model is unreachable). Please try again in a bit."
 
 
 def _lost(queue_key: str, lost: LeaseLost) -> Worked:
     logger.warning("turn for %s stopped: %s", queue_key, lost)
     return Worked.LOST
-
-
-def queue_key(chat_key: str, partner_id: str | None) -> str:
-    return f"{chat_key}|{partner_id or OWNER_QUEUE}"
 
 
 class TurnRunner:

@@ -28,6 +28,11 @@ clock). The one window left: a worker paused after that check, for longer than t
 lease, and before the platform's answer, sends that one chunk although another worker took
 over and sends it too (README, "Delivery guarantees").
 
+A reply the platform refused is sent again under its queue key's lease as well: the leader's
+retry loop takes the key for it (:meth:`Worker.retry_lease`, only while no worker holds it;
+such a key has nothing pending, so the sweep never claims it) and keeps it idle afterwards,
+as a turn's.
+
 Reviews are claimed the same way (a lease on the session's review, renewed by the same
 heartbeat): each beat claims due reviews nobody runs, as many as the reviewer has room for, and
 hands them to it (:class:`partners.review.Reviewer`); a review claimed by a worker that died
@@ -41,11 +46,12 @@ path.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -356,6 +362,32 @@ class Worker:
             self.forget(lease)
             raise
         held.deadline = started + self.settings.lease_seconds
+
+    # ---- leases to retry a refused reply (bot.delivery.RetryLease) -----------------------
+
+    @contextlib.asynccontextmanager
+    async def retry_lease(self, queue_key: str, message_id: int) -> AsyncIterator[Lease | None]:
+        """The lease to send reply ``message_id``, which waits for a retry, under: this
+        worker's own on ``queue_key`` if it holds one (a turn's, or one kept idle after it:
+        within one process one task at a time sends a reply anyway), else one claimed for the
+        retry and kept idle when the block ends, as a turn's is. None while another worker
+        holds the key: that worker's next turn sends the reply first."""
+        held = self._held.get(queue_key)
+        if held is not None:
+            yield held.lease
+            return
+        async with self._claiming:
+            started = self.clock()
+            lease = await self.store.claim_for_retry(
+                self.id, self.settings.lease_seconds, queue_key, message_id
+            )
+            if lease is not None:
+                self._hold(lease, started)
+        try:
+            yield lease
+        finally:
+            if lease is not None:
+                await self.release(lease)
 
     # ---- review claims (partners.review.ReviewClaims) ------------------------------------
     # A review claim is held like a chat's lease (renewed, and checked by the heartbeat, as

@@ -91,7 +91,8 @@ async def test_a_refused_reply_waits_for_its_retry_and_leaves_when_settled(store
     assert await store.next_delivery_retry_at() == 40.0
     assert await store.chats_with_due_retries(30.0) == []
     assert await store.chats_with_due_retries(40.0) == ["test:1"]
-    assert await store.waiting_replies("test:1", before_id=newer) == [older]
+    [waiting] = await store.waiting_replies("test:1", before_id=newer)
+    assert (waiting.message_id, waiting.queue_key, waiting.partner_id) == (older, None, None)
     assert await store.interrupted_deliveries() == [newer]  # the other one waits for its retry
     await store.mark_delivered(older)  # settled: its retry row goes with it
     assert await store.delivery_retry(older) is None

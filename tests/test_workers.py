@@ -146,6 +146,7 @@ class Cluster:
             DeliveryConfig(),
             tell_owner,
             ensure_lease=worker.ensure,
+            retry_lease=worker.retry_lease,
         )
         turns = Turns(self.store, delivery, name)
         node = Node(worker, Dispatcher(self.store, turns.process, 8, worker), turns, Duties())

@@ -61,6 +61,7 @@ from bot.store.rows import (
     UsageRow,
     UserRow,
     VectorChanges,
+    WaitingReply,
     WorkerRow,
     new_session_id,
 )
@@ -106,6 +107,7 @@ __all__ = [
     "UsageRow",
     "UserRow",
     "VectorChanges",
+    "WaitingReply",
     "WorkerRow",
     "for_dialect",
     "new_session_id",

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import astuple, replace
 
 from bot.store.messages import Messages
-from bot.store.rows import DeliveryRetry, Lease, MessageRow, NewMessage, NewUsage
+from bot.store.rows import DeliveryRetry, Lease, MessageRow, NewMessage, NewUsage, WaitingReply
 from bot.store.usage import ADD_USAGE
 from bot.store.workers import check_lease
 
@@ -194,14 +194,17 @@ class Queue(Messages):
         row = await self._one("SELECT MIN(next_attempt_at) FROM delivery_retries")
         return float(row[0]) if row and row[0] is not None else None
 
-    async def waiting_replies(self, chat_key: str, before_id: int | None = None) -> list[int]:
+    async def waiting_replies(
+        self, chat_key: str, before_id: int | None = None
+    ) -> list[WaitingReply]:
         """Replies of a chat that wait for a retry (older than ``before_id``), oldest first."""
         rows = await self._all(
-            "SELECT m.id FROM messages m JOIN delivery_retries r ON r.message_id = m.id"
+            "SELECT m.id, m.queue_key, m.partner_id FROM messages m"
+            " JOIN delivery_retries r ON r.message_id = m.id"
             " WHERE m.chat_key = ? AND m.id < ? AND m.status = 'delivering' ORDER BY m.id",
             (chat_key, before_id if before_id is not None else 2**63 - 1),
         )
-        return [int(row[0]) for row in rows]
+        return [WaitingReply(int(row[0]), row[1], row[2]) for row in rows]
 
     async def delivered_chunks(self, message_id: int) -> int:
         row = await self._one("SELECT COUNT(*) FROM deliveries WHERE message_id = ?", (message_id,))

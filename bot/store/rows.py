@@ -58,6 +58,17 @@ class DeliveryRetry:
 
 
 @dataclass(frozen=True)
+class WaitingReply:
+    """A reply that waits for a retry, with what names the queue key it is sent under."""
+
+    message_id: int
+    queue_key: str | None
+    """The key of the turn that wrote it; None for one outside every queue (a greeting, a
+    check-in), which goes under its partner's key of its chat."""
+    partner_id: str | None
+
+
+@dataclass(frozen=True)
 class ChatRow:
     chat_key: str
     platform: str

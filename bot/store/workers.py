@@ -59,6 +59,19 @@ def unfinished_replies(queue_key: str) -> str:
     )
 
 
+def waits_for_retry(message_id: str, queue_key: str) -> str:
+    """SQL that is true when reply ``message_id`` waits for a retry (a refused reply still
+    being delivered) and is sent under queue key ``queue_key`` (both: SQL naming them): the
+    key of the turn that wrote it, or, for one outside every queue (a greeting, a check-in),
+    a key of its chat."""
+    return (
+        "EXISTS (SELECT 1 FROM messages w JOIN delivery_retries r ON r.message_id = w.id"
+        f" WHERE w.id = {message_id} AND w.status = 'delivering' AND (w.queue_key = {queue_key}"
+        f" OR (w.queue_key IS NULL AND substr({queue_key}, 1, length(w.chat_key) + 1)"
+        " = w.chat_key || '|')))"
+    )
+
+
 CLAIMABLE = (
     "(EXISTS (SELECT 1 FROM messages m WHERE m.queue_key = l.queue_key"
     f" AND m.status = 'pending') OR EXISTS ({unfinished_replies('l.queue_key')}))"
@@ -202,6 +215,30 @@ class Workers(SqliteBase):
                 (worker_id, lease_seconds, queue_key, worker_id, queue_key, limit),
             ).fetchall()
             return [_lease(row) for row in rows]
+
+        return await self._in_one_trip(claim)
+
+    async def claim_for_retry(
+        self, worker_id: str, lease_seconds: float, queue_key: str, message_id: int
+    ) -> Lease | None:
+        def claim(db: sqlite3.Connection) -> Lease | None:
+            waiting = db.execute(
+                f"SELECT {waits_for_retry('?', '?')}", (message_id, queue_key, queue_key)
+            ).fetchone()
+            if not waiting[0]:
+                return None
+            db.execute(
+                "INSERT INTO chat_leases (queue_key, worker_id, epoch, expires_at)"
+                " VALUES (?, '', 0, 0) ON CONFLICT (queue_key) DO NOTHING",
+                (queue_key,),
+            )
+            row = db.execute(
+                f"UPDATE chat_leases SET worker_id = ?, epoch = epoch + 1, expires_at = {NOW} + ?"
+                f" WHERE queue_key = ? AND expires_at <= {NOW}"
+                " RETURNING queue_key, worker_id, epoch, expires_at",
+                (worker_id, lease_seconds, queue_key),
+            ).fetchone()
+            return _lease(row) if row else None
 
         return await self._in_one_trip(claim)
 

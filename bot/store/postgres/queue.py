@@ -20,7 +20,7 @@ import asyncpg
 from bot.store.postgres.messages import INSERT_INTO_MESSAGES, MESSAGE_VALUES, Messages
 from bot.store.postgres.workers import FENCED, fenced, lease_lost, lease_values
 from bot.store.queue import queued_reply
-from bot.store.rows import DeliveryRetry, Lease, MessageRow, NewMessage, NewUsage
+from bot.store.rows import DeliveryRetry, Lease, MessageRow, NewMessage, NewUsage, WaitingReply
 
 FINISH_TURN = fenced(
     f"reply AS ({INSERT_INTO_MESSAGES} SELECT {MESSAGE_VALUES} FROM fence"
@@ -216,15 +216,18 @@ class Queue(Messages):
         row = await self._one("SELECT MIN(next_attempt_at) FROM delivery_retries")
         return float(row[0]) if row and row[0] is not None else None
 
-    async def waiting_replies(self, chat_key: str, before_id: int | None = None) -> list[int]:
+    async def waiting_replies(
+        self, chat_key: str, before_id: int | None = None
+    ) -> list[WaitingReply]:
         """Replies of a chat that wait for a retry (older than ``before_id``), oldest first."""
         rows = await self._all(
-            "SELECT m.id FROM messages m JOIN delivery_retries r ON r.message_id = m.id"
+            "SELECT m.id, m.queue_key, m.partner_id FROM messages m"
+            " JOIN delivery_retries r ON r.message_id = m.id"
             " WHERE m.chat_key = $1 AND m.id < $2 AND m.status = 'delivering' ORDER BY m.id",
             chat_key,
             before_id if before_id is not None else 2**63 - 1,
         )
-        return [int(row[0]) for row in rows]
+        return [WaitingReply(int(row[0]), row[1], row[2]) for row in rows]
 
     async def delivered_chunks(self, message_id: int) -> int:
         row = await self._one("SELECT COUNT(*) FROM deliveries WHERE message_id = $1", message_id)

@@ -29,7 +29,14 @@ from bot.store.errors import LeaseLost
 from bot.store.postgres.base import PostgresBase, Transaction
 from bot.store.postgres.liveness import GONE, HELD, LivenessConnection
 from bot.store.rows import Leader, Lease, WorkerRow
-from bot.store.workers import CLAIMABLE, LEADER, REVIEW_PREFIX, Liveness, review_key
+from bot.store.workers import (
+    CLAIMABLE,
+    LEADER,
+    REVIEW_PREFIX,
+    Liveness,
+    review_key,
+    waits_for_retry,
+)
 
 NOW = "extract(epoch FROM clock_timestamp())::double precision"
 
@@ -181,6 +188,30 @@ class Workers(PostgresBase):
                 limit,
             )
         )
+
+    async def claim_for_retry(
+        self, worker_id: str, lease_seconds: float, queue_key: str, message_id: int
+    ) -> Lease | None:
+        async with self._transaction() as tx:
+            if not await tx.one(
+                f"SELECT 1 WHERE {waits_for_retry('$1', '$2')}", message_id, queue_key
+            ):
+                return None
+            await tx.write(
+                "INSERT INTO chat_leases (queue_key, worker_id, epoch, expires_at)"
+                " VALUES ($1, '', 0, 0) ON CONFLICT (queue_key) DO NOTHING",
+                queue_key,
+            )
+            row = await tx.one(
+                f"UPDATE chat_leases SET worker_id = $1, epoch = epoch + 1,"
+                f" expires_at = {NOW} + $2 WHERE queue_key = $3"
+                f" AND (expires_at <= {NOW} OR worker_id IN ({GONE}))"
+                " RETURNING queue_key, worker_id, epoch, expires_at",
+                worker_id,
+                lease_seconds,
+                queue_key,
+            )
+        return _lease(row) if row else None
 
     async def claim_review(
         self, worker_id: str, session_id: str, lease_seconds: float

@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from bot.store.rows import DeliveryRetry, Lease, MessageRow, NewMessage, NewUsage
+from bot.store.rows import (
+    DeliveryRetry,
+    Lease,
+    MessageRow,
+    NewMessage,
+    NewUsage,
+    WaitingReply,
+)
 
 
 class QueueStore(Protocol):
@@ -81,8 +88,11 @@ class QueueStore(Protocol):
 
     async def next_delivery_retry_at(self) -> float | None: ...
 
-    async def waiting_replies(self, chat_key: str, before_id: int | None = None) -> list[int]:
-        """Replies of a chat that wait for a retry (older than ``before_id``), oldest first."""
+    async def waiting_replies(
+        self, chat_key: str, before_id: int | None = None
+    ) -> list[WaitingReply]:
+        """Replies of a chat that wait for a retry (older than ``before_id``), oldest first,
+        each with what names the queue key it is sent under."""
 
     async def delivered_chunks(self, message_id: int) -> int: ...
 

@@ -50,6 +50,17 @@ class WorkersStore(Protocol):
         whose holder died, is taken over like a free one. With ``queue_key``, only that key,
         and also if this worker's own live lease holds it (taken again under a new epoch)."""
 
+    async def claim_for_retry(
+        self, worker_id: str, lease_seconds: float, queue_key: str, message_id: int
+    ) -> Lease | None:
+        """Lease ``queue_key`` for ``lease_seconds`` under a new epoch to send reply
+        ``message_id``, which waits for a retry and is sent under that key (the key of the turn
+        that wrote it; for a reply outside every queue, a key of its chat), if no live lease
+        holds the key — this worker's own neither: one of its turns may be working it. Such
+        a key may have nothing pending, so :meth:`claim_queue_keys` leaves it alone; this is
+        the claim of a retry (:meth:`bot.workers.Worker.retry_lease`). None when the reply
+        waits for no retry or the key is held."""
+
     async def claim_review(
         self, worker_id: str, session_id: str, lease_seconds: float
     ) -> Lease | None:
