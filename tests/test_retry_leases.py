@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from tests.conftest import Harness, HarnessFactory, RecordingChannel, dm
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.postgres_server import PostgresServer
 from tests.test_review import SLOW_HEARTBEAT
+from tests.test_unfinished_replies import until
 
 ALICE = 42
 BOB = 7
@@ -165,15 +166,6 @@ async def settled(harness: Harness) -> bool:
     rows = await harness.app.store.user_messages("example", f"test:{ALICE}")
     replies = [row for row in rows if row.role == "assistant"]
     return bool(replies) and all(row.status == "delivered" for row in replies)
-
-
-async def until(condition: Callable[[], Awaitable[bool]], what: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT_SECONDS
-    while not await condition():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {WAIT_SECONDS:g}s waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 def loop_had_its_chance(pair: Pair, caplog: pytest.LogCaptureFixture) -> Callable[[], Any]:

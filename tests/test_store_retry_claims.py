@@ -17,9 +17,11 @@ KEY = "tg:1|ava"
 _dedup = itertools.count(1)
 
 
-async def _refused_reply(store: Store, lease_seconds: float = LEASE_SECONDS) -> tuple[int, Lease]:
+async def refused_reply(
+    store: Store, holder: str = "w0", lease_seconds: float = LEASE_SECONDS
+) -> tuple[int, Lease]:
     """A turn's reply on KEY that the platform refused: it waits for a retry; the turn's
-    lease (held by w0 for ``lease_seconds``) is returned, not released."""
+    lease (held by ``holder`` for ``lease_seconds``) is returned, not released."""
     inbound = await store.add_message(
         NewMessage(
             chat_key="tg:1",
@@ -32,7 +34,7 @@ async def _refused_reply(store: Store, lease_seconds: float = LEASE_SECONDS) -> 
         )
     )
     assert inbound is not None
-    [turn] = await store.claim_queue_keys("w0", lease_seconds, 1, KEY)
+    [turn] = await store.claim_queue_keys(holder, lease_seconds, 1, KEY)
     reply = NewMessage(
         chat_key="tg:1", role="assistant", text="hi", audience="dm", status="delivering"
     )
@@ -44,7 +46,7 @@ async def _refused_reply(store: Store, lease_seconds: float = LEASE_SECONDS) -> 
 async def test_a_key_whose_reply_waits_for_a_retry_is_claimed_for_it_not_by_the_sweep(
     store: Store,
 ) -> None:
-    reply_id, turn = await _refused_reply(store)
+    reply_id, turn = await refused_reply(store)
     await store.release_leases([turn])
     assert await store.claim_queue_keys("w1", LEASE_SECONDS, 10) == []
     claimed = await store.claim_for_retry("w1", LEASE_SECONDS, KEY, reply_id)
@@ -55,26 +57,26 @@ async def test_a_key_whose_reply_waits_for_a_retry_is_claimed_for_it_not_by_the_
 
 
 async def test_a_key_another_live_worker_holds_is_not_claimed_for_a_retry(store: Store) -> None:
-    reply_id, turn = await _refused_reply(store)
+    reply_id, turn = await refused_reply(store)
     assert await store.claim_for_retry("w1", LEASE_SECONDS, KEY, reply_id) is None
     assert await store.lease(KEY) == turn
 
 
 async def test_a_workers_own_live_lease_is_not_taken_again_for_a_retry(store: Store) -> None:
     """Its turn may be working the key right now: a new epoch would fence that turn out."""
-    reply_id, turn = await _refused_reply(store)
+    reply_id, turn = await refused_reply(store)
     assert await store.claim_for_retry("w0", LEASE_SECONDS, KEY, reply_id) is None
     assert await store.lease(KEY) == turn
 
 
 async def test_a_lapsed_lease_is_taken_over_for_a_retry(store: Store) -> None:
-    reply_id, turn = await _refused_reply(store, lease_seconds=0)
+    reply_id, turn = await refused_reply(store, lease_seconds=0)
     claimed = await store.claim_for_retry("w1", LEASE_SECONDS, KEY, reply_id)
     assert claimed is not None and claimed.epoch == turn.epoch + 1
 
 
 async def test_a_reply_that_waits_for_no_retry_claims_nothing(store: Store) -> None:
-    reply_id, turn = await _refused_reply(store)
+    reply_id, turn = await refused_reply(store)
     await store.release_leases([turn])
     await store.mark_delivered(reply_id)
     assert await store.claim_for_retry("w1", LEASE_SECONDS, KEY, reply_id) is None
@@ -82,7 +84,7 @@ async def test_a_reply_that_waits_for_no_retry_claims_nothing(store: Store) -> N
 
 
 async def test_a_reply_of_another_key_claims_nothing(store: Store) -> None:
-    reply_id, turn = await _refused_reply(store)
+    reply_id, turn = await refused_reply(store)
     await store.release_leases([turn])
     assert await store.claim_for_retry("w1", LEASE_SECONDS, "tg:1|bea", reply_id) is None
 
@@ -107,7 +109,7 @@ async def test_a_reply_outside_every_queue_lets_its_chats_key_be_claimed(store: 
 
 
 async def test_a_retrys_records_are_refused_once_its_lease_was_taken_over(store: Store) -> None:
-    reply_id, turn = await _refused_reply(store)
+    reply_id, turn = await refused_reply(store)
     await store.release_leases([turn])
     stale = await store.claim_for_retry("w1", 0, KEY, reply_id)
     current = await store.claim_for_retry("w2", LEASE_SECONDS, KEY, reply_id)

@@ -10,11 +10,11 @@ import itertools
 
 from bot.config import DeliveryConfig, WorkersConfig
 from bot.delivery import Delivery, PendingReply
-from bot.store import DeliveryRetry, Lease, NewMessage, Store
+from bot.store import NewMessage, Store
 from bot.workers import Worker
 from tests.conftest import RecordingChannel
+from tests.test_store_retry_claims import KEY, refused_reply
 
-KEY = "tg:1|ava"
 SETTINGS = WorkersConfig(lease_seconds=600, heartbeat_seconds=200)
 _dedup = itertools.count(1)
 
@@ -29,27 +29,6 @@ class Clock:
         return self.now
 
 
-async def refused_reply(store: Store, turn_holder: str = "turn") -> tuple[int, Lease]:
-    """A reply on KEY that waits for a retry; the lease its turn ran under (still held)."""
-    inbound = await store.add_message(
-        NewMessage(
-            chat_key="tg:1",
-            role="user",
-            text="hello",
-            audience="dm",
-            status="pending",
-            queue_key=KEY,
-            dedup_key=f"m{next(_dedup)}",
-        )
-    )
-    assert inbound is not None
-    [turn] = await store.claim_queue_keys(turn_holder, 600, 1, KEY)
-    reply = NewMessage("tg:1", "assistant", "hi", "dm", status="delivering")
-    reply_id = await store.finish_turn([inbound], None, reply, lease=turn)
-    await store.schedule_delivery_retry(DeliveryRetry(reply_id, 1, 0.0, 0.0, "502"), lease=turn)
-    return reply_id, turn
-
-
 async def started(store: Store, name: str, clock: Clock | None = None) -> Worker:
     worker = Worker(store, SETTINGS.model_copy(update={"id": name}), clock or Clock())
     await store.register_worker(worker.id, "host", 1)
@@ -58,10 +37,10 @@ async def started(store: Store, name: str, clock: Clock | None = None) -> Worker
 
 async def test_a_worker_holding_the_key_sends_the_retry_under_that_lease(store: Store) -> None:
     worker = await started(store, "one")
-    _, turn = await refused_reply(store, "someone")
+    _, turn = await refused_reply(store, "someone", 600)
     await store.release_leases([turn])
     await store.add_message(
-        NewMessage("tg:1", "user", "again", "dm", "pending", f"m{next(_dedup)}", KEY)
+        NewMessage("tg:1", "user", "again", "dm", "pending", f"again-{next(_dedup)}", KEY)
     )
     held = await worker.claim(KEY)  # this worker's turn holds the key now
     assert held is not None
@@ -75,7 +54,7 @@ async def test_a_worker_holding_the_key_sends_the_retry_under_that_lease(store: 
 async def test_a_lease_claimed_for_a_retry_is_kept_idle_then_given_back(store: Store) -> None:
     clock = Clock()
     worker = await started(store, "one", clock)
-    reply_id, turn = await refused_reply(store)
+    reply_id, turn = await refused_reply(store, "turn", 600)
     await store.release_leases([turn])
     async with worker.retry_lease(KEY, reply_id) as lease:
         assert lease is not None and lease.worker_id == "one" and lease.epoch > turn.epoch
@@ -89,7 +68,7 @@ async def test_a_lease_claimed_for_a_retry_is_kept_idle_then_given_back(store: S
 
 async def test_no_retry_lease_while_another_worker_holds_the_key(store: Store) -> None:
     worker = await started(store, "one")
-    reply_id, turn = await refused_reply(store, "two")
+    reply_id, turn = await refused_reply(store, "two", 600)
     async with worker.retry_lease(KEY, reply_id) as lease:
         assert lease is None
     assert await store.lease(KEY) == turn and worker.held == 0
@@ -120,11 +99,11 @@ async def test_a_turn_sends_its_chats_waiting_reply_of_another_key_under_that_ke
         ensure_lease=worker.ensure,
         retry_lease=worker.retry_lease,
     )
-    _, ava = await refused_reply(store, "two")  # Ava's key: another live worker holds it
+    _, ava = await refused_reply(store, "two", 600)  # Ava's key: another live worker holds it
 
     async def bea_answers(text: str) -> None:
         await store.add_message(
-            NewMessage("tg:1", "user", text, "dm", "pending", f"m{next(_dedup)}", "tg:1|bea")
+            NewMessage("tg:1", "user", text, "dm", "pending", f"again-{next(_dedup)}", "tg:1|bea")
         )
         lease = await worker.claim("tg:1|bea")
         assert lease is not None

@@ -126,6 +126,24 @@ def _lease(row: sqlite3.Row) -> Lease:
     return Lease(str(row[0]), str(row[1]), int(row[2]), float(row[3]))
 
 
+def _claim_free(
+    db: sqlite3.Connection, worker_id: str, lease_seconds: float, key: str
+) -> Lease | None:
+    """Lease one named key (its row made first) unless a lease on it is still running."""
+    db.execute(
+        "INSERT INTO chat_leases (queue_key, worker_id, epoch, expires_at)"
+        " VALUES (?, '', 0, 0) ON CONFLICT (queue_key) DO NOTHING",
+        (key,),
+    )
+    row = db.execute(
+        f"UPDATE chat_leases SET worker_id = ?, epoch = epoch + 1, expires_at = {NOW} + ?"
+        f" WHERE queue_key = ? AND expires_at <= {NOW}"
+        " RETURNING queue_key, worker_id, epoch, expires_at",
+        (worker_id, lease_seconds, key),
+    ).fetchone()
+    return _lease(row) if row else None
+
+
 class Workers(SqliteBase):
     """The worker registry, the leader row, queue-key leases and job runs."""
 
@@ -225,20 +243,7 @@ class Workers(SqliteBase):
             waiting = db.execute(
                 f"SELECT {waits_for_retry('?', '?')}", (message_id, queue_key, queue_key)
             ).fetchone()
-            if not waiting[0]:
-                return None
-            db.execute(
-                "INSERT INTO chat_leases (queue_key, worker_id, epoch, expires_at)"
-                " VALUES (?, '', 0, 0) ON CONFLICT (queue_key) DO NOTHING",
-                (queue_key,),
-            )
-            row = db.execute(
-                f"UPDATE chat_leases SET worker_id = ?, epoch = epoch + 1, expires_at = {NOW} + ?"
-                f" WHERE queue_key = ? AND expires_at <= {NOW}"
-                " RETURNING queue_key, worker_id, epoch, expires_at",
-                (worker_id, lease_seconds, queue_key),
-            ).fetchone()
-            return _lease(row) if row else None
+            return _claim_free(db, worker_id, lease_seconds, queue_key) if waiting[0] else None
 
         return await self._in_one_trip(claim)
 
@@ -246,22 +251,7 @@ class Workers(SqliteBase):
         self, worker_id: str, session_id: str, lease_seconds: float
     ) -> Lease | None:
         key = review_key(session_id)
-
-        def claim(db: sqlite3.Connection) -> Lease | None:
-            db.execute(
-                "INSERT INTO chat_leases (queue_key, worker_id, epoch, expires_at)"
-                " VALUES (?, '', 0, 0) ON CONFLICT (queue_key) DO NOTHING",
-                (key,),
-            )
-            row = db.execute(
-                f"UPDATE chat_leases SET worker_id = ?, epoch = epoch + 1, expires_at = {NOW} + ?"
-                f" WHERE queue_key = ? AND expires_at <= {NOW}"
-                " RETURNING queue_key, worker_id, epoch, expires_at",
-                (worker_id, lease_seconds, key),
-            ).fetchone()
-            return _lease(row) if row else None
-
-        return await self._in_one_trip(claim)
+        return await self._in_one_trip(lambda db: _claim_free(db, worker_id, lease_seconds, key))
 
     async def claim_due_reviews(
         self, worker_id: str, lease_seconds: float, due_by: float, limit: int

@@ -96,6 +96,27 @@ def _leases(rows: Sequence[asyncpg.Record]) -> list[Lease]:
     return [_lease(row) for row in rows]
 
 
+async def _claim_free(
+    tx: Transaction, worker_id: str, lease_seconds: float, key: str
+) -> Lease | None:
+    """Lease one named key (its row made first) unless a live worker's lease on it runs."""
+    await tx.write(
+        "INSERT INTO chat_leases (queue_key, worker_id, epoch, expires_at)"
+        " VALUES ($1, '', 0, 0) ON CONFLICT (queue_key) DO NOTHING",
+        key,
+    )
+    row = await tx.one(
+        f"UPDATE chat_leases SET worker_id = $1, epoch = epoch + 1,"
+        f" expires_at = {NOW} + $2 WHERE queue_key = $3"
+        f" AND (expires_at <= {NOW} OR worker_id IN ({GONE}))"
+        " RETURNING queue_key, worker_id, epoch, expires_at",
+        worker_id,
+        lease_seconds,
+        key,
+    )
+    return _lease(row) if row else None
+
+
 class Workers(PostgresBase):
     """The worker registry, the leader row, queue-key leases and job runs."""
 
@@ -197,42 +218,13 @@ class Workers(PostgresBase):
                 f"SELECT 1 WHERE {waits_for_retry('$1', '$2')}", message_id, queue_key
             ):
                 return None
-            await tx.write(
-                "INSERT INTO chat_leases (queue_key, worker_id, epoch, expires_at)"
-                " VALUES ($1, '', 0, 0) ON CONFLICT (queue_key) DO NOTHING",
-                queue_key,
-            )
-            row = await tx.one(
-                f"UPDATE chat_leases SET worker_id = $1, epoch = epoch + 1,"
-                f" expires_at = {NOW} + $2 WHERE queue_key = $3"
-                f" AND (expires_at <= {NOW} OR worker_id IN ({GONE}))"
-                " RETURNING queue_key, worker_id, epoch, expires_at",
-                worker_id,
-                lease_seconds,
-                queue_key,
-            )
-        return _lease(row) if row else None
+            return await _claim_free(tx, worker_id, lease_seconds, queue_key)
 
     async def claim_review(
         self, worker_id: str, session_id: str, lease_seconds: float
     ) -> Lease | None:
-        key = review_key(session_id)
         async with self._transaction() as tx:
-            await tx.write(
-                "INSERT INTO chat_leases (queue_key, worker_id, epoch, expires_at)"
-                " VALUES ($1, '', 0, 0) ON CONFLICT (queue_key) DO NOTHING",
-                key,
-            )
-            row = await tx.one(
-                f"UPDATE chat_leases SET worker_id = $1, epoch = epoch + 1,"
-                f" expires_at = {NOW} + $2 WHERE queue_key = $3"
-                f" AND (expires_at <= {NOW} OR worker_id IN ({GONE}))"
-                " RETURNING queue_key, worker_id, epoch, expires_at",
-                worker_id,
-                lease_seconds,
-                key,
-            )
-        return _lease(row) if row else None
+            return await _claim_free(tx, worker_id, lease_seconds, review_key(session_id))
 
     async def claim_due_reviews(
         self, worker_id: str, lease_seconds: float, due_by: float, limit: int
