@@ -115,14 +115,15 @@ class Delivery:
         settings: DeliveryConfig,
         notify_owner: NotifyOwner,
         voice: VoiceReplies | None = None,
+        *,
+        retry_lease: RetryLease,
         ensure_lease: EnsureLease | None = None,
-        retry_lease: RetryLease | None = None,
     ) -> None:
         self.store = store
         self.ensure_lease = ensure_lease
         """Raises LeaseLost unless a lease is still this worker's; None: nothing to check."""
         self.retry_lease = retry_lease
-        """The lease of a queue key to retry one of its replies under; None: no workers."""
+        """The lease of a queue key to retry one of its replies under."""
         self.voice = voice
         self.channels = channels
         self.partner_face = partner_face
@@ -227,10 +228,6 @@ class Delivery:
         for the retry (:attr:`retry_lease`). The pass stops at a reply whose key another
         worker holds: that worker's next turn sends it first (or a later pass does)."""
         waiting = await self.store.waiting_replies(chat_key, before_id)
-        if self.retry_lease is None:  # no workers to share with: the turn's lease fences all
-            for reply in waiting:
-                await self._deliver_one(reply.message_id, lease)
-            return
         async with contextlib.AsyncExitStack() as taken:
             leases: dict[str, Lease | None] = {}
             if lease is not None:

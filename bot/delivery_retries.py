@@ -104,8 +104,9 @@ class DeliveryRetries:
         hears nothing of, and none is due sooner than the shortest pause after it; a retry
         still due right after a pass is being sent by another task (or the pass failed)."""
         timeout = self.settings.first_pause_seconds
-        if next_at is not None and next_at - time.time() > 0:
-            timeout = min(timeout, next_at - time.time())
+        remaining = next_at - time.time() if next_at is not None else 0.0
+        if remaining > 0:
+            timeout = min(timeout, remaining)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 await self._wake.wait()
