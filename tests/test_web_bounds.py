@@ -16,6 +16,7 @@ import pytest
 from aiohttp import web
 
 from bot.web.security import CONTENT_SECURITY_POLICY
+from tests.admin_support import partner_dir
 from tests.conftest import Harness, HarnessFactory
 from tests.test_web_auth import logged_in
 from tests.test_web_pages import page
@@ -253,3 +254,30 @@ async def test_a_partners_sessions_come_from_the_store_a_page_at_a_time(
     assert "60 sessions" in first and "page 1 of 2" in first
     assert first.count('<td class="id">') == 50 and second.count('<td class="id">') == 10
     assert returned and max(returned) <= 50
+
+
+async def test_a_journal_day_is_only_a_yyyy_mm_dd_date(harness_factory: HarnessFactory) -> None:
+    harness = await web_harness(harness_factory)
+    browser, base, _ = await logged_in(harness)
+    async with browser:
+        for day in ("20260310", "2026-W10-1", "2026-03-10T00:00", "２０２６-03-10"):
+            async with browser.get(base + f"/journals/example/{day}") as response:
+                assert response.status == 404, day
+                assert "YYYY-MM-DD" in await response.text()
+
+
+async def test_a_partners_user_files_are_listed_up_to_a_bound_and_found_by_name(
+    harness_factory: HarnessFactory,
+) -> None:
+    harness = await web_harness(harness_factory)
+    users = partner_dir(harness) / "users"
+    users.mkdir(exist_ok=True)
+    for n in range(150):
+        (users / f"test-{n}.md").write_text(f"- likes tea {n}\n", encoding="utf-8")
+    browser, base, _ = await logged_in(harness)
+    async with browser:
+        listing = await page(browser, base + "/memory/example")
+        found = await page(browser, base + "/memory/example?user=test-14")
+    links = re.compile(r'href="/memory/example/users/([a-z0-9-]+)"')
+    assert len(links.findall(listing)) == 100 and "150 per-user files" in listing
+    assert sorted(links.findall(found)) == sorted(["test-14", *(f"test-14{n}" for n in range(10))])

@@ -55,10 +55,8 @@ def routes(parts: WebParts) -> list[web.RouteDef]:
     async def day(request: web.Request) -> web.Response:
         partner = parts.partner(request.match_info["id"])
         wanted = request.match_info["day"]
-        try:
-            date.fromisoformat(wanted)
-        except ValueError:
-            raise web.HTTPNotFound(text=f"{wanted!r} is not a date (YYYY-MM-DD).") from None
+        if not is_day(wanted):
+            raise web.HTTPNotFound(text=f"{wanted!r} is not a date (YYYY-MM-DD).")
         text = await parts.actions.admin.memory.read(journal_file(partner, wanted))
         summary, body = split_day(text)
         return parts.render(
@@ -75,6 +73,15 @@ def routes(parts: WebParts) -> list[web.RouteDef]:
         web.get("/journals/{id}", year),
         web.get("/journals/{id}/{day}", day),
     ]
+
+
+def is_day(text: str) -> bool:
+    """A date written YYYY-MM-DD, as journal files are named (``fromisoformat`` also takes
+    20260310 and 2026-W10-1)."""
+    try:
+        return date.fromisoformat(text).isoformat() == text
+    except ValueError:
+        return False
 
 
 def _this_year(partner: Partner, parts: WebParts) -> int:

@@ -25,6 +25,8 @@ CHANGES_SHOWN = 20
 SEARCH_LIMIT = 50
 ENTRIES_PER_PAGE = 100
 """A file of thousands of entries is shown a page at a time (and can be filtered)."""
+USER_FILES_SHOWN = 100
+"""A partner who keeps a file per user lists this many of them (and finds any by name)."""
 
 
 def routes(parts: WebParts) -> list[web.RouteDef]:
@@ -99,6 +101,21 @@ async def _user_files(parts: WebParts, partner: Partner) -> list[str]:
     return [n.removeprefix("users/").removesuffix(".md") for n in names if n.endswith(".md")]
 
 
+async def _user_file_list(
+    parts: WebParts, partner: Partner | None, wanted: str
+) -> dict[str, object]:
+    """The per-user files a memory page links to: those whose name contains ``wanted``, at
+    most :data:`USER_FILES_SHOWN`, and how many there are."""
+    names = await _user_files(parts, partner) if partner else []
+    matching = [name for name in names if wanted.casefold() in name]
+    return {
+        "users": matching[:USER_FILES_SHOWN],
+        "user_total": len(names),
+        "user": wanted,
+        "max_users": USER_FILES_SHOWN,
+    }
+
+
 async def _file_of(parts: WebParts, partner_id: str, name: str) -> MemoryFile:
     """The memory file an edit form names: the owner's, a partner's MEMORY.md, or one of its
     per-user files — nothing else."""
@@ -161,7 +178,7 @@ async def memory_page(
         page=number,
         pages=pages,
         changes=list(reversed(changes))[:CHANGES_SHOWN],
-        users=await _user_files(parts, partner) if partner else [],
+        **await _user_file_list(parts, partner, query.text(request, "user")),
         query=wanted,
         results=results,
     )
