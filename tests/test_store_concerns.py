@@ -107,6 +107,33 @@ async def test_pairings_live_until_closed_and_an_approval_is_told_once(store: St
     assert pairing is not None and pairing["status"] == "approved"
 
 
+async def test_users_are_listed_a_page_at_a_time_with_their_checkins(store: Store) -> None:
+    for n in range(7):
+        await store.upsert_user(f"test:{n}", "test", str(n), f"User {n}", None)
+    await store.set_checkins("mira", "test:2", True)
+    assert await store.user_count() == 7
+    pages = [await store.web_users(3, offset) for offset in (0, 3, 6, 9)]
+    assert [len(rows) for rows in pages] == [3, 3, 1, 0]
+    keys = [row["user_key"] for rows in pages for row in rows]
+    assert sorted(keys) == [f"test:{n}" for n in range(7)]
+    [with_checkin] = [row for rows in pages for row in rows if row["checkins"]]
+    assert with_checkin["user_key"] == "test:2"
+    assert [c["partner_id"] for c in with_checkin["checkins"]] == ["mira"]
+
+
+async def test_waiting_pairings_are_counted_and_the_oldest_listed(store: Store) -> None:
+    await store.upsert_user("test:1", "test", "1", "Alice", None)
+    await store.create_pairing("AAA", "test:1", 3600)
+    await store.create_pairing("BBB", "test:2", 3600)
+    await store.create_pairing("CCC", "test:3", 3600)
+    await store.create_pairing("OLD", "test:4", -1)
+    await store.close_pairing("CCC", "denied")
+    assert await store.live_pairing_count() == 2
+    listed = await store.web_pairings(1)
+    assert [(p["code"], p["display_name"]) for p in listed] == [("AAA", "Alice")]
+    assert [p["display_name"] for p in await store.web_pairings(5)] == ["Alice", None]
+
+
 async def test_a_platform_is_claimed_once_and_its_other_codes_die(store: Store) -> None:
     await store.add_claim_code("h1", "telegram", 3600)
     await store.add_claim_code("h2", "telegram", 3600)
@@ -236,6 +263,21 @@ async def test_sessions_open_end_and_are_found(store: Store) -> None:
     assert [s.id for s in await store.sessions_of("kai")] == [consult.id]
     assert set(await store.last_activity()) == {"mira", "kai"}
     assert await store.message_counts([first.id]) == {}
+
+
+async def test_a_partners_sessions_are_counted_and_paged(store: Store) -> None:
+    for n in range(5):
+        await store.create_session(
+            partner_id="mira", chat_key=f"test:{n}", user_key=f"test:{n % 2}",
+            audience="user:test:1", system_prompt="",
+        )  # fmt: skip
+    assert await store.partner_session_count("mira") == 5
+    assert await store.partner_session_count("mira", "test:1") == 2
+    assert await store.partner_session_count("kai") == 0
+    pages = [await store.partner_sessions("mira", None, 2, offset) for offset in (0, 2, 4)]
+    assert [len(rows) for rows in pages] == [2, 2, 1]
+    assert len({row.id for rows in pages for row in rows}) == 5
+    assert len(await store.partner_sessions("mira", "test:0", 10, 1)) == 2
 
 
 async def test_only_the_newest_transcript_references_stay(store: Store) -> None:

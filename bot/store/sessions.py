@@ -113,17 +113,19 @@ class Sessions(SqliteBase):
         )
 
     async def partner_sessions(
-        self, partner_id: str, user_key: str | None = None, limit: int = 500
+        self, partner_id: str, user_key: str | None = None, limit: int = 500, offset: int = 0
     ) -> list[SessionRow]:
-        """A partner's sessions, newest activity first, optionally only one user's."""
-        where = "WHERE partner_id = ?"
-        params: list[Any] = [partner_id]
-        if user_key is not None:
-            where += " AND user_key = ?"
-            params.append(user_key)
+        """A partner's sessions, newest activity first, optionally only one user's: ``limit``
+        of them from ``offset``."""
+        where, params = _of_partner(partner_id, user_key)
         return await self._sessions(
-            where + " ORDER BY last_active_at DESC LIMIT ?", (*params, limit)
+            where + " ORDER BY last_active_at DESC, id LIMIT ? OFFSET ?", (*params, limit, offset)
         )
+
+    async def partner_session_count(self, partner_id: str, user_key: str | None = None) -> int:
+        where, params = _of_partner(partner_id, user_key)
+        row = await self._one(f"SELECT COUNT(*) FROM sessions {where}", params)
+        return int(row[0]) if row else 0
 
     async def message_counts(self, session_ids: Sequence[str]) -> dict[str, int]:
         """Conversation messages (user and assistant) per session."""
@@ -183,3 +185,10 @@ class Sessions(SqliteBase):
             (chat_key, partner_id),
         )
         return int(row["n"]) if row else 0
+
+
+def _of_partner(partner_id: str, user_key: str | None) -> tuple[str, list[Any]]:
+    """The WHERE clause (and its values) of a partner's sessions, or of one user's with it."""
+    if user_key is None:
+        return "WHERE partner_id = ?", [partner_id]
+    return "WHERE partner_id = ? AND user_key = ?", [partner_id, user_key]

@@ -159,14 +159,47 @@ class Users(SqliteBase):
         )
         return [cast(ClaimedOwnerRow, dict(row)) for row in rows]
 
-    async def web_users(self) -> list[dict[str, Any]]:
-        """Every user the gateway has seen, newest first, with their check-in settings."""
-        rows = await self._all("SELECT * FROM users ORDER BY updated_at DESC")
+    async def live_pairing_count(self) -> int:
+        row = await self._one(
+            "SELECT COUNT(*) FROM pairing_requests WHERE status = 'pending' AND expires_at > ?",
+            (time.time(),),
+        )
+        return int(row[0]) if row else 0
+
+    async def web_pairings(self, limit: int) -> list[dict[str, Any]]:
+        rows = await self._all(
+            "SELECT p.*, u.display_name FROM pairing_requests p"
+            " LEFT JOIN users u ON u.user_key = p.user_key"
+            " WHERE p.status = 'pending' AND p.expires_at > ? ORDER BY p.created_at LIMIT ?",
+            (time.time(), limit),
+        )
+        return [dict(row) for row in rows]
+
+    async def user_count(self) -> int:
+        row = await self._one("SELECT COUNT(*) FROM users")
+        return int(row[0]) if row else 0
+
+    async def web_users(self, limit: int, offset: int = 0) -> list[dict[str, Any]]:
+        rows = await self._all(
+            "SELECT * FROM users ORDER BY updated_at DESC, user_key LIMIT ? OFFSET ?",
+            (limit, offset),
+        )
         users = [dict(row) for row in rows]
-        checkins = await self._all("SELECT * FROM checkins ORDER BY partner_id")
-        by_user: dict[str, list[dict[str, Any]]] = {}
-        for row in checkins:
-            by_user.setdefault(row["user_key"], []).append(dict(row))
-        for user in users:
-            user["checkins"] = by_user.get(user["user_key"], [])
-        return users
+        if not users:
+            return users
+        marks = ", ".join("?" for _ in users)
+        checkins = await self._all(
+            f"SELECT * FROM checkins WHERE user_key IN ({marks}) ORDER BY partner_id",
+            [user["user_key"] for user in users],
+        )
+        return with_checkins(users, [dict(row) for row in checkins])
+
+
+def with_checkins(
+    users: list[dict[str, Any]], checkins: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Each user row with its check-in rows under ``checkins`` (both backends' last step)."""
+    by_user: dict[str, list[dict[str, Any]]] = {}
+    for row in checkins:
+        by_user.setdefault(row["user_key"], []).append(row)
+    return [{**user, "checkins": by_user.get(user["user_key"], [])} for user in users]

@@ -15,6 +15,7 @@ from bot.config import Config
 from bot.literal import BIDI_CONTROLS
 from bot.store import Store
 from bot.web.actions import OwnerActions
+from bot.web.query import MAX_TEXT_CHARS
 from bot.web.security import session_of
 from partners.catalog import PartnerCatalog
 from partners.persona import Partner
@@ -37,6 +38,8 @@ def make_templates() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["plain"] = plain
+    # a search field longer than a query takes would only get a 400
+    env.globals["max_text"] = MAX_TEXT_CHARS
     return env
 
 

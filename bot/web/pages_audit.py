@@ -8,6 +8,7 @@ from importlib import metadata
 
 from aiohttp import web
 
+from bot.web import query
 from bot.web.pages import WebParts
 
 AUDIT_PAGE_ROWS = 50
@@ -15,9 +16,8 @@ AUDIT_PAGE_ROWS = 50
 
 def routes(parts: WebParts) -> list[web.RouteDef]:
     async def audit(request: web.Request) -> web.Response:
-        search = request.query.get("q", "").strip()[:100]
-        raw = request.query.get("before", "")
-        before = int(raw) if raw.isdigit() else None
+        search = query.text(request, "q")
+        before = query.number(request, "before", query.MAX_ROW_ID)
         rows = await parts.store.audit_page(search, before, AUDIT_PAGE_ROWS)
         older = rows[-1]["id"] if len(rows) == AUDIT_PAGE_ROWS else None
         return parts.render(request, "audit.html", rows=rows, q=search, older=older)
@@ -49,5 +49,5 @@ async def status(parts: WebParts, request: web.Request) -> web.Response:
         active=admin.dispatcher.active,
         reviews=[(p, reviews.get(p.id)) for p in parts.catalog.all()],
         jobs=sorted(admin.next_runs().items()),
-        pending_pairings=len(await parts.store.live_pairings()),
+        pending_pairings=await parts.store.live_pairing_count(),
     )

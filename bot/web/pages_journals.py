@@ -11,10 +11,14 @@ from datetime import date, datetime
 from aiohttp import web
 
 from bot.admin_memory import CHAT_MARKER
+from bot.web import query
 from bot.web.journal_html import journal_html
 from bot.web.pages import WebParts
 from partners.journal import DAY_LINE, journal_file, journal_files
 from partners.persona import Partner
+
+MAX_YEAR = 9999
+"""The last year a date can have (and a journal file be named after)."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,7 @@ def routes(parts: WebParts) -> list[web.RouteDef]:
 
     async def year(request: web.Request) -> web.Response:
         partner = parts.partner(request.match_info["id"])
-        shown = _year(request.query.get("year"), partner, parts)
+        shown = query.number(request, "year", MAX_YEAR) or _this_year(partner, parts)
         days = await _journal_days(parts, partner)
         return parts.render(
             request,
@@ -51,10 +55,8 @@ def routes(parts: WebParts) -> list[web.RouteDef]:
     async def day(request: web.Request) -> web.Response:
         partner = parts.partner(request.match_info["id"])
         wanted = request.match_info["day"]
-        try:
-            date.fromisoformat(wanted)
-        except ValueError:
-            raise web.HTTPNotFound(text=f"{wanted!r} is not a date (YYYY-MM-DD).") from None
+        if not is_day(wanted):
+            raise web.HTTPNotFound(text=f"{wanted!r} is not a date (YYYY-MM-DD).")
         text = await parts.actions.admin.memory.read(journal_file(partner, wanted))
         summary, body = split_day(text)
         return parts.render(
@@ -73,9 +75,16 @@ def routes(parts: WebParts) -> list[web.RouteDef]:
     ]
 
 
-def _year(raw: str | None, partner: Partner, parts: WebParts) -> int:
-    if raw and raw.isdigit() and 1900 < int(raw) < 3000:
-        return int(raw)
+def is_day(text: str) -> bool:
+    """A date written YYYY-MM-DD, as journal files are named (``fromisoformat`` also takes
+    20260310 and 2026-W10-1)."""
+    try:
+        return date.fromisoformat(text).isoformat() == text
+    except ValueError:
+        return False
+
+
+def _this_year(partner: Partner, parts: WebParts) -> int:
     return datetime.now(partner.timezone(parts.config.owner_timezone())).year
 
 

@@ -12,8 +12,10 @@ import re
 
 from aiohttp import web
 
+from bot.web import query
 from bot.web.actions import WEB_ACTOR
 from bot.web.pages import WebParts, form
+from bot.web.security import site_path
 from partners.memory import MemoryFile, MemoryInputError
 from partners.persona import Partner
 from partners.tools import ToolContext, ToolError, partner_search
@@ -23,6 +25,8 @@ CHANGES_SHOWN = 20
 SEARCH_LIMIT = 50
 ENTRIES_PER_PAGE = 100
 """A file of thousands of entries is shown a page at a time (and can be filtered)."""
+USER_FILES_SHOWN = 100
+"""A partner who keeps a file per user lists this many of them (and finds any by name)."""
 
 
 def routes(parts: WebParts) -> list[web.RouteDef]:
@@ -87,13 +91,29 @@ class MemoryPages:
 
 
 def _local(path: str) -> str:
-    """Where to go back to: a path on this site only (never ``//elsewhere``)."""
-    return path if path.startswith("/") and not path.startswith("//") else "/memory"
+    """Where to go back to: the form's ``back`` when it is a path on this site, else the
+    owner's memory."""
+    return site_path(path) or "/memory"
 
 
 async def _user_files(parts: WebParts, partner: Partner) -> list[str]:
     names = await parts.actions.admin.memory.documents.names(partner.dir, "users")
     return [n.removeprefix("users/").removesuffix(".md") for n in names if n.endswith(".md")]
+
+
+async def _user_file_list(
+    parts: WebParts, partner: Partner | None, wanted: str
+) -> dict[str, object]:
+    """The per-user files a memory page links to: those whose name contains ``wanted``, at
+    most :data:`USER_FILES_SHOWN`, and how many there are."""
+    names = await _user_files(parts, partner) if partner else []
+    matching = [name for name in names if wanted.casefold() in name]
+    return {
+        "users": matching[:USER_FILES_SHOWN],
+        "user_total": len(names),
+        "user": wanted,
+        "max_users": USER_FILES_SHOWN,
+    }
 
 
 async def _file_of(parts: WebParts, partner_id: str, name: str) -> MemoryFile:
@@ -135,17 +155,16 @@ async def memory_page(
     parts: WebParts, request: web.Request, file: MemoryFile, partner: Partner | None, title: str
 ) -> web.Response:
     memory = parts.actions.admin.memory
-    find = request.query.get("find", "").strip()
+    find = query.text(request, "find")
     entries = [
         e for e in await memory.entries(file) if not find or find.casefold() in e.text.casefold()
     ]
-    pages = max(1, -(-len(entries) // ENTRIES_PER_PAGE))
-    raw = request.query.get("page", "")
-    number = min(int(raw), pages) if raw.isdigit() and int(raw) > 0 else 1
+    pages = query.pages_of(len(entries), ENTRIES_PER_PAGE)
+    number = query.page(request, pages)
     shown = entries[(number - 1) * ENTRIES_PER_PAGE : number * ENTRIES_PER_PAGE]
     changes = [c for c in await memory.changes(file.root) if c.file == file.name]
-    query = request.query.get("q", "").strip()
-    results = await search(parts, partner, query) if partner and query else []
+    wanted = query.text(request, "q")
+    results = await search(parts, partner, wanted) if partner and wanted else []
     return parts.render(
         request,
         "memory.html",
@@ -159,8 +178,8 @@ async def memory_page(
         page=number,
         pages=pages,
         changes=list(reversed(changes))[:CHANGES_SHOWN],
-        users=await _user_files(parts, partner) if partner else [],
-        query=query,
+        **await _user_file_list(parts, partner, query.text(request, "user")),
+        query=wanted,
         results=results,
     )
 

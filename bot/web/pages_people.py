@@ -1,22 +1,36 @@
-"""People: pairing requests to approve or deny, every user with their access (allow, block)
-and their check-in settings. The buttons run ``/admin approve|deny|allow|block``."""
+"""People: pairing requests to approve or deny, and the users with their access (allow,
+block) and check-in settings, a page at a time. The buttons run
+``/admin approve|deny|allow|block``."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
+from bot.web import query
 from bot.web.pages import WebParts, form
 
 VERBS = ("approve", "deny", "allow", "block")
+USERS_PER_PAGE = 50
+PAIRINGS_SHOWN = 50
+"""The oldest this many waiting requests are listed (all of them are counted)."""
 
 
 def routes(parts: WebParts) -> list[web.RouteDef]:
     async def people(request: web.Request) -> web.Response:
-        pending = await parts.store.live_pairings()
-        users = await parts.store.web_users()
-        names = {u["user_key"]: u["display_name"] for u in users}
-        requests = [{**row, "display_name": names.get(row["user_key"], "?")} for row in pending]
-        return parts.render(request, "people.html", pending=requests, users=users)
+        total = await parts.store.user_count()
+        pages = query.pages_of(total, USERS_PER_PAGE)
+        number = query.page(request, pages)
+        users = await parts.store.web_users(USERS_PER_PAGE, (number - 1) * USERS_PER_PAGE)
+        return parts.render(
+            request,
+            "people.html",
+            pending=await parts.store.web_pairings(PAIRINGS_SHOWN),
+            waiting=await parts.store.live_pairing_count(),
+            users=users,
+            total=total,
+            page=number,
+            pages=pages,
+        )
 
     async def act(request: web.Request) -> web.Response:
         verb = request.match_info["verb"]

@@ -13,6 +13,7 @@ from aiohttp import web
 from bot.admin_args import AdminError
 from bot.admin_memory import SHORT_ID, find_session
 from bot.transcripts import render_transcript
+from bot.web import query
 from bot.web.pages import WebParts
 
 SESSIONS_PER_PAGE = 50
@@ -40,12 +41,13 @@ class SessionPages:
 
     async def listing(self, request: web.Request) -> web.Response:
         partner = self.parts.partner(request.match_info["id"])
-        user_key = request.query.get("user", "").strip() or None
-        rows = await self.parts.store.partner_sessions(partner.id, user_key)
-        pages = max(1, -(-len(rows) // SESSIONS_PER_PAGE))
-        raw = request.query.get("page", "")
-        number = min(int(raw), pages) if raw.isdigit() and int(raw) > 0 else 1
-        shown = rows[(number - 1) * SESSIONS_PER_PAGE : number * SESSIONS_PER_PAGE]
+        user_key = query.text(request, "user") or None
+        total = await self.parts.store.partner_session_count(partner.id, user_key)
+        pages = query.pages_of(total, SESSIONS_PER_PAGE)
+        number = query.page(request, pages)
+        shown = await self.parts.store.partner_sessions(
+            partner.id, user_key, SESSIONS_PER_PAGE, (number - 1) * SESSIONS_PER_PAGE
+        )
         counts = await self.parts.store.message_counts([r.id for r in shown])
         return self.parts.render(
             request,
@@ -54,7 +56,7 @@ class SessionPages:
             partners=self.parts.catalog.all(),
             sessions=shown,
             counts=counts,
-            total=len(rows),
+            total=total,
             user=user_key or "",
             page=number,
             pages=pages,

@@ -19,15 +19,14 @@ from bot.admin_status import (
 )
 from bot.config import Config
 from bot.sessions import OWNER_AUDIENCE
+from bot.web import query
 from bot.web.charts import color_of, stacked_bars
 from bot.web.pages import WebParts
 
 
 def routes(parts: WebParts) -> list[web.RouteDef]:
     async def usage(request: web.Request) -> web.Response:
-        raw = request.query.get("days", "")
-        days = int(raw) if raw.isdigit() and 1 <= int(raw) <= MAX_USAGE_DAYS else 0
-        days = days or max(DEFAULT_USAGE_DAYS, 30)
+        days = query.number(request, "days", MAX_USAGE_DAYS) or max(DEFAULT_USAGE_DAYS, 30)
         today = datetime.now(parts.config.owner_timezone()).date()
         calendar = [(today - timedelta(days=days - 1 - i)).isoformat() for i in range(days)]
         rows = await parts.store.usage(calendar[0])

@@ -21,7 +21,7 @@ from bot.web import (
 from bot.web.actions import WEB_ACTOR
 from bot.web.auth import COOKIE_NAME, WebAuth
 from bot.web.pages import WebParts
-from bot.web.security import require_owner, security_headers, session_of
+from bot.web.security import add_security_headers, answer_errors, require_owner, session_of
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,8 @@ class WebServer:
         self.port = config.web.port
 
     def application(self) -> web.Application:
-        app = web.Application(middlewares=[security_headers, require_owner(self.auth)])
+        app = web.Application(middlewares=[answer_errors, require_owner(self.auth)])
+        app.on_response_prepare.append(add_security_headers)
         app.router.add_get("/login/{token}", self.login_page)
         app.router.add_post("/login/{token}", self.login)
         app.router.add_post("/logout", self.logout)

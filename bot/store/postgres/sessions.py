@@ -10,6 +10,9 @@ from bot.store.postgres.base import PostgresBase
 from bot.store.rows import SessionRow, new_session_id
 from bot.store.sessions import SESSION_COLUMNS
 
+OF_PARTNER = "WHERE partner_id = $1 AND user_key IS NOT DISTINCT FROM coalesce($2, user_key)"
+"""A partner's sessions, or one user's with it when ``$2`` is not null."""
+
 
 class Sessions(PostgresBase):
     """Opening, ending and finding sessions."""
@@ -99,16 +102,21 @@ class Sessions(PostgresBase):
         )
 
     async def partner_sessions(
-        self, partner_id: str, user_key: str | None = None, limit: int = 500
+        self, partner_id: str, user_key: str | None = None, limit: int = 500, offset: int = 0
     ) -> list[SessionRow]:
-        """A partner's sessions, newest activity first, optionally only one user's."""
+        """A partner's sessions, newest activity first, optionally only one user's: ``limit``
+        of them from ``offset``."""
         return await self._sessions(
-            "WHERE partner_id = $1 AND user_key IS NOT DISTINCT FROM coalesce($2, user_key)"
-            " ORDER BY last_active_at DESC LIMIT $3",
+            f"{OF_PARTNER} ORDER BY last_active_at DESC, id LIMIT $3 OFFSET $4",
             partner_id,
             user_key,
             limit,
+            offset,
         )
+
+    async def partner_session_count(self, partner_id: str, user_key: str | None = None) -> int:
+        row = await self._one(f"SELECT COUNT(*) FROM sessions {OF_PARTNER}", partner_id, user_key)
+        return int(row[0]) if row else 0
 
     async def message_counts(self, session_ids: Sequence[str]) -> dict[str, int]:
         """Conversation messages (user and assistant) per session."""

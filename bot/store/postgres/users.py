@@ -10,6 +10,7 @@ import asyncpg
 
 from bot.store.postgres.base import PostgresBase
 from bot.store.rows import ClaimedOwnerRow, PairingRow, UserRow
+from bot.store.users import with_checkins
 
 
 class _ClaimLost(Exception):
@@ -177,14 +178,38 @@ class Users(PostgresBase):
         )
         return [cast(ClaimedOwnerRow, dict(row)) for row in rows]
 
-    async def web_users(self) -> list[dict[str, Any]]:
-        """Every user the gateway has seen, newest first, with their check-in settings."""
-        rows = await self._all("SELECT * FROM users ORDER BY updated_at DESC")
+    async def live_pairing_count(self) -> int:
+        row = await self._one(
+            "SELECT COUNT(*) FROM pairing_requests WHERE status = 'pending' AND expires_at > $1",
+            time.time(),
+        )
+        return int(row[0]) if row else 0
+
+    async def web_pairings(self, limit: int) -> list[dict[str, Any]]:
+        rows = await self._all(
+            "SELECT p.*, u.display_name FROM pairing_requests p"
+            " LEFT JOIN users u ON u.user_key = p.user_key"
+            " WHERE p.status = 'pending' AND p.expires_at > $1 ORDER BY p.created_at LIMIT $2",
+            time.time(),
+            limit,
+        )
+        return [dict(row) for row in rows]
+
+    async def user_count(self) -> int:
+        row = await self._one("SELECT COUNT(*) FROM users")
+        return int(row[0]) if row else 0
+
+    async def web_users(self, limit: int, offset: int = 0) -> list[dict[str, Any]]:
+        rows = await self._all(
+            "SELECT * FROM users ORDER BY updated_at DESC, user_key LIMIT $1 OFFSET $2",
+            limit,
+            offset,
+        )
         users = [dict(row) for row in rows]
-        checkins = await self._all("SELECT * FROM checkins ORDER BY partner_id")
-        by_user: dict[str, list[dict[str, Any]]] = {}
-        for row in checkins:
-            by_user.setdefault(row["user_key"], []).append(dict(row))
-        for user in users:
-            user["checkins"] = by_user.get(user["user_key"], [])
-        return users
+        if not users:
+            return users
+        checkins = await self._all(
+            "SELECT * FROM checkins WHERE user_key = ANY($1::text[]) ORDER BY partner_id",
+            [user["user_key"] for user in users],
+        )
+        return with_checkins(users, [dict(row) for row in checkins])

@@ -50,9 +50,13 @@ class SessionsStore(Protocol):
         """A partner's sessions whose id starts with ``id_prefix`` (ids are shown shortened)."""
 
     async def partner_sessions(
-        self, partner_id: str, user_key: str | None = None, limit: int = 500
+        self, partner_id: str, user_key: str | None = None, limit: int = 500, offset: int = 0
     ) -> list[SessionRow]:
-        """A partner's sessions, newest activity first, optionally only one user's."""
+        """A partner's sessions, newest activity first, optionally only one user's: ``limit``
+        of them from ``offset``."""
+
+    async def partner_session_count(self, partner_id: str, user_key: str | None = None) -> int:
+        """How many sessions :meth:`partner_sessions` pages through."""
 
     async def message_counts(self, session_ids: Sequence[str]) -> dict[str, int]:
         """Conversation messages (user and assistant) per session."""

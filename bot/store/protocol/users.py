@@ -55,5 +55,16 @@ class UsersStore(Protocol):
 
     async def claimed_owners(self) -> list[ClaimedOwnerRow]: ...
 
-    async def web_users(self) -> list[dict[str, Any]]:
-        """Every user the gateway has seen, newest first, with their check-in settings."""
+    async def live_pairing_count(self) -> int:
+        """How many pairing requests are waiting (pending, unexpired)."""
+
+    async def web_pairings(self, limit: int) -> list[dict[str, Any]]:
+        """The oldest ``limit`` waiting pairing requests, each with its user's display name
+        (``None`` for a user not recorded)."""
+
+    async def user_count(self) -> int:
+        """How many users the gateway has seen."""
+
+    async def web_users(self, limit: int, offset: int = 0) -> list[dict[str, Any]]:
+        """A page of the users the gateway has seen, newest first (``limit`` from ``offset``),
+        each with its check-in settings."""
