@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
 
 from adapters.base import (
     Channel,
     DeliveryError,
+    FileSource,
     MediaChannel,
     NotStored,
     OwnerMenuChannel,
@@ -372,6 +373,7 @@ class Gateway:
             partner=await self._current_partner(inbound.chat, is_owner),
             user_memory=self.user_memory,
             admin=self.admin if is_owner else None,
+            download=self._file_download(inbound.chat.platform) if is_owner else None,
         )
         try:
             reply = await run_command(ctx, name)
@@ -388,6 +390,13 @@ class Gateway:
             await self.reply(inbound.chat, reply.text, inbound.message_id, reply.choices)
         if reply.greet is not None:
             await self._greet(inbound, reply.greet, is_owner)
+
+    def _file_download(self, platform: str) -> Callable[[str], Awaitable[bytes]] | None:
+        """How an owner command fetches the document sent with it: through its channel, and
+        only now. Channels hand files in by reference, so a file whose sender is not served
+        (or not the owner) is never downloaded, whatever its caption says."""
+        channel = self.channels.get(platform)
+        return channel.download if isinstance(channel, FileSource) else None
 
     async def _photo(self, inbound: Inbound, reply: CommandReply, photo: bytes) -> bool:
         """The answer as a picture's caption, where the channel shows pictures and the text
