@@ -102,11 +102,13 @@ class DiscordReceiving:
             logger.exception("discord: reaction on %s not handled", payload.message_id)
 
     async def _reaction(self, payload: discord.RawReactionActionEvent) -> Reaction | None:
+        # A user discord.py has not seen is not looked up: a stranger's reaction must cost
+        # no call to Discord, and the gateway names the people it serves as it stored them.
         user = payload.member or self.client.get_user(payload.user_id)
-        if user is None:
-            user = await self.client.fetch_user(payload.user_id)
         if payload.guild_id is None:
-            chat: ChatRef | None = ChatRef(PLATFORM, str(user.id), "dm")
+            chat: ChatRef | None = ChatRef(PLATFORM, str(payload.user_id), "dm")
+        elif user is None:
+            return None  # Discord sends the member with every reaction in a server
         else:
             chat = chat_of(await self.poster.channel(payload.channel_id), user)
         return discord_media.reaction_event(payload, chat, user) if chat else None
