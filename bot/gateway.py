@@ -3,7 +3,13 @@
 receive -> who is it (user and chat rows kept current) -> access (owner, DM policy, bound
 groups) -> command, or: which partner -> persisted (deduplicated by platform message id) ->
 the dispatcher's queue for that chat and partner. Group messages that do not address a
-partner are stored as context for the next answered turn, never answered.
+partner are stored as context for the next answered turn, never answered; so are commands
+the sender may not run there (an unknown one, ``/admin`` from anyone but the owner), even
+addressed to the bot.
+
+Nothing is fetched from a platform for a message before this decides who sent it: channels
+hand files in by reference, and only a turn (voice, photos) or an owner command (a document)
+fetches one.
 """
 
 from __future__ import annotations
@@ -25,7 +31,13 @@ from adapters.base import (
 from bot.access import APPROVED_WELCOME, Access
 from bot.admin_services import AdminServices
 from bot.claims import CLAIM_COMMANDS, CLAIM_REFUSED, CLAIMED, OwnerClaims
-from bot.commands import CommandContext, CommandReply, parse_command, run_command
+from bot.commands import (
+    CommandContext,
+    CommandReply,
+    is_user_command,
+    parse_command,
+    run_command,
+)
 from bot.config import Config
 from bot.dispatcher import Dispatcher
 from bot.events import ChatRef, Choice, Inbound, Outbound, Reaction, Sender
@@ -206,6 +218,11 @@ class Gateway:
             ignored = not bound and not (is_owner and command)
             if ignored or (not is_owner and await self.access.is_blocked(sender)):
                 return
+            if command is not None and not is_owner and not is_user_command(command[0]):
+                # An unknown word or /admin from anyone but the owner is chatter in a group,
+                # addressed to the bot or not: one silence for both, so nobody learns there
+                # which commands exist (in a DM both get the unknown-command answer).
+                inbound, command = replace(inbound, addressed=False), None
         if command is not None and (chat.is_dm or inbound.addressed or is_owner):
             await self._command(inbound, command[0], command[1], is_owner)
             return
