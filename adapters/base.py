@@ -169,18 +169,26 @@ class Channel(Protocol):
 
 
 @runtime_checkable
-class MediaChannel(Protocol):
-    """What a channel offers for voice, images, stickers and reactions (Telegram, Discord).
-    A channel without it (the console) answers in text and ignores the rest."""
+class FileSource(Protocol):
+    """A channel whose platform holds the files sent to it (Telegram, Discord). Inbound
+    messages carry them by reference; the gateway fetches one only for a turn or an owner
+    command that needs it, never on receipt."""
 
-    caption_limit: int
-    """The longest text a voice message carries as its caption."""
     max_download_bytes: int
 
     async def download(self, ref: str) -> bytes:
         """The bytes of a file the platform holds (a file id, an attachment URL). Raises
         MediaTooBig over :attr:`max_download_bytes`, DeliveryError if it cannot be fetched."""
         ...
+
+
+@runtime_checkable
+class MediaChannel(FileSource, Protocol):
+    """What a channel offers for voice, images, stickers and reactions (Telegram, Discord).
+    A channel without it (the console) answers in text and ignores the rest."""
+
+    caption_limit: int
+    """The longest text a voice message carries as its caption."""
 
     async def send_voice(self, message: Outbound, audio: bytes) -> str | None:
         """Send OGG/Opus audio as a voice message with ``message.text`` as its caption (may

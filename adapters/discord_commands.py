@@ -6,7 +6,9 @@ one that takes arguments gets an optional ``args`` option (its usage as the desc
 are one ``/admin`` whose ``command`` option is the rest of the line (``approve ABC123``). It is
 registered with no default member permissions, so in servers only administrators see it; in
 DMs Discord cannot hide a command from one user, so the gateway's refusal (the unknown-command
-answer) is the guarantee (DESIGN.md "Commands").
+answer) is the guarantee (DESIGN.md "Commands"). In a server channel the gateway answers a
+command the sender may not run with silence, as it does typed ones there: the deferral (which
+Discord requires within 3 s) is then removed, the same end as in an unbound channel.
 
 :class:`SlashCommands` answers an invocation: it defers it at once (Discord allows 3 s), hands
 the command line it stands for (``/partner sol``) to the gateway as an ordinary inbound message
@@ -151,8 +153,8 @@ class SlashCommands:
                 finally:
                     del self._pending[inbound.chat.key]
         if not pending.answered:
-            # Nothing to say here (an unbound channel, a blocked user): end the "thinking…"
-            # quietly rather than leave it spinning.
+            # Nothing to say here (an unbound channel, a blocked user, /admin from anyone but
+            # the owner in a server): end the "thinking…" quietly rather than leave it spinning.
             with contextlib.suppress(discord.HTTPException):
                 await interaction.delete_original_response()
 

@@ -13,7 +13,9 @@ they need (the partners bound to a channel) and acts on the result.
 * The bot's own messages, its webhooks' and its interaction responses are never events; other
   bots' messages only when ``discord.answer_bots`` is on.
 * A voice message, audio or image attachment comes as :class:`~bot.events.Media`, stickers as
-  ``[sticker NAME]`` (``adapters/discord_media.py``).
+  ``[sticker NAME]`` (``adapters/discord_media.py``); the file of a command as an
+  :class:`~bot.events.Attachment`. Nothing is downloaded here: files travel by URL and are
+  fetched later, for a turn or an owner command that needs them.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import discord
 
 from adapters.discord_media import attachment_kind, media_of, sticker_text
 from bot.commands import is_user_command, parse_command
-from bot.events import ChatRef, Inbound, Sender
+from bot.events import Attachment, ChatRef, Inbound, Sender
 
 PLATFORM = "discord"
 UNSUPPORTED_REPLY = "Sorry — I can't open that kind of file. Could you write it down for me?"
@@ -119,8 +121,19 @@ def message_event(
         reply_to_message_id=str(reference.message_id)
         if reference and reference.message_id
         else None,
+        attachment=attachment_of(message) if media is None else None,
         media=media,
     )
+
+
+def attachment_of(message: discord.Message) -> Attachment | None:
+    """The message's first file (an edited persona file, a character card) by URL, not
+    fetched: only the owner's command that reads it fetches it, once the gateway knows who
+    sent it."""
+    if not message.attachments:
+        return None
+    first = message.attachments[0]
+    return Attachment(first.filename, first.url, first.size)
 
 
 def message_text(message: discord.Message) -> str:

@@ -61,12 +61,19 @@ def sticker_text(message: discord.Message) -> str:
 
 
 def reaction_event(
-    payload: discord.RawReactionActionEvent, chat: ChatRef, user: discord.abc.User
+    payload: discord.RawReactionActionEvent, chat: ChatRef, user: discord.abc.User | None
 ) -> Reaction | None:
-    """A user's Unicode emoji reaction; custom emoji and bots' reactions are not."""
-    if user.bot or not payload.emoji.is_unicode_emoji():
+    """A user's Unicode emoji reaction; custom emoji and bots' reactions are not. ``user``
+    is None when discord.py has not seen them (it is not fetched): the sender then goes by
+    the id, and the gateway uses the name it stored when they last wrote."""
+    if (user is not None and user.bot) or not payload.emoji.is_unicode_emoji():
         return None
-    sender = Sender(PLATFORM, str(user.id), user.display_name, user.name)
+    user_id = str(payload.user_id)
+    sender = (
+        Sender(PLATFORM, user_id, user.display_name, user.name)
+        if user is not None
+        else Sender(PLATFORM, user_id, user_id)
+    )
     return Reaction(
         chat, sender, str(payload.message_id), payload.emoji.name, discord.utils.utcnow()
     )

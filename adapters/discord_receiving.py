@@ -45,26 +45,6 @@ MISSED_FETCH_LIMIT = 100
 MISSED_LOOKBACK = timedelta(hours=24)
 MISSED_OVERLAP = timedelta(minutes=1)
 """Fetch a little before the newest stored message: repeats are deduplicated, gaps are not."""
-MAX_COMMAND_FILE_BYTES = 20 * 1024 * 1024
-"""Files sent with an /admin command: edited persona files are small, a character card
-(``/admin partner import``) may take a few megabytes; each command checks its own limit."""
-
-
-def _is_admin(text: str) -> bool:
-    """Only the owner's commands take files: nobody else's upload is downloaded."""
-    parsed = parse_command(text)
-    return parsed is not None and parsed[0] == "admin"
-
-
-async def _command_file(attachment: discord.Attachment) -> tuple[str, bytes] | None:
-    """The document sent with a command (an edited persona file), if it is small enough."""
-    if attachment.size > MAX_COMMAND_FILE_BYTES:
-        return None  # the command answers that it needs the file
-    try:
-        return attachment.filename, await attachment.read()
-    except discord.HTTPException as exc:
-        logger.warning("discord: attachment %s not downloaded: %s", attachment.filename, exc)
-        return None
 
 
 class DiscordReceiving:
@@ -122,11 +102,13 @@ class DiscordReceiving:
             logger.exception("discord: reaction on %s not handled", payload.message_id)
 
     async def _reaction(self, payload: discord.RawReactionActionEvent) -> Reaction | None:
+        # A user discord.py has not seen is not looked up: a stranger's reaction must cost
+        # no call to Discord, and the gateway names the people it serves as it stored them.
         user = payload.member or self.client.get_user(payload.user_id)
-        if user is None:
-            user = await self.client.fetch_user(payload.user_id)
         if payload.guild_id is None:
-            chat: ChatRef | None = ChatRef(PLATFORM, str(user.id), "dm")
+            chat: ChatRef | None = ChatRef(PLATFORM, str(payload.user_id), "dm")
+        elif user is None:
+            return None  # Discord sends the member with every reaction in a server
         else:
             chat = chat_of(await self.poster.channel(payload.channel_id), user)
         return discord_media.reaction_event(payload, chat, user) if chat else None
@@ -170,15 +152,13 @@ class DiscordReceiving:
             self.poster.remember_dm(chat.chat_id, message.channel)
         too_old = missed and message.created_at < self._answer_cutoff()
         if parse_command(event.text) is not None:
-            await self._run_command(message, event, receiver, too_old)
+            await self._run_command(event, receiver, too_old)
             return
         if too_old:
             event = replace(event, addressed=False)
         await receiver.receive(event)
 
-    async def _run_command(
-        self, message: discord.Message, event: Inbound, receiver: Receiver, too_old: bool
-    ) -> None:
+    async def _run_command(self, event: Inbound, receiver: Receiver, too_old: bool) -> None:
         """A typed command, at most once per message id (a stale missed one never).
 
         Commands are not stored like messages: their ids are recorded instead, and only once
@@ -188,8 +168,6 @@ class DiscordReceiving:
         seen_key = f"command:{event.message_id}"
         if too_old or await receiver.update_seen(PLATFORM, seen_key):
             return
-        if message.attachments and _is_admin(event.text):
-            event = replace(event, attachment=await _command_file(message.attachments[0]))
         await receiver.receive(event)
         await receiver.seen_update(PLATFORM, seen_key)
 

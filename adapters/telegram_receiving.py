@@ -23,10 +23,9 @@ import time
 import warnings
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
-from telegram import Bot, Message, Update
+from telegram import Bot, Update
 from telegram.error import RetryAfter, TelegramError
 from telegram.warnings import PTBUserWarning
 
@@ -41,7 +40,6 @@ from adapters.telegram_updates import (
     update_event,
 )
 from adapters.telegram_webhook import WebhookServer
-from bot.commands import parse_command
 from bot.config_platforms import TelegramConfig
 from bot.events import Inbound, Outbound, Reaction
 
@@ -51,10 +49,6 @@ logger = logging.getLogger(__name__)
 # it has a method for that endpoint: the one that parses the batch as a whole. (pytest resets
 # warning filters per test; pyproject.toml repeats this one for the tests.)
 warnings.filterwarnings("ignore", r"Please use 'Bot\.getUpdates'", PTBUserWarning)
-
-MAX_COMMAND_FILE_BYTES = 20 * 1024 * 1024
-"""Files sent with an /admin command: edited persona files are small, a character card
-(``/admin partner import``) may take a few megabytes; each command checks its own limit."""
 
 ALLOWED_UPDATES = ("message", "callback_query", "message_reaction")
 BACKOFF_SECONDS = 1.0
@@ -263,23 +257,6 @@ class TelegramReceiving:
             return False
         return True
 
-    async def _command_file(self, message: Message) -> tuple[str, bytes] | None:
-        """The document sent with an /admin caption (an edited persona file, a character
-        card), if it is within the limit."""
-        document = message.document
-        parsed = parse_command(message.caption or "")
-        if document is None or parsed is None or parsed[0] != "admin":
-            return None  # only the owner's commands take files: nobody else's is downloaded
-        if (document.file_size or 0) > MAX_COMMAND_FILE_BYTES:
-            return None  # the command answers that it needs the file
-        try:
-            file = await self.bot.get_file(document.file_id)
-            data = await file.download_as_bytearray()
-        except TelegramError as exc:
-            logger.warning("telegram: document %s not downloaded: %s", document.file_name, exc)
-            return None
-        return document.file_name or "document", bytes(data)
-
     async def handle_update(self, update: Update) -> bool:
         """Deduplicate, convert and hand over one update. Never raises: one bad update must
         not stop the ones after it. False only if it could not be stored: it must then stay
@@ -299,8 +276,6 @@ class TelegramReceiving:
             if isinstance(event, Reaction):
                 await self.receiver.receive_reaction(event)
             elif isinstance(event, Inbound):
-                if update.message is not None and update.message.document is not None:
-                    event = replace(event, attachment=await self._command_file(update.message))
                 await self.receiver.receive(event)
             elif isinstance(event, Unsupported) and event.chat.is_dm:
                 await self.send(Outbound(event.chat, UNSUPPORTED_REPLY))

@@ -12,7 +12,10 @@ they need (the bot's identity, the partners bound to a group) and acts on the re
 * Voice notes, audio files and video notes come as voice :class:`~bot.events.Media`, photos
   (and image documents) as photo media, by file id, with the caption as text; a sticker comes
   as its emoji and set name (``[sticker 😂 from set …]``); custom emoji are in the text as
-  their alt emoji already. Other media (files, videos, ...) are :class:`Unsupported`: the
+  their alt emoji already. A document with a caption comes as an
+  :class:`~bot.events.Attachment` (for the owner's file commands). Nothing is downloaded
+  here: files travel by file id and are fetched later, for a turn or a command that needs
+  them. Other media (files without a caption, videos, ...) are :class:`Unsupported`: the
   channel answers with a short line in DMs and ignores them in groups.
 * A ``message_reaction`` update (a user set an emoji on a message) is a
   :class:`~bot.events.Reaction`.
@@ -40,7 +43,7 @@ from telegram import (
 from telegram.warnings import PTBDeprecationWarning
 
 from bot.commands import is_user_command, parse_command
-from bot.events import ChatRef, Inbound, Media, Reaction, Sender
+from bot.events import Attachment, ChatRef, Inbound, Media, Reaction, Sender
 
 PLATFORM = "telegram"
 PRIVATE = Chat.PRIVATE
@@ -112,8 +115,18 @@ def message_event(
         addressed=addressed,
         partner_hint=hint,
         reply_to_message_id=str(replied.message_id) if replied is not None else None,
+        attachment=attachment_of(message) if media is None else None,
         media=media,
     )
+
+
+def attachment_of(message: Message) -> Attachment | None:
+    """A document (an edited persona file, a character card) by file id, not fetched: only
+    the owner's command that reads it fetches it, once the gateway knows who sent it."""
+    document = message.document
+    if document is None:
+        return None
+    return Attachment(document.file_name or "document", document.file_id, document.file_size)
 
 
 def media_of(message: Message) -> Media | None:

@@ -15,7 +15,7 @@ import json
 import time
 from pathlib import Path
 
-from bot.admin_args import AdminError, file_reply, need, services
+from bot.admin_args import AdminError, file_reply, need, sent_file, services
 from bot.commands import CommandContext, CommandReply
 from bot.events import Choice
 from bot.literal import literal_line
@@ -42,9 +42,10 @@ async def partner_import(ctx: CommandContext) -> CommandReply:
     if ctx.args and ctx.args[0].lower() == CONFIRM:
         need(ctx, 2, f"partner import {CONFIRM} <token>")
         return await _confirmed(ctx, ctx.args[1].lower())
-    if ctx.inbound.attachment is None:
+    sent = await sent_file(ctx, MAX_CARD_FILE_BYTES)
+    if sent is None:
         raise AdminError(NO_CARD.format(limit=MAX_CARD_FILE_BYTES // (1024 * 1024)))
-    filename, raw = ctx.inbound.attachment
+    filename, raw = sent
     wanted = ctx.args[0] if ctx.args else None
     root = ctx.config.data_dir / "partners"
     plan = await asyncio.to_thread(plan_import, raw, filename, wanted, root)

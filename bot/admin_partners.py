@@ -19,7 +19,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bot.admin_args import AdminError, file_reply, need, services
+from bot.admin_args import AdminError, file_reply, need, sent_file, services
 from bot.commands import CommandContext, CommandReply
 from bot.events import Choice
 from bot.literal import literal_line
@@ -230,8 +230,9 @@ async def _uploaded(ctx: CommandContext) -> tuple[bytes, str]:
     """The edited file and where it came from: the message's document, or in the console a
     local path after the fingerprint (only there: a chat command must never read files of
     the server)."""
-    if ctx.inbound.attachment is not None:
-        data, copy = ctx.inbound.attachment[1], "the document you sent"
+    sent = await sent_file(ctx, MAX_EDIT_BYTES)
+    if sent is not None:
+        data, copy = sent[1], "the document you sent"
     elif ctx.inbound.chat.platform == "console" and len(ctx.args) > 3:
         copy = " ".join(ctx.args[3:])
         try:

@@ -54,6 +54,9 @@ class CommandContext:
     user_memory: UserMemory | None = None
     admin: AdminServices | None = None
     """What owner commands reach beyond this (memory, reviews, consults...); None elsewhere."""
+    download: Callable[[str], Awaitable[bytes]] | None = None
+    """Fetches a file of the message's platform by its ref (``inbound.attachment``); given
+    to the owner's commands only, so nobody else's file is ever downloaded."""
 
 
 Handler = Callable[[CommandContext], Awaitable[CommandReply]]

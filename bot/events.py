@@ -8,6 +8,9 @@ an emoji whose ``\ud83d`` JSON escape lost its other half, or a byte the console
 Python's ``surrogateescape``) cannot be encoded as UTF-8, so no database or file could take the
 message, and its sender could never be served. Every text an inbound message carries (text,
 caption, names, username, title, file name) is therefore made storable at construction.
+
+Files come by reference (:class:`Media`, :class:`Attachment`): a channel never downloads on
+receipt, so nothing is fetched for a message the gateway will not serve.
 """
 
 from __future__ import annotations
@@ -105,6 +108,22 @@ class Media:
 
 
 @dataclass(frozen=True)
+class Attachment:
+    """A document that came with a message, by reference: the platform's file id (Telegram)
+    or attachment URL (Discord), never its bytes. Only an owner command that reads it fetches
+    it (``bot/admin_args.py``), after the gateway has decided who sent it: a file from anyone
+    else is never downloaded, whatever its caption says."""
+
+    filename: str
+    ref: str
+    size: int | None = None
+    """Bytes, as the platform reports them (a limit is checked before anything is fetched)."""
+
+    def __post_init__(self) -> None:
+        _make_storable(self)
+
+
+@dataclass(frozen=True)
 class Inbound:
     """One message from a platform, after the adapter has decided who and where it is."""
 
@@ -118,16 +137,13 @@ class Inbound:
     partner_hint: str | None = None
     """A partner id the message names, when several partners are bound to one chat."""
     reply_to_message_id: str | None = None
-    attachment: tuple[str, bytes] | None = None
-    """A document sent with the message: (file name, content); the text is its caption."""
+    attachment: Attachment | None = None
+    """A document sent with the message, by reference; the text is its caption."""
     media: Media | None = None
     """A voice note or photo sent with the message; the text is its caption (or empty)."""
 
     def __post_init__(self) -> None:
         _make_storable(self)
-        if self.attachment is not None:
-            name, content = self.attachment
-            object.__setattr__(self, "attachment", (storable(name), content))
 
 
 @dataclass(frozen=True)

@@ -3,19 +3,26 @@
 receive -> who is it (user and chat rows kept current) -> access (owner, DM policy, bound
 groups) -> command, or: which partner -> persisted (deduplicated by platform message id) ->
 the dispatcher's queue for that chat and partner. Group messages that do not address a
-partner are stored as context for the next answered turn, never answered.
+partner are stored as context for the next answered turn, never answered; so are commands
+the sender may not run there (an unknown one, ``/admin`` from anyone but the owner), even
+addressed to the bot.
+
+Nothing is fetched from a platform for a message before this decides who sent it: channels
+hand files in by reference, and only a turn (voice, photos) or an owner command (a document)
+fetches one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
 
 from adapters.base import (
     Channel,
     DeliveryError,
+    FileSource,
     MediaChannel,
     NotStored,
     OwnerMenuChannel,
@@ -24,7 +31,13 @@ from adapters.base import (
 from bot.access import APPROVED_WELCOME, Access
 from bot.admin_services import AdminServices
 from bot.claims import CLAIM_COMMANDS, CLAIM_REFUSED, CLAIMED, OwnerClaims
-from bot.commands import CommandContext, CommandReply, parse_command, run_command
+from bot.commands import (
+    CommandContext,
+    CommandReply,
+    is_user_command,
+    parse_command,
+    run_command,
+)
 from bot.config import Config
 from bot.dispatcher import Dispatcher
 from bot.events import ChatRef, Choice, Inbound, Outbound, Reaction, Sender
@@ -136,25 +149,29 @@ class Gateway:
     async def receive_reaction(self, reaction: Reaction) -> None:
         """A user's reaction to one of a partner's replies, kept as context for the partner's
         next turn in that chat. No model call: nothing is answered now. Reactions to other
-        messages, and from people who may not talk here, are not kept."""
+        messages, and from people who may not talk here, are not kept. The reacting person is
+        named as stored when they last wrote, if they did (a channel may know only their id)."""
         with storing():
             chat, sender = reaction.chat, reaction.sender
             reply = await self.store.reply_for_platform_message(chat.key, reaction.message_id)
-            if reply is None or await self.access.is_blocked(sender):
+            if reply is None:
                 return
+            user = await self.store.user(sender.key)
+            if user is not None and user["access"] == "blocked":
+                return
+            name = user["display_name"] if user is not None else sender.display_name
             snippet = " ".join(reply.text.split())[:REACTION_SNIPPET_CHARS]
             await self.store.add_message(
                 NewMessage(
                     chat_key=chat.key,
                     role="reaction",
-                    text=f"{sender.display_name} reacted {reaction.emoji} to your message "
-                    f"“{snippet}”",
+                    text=f"{name} reacted {reaction.emoji} to your message “{snippet}”",
                     audience=reply.audience,
                     dedup_key=f"{chat.platform}:{chat.chat_id}:reaction:{reaction.message_id}"
                     f":{sender.user_id}:{reaction.emoji}",
                     partner_id=reply.partner_id,
                     user_key=sender.key,
-                    speaker=sender.display_name,
+                    speaker=name,
                     created_at=reaction.time.timestamp(),
                 )
             )
@@ -201,6 +218,11 @@ class Gateway:
             ignored = not bound and not (is_owner and command)
             if ignored or (not is_owner and await self.access.is_blocked(sender)):
                 return
+            if command is not None and not is_owner and not is_user_command(command[0]):
+                # An unknown word or /admin from anyone but the owner is chatter in a group,
+                # addressed to the bot or not: one silence for both, so nobody learns there
+                # which commands exist (in a DM both get the unknown-command answer).
+                inbound, command = replace(inbound, addressed=False), None
         if command is not None and (chat.is_dm or inbound.addressed or is_owner):
             await self._command(inbound, command[0], command[1], is_owner)
             return
@@ -372,6 +394,7 @@ class Gateway:
             partner=await self._current_partner(inbound.chat, is_owner),
             user_memory=self.user_memory,
             admin=self.admin if is_owner else None,
+            download=self._file_download(inbound.chat.platform) if is_owner else None,
         )
         try:
             reply = await run_command(ctx, name)
@@ -388,6 +411,13 @@ class Gateway:
             await self.reply(inbound.chat, reply.text, inbound.message_id, reply.choices)
         if reply.greet is not None:
             await self._greet(inbound, reply.greet, is_owner)
+
+    def _file_download(self, platform: str) -> Callable[[str], Awaitable[bytes]] | None:
+        """How an owner command fetches the document sent with it: through its channel, and
+        only now. Channels hand files in by reference, so a file whose sender is not served
+        (or not the owner) is never downloaded, whatever its caption says."""
+        channel = self.channels.get(platform)
+        return channel.download if isinstance(channel, FileSource) else None
 
     async def _photo(self, inbound: Inbound, reply: CommandReply, photo: bytes) -> bool:
         """The answer as a picture's caption, where the channel shows pictures and the text

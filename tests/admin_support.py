@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bot.events import Outbound
+from bot.events import Attachment, Outbound
 from tests.conftest import OWNER_ID, Harness, dm
 from tests.fakes.fake_llm import Reply
 
@@ -15,8 +15,19 @@ async def admin(harness: Harness, text: str, **kwargs: Any) -> str:
     return "\n".join(m.text for m in await admin_messages(harness, text, **kwargs))
 
 
-async def admin_messages(harness: Harness, text: str, **kwargs: Any) -> list[Outbound]:
+async def admin_messages(
+    harness: Harness,
+    text: str,
+    attachment: tuple[str, bytes] | Attachment | None = None,
+    **kwargs: Any,
+) -> list[Outbound]:
+    """``attachment``: a document sent with the command, as (file name, content) that the
+    channel then holds, or as a reference to one."""
     before = len(harness.channel.sent)
+    if isinstance(attachment, tuple):
+        attachment = harness.channel.hold(*attachment)
+    if attachment is not None:
+        kwargs["attachment"] = attachment
     await harness.send(dm(OWNER_ID, text, name="Owner", **kwargs))
     await harness.settle()
     return harness.channel.sent[before:]

@@ -16,7 +16,7 @@ import pytest
 from adapters.base import DeliveryError, Receiver
 from bot.app import App, build_app
 from bot.config import Config
-from bot.events import ChatRef, Inbound, Outbound, Sender
+from bot.events import Attachment, ChatRef, Inbound, Outbound, Sender
 from bot.store import Store
 from tests.fakes.fake_llm import FakeLLM
 from tests.postgres_server import PostgresServer, PostgresUnavailable
@@ -26,7 +26,8 @@ _message_ids = itertools.count(1000)
 
 
 class RecordingChannel:
-    """A platform stand-in: records every chunk sent, can be told to fail."""
+    """A platform stand-in: records every chunk sent, can be told to fail, holds the files
+    users send and records every download of them."""
 
     platform = "test"
     connected = True
@@ -40,6 +41,10 @@ class RecordingChannel:
         self.fail_next_stream: list[Exception] = []
         """Errors the next ``open_stream`` calls raise (a channel whose preview is broken)."""
         self.receiver: Receiver | None = None
+        self.held: dict[str, bytes] = {}
+        """Files the platform holds by ref: documents users sent (:meth:`hold`)."""
+        self.downloads: list[str] = []
+        """Refs fetched with :meth:`download`, in order."""
         self._changed = asyncio.Condition()
 
     async def start(self, receiver: Receiver) -> None:
@@ -70,6 +75,20 @@ class RecordingChannel:
         self.files.append((chat, filename, data, caption))
         await self.send(Outbound(chat, caption))
         return f"file-{len(self.files)}"
+
+    max_download_bytes = 20 * 1024 * 1024
+
+    def hold(self, filename: str, data: bytes) -> Attachment:
+        """A document a user sends: the platform keeps it, the message carries its ref."""
+        ref = f"file-{len(self.held) + 1}"
+        self.held[ref] = data
+        return Attachment(filename, ref, len(data))
+
+    async def download(self, ref: str) -> bytes:
+        self.downloads.append(ref)
+        if ref not in self.held:
+            raise DeliveryError(f"no file {ref}", retryable=False)
+        return self.held[ref]
 
     def open_stream(self, chat: ChatRef, reply_to: str | None) -> None:
         del chat, reply_to

@@ -89,7 +89,8 @@ async def test_a_non_owner_gets_the_unknown_answer_for_every_subcommand(harness:
     for name, args in PLAUSIBLE_ARGS.items():
         sent = len(harness.channel.sent)
         text = f"/admin {name} {args}".strip()
-        await harness.send(dm(NON_OWNER, text, attachment=("SOUL.md", b"evil")))
+        evil = harness.channel.hold("SOUL.md", b"evil")
+        await harness.send(dm(NON_OWNER, text, attachment=evil))
         await harness.settle()
         assert [m.text for m in harness.channel.sent[sent:]] == [UNKNOWN], text
     await harness.send(dm(NON_OWNER, "/admin"))
@@ -97,6 +98,7 @@ async def test_a_non_owner_gets_the_unknown_answer_for_every_subcommand(harness:
     assert harness.channel.texts()[-1] == UNKNOWN
     assert await harness.app.store.audit_rows() == []
     assert harness.channel.files == []
+    assert harness.channel.downloads == []  # a file sent with /admin is the owner's to fetch
     assert harness.llm.requests == []
     assert (await harness.app.store.pairing("ABCDEF"))["status"] == "pending"  # type: ignore[index]
     assert (await harness.app.store.settings()) == {}
@@ -104,12 +106,18 @@ async def test_a_non_owner_gets_the_unknown_answer_for_every_subcommand(harness:
     assert not (data / "backups").exists()
 
 
-async def test_a_non_owner_in_a_bound_group_learns_nothing_either(harness: Harness) -> None:
+async def test_a_non_owners_admin_in_a_bound_group_meets_the_silence_of_an_unknown_command(
+    harness: Harness,
+) -> None:
+    """In a group an unknown command is never answered, even addressed to the bot: a
+    non-owner's /admin there gets the same silence, so it cannot be told from a typo."""
     await harness.app.store.bind("test", "g1", "example", "command")
     await harness.send(group_message("g1", NON_OWNER, "/admin status"))
     await harness.send(group_message("g1", NON_OWNER, "/admin partner delete example confirm"))
+    await harness.send(group_message("g1", NON_OWNER, "/nosuchcommand"))
     await harness.settle()
-    assert harness.channel.texts() == [UNKNOWN, UNKNOWN]
+    assert harness.channel.texts() == []
+    assert harness.llm.requests == []
     assert partner_dir(harness).exists()
     assert await harness.app.store.audit_rows() == []
 

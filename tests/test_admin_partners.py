@@ -8,6 +8,8 @@ import json
 import re
 import tarfile
 
+from bot.admin_partners import MAX_EDIT_BYTES
+from bot.events import Attachment
 from partners.memory import MemoryFile, fingerprint
 from tests.admin_support import admin, admin_messages, partner_dir, say
 from tests.conftest import OWNER_ID, Harness
@@ -139,6 +141,25 @@ async def test_put_needs_a_document_a_known_file_and_utf8(harness: Harness) -> N
     assert "not a partner file" in await admin(harness, "/admin partner edit example CONFIG.md")
     bad = await admin(harness, put, attachment=("SOUL.md", b"\xff\xfe broken"))
     assert "not UTF-8" in bad
+    assert (partner_dir(harness) / "SOUL.md").read_bytes() == soul
+
+
+async def test_a_file_over_the_limit_is_refused_before_it_is_fetched(harness: Harness) -> None:
+    soul = (partner_dir(harness) / "SOUL.md").read_bytes()
+    put = f"/admin partner put example SOUL.md {fingerprint(soul)}"
+    huge = Attachment("SOUL.md", "file-huge", MAX_EDIT_BYTES + 1)
+    answer = await admin(harness, put, attachment=huge)
+    assert "SOUL.md is over 524,288 bytes" in answer and "send a smaller file" in answer
+    assert harness.channel.downloads == []
+    assert (partner_dir(harness) / "SOUL.md").read_bytes() == soul
+
+
+async def test_a_file_that_cannot_be_fetched_is_asked_for_again(harness: Harness) -> None:
+    soul = (partner_dir(harness) / "SOUL.md").read_bytes()
+    put = f"/admin partner put example SOUL.md {fingerprint(soul)}"
+    gone = Attachment("SOUL.md", "file-gone", 10)
+    answer = await admin(harness, put, attachment=gone)
+    assert "SOUL.md could not be fetched" in answer and "send it again" in answer
     assert (partner_dir(harness) / "SOUL.md").read_bytes() == soul
 
 

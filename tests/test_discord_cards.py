@@ -13,6 +13,7 @@ from partners.catalog import PartnerCatalog
 from tests import card_fixtures as cards
 from tests.discord_harness import (
     ALICE,
+    BOB,
     BOT_ID,
     CHANNEL,
     OWNER,
@@ -129,3 +130,36 @@ async def test_a_strangers_file_with_a_command_is_not_downloaded(
     )
     await fake.wait_until(lambda: fake.sent_messages(alice_dm), TIMEOUT, "the help")
     assert fake.cdn_downloads == []  # only the owner's /admin commands take files
+
+
+async def test_a_strangers_card_with_the_import_command_is_never_downloaded(
+    gateways: DiscordGateways, fake: FakeDiscord
+) -> None:
+    """A file costs a download only once the gateway knows its sender may use it: whatever
+    a stranger's message says, nothing is fetched from Discord."""
+    await gateways.start(access={"dm_policy": "pairing"})
+    alice_dm = fake.dm_channel_id(ALICE)
+    await fake.dm_message(
+        user_id=ALICE,
+        content="/admin partner import",
+        attachments=[{"filename": "kai.png", "data": cards.png(cards.v2())}],
+    )
+    await fake.wait_until(lambda: fake.sent_messages(alice_dm), TIMEOUT, "the pairing reply")
+    assert "your code is" in fake.sent_messages(alice_dm)[0].json["content"]
+    assert fake.cdn_downloads == []
+
+
+async def test_a_channel_members_card_with_the_import_command_is_never_downloaded(
+    gateways: DiscordGateways, fake: FakeDiscord, fake_llm: FakeLLM
+) -> None:
+    await gateways.start()
+    await fake.message_create(
+        channel_id=CHANNEL,
+        author_id=BOB,
+        content=f"/admin partner import <@{BOT_ID}>",
+        mentions=[BOT_ID],
+        attachments=[{"filename": "kai.png", "data": cards.png(cards.v2())}],
+    )
+    fake_llm.script(Reply(text="Hello Bob"))
+    await say(fake, "hello", 1)  # one channel is handled in order: the card's turn came first
+    assert fake.cdn_downloads == []

@@ -73,6 +73,26 @@ async def test_admin_from_a_non_owner_gets_the_unknown_command_answer(
     assert followup.json["content"] == UNKNOWN
 
 
+async def test_admin_from_a_non_owner_in_a_server_channel_ends_as_quietly_as_chatter(
+    gateways: DiscordGateways, fake: FakeDiscord
+) -> None:
+    """In a server channel a command the sender may not run is never answered: /admin from
+    a non-owner is deferred (Discord wants an answer within 3 s) and the deferral removed,
+    as for any command the gateway keeps silent about there."""
+    await gateways.start()
+    payload = await fake.interaction(
+        name="admin", user_id=ALICE, channel_id=CHANNEL,
+        options=[{"name": "command", "value": "partners"}],
+    )  # fmt: skip
+    original = f"/webhooks/{fake.application_id}/{payload['token']}/messages/@original"
+    deleted = await fake.wait_for_rest(lambda c: c.method == "DELETE" and c.path == original)
+    assert deleted.ok
+    token = payload["token"]
+    followups = [c for c in fake.rest_calls if c.method == "POST" and c.path.endswith(token)]
+    assert followups == []
+    assert fake.sent_messages() == [] and fake.webhook_messages() == []
+
+
 async def test_admin_from_the_owner_runs_the_owner_command(
     gateways: DiscordGateways, fake: FakeDiscord
 ) -> None:

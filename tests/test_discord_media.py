@@ -14,6 +14,7 @@ from bot.store import MessageRow, Store
 from partners.catalog import PartnerCatalog
 from tests.discord_harness import (
     ALICE,
+    BOB,
     BOT_ID,
     CHANNEL,
     TIMEOUT,
@@ -54,6 +55,16 @@ async def stored_reactions(store: Store, chat_key: str) -> list[MessageRow]:
             rows = await store.recent_reactions(chat_key, "example", 0, 5)
             if rows:
                 return rows
+            await asyncio.sleep(0.01)
+
+
+async def recorded(store: Store, chat_key: str, message_id: str) -> None:
+    """Wait until the gateway has recorded a reply's Discord message id (after the post
+    returned): a reaction to it can be matched from then on."""
+    async with asyncio.timeout(TIMEOUT):
+        while True:
+            if await store.reply_for_platform_message(chat_key, message_id) is not None:
+                return
             await asyncio.sleep(0.01)
 
 
@@ -121,6 +132,7 @@ async def test_a_users_reaction_reaches_the_next_turn_without_a_model_call(
     await fake.dm_message(user_id=ALICE, content="a haiku?")
     dm = fake.dm_channel_id(ALICE)
     reply = await fake.wait_for_rest(posts_to(dm), TIMEOUT)
+    await recorded(gateway.app.store, f"discord:{ALICE}", str(reply.response["id"]))
     await fake.reaction_add(
         channel_id=dm, message_id=int(reply.response["id"]), user_id=ALICE, emoji="😍"
     )
@@ -133,6 +145,34 @@ async def test_a_users_reaction_reaches_the_next_turn_without_a_model_call(
     assert "alice reacted 😍 to your message “A haiku for you”" in json.dumps(
         fake_llm.requests[1]["messages"], ensure_ascii=False
     )
+
+
+async def test_a_strangers_reaction_costs_no_call_to_discord(
+    gateways: DiscordGateways, fake: FakeDiscord, fake_llm: FakeLLM
+) -> None:
+    """A reaction names its user by id only; after a restart discord.py knows nobody. The
+    stranger is not looked up (the gateway keeps no reaction of theirs), and a user it
+    serves is named as the gateway stored them when they last wrote."""
+    access = {"dm_policy": "allowlist", "allow": [f"discord:{BOB}"]}
+    first = await gateways.start(access=access)
+    fake_llm.script(Reply(text="A haiku for you"))
+    await fake.dm_message(user_id=BOB, content="a haiku?")
+    await fake.dm_message(user_id=ALICE, content="let me in")
+    bob_reply = await fake.wait_for_rest(posts_to(fake.dm_channel_id(BOB)), TIMEOUT)
+    refusal = await fake.wait_for_rest(posts_to(fake.dm_channel_id(ALICE)), TIMEOUT)
+    await recorded(first.app.store, f"discord:{BOB}", str(bob_reply.response["id"]))
+    await gateways.stop_all()
+    gateway = await gateways.start(access=access)
+    for user, sent in ((ALICE, refusal), (BOB, bob_reply)):
+        await fake.reaction_add(
+            channel_id=fake.dm_channel_id(user),
+            message_id=int(sent.response["id"]),
+            user_id=user,
+            emoji="👍",
+        )
+    [row] = await stored_reactions(gateway.app.store, f"discord:{BOB}")
+    assert row.text.startswith("bob reacted 👍")
+    assert not [c for c in fake.rest_calls if c.path == f"/users/{ALICE}"]
 
 
 async def test_a_sticker_arrives_as_its_name(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bot.events import ChatRef, Inbound, Sender, storable
+from bot.events import Attachment, ChatRef, Inbound, Sender, storable
 
 
 def test_inbound_texts_lose_their_lone_surrogates_as_they_cross_the_boundary() -> None:
@@ -18,13 +18,13 @@ def test_inbound_texts_lose_their_lone_surrogates_as_they_cross_the_boundary() -
         datetime.now(UTC),
         partner_hint="mira\udfff",
         reply_to_message_id="8",
-        attachment=("notes\ud83d.txt", b"\xff raw bytes stay as they are"),
+        attachment=Attachment("notes\ud83d.txt", "file-1", 12),
     )
     assert chat.title == "Tea \ufffd club"
     assert (sender.display_name, sender.username) == ("Ann\ufffd", "ann\ufffd")
     assert inbound.text == "caption \ufffd"
     assert inbound.partner_hint == "mira\ufffd"
-    assert inbound.attachment == ("notes\ufffd.txt", b"\xff raw bytes stay as they are")
+    assert inbound.attachment == Attachment("notes\ufffd.txt", "file-1", 12)
     texts = [chat.title, sender.display_name, sender.username, inbound.text, "notes\ufffd.txt"]
     for text in texts:
         assert text is not None

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import bot.access
-from bot.commands import COMMANDS, UNKNOWN
+from bot.commands import COMMANDS
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.fakes.fake_telegram import FakeTelegram
 from tests.telegram_harness import (
@@ -277,12 +277,12 @@ async def test_group_chatter_is_context_and_a_mention_is_answered_with_it(
     assert "umbrella" in request and "not addressed to you" in request
 
 
-async def test_a_typed_admin_gets_the_answer_an_unknown_command_gets(
+async def test_a_non_owners_admin_in_a_group_meets_the_silence_of_an_unknown_command(
     gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
 ) -> None:
     """DESIGN "Commands": a non-owner who tries /admin learns nothing. In a group a command
-    that is not a user command is chatter unless it names this bot (``/cmd@bot``): context,
-    silence, as on Discord; named, the answer is the unknown-command line for both."""
+    the sender may not run is chatter, even when it names this bot (``/cmd@bot``): context,
+    silence, as on Discord, for an unknown command and /admin alike."""
     gateway = await gateways.start()
     await gateway.app.store.bind("telegram", str(GROUP), "example", "command")
     unaddressed = ["/admin partners", "/nosuchcommand"]
@@ -309,9 +309,8 @@ async def test_a_typed_admin_gets_the_answer_an_unknown_command_gets(
     def answers(message_id: int) -> list[str]:
         return texts([c for c in fake.sent("sendMessage", GROUP) if replying_to(message_id)(c)])
 
-    assert [answers(sent[text]) for text in unaddressed] == [[], []]
-    assert [answers(sent[text]) for text in addressed] == [[UNKNOWN], [UNKNOWN]]
-    assert len(fake.sent("sendMessage", GROUP)) == 3
+    assert [answers(sent[text]) for text in unaddressed + addressed] == [[], [], [], []]
+    assert texts(fake.sent("sendMessage", GROUP)) == ["Hello Alice"]
     assert len(fake_llm.requests) == 1  # the chatter reached the model only as context
 
 

@@ -4,6 +4,7 @@ against the fake Bot API: summary, confirm, and the character greets in its own 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -13,8 +14,10 @@ from tests import card_fixtures as cards
 from tests.fakes.fake_telegram import FakeTelegram
 from tests.telegram_harness import (
     BOT_USERNAME,
+    GROUP,
     OWNER,
     TelegramGateways,
+    settled,
     telegram_gateways,  # noqa: F401 (the gateways fixture)
 )
 
@@ -27,14 +30,22 @@ async def fake() -> AsyncIterator[FakeTelegram]:
         yield tg
 
 
-def send_card(fake: FakeTelegram, raw: bytes, name: str = "sirin.png") -> None:
+def send_card(
+    fake: FakeTelegram,
+    raw: bytes,
+    name: str = "sirin.png",
+    chat_id: int = OWNER,
+    caption: str = "/admin partner import",
+    **where: Any,
+) -> None:
     fake.send_user_message(
-        chat_id=OWNER,
-        caption="/admin partner import",
+        chat_id=chat_id,
+        caption=caption,
         document=True,
         media=raw,
         document_name=name,
         document_mime="image/png",
+        **where,
     )
 
 
@@ -60,6 +71,34 @@ async def test_owner_imports_a_card_from_the_dm_after_confirming(
     await fake.wait_for_sent(lambda c: "Created" in (c.text or ""), chat_id=OWNER)
     assert (partners / "sirin" / "lorebook.json").exists()
     assert gateway.app.catalog.require("sirin").name == "Ŝirin 🌙"
+    assert len(fake.file_downloads()) == 1  # fetched once, by the command; the confirm has none
+
+
+async def test_a_strangers_card_with_the_import_caption_is_never_downloaded(
+    gateways: TelegramGateways, fake: FakeTelegram
+) -> None:
+    """A file costs a download only once the gateway knows its sender may use it: whatever
+    a stranger's caption says, nothing is fetched from Telegram."""
+    await gateways.start(access={"dm_policy": "pairing"})
+    send_card(fake, cards.png(cards.v2()), chat_id=ALICE)
+    [answer] = await fake.wait_for_sent(chat_id=ALICE)
+    assert "your code is" in (answer.text or "")
+    assert fake.file_downloads() == [] and fake.file_fetches == []
+
+
+async def test_a_group_members_card_with_the_import_caption_is_never_downloaded(
+    gateways: TelegramGateways, fake: FakeTelegram
+) -> None:
+    gateway = await gateways.start()
+    await gateway.app.store.bind("telegram", str(GROUP), "example", "command")
+    caption = f"/admin@{BOT_USERNAME} partner import"
+    command = {"type": "bot_command", "offset": 0, "length": len(caption.split()[0])}
+    send_card(
+        fake, cards.png(cards.v2()), chat_id=GROUP, caption=caption,
+        chat_type="supergroup", user_id=ALICE, entities=[command],
+    )  # fmt: skip
+    await settled(fake, gateway)
+    assert fake.file_downloads() == [] and fake.file_fetches == []
 
 
 async def test_a_bad_card_in_the_dm_gets_one_line_and_nothing_is_written(

@@ -53,15 +53,13 @@ class OwnerActions:
             raise RuntimeError("the gateway was built without owner services")
         return self.gateway.admin
 
-    async def run(self, *args: str, attachment: tuple[str, bytes] | None = None) -> str:
+    async def run(self, *args: str) -> str:
         """``/admin <args>`` as the owner; the answer as plain text (the page escapes it)."""
-        return (await self.reply(*args, attachment=attachment)).text
+        return (await self.reply(*args)).text
 
-    async def reply(self, *args: str, attachment: tuple[str, bytes] | None = None) -> CommandReply:
+    async def reply(self, *args: str) -> CommandReply:
         """``/admin <args>`` as the owner: the whole answer, its file included."""
-        inbound = Inbound(
-            WEB_CHAT, WEB_OWNER, "web", " ".join(args), datetime.now(UTC), attachment=attachment
-        )
+        inbound = Inbound(WEB_CHAT, WEB_OWNER, "web", " ".join(args), datetime.now(UTC))
         ctx = CommandContext(
             config=self.config,
             store=self.store,

@@ -495,6 +495,8 @@ class FakeTelegram:
         self.answered_callback_queries: list[str] = []
         self.left_chats: list[int | str] = []
         self.commands: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        #: Paths requested from the file URL (``/file/bot<token>/<path>``), served or not.
+        self.file_fetches: list[str] = []
 
         self.base_url = ""
         self.base_file_url = ""
@@ -1312,6 +1314,7 @@ class FakeTelegram:
         return web.json_response({"ok": True, "result": result})
 
     async def _handle_file(self, request: web.Request) -> web.StreamResponse:
+        self.file_fetches.append(request.match_info["path"])
         if request.match_info["token"] != self.token:
             return web.json_response(
                 {"ok": False, "error_code": 401, "description": "Unauthorized"}, status=401
