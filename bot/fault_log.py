@@ -29,19 +29,21 @@ class FaultLog:
         """Attempts failed in a row (0: the last one succeeded)."""
         self._since = 0.0
 
-    def failed(self, exc: BaseException, *, expected: bool = False) -> None:
-        """An attempt failed with ``exc``. The first failure of an episode is logged: an
-        error with the traceback, or for an ``expected`` fault (an outage the loop knows,
-        such as an endpoint that is down) a warning with its cause; the rest at DEBUG."""
+    def failed(self, exc: BaseException, *, expected: bool = False, about: str = "") -> None:
+        """An attempt failed with ``exc`` (on ``about``: a queue key, a job). The first
+        failure of an episode is logged: an error with the traceback, or for an ``expected``
+        fault (an outage the loop knows, such as an endpoint that is down) a warning with its
+        cause; the rest at DEBUG."""
         self.failures += 1
+        what = f"{self.what} failed ({about})" if about else f"{self.what} failed"
         if self.failures > 1:
-            self.logger.debug("%s failed again (%d in a row): %s", self.what, self.failures, exc)
+            self.logger.debug("%s again (%d in a row): %s", what, self.failures, exc)
             return
         self._since = self.clock()
         if expected:
-            self.logger.warning("%s failed: %s; trying again", self.what, exc)
+            self.logger.warning("%s: %s; trying again", what, exc)
         else:
-            self.logger.error("%s failed; trying again", self.what, exc_info=exc)
+            self.logger.error("%s; trying again", what, exc_info=exc)
 
     def succeeded(self) -> None:
         """An attempt succeeded: after failures, one line ends their episode."""

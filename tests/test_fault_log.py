@@ -110,3 +110,13 @@ def test_the_count_of_failures_in_a_row_is_kept(faults: FaultLog) -> None:
     assert faults.failures == 2
     faults.succeeded()
     assert faults.failures == 0
+
+
+def test_the_first_failure_names_what_it_was_about(
+    faults: FaultLog, caplog: pytest.LogCaptureFixture
+) -> None:
+    faults.failed(failing(), about="queue test:42")
+    faults.failed(failing(), about="queue test:43")
+    [first] = shown(caplog)
+    assert "the heartbeat failed (queue test:42)" in first.getMessage()
+    assert "queue test:43" in caplog.records[-1].getMessage()
