@@ -119,7 +119,8 @@ class EmbeddingsClient:
             )
         except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
             raise EmbeddingsRejected(f"the embeddings endpoint refused the input: {exc}") from exc
-        except (openai.OpenAIError, ValueError) as exc:  # ValueError: a body that is not JSON
+        except (openai.OpenAIError, ValueError, RecursionError) as exc:
+            # ValueError: a body that is not JSON; RecursionError: JSON nested too deep
             raise EmbeddingsUnavailable(f"the embeddings endpoint failed: {exc}") from exc
         return self._checked(answered(response, len(inputs)))
 

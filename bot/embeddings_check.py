@@ -43,7 +43,7 @@ async def check_embeddings(
             )
         except openai.APIError as exc:
             return _problem(exc, config, llm, url, wait_seconds)
-        except (json.JSONDecodeError, ValueError):
+        except (ValueError, RecursionError):  # not JSON, or JSON nested too deep
             return _not_embeddings(url)
     try:
         [values] = answered(response, 1)

@@ -78,6 +78,8 @@ WHOLLY_BAD: dict[str, Callable[[dict[str, Any]], Any]] = {
     "items without an embedding": _each(lambda i: {"index": i["index"]}),
     "no data at all": lambda body: {"object": body["object"]},
     "a list instead of an object": lambda body: [body],
+    "a body that is no JSON": lambda _: b'{"data": [',
+    "JSON nested past the parser's depth": lambda _: b"[" * 100_000 + b"]" * 100_000,
 }
 """Answers that are wrong as a whole: the endpoint, not one message, is at fault."""
 

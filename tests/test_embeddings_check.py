@@ -112,6 +112,17 @@ async def test_an_answer_without_a_vector_for_the_word_says_so(fake_llm: FakeLLM
     assert problem is not None and "not an embedding" in problem
 
 
+@pytest.mark.parametrize(
+    "body", [b'{"data": [', b"[" * 100_000 + b"]" * 100_000], ids=["cut off", "nested too deep"]
+)
+async def test_a_body_that_is_no_json_says_it_is_not_an_embedding(
+    fake_llm: FakeLLM, body: bytes
+) -> None:
+    fake_llm.embedding_rewrite = lambda _: body
+    problem = await check(fake_llm.base_url)
+    assert problem is not None and "not an embedding" in problem
+
+
 async def test_doctor_checks_the_embeddings_endpoint_when_it_is_set(
     tmp_path: Path, fake_llm: FakeLLM, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -363,7 +363,8 @@ class FakeLLM:
         (``[math.nan] * 256``, ``"abc"``, a list of another size: a model gone wrong)."""
         self.embedding_rewrite: Callable[[dict[str, Any]], Any] | None = None
         """When set, the body of a successful embeddings answer is passed through it and its
-        result answered (a vector left out, ``data`` that is not a list, ...)."""
+        result answered (a vector left out, ``data`` that is not a list, ...); bytes are sent
+        as they are (a body that is no JSON)."""
         self._embedding_failures: deque[Failure] = deque()
         self._transcripts: deque[str | Failure] = deque()
         self._queue: deque[Outcome] = deque()
@@ -691,6 +692,8 @@ class FakeLLM:
         answer = {"object": "list", "data": data, "model": model, "usage": usage}
         if self.embedding_rewrite is not None:
             answer = self.embedding_rewrite(answer)
+        if isinstance(answer, bytes):
+            return web.Response(body=answer, content_type="application/json")
         return self._json_response(answer)
 
     def _embedding(self, text: str, model: str) -> Any:
