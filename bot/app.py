@@ -33,6 +33,7 @@ from bot.delivery import Delivery
 from bot.dispatcher import Dispatcher
 from bot.embedder import Embedder
 from bot.embeddings import EmbeddingsClient
+from bot.fault_log import FaultLog
 from bot.gateway import Announce, Gateway
 from bot.greeter import Greeter
 from bot.health import STATUS_INTERVAL_SECONDS, remove_status, write_status
@@ -178,11 +179,14 @@ class App:
     async def _announce_approvals(self) -> None:
         """Tell users approved from the terminal (``companion pairing approve``, another
         process writing to the shared database) that they are in."""
+        faults = FaultLog("pairing approvals", logger)
         while True:
             try:
                 await self.gateway.announce_approvals()
-            except Exception:
-                logger.exception("pairing approvals not announced")
+            except Exception as exc:  # one poll is an outer edge: the next one tries again
+                faults.failed(exc)
+            else:
+                faults.succeeded()
             await asyncio.sleep(APPROVAL_POLL_SECONDS)
 
     async def stop(self) -> None:

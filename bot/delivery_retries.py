@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from adapters.base import DeliveryError
 from bot.config import DeliveryConfig
 from bot.events import storable
+from bot.fault_log import FaultLog
 from bot.literal import literal_line
 from bot.store import DeliveryRetry, Store
 
@@ -61,6 +62,7 @@ class DeliveryRetries:
         self.notify_owner = notify_owner
         self.send_waiting = send_waiting
         self._wake = asyncio.Event()
+        self._faults = FaultLog("delivery retries", logger)
         self._closing = False
         self._task: asyncio.Task[None] | None = None
 
@@ -93,9 +95,11 @@ class DeliveryRetries:
                         return
                     await self.send_waiting(chat_key)
                 next_at = await self.store.next_delivery_retry_at()
-            except Exception:  # one pass is an outer edge: the loop must keep running
-                logger.exception("delivery retries failed; trying again shortly")
+            except Exception as exc:  # one pass is an outer edge: the loop must keep running
+                self._faults.failed(exc)
                 next_at = time.time()
+            else:
+                self._faults.succeeded()
             await self._sleep_until(next_at)
 
     async def _sleep_until(self, next_at: float | None) -> None:

@@ -24,6 +24,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from bot.fault_log import FaultLog
 from bot.store import Lease, Store
 
 logger = logging.getLogger(__name__)
@@ -70,6 +71,7 @@ class Dispatcher:
         self._backoff: dict[str, float] = {}
         self._closing = False
         self._leases = leases
+        self._faults = FaultLog("the dispatcher", logger)
         self.turns_done = 0
         self.turns_failed = 0
 
@@ -111,20 +113,22 @@ class Dispatcher:
                 if lease is None:
                     if queue_key in self._adopted:
                         continue  # the sweep claimed it while this task asked for it
-                    return  # another worker holds it: its task sees the new message
+                    break  # another worker holds it: its task sees the new message
                 if await self._drain(lease):
                     await self._leases.release(lease)
                 # a message stored (or a lease adopted) while the lease was given back
                 if queue_key not in self._again and queue_key not in self._adopted:
-                    return
-        except Exception:
+                    break
+            self._faults.succeeded()
+        except Exception as exc:
             # What lands here could not even be counted (a database that went away, or
             # refuses writes). One queue's failure must not stop the others, and the key must
             # not wait for a message that may never come: its lease is kept idle (the
             # heartbeat gives it back if nothing uses it) and the key is tried again after a
-            # pause that doubles while it keeps failing.
+            # pause that doubles while it keeps failing. An outage fails every key's task:
+            # logged once for all of them, until one of them gets through.
             self.turns_failed += 1
-            logger.exception("turn for %s failed", queue_key)
+            self._faults.failed(exc, about=f"turn for {queue_key}")
             if lease is not None:
                 await self._leases.release(lease)
             self._retry_later(queue_key)

@@ -16,8 +16,11 @@ messages whose text changed), sends them to the endpoint in batches of
 ``embeddings.batch_size`` and stores the vectors. It is never on the reply path: a turn stores
 its messages and goes on; their vectors come a moment later. When the endpoint is down or slow
 the backlog simply waits: the embedder backs off (doubling up to ``RETRY_MAX_SECONDS``) and
-tries again, and search answers lexically meanwhile. A text the endpoint refuses is split off
-and skipped, so one odd message cannot stall the rest.
+tries again, and search answers lexically meanwhile; so does an answer wrong as a whole
+(:mod:`bot.embeddings`), and a store that is away. A text the endpoint refuses, or answers no
+usable vector for (NaN, strings, another size), is skipped, and the rest of its batch stored,
+so one odd message cannot stall the rest. Failures are logged once per episode
+(:mod:`bot.fault_log`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
-from bot.embeddings import EmbeddingsClient, EmbeddingsRejected, EmbeddingsUnavailable
+from bot.embeddings import EmbeddingsClient, EmbeddingsRejected, EmbeddingsUnavailable, Unusable
+from bot.fault_log import FaultLog
 from bot.store import NewVector, Store
 
 logger = logging.getLogger(__name__)
@@ -59,8 +63,9 @@ class Embedder:
         self.idle_seconds = idle_seconds
         self.retry_first_seconds = retry_first_seconds
         self.retry_max_seconds = retry_max_seconds
-        self.failures = 0
-        """Batches failed in a row (0: the endpoint answers)."""
+        self.faults = FaultLog("embedding", logger)
+        self.pause_seconds = 0.0
+        """The pause after the last failed batch before the next try (0 after a success)."""
         self._wake = asyncio.Event()
         """Set by :meth:`wake`: ends any pause, a back-off too."""
         self.idle = False
@@ -82,6 +87,11 @@ class Embedder:
         """Look for new messages now, even in the middle of a back-off."""
         self._wake.set()
 
+    @property
+    def failures(self) -> int:
+        """Batches failed in a row (0: the endpoint and the store answer)."""
+        return self.faults.failures
+
     async def _run(self) -> None:
         stored = self.store.new_searchable
         while True:
@@ -92,23 +102,28 @@ class Embedder:
             try:
                 embedded = await self.run_once()
             except EmbeddingsUnavailable as exc:
-                self.failures += 1
-                delay = min(
-                    self.retry_first_seconds * 2 ** (self.failures - 1), self.retry_max_seconds
-                )
-                logger.warning("embedding paused for %.0f s: %s", delay, exc)
-                await _first(delay, self._wake)  # new messages do not cut a back-off short
+                self.faults.failed(exc, expected=True)
+                await self._pause()
                 continue
-            except Exception:
-                # the edge of a background job: log it, keep the gateway and the job alive
-                logger.exception("embedding failed")
-                await _first(self.retry_max_seconds, self._wake)
+            except Exception as exc:
+                # the edge of a background job (the database away, a bug): keep the gateway
+                # and the job alive, and try again as after an endpoint's failure
+                self.faults.failed(exc)
+                await self._pause()
                 continue
-            self.failures = 0
+            self.faults.succeeded()
+            self.pause_seconds = 0.0
             if not embedded:
                 self.idle = True
                 await _first(self.idle_seconds, self._wake, stored)
                 self.idle = False
+
+    async def _pause(self) -> None:
+        """Wait before the next try: the shortest pause after one failure, doubling while
+        they go on (up to ``retry_max_seconds``); new messages do not cut it short."""
+        doublings = min(self.faults.failures - 1, 30)
+        self.pause_seconds = min(self.retry_first_seconds * 2**doublings, self.retry_max_seconds)
+        await _first(self.pause_seconds, self._wake)
 
     async def run_once(self) -> int:
         """Embed one batch of the backlog; returns how many messages it took (0: none
@@ -122,8 +137,9 @@ class Embedder:
         return len(work.texts)
 
     async def vectors(self, texts: Sequence[tuple[int, str]]) -> list[NewVector]:
-        """Vectors for (message id, text) pairs; blank texts and texts the endpoint refuses
-        get none (and are not asked for again)."""
+        """Vectors for (message id, text) pairs; blank texts, texts the endpoint refuses and
+        texts it answers no usable vector for (NaN, strings, another size) get none and are
+        not asked for again (``companion reindex`` asks once more)."""
         wanted = [(i, t) for i, t in texts if t.strip()]
         await self.store.skip_embedding([i for i, t in texts if not t.strip()])
         if not wanted:
@@ -139,10 +155,19 @@ class Embedder:
             return [*await self.vectors(wanted[:half]), *await self.vectors(wanted[half:])]
         from bot.vectors import pack  # numpy, loaded only once embeddings are on
 
-        return [
-            NewVector(message_id, text, vector.size, pack(vector))
-            for (message_id, text), vector in zip(wanted, found, strict=True)
-        ]
+        vectors, unusable = [], []
+        for (message_id, text), vector in zip(wanted, found, strict=True):
+            if isinstance(vector, Unusable):
+                logger.warning(
+                    "message %d is not embedded: the endpoint's vector for it is unusable (%s)",
+                    message_id,
+                    vector.reason,
+                )
+                unusable.append(message_id)
+            else:
+                vectors.append(NewVector(message_id, text, vector.size, pack(vector)))
+        await self.store.skip_embedding(unusable)
+        return vectors
 
 
 async def _first(seconds: float, *events: asyncio.Event) -> None:

@@ -2,9 +2,10 @@
 
 The same first-run mistakes as the chat endpoint's (:mod:`bot.llm_check`), met on
 ``/embeddings``: nothing listens on the port, the base URL lacks ``/v1``, the model is not one
-the endpoint serves (or not an embedding model), the endpoint wants a key (401). The check
-embeds one word with the configured model and turns the first thing that goes wrong into one
-line naming the setting and the fix. Keys are never part of a message.
+the endpoint serves (or not an embedding model), the endpoint wants a key (401), the answer is
+no usable vector (NaN, strings, base64 from a server that ignores ``encoding_format``). The
+check embeds one word with the configured model and turns the first thing that goes wrong into
+one line naming the setting and the fix. Keys are never part of a message.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 import openai
 
 from bot.config import EmbeddingsConfig, LLMConfig
-from bot.embeddings import NO_KEY, api_key
+from bot.embeddings import NO_KEY, EmbeddingsUnavailable, answered, api_key
 from bot.llm_check import CHECK_SECONDS, MODELS_SHOWN, connection_refused, root_cause
 
 TEST_INPUT = "ok"
@@ -42,12 +43,13 @@ async def check_embeddings(
             )
         except openai.APIError as exc:
             return _problem(exc, config, llm, url, wait_seconds)
-        except (json.JSONDecodeError, ValueError):
+        except (ValueError, RecursionError):  # not JSON, or JSON nested too deep
             return _not_embeddings(url)
-    data = getattr(response, "data", None)
-    if not isinstance(data, list) or not data or not getattr(data[0], "embedding", None):
+    try:
+        [values] = answered(response, 1)
+    except EmbeddingsUnavailable:
         return _not_embeddings(url)
-    return None
+    return _unusable(values, url, model)
 
 
 def _client(
@@ -138,6 +140,21 @@ def _problem(
             "and embeddings.model"
         )
     return f"the embeddings endpoint {url} failed ({exc}): check embeddings.base_url"
+
+
+def _unusable(values: object, url: str, model: str) -> str | None:
+    """What the embedder would skip (:func:`bot.vectors.unit` checks the same), named."""
+    from bot.vectors import BadVector, unit  # numpy, loaded only once embeddings are on
+
+    try:
+        unit(values)
+    except BadVector as exc:
+        return (
+            f"{url} answered one word with model {model!r} but not a usable embedding ({exc}): "
+            "set embeddings.model to an embedding model, and use a server that answers "
+            "encoding_format=float with a list of numbers"
+        )
+    return None
 
 
 def _not_embeddings(url: str) -> str:

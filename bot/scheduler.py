@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -37,6 +37,7 @@ from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.date import DateTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from bot.fault_log import FaultLog
 from bot.store import Leader, LeaseLost, Store
 from partners.checkins import Checkins
 from partners.consolidate import Consolidator
@@ -70,6 +71,8 @@ class Scheduler:
         self.nightly_at = nightly
         self._scheduler: AsyncIOScheduler | None = None
         self._leader: Leader | None = None
+        self._faults: dict[str, FaultLog] = {}
+        """Each job's faults (by the name the log gives it)."""
 
     def start(self, leader: Leader, reviews: bool = True) -> None:
         """Must run inside the event loop (AsyncIOScheduler binds to the running loop).
@@ -97,7 +100,7 @@ class Scheduler:
             )
         # a reminder set in a turn on another worker is planned here within a sweep's time
         scheduler.add_job(
-            self.plan_reminders,
+            self._plan_reminders_job,
             IntervalTrigger(seconds=SWEEP_SECONDS),
             id="plan-reminders",
             coalesce=True,
@@ -132,22 +135,41 @@ class Scheduler:
         return len(planned)
 
     async def fire_reminder(self, reminder_id: int) -> None:
-        if not await self._first_run("reminder", str(reminder_id)):
-            return
-        try:
-            await self.checkins.fire_reminder(reminder_id)
-        except Exception:
-            logger.exception("reminder %d failed", reminder_id)
+        async def fire() -> None:
+            if await self._first_run("reminder", str(reminder_id)):
+                await self.checkins.fire_reminder(reminder_id)
+
+        await self._guarded("reminders", fire, about=f"reminder {reminder_id}")
 
     async def checkin_pass(self) -> None:
-        if not await self._first_run("checkins", self._period(CHECKIN_SECONDS)):
-            return
-        try:
+        async def run() -> None:
+            if not await self._first_run("checkins", self._period(CHECKIN_SECONDS)):
+                return
             outcome = await self.checkins.run()
             if outcome:
                 logger.info("check-ins: %s", outcome)
-        except Exception:
-            logger.exception("check-in pass failed")
+
+        await self._guarded("check-in pass", run)
+
+    async def _plan_reminders_job(self) -> None:
+        async def plan() -> None:
+            await self.plan_reminders()
+
+        await self._guarded("reminder planning", plan)
+
+    async def _guarded(
+        self, job: str, work: Callable[[], Awaitable[None]], about: str = ""
+    ) -> None:
+        """Run one job's work, its run's record included: the edge of a scheduled job. A
+        failure is logged here, once per episode of that job (a database away fails every
+        run until it is back), and never reaches APScheduler, which logs each one."""
+        faults = self._faults.setdefault(job, FaultLog(job, logger))
+        try:
+            await work()
+        except Exception as exc:
+            faults.failed(exc, about=about)
+        else:
+            faults.succeeded()
 
     def shutdown(self) -> None:
         self._leader = None  # a job still running records nothing more
@@ -188,19 +210,20 @@ class Scheduler:
     async def sweep(self) -> None:
         """Mark idle sessions' reviews due; any worker's heartbeat runs them (as it does the
         debounced triggers, retries and reviews cut off by a restart)."""
-        if not await self._first_run("review-sweep", self._period(SWEEP_SECONDS)):
-            return
-        try:
-            await self.reviewer.enqueue_idle()
-        except Exception:
-            logger.exception("review sweep failed")
+
+        async def run() -> None:
+            if await self._first_run("review-sweep", self._period(SWEEP_SECONDS)):
+                await self.reviewer.enqueue_idle()
+
+        await self._guarded("review sweep", run)
 
     async def nightly(self) -> None:
         day = datetime.fromtimestamp(self.clock(), self.timezone).date().isoformat()
-        if not await self._first_run(NIGHTLY, day):
-            return
-        try:
+
+        async def run() -> None:
+            if not await self._first_run(NIGHTLY, day):
+                return
             results = await self.consolidator.run_all()
             logger.info("nightly pass: %s", ", ".join(r.partner for r in results if not r.skipped))
-        except Exception:
-            logger.exception("nightly pass failed")
+
+        await self._guarded("nightly pass", run)

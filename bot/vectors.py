@@ -16,17 +16,31 @@ from collections.abc import Sequence
 import numpy as np
 
 FLOAT32 = np.dtype("<f4")
+MAX_DIMENSIONS = 16_384
+"""The longest vector taken from an endpoint: the largest embedding models answer 4,096
+numbers (OpenAI's largest 3,072); a longer answer is no embedding this store should keep."""
 
 
 class BadVector(ValueError):
     """An endpoint answered something that is not a usable vector."""
 
 
-def unit(values: Sequence[float]) -> np.ndarray:
-    """A vector scaled to length 1, as float32 (raises BadVector if empty, zero or not finite)."""
-    vector = np.asarray(values, dtype=FLOAT32)
-    if vector.ndim != 1 or vector.size == 0 or not np.all(np.isfinite(vector)):
-        raise BadVector("an embedding must be a non-empty list of finite numbers")
+def unit(values: object) -> np.ndarray:
+    """``values`` scaled to length 1, as float32; raises BadVector unless they are a flat,
+    non-empty list (or array) of at most MAX_DIMENSIONS finite numbers, not all zero. Strings,
+    booleans, nulls and nested lists are no numbers here, although numpy would convert some."""
+    if isinstance(values, list | tuple):
+        if not values or len(values) > MAX_DIMENSIONS:
+            raise BadVector(f"an embedding must hold 1 to {MAX_DIMENSIONS} numbers")
+        try:
+            values = np.asarray(values)
+        except ValueError as exc:  # lists nested unevenly
+            raise BadVector("an embedding must be a flat list of numbers") from exc
+    if not isinstance(values, np.ndarray) or values.ndim != 1 or values.dtype.kind not in "iuf":
+        raise BadVector("an embedding must be a flat list of numbers")
+    vector = values.astype(FLOAT32)
+    if not np.all(np.isfinite(vector)):  # a float64 past float32's range becomes infinite here
+        raise BadVector("an embedding must hold finite numbers, not NaN or infinity")
     norm = float(np.linalg.norm(vector))
     if norm == 0.0:
         raise BadVector("an embedding of length zero cannot be compared")

@@ -57,6 +57,7 @@ from typing import Protocol
 
 from bot.config import WorkersConfig
 from bot.dispatcher import Dispatcher
+from bot.fault_log import FaultLog
 from bot.store import Leader, Lease, LeaseLost, Store, StoreError, StoreUnavailable
 from bot.store.workers import Liveness
 
@@ -134,6 +135,8 @@ class Worker:
         self._beating: asyncio.Task[None] | None = None
         self._liveness: Liveness | None = None
         self._reopening: asyncio.Task[None] | None = None
+        self._beat_faults = FaultLog(f"worker {self.id}: the heartbeat", logger)
+        self._reopen_faults = FaultLog(f"worker {self.id}: reopening its liveness", logger)
         self._claiming = asyncio.Lock()
         """Held by each claim and by the heartbeat, which never overlap: the heartbeat gives
         back every lease row under this worker's id that it does not know about, and a claim
@@ -224,9 +227,11 @@ class Worker:
             await asyncio.sleep(self.settings.heartbeat_seconds)
             try:
                 await self.beat()
-            except Exception:  # one beat is an outer edge: the next one tries again
-                logger.exception("worker %s: heartbeat failed", self.id)
+            except Exception as exc:  # one beat is an outer edge: the next one tries again
+                self._beat_faults.failed(exc)
                 await self._lapse()
+            else:
+                self._beat_faults.succeeded()
 
     async def beat(self) -> None:
         """Check the liveness connection, renew the registry row and the leases (review
@@ -326,9 +331,10 @@ class Worker:
                 await self._liveness.reopen()
             except StoreUnavailable:
                 pass  # the database is away: said once already, tried again below
-            except Exception:  # this task is an outer edge: nobody else would see it
-                logger.exception("worker %s: reopening its liveness connection failed", self.id)
+            except Exception as exc:  # this task is an outer edge: nobody else would see it
+                self._reopen_faults.failed(exc)
             else:
+                self._reopen_faults.succeeded()
                 logger.info("worker %s: liveness connection reopened", self.id)
                 return
             await asyncio.sleep(pause)

@@ -4,13 +4,14 @@ against the fake's ``/v1/embeddings``, wrong in each way a first run gets it wro
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bot.config import EmbeddingsConfig, LLMConfig
-from bot.embeddings_check import check_embeddings
+from bot.embeddings_check import TEST_INPUT, check_embeddings
 from tests.fakes.fake_llm import FAKE_MODEL_ID, FakeLLM
 from tests.test_doctor import bad, doctor, no_openai_key, write_config  # noqa: F401
 from tests.test_llm_check import refused_port
@@ -90,6 +91,36 @@ async def test_a_refused_port_says_nothing_listens_there() -> None:
     assert problem is not None
     assert url in problem and "connection refused" in problem
     assert "embeddings.base_url" in problem
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["AACAPwAAAEA=", ["a", "b"], [[1.0], [2.0, 3.0]], [math.nan, 1.0], [0.0, 0.0]],
+    ids=["base64", "strings", "nested lists", "NaN", "zeros"],
+)
+async def test_an_answer_that_is_no_vector_says_so(fake_llm: FakeLLM, answer: Any) -> None:
+    """What the embedder would skip, doctor names before the first message is stored."""
+    fake_llm.embedding_answers[TEST_INPUT] = answer
+    problem = await check(fake_llm.base_url)
+    assert problem is not None and "not a usable embedding" in problem
+    assert "embeddings.model" in problem
+
+
+async def test_an_answer_without_a_vector_for_the_word_says_so(fake_llm: FakeLLM) -> None:
+    fake_llm.embedding_rewrite = lambda body: {**body, "data": []}
+    problem = await check(fake_llm.base_url)
+    assert problem is not None and "not an embedding" in problem
+
+
+@pytest.mark.parametrize(
+    "body", [b'{"data": [', b"[" * 100_000 + b"]" * 100_000], ids=["cut off", "nested too deep"]
+)
+async def test_a_body_that_is_no_json_says_it_is_not_an_embedding(
+    fake_llm: FakeLLM, body: bytes
+) -> None:
+    fake_llm.embedding_rewrite = lambda _: body
+    problem = await check(fake_llm.base_url)
+    assert problem is not None and "not an embedding" in problem
 
 
 async def test_doctor_checks_the_embeddings_endpoint_when_it_is_set(

@@ -32,12 +32,13 @@ FOUNDATION_MODULES = (
     "bot.llm",
     "bot.embeddings",
     "bot.vectors",
+    "bot.fault_log",
     "bot.store",
     "adapters.base",
 )
 """Foundation: settings, boundary types, the LLM and embeddings clients (and the vector
-arithmetic beside them), the store package (every module in it) and the channel contract;
-``bot`` itself (an empty package module) too."""
+arithmetic beside them), how retrying loops log their faults, the store package (every module
+in it) and the channel contract; ``bot`` itself (an empty package module) too."""
 COMMAND_TABLE = "bot.commands"
 """The one gateway module the channels may import (to register the slash commands)."""
 COMPOSITION_ROOT = "bot.app"

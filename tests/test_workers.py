@@ -371,7 +371,7 @@ async def test_a_worker_says_once_that_its_liveness_was_lost_and_takes_it_again_
     server = cluster.server
     assert server is not None and cluster.url is not None
     await cluster.start(cluster.node("one"))
-    caplog.set_level(logging.WARNING, logger="bot.workers")
+    caplog.set_level(logging.DEBUG, logger="bot.workers")  # a failed beat after the first
     await asyncio.to_thread(server.stop_serving)
     try:
         await until(lambda: _logged(caplog, "heartbeat failed") >= 3, "three failed heartbeats")

@@ -23,6 +23,9 @@ hashed bag of the text's lower-cased words, seeded by the model name, so texts t
 words are close and two models' vectors are unrelated). Each request is recorded in
 ``embedding_requests``; ``embeddings_down`` answers 503, :meth:`FakeLLM.script_embeddings`
 queues failures, and ``embedding_gate`` holds requests (a slow endpoint) until it is set.
+An endpoint that answers 200 with nonsense is ``embedding_answers`` (what one text's
+``embedding`` is instead of its vector: NaN, strings, another size) and ``embedding_rewrite``
+(the whole answer body rewritten: a vector missing, ``data`` that is no list).
 
 Typical use::
 
@@ -355,6 +358,13 @@ class FakeLLM:
         """When set, a request with a longer input gets 400 (a model's context is full)."""
         self.embedding_seed: str | None = None
         """When set, every model's vectors are hashed alike (by default each model differs)."""
+        self.embedding_answers: dict[str, Any] = {}
+        """Texts whose ``embedding`` is answered as the given value instead of their vector
+        (``[math.nan] * 256``, ``"abc"``, a list of another size: a model gone wrong)."""
+        self.embedding_rewrite: Callable[[dict[str, Any]], Any] | None = None
+        """When set, the body of a successful embeddings answer is passed through it and its
+        result answered (a vector left out, ``data`` that is not a list, ...); bytes are sent
+        as they are (a body that is no JSON)."""
         self._embedding_failures: deque[Failure] = deque()
         self._transcripts: deque[str | Failure] = deque()
         self._queue: deque[Outcome] = deque()
@@ -674,18 +684,22 @@ class FakeLLM:
                 Failure(400, "This model's maximum context length is exceeded")
             )
         data = [
-            {
-                "object": "embedding",
-                "index": i,
-                "embedding": fake_embedding(
-                    text, self.embedding_seed or model, self.embedding_synonyms
-                ),
-            }
+            {"object": "embedding", "index": i, "embedding": self._embedding(text, model)}
             for i, text in enumerate(texts)
         ]
         tokens = sum(_estimate_tokens(t) for t in texts)
         usage = {"prompt_tokens": tokens, "total_tokens": tokens}
-        return self._json_response({"object": "list", "data": data, "model": model, "usage": usage})
+        answer = {"object": "list", "data": data, "model": model, "usage": usage}
+        if self.embedding_rewrite is not None:
+            answer = self.embedding_rewrite(answer)
+        if isinstance(answer, bytes):
+            return web.Response(body=answer, content_type="application/json")
+        return self._json_response(answer)
+
+    def _embedding(self, text: str, model: str) -> Any:
+        if text in self.embedding_answers:
+            return self.embedding_answers[text]  # NaN and Infinity go out as JSON's extension
+        return fake_embedding(text, self.embedding_seed or model, self.embedding_synonyms)
 
     async def _next_outcome(self, body: dict[str, Any]) -> Outcome:
         if self._queue:
