@@ -11,7 +11,10 @@ its bytes, so a crash before this point loses nothing: the turn runs again and s
 * **Photos**: for a partner whose model sees (preset.yml ``vision: true`` or ``llm.vision``)
   they become image parts of this turn's request only, downscaled (``bot/images.py``); else
   ``llm.vision_model`` writes a short description that becomes part of the text; else the
-  model is told a photo came that it cannot see, and answers that in its own voice.
+  model is told a photo came that it cannot see, and answers that in its own voice. A photo
+  that cannot be fetched or opened (``bot/images.py`` refuses image bombs and damaged files
+  before decoding them) is marked failed, and the model is told it would not open: the
+  message, its caption, is still answered.
 
 Only the pending messages of the turn are read here — one user's conversation — so one
 user's photo can never reach another user's request.
@@ -41,6 +44,9 @@ NEW, DONE, FAILED = "new", "done", "failed"
 SPOKEN_NOTE = "voice message"
 PHOTO_NOTE = "photo"
 UNSEEN_PHOTO_NOTE = "a photo you cannot see: say kindly that you cannot see images"
+UNOPENED_PHOTO_NOTE = (
+    "a photo that could not be opened: say kindly that it would not open, and answer the rest"
+)
 DESCRIBED = "[photo: {description}]"
 
 
@@ -236,7 +242,7 @@ class MediaReader:
         try:
             return await image_url(data, llm.image_max_side, llm.image_max_bytes)
         except NotAnImage as exc:
-            logger.warning("photo of message %d is not an image: %s", row.id, exc)
+            logger.warning("photo of message %d refused: %s", row.id, exc)
             return None
 
     async def _describe(self, url: str, prepared: Prepared) -> str | None:
@@ -273,11 +279,14 @@ class MediaReader:
 
 def _note(items: list[MediaRow], sees: bool) -> str:
     """How a message with these media is marked for the model. A photo nobody described,
-    for a partner that cannot see, is named as such so that it answers kindly."""
+    for a partner that cannot see, is named as such so that it answers kindly; so is a
+    photo that could not be fetched or opened (a damaged file, an image bomb)."""
     notes = []
     for item in items:
         if item.kind in VOICE_KINDS and item.state == DONE:
             notes.append(SPOKEN_NOTE)
+        elif item.kind == PHOTO and item.state == FAILED:
+            notes.append(UNOPENED_PHOTO_NOTE)
         elif item.kind == PHOTO:
             notes.append(PHOTO_NOTE if sees or item.state == DONE else UNSEEN_PHOTO_NOTE)
     return ", ".join(notes)

@@ -1,9 +1,12 @@
 """Photos are bounded before they are decoded (bot/images.py): a file whose header claims too
 many pixels is refused before a pixel is decoded, a large JPEG is decoded at a reduced scale,
 one image is decoded at a time, and whatever Pillow cannot or will not read is refused as
-NotAnImage, never another error. Memory is measured in a fresh child process, as the rise of
-its peak resident size (Linux: VmHWM, reset through /proc/self/clear_refs): Pillow allocates
-pixels outside Python's allocator, where tracemalloc sees nothing."""
+NotAnImage, never another error; in a turn, a refused photo is named to the model as one that
+could not be opened, and the message is answered (end to end on Telegram).
+
+Memory is measured in a fresh child process, as the rise of its peak resident size (Linux:
+VmHWM, reset through /proc/self/clear_refs): Pillow allocates pixels outside Python's
+allocator, where tracemalloc sees nothing."""
 
 from __future__ import annotations
 
@@ -20,6 +23,10 @@ from hypothesis import strategies as st
 from PIL import Image, PngImagePlugin
 
 from bot.images import MAX_IMAGE_PIXELS, ImageTooLarge, NotAnImage, downscale
+from bot.media import UNOPENED_PHOTO_NOTE
+from bot.turn_failures import TURN_FAILED
+from tests.fakes.fake_llm import FakeLLM, Reply
+from tests.fakes.fake_telegram import FakeTelegram
 from tests.image_support import (
     encoded,
     gif_with_huge_second_frame,
@@ -27,6 +34,13 @@ from tests.image_support import (
     huge_screen_gif,
     text_bomb_png,
 )
+from tests.telegram_harness import (
+    TelegramGateways,
+    settled,
+    telegram_fake,  # noqa: F401 (the fake fixture)
+    telegram_gateways,  # noqa: F401 (the gateways fixture)
+)
+from tests.test_telegram_media import ALICE, preset_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_SIDE = 1024
@@ -244,3 +258,40 @@ def test_a_damaged_image_is_downscaled_or_refused_as_not_an_image(data: bytes) -
     except NotAnImage:
         return
     assert max(jpeg_size(jpeg)) <= MAX_SIDE and len(jpeg) <= MAX_BYTES
+
+
+# ---- end to end: a refused photo in a turn -------------------------------------------------
+
+
+async def test_a_photo_bomb_sent_as_a_file_is_named_unopened_and_its_caption_answered(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    preset_lines(gateways, "vision: true")
+    await gateways.start()
+    caption = "what do you think of my drawing?"
+    update = fake.message_update(chat_id=ALICE, document=True, caption=caption)
+    document = update["message"]["document"]
+    fake.add_file(document["file_id"], huge_screen_gif(), "documents/drawing.gif")
+    document.update(mime_type="image/gif", file_name="drawing.gif")
+    fake_llm.script(Reply(text="I couldn't open it, but tell me about your drawing!"))
+    fake.push_update(update)
+    [answer] = await fake.wait_for_sent(chat_id=ALICE)
+    assert answer.text == "I couldn't open it, but tell me about your drawing!"
+    [request] = fake_llm.requests
+    asked = fake_llm.last_user_text(request)
+    assert UNOPENED_PHOTO_NOTE in asked and caption in asked
+    assert fake_llm.image_parts == []
+
+
+async def test_a_photo_nobody_could_open_is_not_described_and_is_named_unopened(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await gateways.start(llm={"vision_model": "vision-model"})
+    fake_llm.script(Reply(text="Sorry, that picture would not open for me."))
+    fake.send_user_message(chat_id=ALICE, photo=True, media=text_bomb_png(before_idat=False))
+    [answer] = await fake.wait_for_sent(chat_id=ALICE)
+    assert answer.text == "Sorry, that picture would not open for me."
+    [request] = fake_llm.requests  # no description was asked for
+    assert UNOPENED_PHOTO_NOTE in fake_llm.last_user_text(request)
+    await settled(fake, gateway)
+    assert TURN_FAILED not in [call.text for call in fake.sent("sendMessage", ALICE)]
