@@ -1,6 +1,7 @@
 """Voice notes at the edges: every failure of the speech endpoint is a SpeechError, so a note
-whose transcription broke gets the "write it for me" line rather than the generic apology.
-The real openai and python-telegram-bot clients against the fakes."""
+whose transcription broke gets the "write it for me" line rather than the generic apology; a
+transcript is cut where typed text is; and a kept note's file name is short and safe whatever
+the sender called it. The real openai and python-telegram-bot clients against the fakes."""
 
 from __future__ import annotations
 
@@ -9,16 +10,18 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bot.config import LLMConfig, SpeechConfig
+from bot.media import kept_suffix
+from bot.media_limits import CUT_NOTE, MAX_INBOUND_CHARS
 from bot.quiet_turns import VOICE_UNHEARD
 from bot.speech import SpeechClient, SpeechError
-from tests.fakes.fake_llm import Cut, FakeLLM, Malformed
+from tests.fakes.fake_llm import Cut, FakeLLM, Malformed, Reply
 from tests.fakes.fake_telegram import FakeTelegram
 from tests.telegram_harness import (
     TelegramGateways,
     telegram_fake,  # noqa: F401 (the fake fixture)
     telegram_gateways,  # noqa: F401 (the gateways fixture)
 )
-from tests.test_telegram_media import ALICE, SPEECH, VOICE
+from tests.test_telegram_media import ALICE, SPEECH, VOICE, request_text, user_rows
 
 CUT_TRANSCRIPT = Malformed('{"text": "I was saying that the weather')
 """A transcription answer whose body ends mid-way: valid headers, JSON cut short."""
@@ -74,3 +77,65 @@ async def test_a_voice_note_whose_transcription_is_cut_short_gets_the_write_it_l
     [polite] = await fake.wait_for_sent(chat_id=ALICE)
     assert polite.text == VOICE_UNHEARD
     assert len(fake_llm.transcriptions) == 1 and fake_llm.requests == []
+
+
+async def test_a_long_transcript_is_cut_where_typed_text_is(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await gateways.start(speech={"stt_model": "whisper-1"})
+    fake_llm.script_transcripts("and then " * 250_000)  # 2.25 MB of words
+    fake_llm.script(Reply(text="That was a long story"))
+    fake.send_user_message(chat_id=ALICE, voice=True, media=VOICE)
+    await fake.wait_for_sent(chat_id=ALICE)
+    cut = ("and then " * 2000)[:MAX_INBOUND_CHARS] + CUT_NOTE.format(limit=MAX_INBOUND_CHARS)
+    [row] = await user_rows(gateway.app.store, ALICE)
+    assert row.text == cut
+    assert len(request_text(fake_llm.requests[0])) < 2 * MAX_INBOUND_CHARS
+
+
+async def test_a_long_typed_message_is_cut_alike(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await gateways.start()
+    fake_llm.script(Reply(text="That was a long story"))
+    fake.send_user_message(chat_id=ALICE, text="and then " * 5000)
+    await fake.wait_for_sent(chat_id=ALICE)
+    cut = ("and then " * 2000)[:MAX_INBOUND_CHARS] + CUT_NOTE.format(limit=MAX_INBOUND_CHARS)
+    [row] = await user_rows(gateway.app.store, ALICE)
+    assert row.text == cut
+
+
+async def test_a_kept_voice_note_gets_a_short_safe_name_whatever_it_was_called(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await gateways.start(speech={"stt_model": "whisper-1", "keep_audio": True})
+    update = fake.message_update(chat_id=ALICE, audio=True, media=b"ID3 a song")
+    audio = update["message"]["audio"]
+    audio.update(file_name="song." + "x" * 300, mime_type="audio/mpeg")
+    fake_llm.script(Reply(text="Nice song"))
+    fake.push_update(update)
+    [answer] = await fake.wait_for_sent(chat_id=ALICE)
+    assert answer.text == "Nice song"
+    [heard] = fake_llm.transcriptions
+    assert heard.format == "mp3"
+    [row] = await user_rows(gateway.app.store, ALICE)
+    kept = gateways.data_dir / "partners" / "example" / "audio"
+    assert [p.name for p in kept.iterdir()] == [f"{row.id}.mp3"]
+
+
+@pytest.mark.parametrize(
+    ("filename", "mime", "suffix"),
+    [
+        ("voice.ogg", "audio/ogg", ".ogg"),
+        ("Recording.M4A", None, ".m4a"),
+        ("song." + "x" * 300, "audio/mpeg", ".mp3"),
+        ("../../etc/passwd", None, ".ogg"),
+        ("notes.mp3 ; rm -rf", "audio/mpeg", ".mp3"),
+        ("clip.wäv", "audio/wav", ".wav"),
+        (None, None, ".ogg"),
+    ],
+)
+def test_a_kept_suffix_is_short_and_safe(
+    filename: str | None, mime: str | None, suffix: str
+) -> None:
+    assert kept_suffix(filename, mime) == suffix
