@@ -336,6 +336,20 @@ def _keep(path: Path, audio: bytes) -> None:
     path.write_bytes(audio)
 
 
+def delete_kept_audio(folder: Path) -> tuple[int, int]:
+    """Delete every voice note kept in ``folder`` (see :func:`audio_dir`); returns how many
+    files and bytes went."""
+    if not folder.is_dir():
+        return 0, 0
+    files = size = 0
+    for path in folder.iterdir():
+        if path.is_file() and not path.is_symlink():
+            size += path.stat().st_size
+            path.unlink(missing_ok=True)
+            files += 1
+    return files, size
+
+
 def _key(item: MediaRow) -> tuple[int, str, str]:
     return item.message_id, item.kind, item.ref
 

@@ -1,7 +1,8 @@
 """Voice notes at the edges: every failure of the speech endpoint is a SpeechError, so a note
 whose transcription broke gets the "write it for me" line rather than the generic apology; a
-transcript is cut where typed text is; and a kept note's file name is short and safe whatever
-the sender called it. The real openai and python-telegram-bot clients against the fakes."""
+transcript is cut where typed text is; a kept note's file name is short and safe whatever the
+sender called it; and the owner deletes kept notes with ``/admin voice forget``. The real
+openai and python-telegram-bot clients against the fakes."""
 
 from __future__ import annotations
 
@@ -16,8 +17,12 @@ from bot.quiet_turns import VOICE_UNHEARD
 from bot.speech import SpeechClient, SpeechError
 from tests.fakes.fake_llm import Cut, FakeLLM, Malformed, Reply
 from tests.fakes.fake_telegram import FakeTelegram
+from tests.fakes.ogg_opus import make_ogg_opus
 from tests.telegram_harness import (
+    OWNER,
+    Gateway,
     TelegramGateways,
+    settled,
     telegram_fake,  # noqa: F401 (the fake fixture)
     telegram_gateways,  # noqa: F401 (the gateways fixture)
 )
@@ -139,3 +144,65 @@ def test_a_kept_suffix_is_short_and_safe(
     filename: str | None, mime: str | None, suffix: str
 ) -> None:
     assert kept_suffix(filename, mime) == suffix
+
+
+# ---- the owner deletes kept voice notes ------------------------------------------------------
+
+
+async def keep_voice_notes(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> Gateway:
+    """Alice's note kept with the example partner, the owner's with the owner's assistant."""
+    gateway = await gateways.start(speech={"stt_model": "whisper-1", "keep_audio": True})
+    fake_llm.script(Reply(text="Heard, Alice"), Reply(text="Heard, owner"))
+    fake.send_user_message(chat_id=ALICE, voice=True, media=make_ogg_opus(1))
+    await fake.wait_for_sent(chat_id=ALICE)
+    fake.send_user_message(chat_id=OWNER, voice=True, media=make_ogg_opus(2), first_name="Owner")
+    await fake.wait_for_sent(lambda c: c.text == "Heard, owner", chat_id=OWNER)
+    await settled(fake, gateway)
+    return gateway
+
+
+async def test_admin_voice_forget_of_a_partner_deletes_only_its_kept_notes(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await keep_voice_notes(gateways, fake, fake_llm)
+    partner_audio = gateways.data_dir / "partners" / "example" / "audio"
+    owner_audio = gateways.data_dir / "audio"
+    [alices] = list(partner_audio.iterdir())
+    size = alices.stat().st_size
+    [owners] = list(owner_audio.iterdir())
+    before = len(fake.sent("sendMessage", OWNER))
+    fake.send_user_message(chat_id=OWNER, text="/admin voice forget example", first_name="Owner")
+    [answer] = (await fake.wait_for_sent(chat_id=OWNER, count=before + 1))[before:]
+    assert answer.text == f"Deleted 1 kept voice note ({size:,} bytes) of Mira."
+    assert list(partner_audio.iterdir()) == [] and owners.exists()
+    [audit] = await gateway.app.store.audit_rows("admin voice forget")
+    assert audit["detail"]["args"] == ["example"] and audit["detail"]["outcome"] == "ok"
+
+
+async def test_admin_voice_forget_without_a_partner_deletes_every_kept_note(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    await keep_voice_notes(gateways, fake, fake_llm)
+    kept = [
+        *(gateways.data_dir / "partners" / "example" / "audio").iterdir(),
+        *(gateways.data_dir / "audio").iterdir(),
+    ]
+    size = sum(path.stat().st_size for path in kept)
+    before = len(fake.sent("sendMessage", OWNER))
+    fake.send_user_message(chat_id=OWNER, text="/admin voice forget", first_name="Owner")
+    [answer] = (await fake.wait_for_sent(chat_id=OWNER, count=before + 1))[before:]
+    assert answer.text == f"Deleted 2 kept voice notes ({size:,} bytes)."
+    assert not any(path.exists() for path in kept)
+
+
+async def test_admin_voice_forget_of_an_unknown_partner_says_so(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    await keep_voice_notes(gateways, fake, fake_llm)
+    before = len(fake.sent("sendMessage", OWNER))
+    fake.send_user_message(chat_id=OWNER, text="/admin voice forget nobody", first_name="Owner")
+    [answer] = (await fake.wait_for_sent(chat_id=OWNER, count=before + 1))[before:]
+    assert "nobody" in (answer.text or "")
+    assert len(list((gateways.data_dir / "partners" / "example" / "audio").iterdir())) == 1
