@@ -23,6 +23,7 @@ import base64
 import io
 import struct
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from PIL import Image, ImageOps
 
@@ -54,6 +55,9 @@ TOO_MANY_PIXELS = (Image.DecompressionBombError, Image.DecompressionBombWarning)
 where warnings are errors, as under ``python -W error``)."""
 
 _one_at_a_time = threading.BoundedSemaphore(IMAGES_AT_ONCE)
+_image_threads = ThreadPoolExecutor(IMAGES_AT_ONCE, thread_name_prefix="images")
+"""Photos queue here, not in asyncio's shared pool: waiting for their turn there would hold
+threads that file writes and other work need."""
 
 
 class NotAnImage(ValueError):
@@ -136,5 +140,6 @@ def _first_line(exc: BaseException) -> str:
 
 async def image_url(data: bytes, max_side: int, max_bytes: int) -> str:
     """An image part's URL for ``data``, downscaled off the event loop."""
-    jpeg = await asyncio.to_thread(downscale, data, max_side, max_bytes)
+    loop = asyncio.get_running_loop()
+    jpeg = await loop.run_in_executor(_image_threads, downscale, data, max_side, max_bytes)
     return "data:image/jpeg;base64," + base64.b64encode(jpeg).decode("ascii")

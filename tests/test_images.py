@@ -10,6 +10,7 @@ allocator, where tracemalloc sees nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
@@ -22,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image, PngImagePlugin
 
-from bot.images import MAX_IMAGE_PIXELS, ImageTooLarge, NotAnImage, downscale
+from bot.images import MAX_IMAGE_PIXELS, ImageTooLarge, NotAnImage, downscale, image_url
 from bot.media import UNOPENED_PHOTO_NOTE
 from bot.turn_failures import TURN_FAILED
 from tests.fakes.fake_llm import FakeLLM, Reply
@@ -143,6 +144,22 @@ def test_two_images_decoded_at_once_cost_the_memory_of_one(tmp_path: Path) -> No
     assert [o.startswith("jpeg of ") for o in outcomes] == [True, True]
     assert one_kb > 6000 * 6000 // 1024  # the measure sees a whole decode
     assert both_kb < one_kb * 3 // 2
+
+
+async def test_photos_waiting_their_turn_leave_the_shared_thread_pool_free() -> None:
+    photo = huge_png(3000, 3000)
+    done: list[int] = []
+
+    async def one(number: int) -> None:
+        await image_url(photo, MAX_SIDE, MAX_BYTES)
+        done.append(number)
+
+    photos = [asyncio.create_task(one(n)) for n in range(12)]
+    await asyncio.sleep(0)  # every photo has asked for its turn
+    await asyncio.to_thread(len, "other work")  # a file write, say
+    finished_first = len(done)
+    await asyncio.gather(*photos)
+    assert finished_first <= 1
 
 
 # ---- refusals --------------------------------------------------------------------------------
