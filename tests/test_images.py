@@ -262,6 +262,8 @@ def damaged_images(draw: st.DrawFn) -> bytes:
     return bytes(data)
 
 
+@pytest.mark.filterwarnings("ignore::PIL.Image.DecompressionBombWarning")
+@pytest.mark.filterwarnings("ignore:Corrupt EXIF data:UserWarning")  # Pillow reads on
 @settings(
     max_examples=400,
     deadline=None,
