@@ -45,6 +45,7 @@ from bot.admin_partners import (
     partner_show,
 )
 from bot.admin_status import admin_backup, admin_settings, admin_status, admin_usage
+from bot.admin_voice import voice_forget
 from bot.admin_web import admin_web
 from bot.commands import Command, CommandContext, CommandReply, Handler
 from bot.paging import PageError
@@ -144,6 +145,9 @@ ADMIN: dict[str, Command] = {
             "export", "<partner>", "a partner's files and sessions as a .tar.gz", admin_export
         ),
         _owner_command("backup", "", "an archive of all data", admin_backup),
+        _owner_command(
+            "voice forget", "[partner]", "delete kept voice notes (speech.keep_audio)", voice_forget
+        ),
         _owner_command("web", "[logout]", "a one-time link to the web page", admin_web),
     )
 }

@@ -43,7 +43,7 @@ from bot.dispatcher import Dispatcher
 from bot.events import ChatRef, Choice, Inbound, Outbound, Reaction, Sender
 from bot.greeter import Greeter
 from bot.literal import literal_line
-from bot.media_limits import over_limit
+from bot.media_limits import cut_text, over_limit
 from bot.queue_keys import queue_key
 from bot.sessions import Sessions, Speaker, audience_for
 from bot.store import ChatRow, NewMedia, NewMessage, Store, StoreUnavailable, UserRow
@@ -55,8 +55,6 @@ from partners.user_memory import UserMemory
 logger = logging.getLogger(__name__)
 
 Announce = Callable[[list[str]], None]
-MAX_INBOUND_CHARS = 16_000
-CUT_NOTE = "\n[message cut: it was longer than {limit} characters]"
 MEDIA_TAGS = {"voice": "[voice message]", "photo": "[photo]"}
 """What stands for a voice note or photo in group chatter nobody addressed (not fetched)."""
 REACTION_SNIPPET_CHARS = 80
@@ -186,11 +184,8 @@ class Gateway:
 
     async def _receive(self, inbound: Inbound) -> None:
         sender, chat = inbound.sender, inbound.chat
-        if len(inbound.text) > MAX_INBOUND_CHARS:
-            inbound = replace(
-                inbound,
-                text=inbound.text[:MAX_INBOUND_CHARS] + CUT_NOTE.format(limit=MAX_INBOUND_CHARS),
-            )
+        if (text := cut_text(inbound.text)) != inbound.text:
+            inbound = replace(inbound, text=text)
         await self.store.upsert_user(
             sender.key, sender.platform, sender.user_id, sender.display_name, sender.username
         )

@@ -4,14 +4,19 @@ A message arrives stored with its platform file id (``bot/store/media.py``, tabl
 its bytes, so a crash before this point loses nothing: the turn runs again and so does this.
 
 * **Voice** (voice and audio notes, video notes): downloaded, transcribed through
-  ``[speech]`` and the transcript becomes the message's text of record (history, search,
-  review, export), marked as spoken. The audio is dropped unless ``speech.keep_audio``. A
-  voice note that cannot be transcribed (speech unset or failing) keeps its caption, if any;
+  ``[speech]`` and the transcript, cut where typed text is (``bot/media_limits.py``),
+  becomes the message's text of record (history, search, review, export), marked as
+  spoken. The audio is dropped unless ``speech.keep_audio`` (then ``audio/<message
+  id><suffix>``, the suffix short and safe whatever the sender called the file). A voice
+  note that cannot be transcribed (speech unset or failing) keeps its caption, if any;
   without one it is *unheard* and the turn answers with one polite line instead.
 * **Photos**: for a partner whose model sees (preset.yml ``vision: true`` or ``llm.vision``)
   they become image parts of this turn's request only, downscaled (``bot/images.py``); else
   ``llm.vision_model`` writes a short description that becomes part of the text; else the
-  model is told a photo came that it cannot see, and answers that in its own voice.
+  model is told a photo came that it cannot see, and answers that in its own voice. A photo
+  that cannot be fetched or opened (``bot/images.py`` refuses image bombs and damaged files
+  before decoding them) is marked failed, and the model is told it would not open: the
+  message, its caption, is still answered.
 
 Only the pending messages of the turn are read here — one user's conversation — so one
 user's photo can never reach another user's request.
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -29,6 +35,7 @@ from adapters.base import Channel, DeliveryError, MediaChannel, MediaTooBig
 from bot.config import Config
 from bot.images import NotAnImage, image_url
 from bot.llm import LLMClient, LLMError
+from bot.media_limits import cut_text
 from bot.speech import SpeechClient, SpeechError
 from bot.store import MediaRow, MessageRow, Store
 from partners.persona import Partner
@@ -41,7 +48,31 @@ NEW, DONE, FAILED = "new", "done", "failed"
 SPOKEN_NOTE = "voice message"
 PHOTO_NOTE = "photo"
 UNSEEN_PHOTO_NOTE = "a photo you cannot see: say kindly that you cannot see images"
+UNOPENED_PHOTO_NOTE = (
+    "a photo that could not be opened: say kindly that it would not open, and answer the rest"
+)
 DESCRIBED = "[photo: {description}]"
+SAFE_SUFFIX = re.compile(r"\.[a-z0-9]{1,8}")
+"""A sender's file name gives its suffix to the upload and the kept file only if it is
+this short and plain (a name is the sender's to choose: 300 characters, slashes, spaces)."""
+AUDIO_SUFFIXES = {
+    "audio/ogg": ".ogg",
+    "audio/opus": ".ogg",
+    "audio/mpeg": ".mp3",
+    "audio/mp3": ".mp3",
+    "audio/mp4": ".m4a",
+    "audio/x-m4a": ".m4a",
+    "audio/aac": ".m4a",
+    "video/mp4": ".mp4",
+    "audio/wav": ".wav",
+    "audio/x-wav": ".wav",
+    "audio/webm": ".webm",
+    "video/webm": ".webm",
+    "audio/flac": ".flac",
+}
+"""The suffix a transcription endpoint tells the format by, from the MIME type, when the
+file name gives none that is safe."""
+DEFAULT_AUDIO_SUFFIX = ".ogg"
 
 
 def describe_prompt() -> str:
@@ -185,10 +216,9 @@ class MediaReader:
         audio = await self._download(platform, item)
         if audio is None:
             return None
+        suffix = kept_suffix(item.filename, item.mime)
         try:
-            transcript = await self.speech.transcribe(
-                audio, item.filename or "voice.ogg", item.mime
-            )
+            transcript = await self.speech.transcribe(audio, f"voice{suffix}", item.mime)
         except SpeechError as exc:
             logger.warning("voice note %d not transcribed: %s", row.id, exc)
             return None
@@ -197,8 +227,8 @@ class MediaReader:
         )
         if self.speech.config.keep_audio:
             folder = audio_dir(prepared.partner_dir or Path(self.config.data_dir))
-            await asyncio.to_thread(_keep, folder, row.id, item, audio)
-        return transcript or "…"
+            await asyncio.to_thread(_keep, folder / f"{row.id}{suffix}", audio)
+        return cut_text(transcript) or "…"
 
     # ---- photos ------------------------------------------------------------------------
 
@@ -236,7 +266,7 @@ class MediaReader:
         try:
             return await image_url(data, llm.image_max_side, llm.image_max_bytes)
         except NotAnImage as exc:
-            logger.warning("photo of message %d is not an image: %s", row.id, exc)
+            logger.warning("photo of message %d refused: %s", row.id, exc)
             return None
 
     async def _describe(self, url: str, prepared: Prepared) -> str | None:
@@ -273,11 +303,14 @@ class MediaReader:
 
 def _note(items: list[MediaRow], sees: bool) -> str:
     """How a message with these media is marked for the model. A photo nobody described,
-    for a partner that cannot see, is named as such so that it answers kindly."""
+    for a partner that cannot see, is named as such so that it answers kindly; so is a
+    photo that could not be fetched or opened (a damaged file, an image bomb)."""
     notes = []
     for item in items:
         if item.kind in VOICE_KINDS and item.state == DONE:
             notes.append(SPOKEN_NOTE)
+        elif item.kind == PHOTO and item.state == FAILED:
+            notes.append(UNOPENED_PHOTO_NOTE)
         elif item.kind == PHOTO:
             notes.append(PHOTO_NOTE if sees or item.state == DONE else UNSEEN_PHOTO_NOTE)
     return ", ".join(notes)
@@ -289,10 +322,32 @@ def audio_dir(owner_dir: Path) -> Path:
     return owner_dir / "audio"
 
 
-def _keep(folder: Path, message_id: int, item: MediaRow, audio: bytes) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    suffix = Path(item.filename or "voice.ogg").suffix or ".ogg"
-    (folder / f"{message_id}{suffix}").write_bytes(audio)
+def kept_suffix(filename: str | None, mime: str | None) -> str:
+    """The suffix a voice note is uploaded and kept under: its file name's, lower-cased, if
+    short and plain; else its MIME type's; else ``.ogg`` (Telegram's voice notes)."""
+    suffix = Path(filename or "").suffix.lower()
+    if SAFE_SUFFIX.fullmatch(suffix):
+        return suffix
+    return AUDIO_SUFFIXES.get((mime or "").split(";")[0].strip().lower(), DEFAULT_AUDIO_SUFFIX)
+
+
+def _keep(path: Path, audio: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(audio)
+
+
+def delete_kept_audio(folder: Path) -> tuple[int, int]:
+    """Delete every voice note kept in ``folder`` (see :func:`audio_dir`); returns how many
+    files and bytes went."""
+    if not folder.is_dir():
+        return 0, 0
+    files = size = 0
+    for path in folder.iterdir():
+        if path.is_file() and not path.is_symlink():
+            size += path.stat().st_size
+            path.unlink(missing_ok=True)
+            files += 1
+    return files, size
 
 
 def _key(item: MediaRow) -> tuple[int, str, str]:

@@ -1,6 +1,7 @@
-"""Whether a voice note or photo a user sent is within what the gateway fetches: a voice
-note no longer than ``speech.max_seconds``, a file no bigger than the channel can download.
-Over a limit, the user is told what was wrong and what to do instead."""
+"""How much of what a user sends the gateway takes: a voice note no longer than
+``speech.max_seconds``, a file no bigger than the channel can download (over a limit, the
+user is told what was wrong and what to do instead), and a message's text, typed or
+transcribed, cut at :data:`MAX_INBOUND_CHARS` with a note that says so."""
 
 from __future__ import annotations
 
@@ -12,6 +13,16 @@ TOO_LONG = (
 )
 TOO_BIG = "That {what} is too big for me to open ({size} MB; the limit is {limit} MB)."
 MEGABYTE = 1024 * 1024
+MAX_INBOUND_CHARS = 16_000
+"""The most text one message brings to the model, typed or spoken."""
+CUT_NOTE = "\n[message cut: it was longer than {limit} characters]"
+
+
+def cut_text(text: str) -> str:
+    """``text`` up to :data:`MAX_INBOUND_CHARS`, marked as cut when it was longer."""
+    if len(text) <= MAX_INBOUND_CHARS:
+        return text
+    return text[:MAX_INBOUND_CHARS] + CUT_NOTE.format(limit=MAX_INBOUND_CHARS)
 
 
 def over_limit(media: Media, max_seconds: float, max_bytes: int | None) -> str | None:

@@ -3,8 +3,11 @@
 ``[speech]`` points it at any OpenAI-compatible server — OpenAI itself, faster-whisper or
 speaches, a whisper.cpp server, Kokoro-FastAPI, LocalAI — and defaults to the ``[llm]``
 endpoint and key. Transcription is ``audio.transcriptions`` (``stt_model``), speech is
-``audio.speech`` (``tts_model``, the partner's ``voice:``, Opus). The SDK's exceptions become
-:class:`SpeechError` here, so nothing past this module knows the SDK.
+``audio.speech`` (``tts_model``, the partner's ``voice:``, Opus). Every failure of the
+endpoint becomes :class:`SpeechError` here — the SDK's exceptions, and an answer cut short or
+not UTF-8 (the SDK lets its JSON and codec errors through) — so a voice note the endpoint
+failed on takes the path of one nobody could transcribe, and nothing past this module knows
+the SDK.
 
 :func:`speakable` is what may be read aloud of a reply: never code, links or markup.
 """
@@ -34,6 +37,9 @@ URL = re.compile(r"(?:https?://|www\.)\S+", re.IGNORECASE)
 MARKUP = re.compile(r"(?m)^\s{0,3}(?:#{1,6}\s+|>\s?|[-*+]\s+|\d+[.)]\s+)|[*_~|]+|<[^>\n]+>")
 SPACES = re.compile(r"[ \t]+")
 BLANK_LINES = re.compile(r"\n{3,}")
+ENDPOINT_ERRORS = (openai.OpenAIError, ValueError)
+"""The SDK's errors, and ValueError: a body cut short or not JSON (JSONDecodeError), or not
+UTF-8 (UnicodeDecodeError)."""
 
 
 class SpeechError(Exception):
@@ -86,7 +92,7 @@ class SpeechClient:
                 model=self.config.stt_model,
                 file=(filename, audio, mime or "application/octet-stream"),
             )
-        except openai.OpenAIError as exc:
+        except ENDPOINT_ERRORS as exc:
             raise SpeechError(f"transcription failed: {exc}") from exc
         text = getattr(result, "text", None)
         if not isinstance(text, str):
@@ -104,7 +110,7 @@ class SpeechClient:
                 input=text[:MAX_SPEECH_CHARS],
                 response_format=SPEECH_FORMAT,
             )
-        except openai.OpenAIError as exc:
+        except ENDPOINT_ERRORS as exc:
             raise SpeechError(f"speech failed: {exc}") from exc
         audio = response.content
         if not audio.startswith(b"OggS"):

@@ -48,6 +48,7 @@ PLAUSIBLE_ARGS = {
     "export": "example",
     "backup": "",
     "web": "",
+    "voice forget": "example",
 }
 NEEDS_ARGUMENTS = [
     "partner new",

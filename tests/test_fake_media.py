@@ -14,7 +14,7 @@ from telegram import Bot, ReactionTypeEmoji
 from telegram.error import BadRequest
 
 from tests.fakes.fake_discord import FakeDiscord, point_discord_at
-from tests.fakes.fake_llm import Failure, FakeLLM
+from tests.fakes.fake_llm import Cut, Failure, FakeLLM, Malformed
 from tests.fakes.fake_telegram import TOKEN, FakeTelegram
 from tests.fakes.ogg_opus import NotOggOpus, make_ogg_opus, ogg_opus_seconds
 from tests.test_fake_discord import CHANNEL, GUILD, RecordingClient, running
@@ -61,6 +61,18 @@ async def test_transcription_refuses_an_unknown_format_and_scripted_failures(
     fake_llm.script_transcripts(Failure(500, "whisper crashed"))
     with pytest.raises(openai.InternalServerError):
         await client.audio.transcriptions.create(model="m", file=("v.ogg", b"OggS", "audio/ogg"))
+
+
+async def test_transcription_answers_a_scripted_body_as_it_is_or_cut_off(
+    fake_llm: FakeLLM, client: openai.AsyncOpenAI
+) -> None:
+    fake_llm.script_transcripts(Malformed('{"text": "cut he'), Cut(b'{"text": "whole"}', 5))
+    upload = ("v.ogg", b"OggS", "audio/ogg")
+    with pytest.raises(ValueError, match="Unterminated string"):  # the SDK's JSONDecodeError
+        await client.audio.transcriptions.create(model="m", file=upload)
+    with pytest.raises(openai.APIConnectionError):
+        await client.audio.transcriptions.create(model="m", file=upload)
+    assert len(fake_llm.transcriptions) == 2
 
 
 async def test_speech_answers_ogg_opus_and_records_the_text(

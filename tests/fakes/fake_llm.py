@@ -12,7 +12,8 @@ delays long enough to trigger client timeouts.
 Speech and images, as an OpenAI-compatible endpoint (or a local whisper/Kokoro server) serves
 them: ``POST /v1/audio/transcriptions`` answers a scripted transcript (:meth:`FakeLLM.
 script_transcripts`) and records the audio bytes, file name and model it got
-(``transcriptions``); ``POST /v1/audio/speech`` answers a small valid OGG/Opus file made by
+(``transcriptions``), or a scripted failure, malformed body or answer cut off mid-way
+(:class:`Cut`); ``POST /v1/audio/speech`` answers a small valid OGG/Opus file made by
 :mod:`tests.fakes.ogg_opus` and records the text it was asked to speak (``speeches``). Image
 parts of chat requests are recorded in ``image_parts``. Each rejects what the real service
 rejects: an audio file of an unknown format or over 25 MB, a speech input over 4096
@@ -60,6 +61,7 @@ from tests.fakes.ogg_opus import make_ogg_opus
 __all__ = [
     "EMBEDDING_DIMENSIONS",
     "FAKE_MODEL_ID",
+    "Cut",
     "Failure",
     "ImagePart",
     "SpeechRequest",
@@ -155,7 +157,8 @@ class Failure:
 @dataclass
 class Malformed:
     """A 200 answer that is not a proper completion, as a misbehaving proxy or local server
-    sends one: ``body`` goes out as it is (a dict or list as JSON, a string verbatim)."""
+    sends one: ``body`` goes out as it is (a dict or list as JSON, a string verbatim; bytes
+    verbatim too, as a transcription answer)."""
 
     body: Any
     content_type: str = "application/json"
@@ -163,6 +166,21 @@ class Malformed:
 
 
 Outcome = Reply | Failure | Malformed
+
+
+@dataclass
+class Cut:
+    """A 200 answer that stops part-way: its headers promise all of ``body``, then the
+    connection closes after ``sent_bytes`` of it (a server or proxy that dies mid-answer)."""
+
+    body: bytes
+    sent_bytes: int
+    content_type: str = "application/json"
+
+
+Transcript = str | Failure | Malformed | Cut
+"""What a transcription request answers: the text, an error, a body that is not a proper
+answer, or an answer cut off."""
 
 
 @dataclass(frozen=True)
@@ -366,7 +384,7 @@ class FakeLLM:
         result answered (a vector left out, ``data`` that is not a list, ...); bytes are sent
         as they are (a body that is no JSON)."""
         self._embedding_failures: deque[Failure] = deque()
-        self._transcripts: deque[str | Failure] = deque()
+        self._transcripts: deque[Transcript] = deque()
         self._queue: deque[Outcome] = deque()
         self._counter = itertools.count(1)
         self._condition = asyncio.Condition()
@@ -434,8 +452,9 @@ class FakeLLM:
                 raise TypeError(f"script() takes Reply, Failure or Malformed, got {item!r}")
         self._queue.extend(items)
 
-    def script_transcripts(self, *items: str | Failure) -> None:
-        """Transcripts (or failures) the next transcription requests answer, in order."""
+    def script_transcripts(self, *items: Transcript) -> None:
+        """Transcripts (or failures, malformed or cut answers) the next transcription
+        requests answer, in order."""
         self._transcripts.extend(items)
 
     def script_embeddings(self, *failures: Failure) -> None:
@@ -583,7 +602,7 @@ class FakeLLM:
             return await self._stream_reply(request, body, outcome)
         return self._json_response(self._completion(body, outcome))
 
-    async def _handle_transcription(self, request: web.Request) -> web.Response:
+    async def _handle_transcription(self, request: web.Request) -> web.StreamResponse:
         form = await request.post()
         upload = form.get("file")
         if not isinstance(upload, web.FileField):
@@ -614,8 +633,27 @@ class FakeLLM:
         scripted = self._transcripts.popleft() if self._transcripts else None
         if isinstance(scripted, Failure):
             return self._error_response(scripted)
+        if isinstance(scripted, Malformed):
+            raw = scripted.body
+            if not isinstance(raw, str | bytes):
+                raw = json.dumps(raw)
+            if isinstance(raw, str):
+                raw = raw.encode()
+            return web.Response(body=raw, content_type=scripted.content_type)
+        if isinstance(scripted, Cut):
+            return await self._cut_answer(request, scripted)
         text = scripted if scripted is not None else self.transcription_text(entry)
         return self._json_response({"text": text})
+
+    @staticmethod
+    async def _cut_answer(request: web.Request, cut: Cut) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": cut.content_type})
+        response.content_length = len(cut.body)
+        await response.prepare(request)
+        await response.write(cut.body[: cut.sent_bytes])
+        if request.transport is not None:
+            request.transport.close()
+        return response
 
     async def _handle_speech(self, request: web.Request) -> web.Response:
         try:
