@@ -78,11 +78,16 @@ async def create_pool(
     """A pool of connections to the database at ``url``, one of them opened now, whose
     statements are cancelled after ``statement_timeout_seconds``. A URL that does not parse,
     a server that cannot be reached or refuses us is one line naming the URL (without its
-    password) and what to check."""
+    password) and what to check.
+
+    The pool keeps no floor of connections (``min_size=0``): asyncpg would restore a floor
+    in the background during an outage and log a traceback on each of its retries, while
+    the gateway's own loops already log the outage once (``bot/fault_log.py``)."""
     try:
         pool = await asyncpg.create_pool(
             url,
-            min_size=1,
+            init_size=1,
+            min_size=0,
             max_size=POOL_SIZE,
             timeout=CONNECT_TIMEOUT_SECONDS,
             command_timeout=statement_timeout_seconds,
