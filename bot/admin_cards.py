@@ -136,11 +136,17 @@ async def admin_lore(ctx: CommandContext) -> CommandReply:
     partner = ctx.catalog.require(ctx.args[0])
     lore = services(ctx).lore
     book = await asyncio.to_thread(lore.book, partner.id, partner.dir) if lore else None
+    problems = lore.problems.get(partner.id, ()) if lore else ()
+    if book is None and problems:
+        return CommandReply(
+            f"{literal_line(partner.name)}'s lorebook is not used: {literal_line(problems[0])}"
+        )
     if book is None or not book.entries:
         return CommandReply(f"{literal_line(partner.name)} has no lorebook entries.")
     query = " ".join(ctx.args[1:])
     shown = [e for e in book.entries if not query or _mentions(e, query)]
     lines = [_heading(partner.name, book, len(shown), query)]
+    lines += [f"Problem: {literal_line(problem)}" for problem in problems]
     last = lore.last.get(partner.id) if lore else None
     if last is not None:
         fired = ", ".join(literal_line(label) for label in last.fired) or "none"

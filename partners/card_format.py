@@ -10,7 +10,9 @@ a card is untrusted input from the internet.
 
 A card read is a :class:`Card`: the V3 ``data`` object with every field present (V1 and V2
 cards are lifted into it), plus the image the card was carried in with the card chunks taken
-out — the partner's avatar. CHARX (zip) cards are not read: no maintained parser exists.
+out — the partner's avatar. Its ``character_book`` is checked by ``partners/lore_format.py``
+where the book is taken in (``partners/cards.py``, ``companion lore import``). CHARX (zip)
+cards are not read: no maintained parser exists.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ MAX_CARD_FILE_BYTES = 20 * 1024 * 1024
 """A card file (the PNG with its image) larger than this is refused before it is parsed."""
 MAX_CARD_JSON_BYTES = 8 * 1024 * 1024
 """The card's JSON itself (a 1 MB description and a 500-entry lorebook fit easily)."""
-MAX_LORE_ENTRIES = 20_000
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 CARD_KEYWORDS = ("ccv3", "chara")
@@ -147,30 +148,7 @@ def _checked(data: object, filename: str) -> dict[str, Any]:
     if not isinstance(data.get("extensions", {}), dict):
         raise CardError(f"{filename}: field 'extensions' should be an object")
     data.setdefault("extensions", {})
-    book = data.get("character_book")
-    if book is not None:
-        check_book(book, f"{filename}: character_book")
     return data
-
-
-def check_book(book: object, where: str) -> None:
-    """A lorebook in the spec's ``character_book`` shape, or CardError naming what is off."""
-    if not isinstance(book, dict) or not isinstance(book.get("entries"), list):
-        raise CardError(f"{where}: should be an object with a list of 'entries'")
-    entries = book["entries"]
-    if len(entries) > MAX_LORE_ENTRIES:
-        raise CardError(f"{where}: {len(entries)} entries is over the limit of {MAX_LORE_ENTRIES}")
-    for number, entry in enumerate(entries, 1):
-        if not isinstance(entry, dict):
-            raise CardError(f"{where}: entry {number} is not an object")
-        for field in ("keys", "secondary_keys"):
-            keys = entry.get(field) or []
-            if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-                raise CardError(f"{where}: entry {number}: {field!r} should be a list of texts")
-        if not isinstance(entry.get("extensions") or {}, dict):
-            raise CardError(f"{where}: entry {number}: 'extensions' should be an object")
-        if not isinstance(entry.get("content", ""), str):
-            raise CardError(f"{where}: entry {number}: 'content' should be text")
 
 
 def _card_from_png(raw: bytes, filename: str) -> tuple[bytes, bytes]:

@@ -38,6 +38,7 @@ from partners.card_format import (
     write_png,
 )
 from partners.lore_books import LOREBOOK_FILE, read_book
+from partners.lore_format import check_book
 from partners.persona import (
     AVATAR_FILE,
     MAX_DESCRIPTION_CHARS,
@@ -136,16 +137,18 @@ def plan_import(raw: bytes, filename: str, partner_id: str | None, root: Path) -
         if text.strip():
             files[file_name] = text.encode("utf-8")
     files[CARD_FILE] = _side_file(data)
-    book = data.get("character_book")
-    if book is not None:
-        files[LOREBOOK_FILE] = dump_book(book)
+    entries = 0
+    if data.get("character_book") is not None:
+        book = check_book(data["character_book"], f"{filename}: character_book")
+        files[LOREBOOK_FILE] = dump_book(book.book)
+        entries = len(book.entries)
+        notes += book.notes
     if card.image is not None:
         files[AVATAR_FILE] = card.image
     notes += [f"kept, not used: {label}" for key, label in UNUSED_FIELDS.items() if data.get(key)]
     if data.get("extensions"):
         notes.append(f"kept, not used: extensions ({', '.join(sorted(data['extensions']))})")
     greetings = (1 if data["first_mes"].strip() else 0) + len(data["alternate_greetings"])
-    entries = len(book["entries"]) if book else 0
     return ImportPlan(chosen, name, card.spec, files, entries, greetings, notes)
 
 

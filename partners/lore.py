@@ -26,11 +26,12 @@ from typing import Any, Literal
 import ahocorasick
 
 from bot.store.search_terms import fold
+from partners.lore_format import (
+    FIX_IMPORT,
+    BookEntry,
+    check_book,
+)
 
-DEFAULT_SCAN_DEPTH = 2
-"""Messages scanned for keys when the book does not say (SillyTavern's default)."""
-DEFAULT_TOKEN_BUDGET = 400
-"""Tokens all inserted entries may take per turn when the book does not say."""
 MAX_RECURSION_STEPS = 3
 """Rounds of entries activated by other entries' text, when the book scans recursively."""
 DEFAULT_WHOLE_WORDS = True
@@ -83,64 +84,57 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(ascii_chars / 4) + (len(text) - ascii_chars)
 
 
-def _flag(entry: dict[str, Any], key: str, extension: str, default: bool) -> bool:
-    value = entry.get(key)
-    if value is None:
-        value = entry.get("extensions", {}).get(extension)
-    return default if value is None else bool(value)
+def _first_set(entry: bool | None, extension: bool | None, default: bool) -> bool:
+    """A flag as the entry sets it, else as its extensions do, else the default."""
+    if entry is not None:
+        return entry
+    return default if extension is None else extension
 
 
-def _number(value: object, default: int) -> int:
-    """A number field as written by hand or by some front-end ("5", 5.0, null): a value
-    that is no number takes the default rather than breaking every turn."""
-    if isinstance(value, bool) or value is None:
-        return default
-    try:
-        return int(float(value))  # type: ignore[arg-type]
-    except (TypeError, ValueError, OverflowError):
-        return default
-
-
-def parse_entry(index: int, entry: dict[str, Any]) -> LoreEntry:
-    """One ``character_book`` entry; SillyTavern's settings are read from its extensions."""
-    ext = entry.get("extensions") or {}
-    keys = tuple(k for k in entry.get("keys", []) if k.strip())
-    secondary = tuple(k for k in entry.get("secondary_keys") or [] if k.strip())
-    raw_position = entry.get("position") or ("after_char" if ext.get("position") else "before_char")
-    probability = _number(ext.get("probability"), 100) if ext.get("useProbability", True) else 100
-    label = str(entry.get("name") or entry.get("comment") or (keys[0] if keys else f"#{index}"))
-    content = str(entry.get("content", ""))
+def parse_entry(index: int, entry: BookEntry) -> LoreEntry:
+    """One checked ``character_book`` entry; SillyTavern's settings are read from its
+    extensions."""
+    ext = entry.extensions
+    keys = tuple(k for k in entry.keys if k.strip())
+    secondary = tuple(k for k in entry.secondary_keys if k.strip())
+    raw_position = entry.position or ("after_char" if ext.position else "before_char")
+    probability = ext.probability if ext.useProbability and ext.probability is not None else 100
+    label = entry.name or entry.comment or (keys[0] if keys else f"#{index}")
     return LoreEntry(
         index=index,
         label=label,
         keys=keys,
         secondary_keys=secondary,
-        selective=bool(entry.get("selective")) and bool(secondary),
-        logic=LOGIC_BY_NUMBER.get(_number(ext.get("selectiveLogic"), 0), "and_any"),
-        content=content,
-        constant=bool(entry.get("constant")),
-        enabled=entry.get("enabled", True) is not False,
-        order=_number(entry.get("insertion_order"), 100),
-        priority=_number(entry.get("priority"), 0),
+        selective=entry.selective and bool(secondary),
+        logic=LOGIC_BY_NUMBER.get(ext.selectiveLogic, "and_any"),
+        content=entry.content,
+        constant=entry.constant,
+        enabled=entry.enabled,
+        order=entry.insertion_order,
+        priority=entry.priority,
         position="after_char" if raw_position == "after_char" else "before_char",
         probability=max(0, min(100, probability)),
-        case_sensitive=_flag(entry, "case_sensitive", "case_sensitive", False),
-        whole_words=_flag(entry, "match_whole_words", "match_whole_words", DEFAULT_WHOLE_WORDS),
-        exclude_recursion=bool(ext.get("exclude_recursion")),
-        prevent_recursion=bool(ext.get("prevent_recursion")),
-        tokens=estimate_tokens(content),
+        case_sensitive=_first_set(entry.case_sensitive, ext.case_sensitive, False),
+        whole_words=_first_set(entry.match_whole_words, ext.match_whole_words, DEFAULT_WHOLE_WORDS),
+        exclude_recursion=ext.exclude_recursion,
+        prevent_recursion=ext.prevent_recursion,
+        tokens=estimate_tokens(entry.content),
     )
 
 
 class Lorebook:
     """A book's entries and the automata that find their keys, built once per load."""
 
-    def __init__(self, book: dict[str, Any]) -> None:
-        self.name = str(book.get("name") or "")
-        self.scan_depth = _number(book.get("scan_depth"), DEFAULT_SCAN_DEPTH)
-        self.token_budget = _number(book.get("token_budget"), DEFAULT_TOKEN_BUDGET)
-        self.recursive = bool(book.get("recursive_scanning"))
-        self.entries = tuple(parse_entry(i, e) for i, e in enumerate(book.get("entries", [])))
+    def __init__(self, book: object, where: str = "lorebook", fix: str = FIX_IMPORT) -> None:
+        """``book`` as a ``character_book`` document; CardError if the book itself is wrong
+        (``partners/lore_format.py``), its bad entries left out with a line in ``notes``."""
+        checked = check_book(book, where, fix)
+        self.notes = checked.notes
+        self.name = checked.settings.name
+        self.scan_depth = checked.settings.scan_depth
+        self.token_budget = checked.settings.token_budget
+        self.recursive = checked.settings.recursive_scanning
+        self.entries = tuple(parse_entry(i, e) for i, e in enumerate(checked.entries))
         self._folded = ahocorasick.Automaton()
         self._exact = ahocorasick.Automaton()
         self._constants = {e.index for e in self.entries if e.constant and e.enabled}

@@ -79,3 +79,23 @@ async def test_owner_edits_post_history_instructions_which_follow_the_next_messa
     last = harness.llm.requests[-1]["messages"]
     assert last[-1]["content"] == "Reply as Mira."
     assert "Reply as" not in last[0]["content"]
+
+
+async def test_lore_names_the_entries_left_out_of_a_stored_book(harness: Harness) -> None:
+    book = {
+        "entries": [
+            {**entry([], "Bad.", comment="Broken"), "keys": 5},
+            entry(["harbour"], "Boats come at dawn.", comment="Harbour"),
+        ]
+    }
+    (partner_dir(harness) / "lorebook.json").write_text(json.dumps(book), encoding="utf-8")
+    answer = await admin(harness, "/admin lore example")
+    assert "1 entries" in answer and "Boats come at dawn" in answer
+    assert r"entry 1 \('Broken'\): 'keys' should be a list of texts, not a number" in answer
+
+
+async def test_lore_says_why_a_stored_book_is_not_used(harness: Harness) -> None:
+    (partner_dir(harness) / "lorebook.json").write_text('{"entries": 5}', encoding="utf-8")
+    answer = await admin(harness, "/admin lore example")
+    assert answer.startswith("Mira's lorebook is not used:")
+    assert "should be an object with a list of 'entries'" in answer

@@ -75,3 +75,28 @@ def test_lore_import_adds_world_info_entries_to_a_partner(tmp_path: Path) -> Non
     book = json.loads((tmp_path / "data" / "partners" / "one" / "lorebook.json").read_text())
     assert [e["content"] for e in book["entries"]][-1] == "Boats."
     assert len(book["entries"]) == 3
+
+
+def test_lore_import_leaves_out_a_bad_entry_and_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path)
+    card = tmp_path / "in.json"
+    card.write_bytes(cards.as_json(cards.v2()))
+    assert run(config, "partners", "import", str(card), "--id", "one", "--yes") == 0
+    world = tmp_path / "world.json"
+    entries = {
+        "0": {"uid": 0, "key": "harbour", "content": "Boats."},
+        "1": {"uid": 1, "key": 5, "comment": "Gate", "content": "The gate."},
+    }
+    world.write_text(json.dumps({"entries": entries}), encoding="utf-8")
+    capsys.readouterr()
+    assert run(config, "lore", "import", str(world), "one") == 0
+    shown = capsys.readouterr()
+    assert shown.err == (
+        "note: world.json: entry 2 (uid 1, 'Gate'): 'key' should be a list of texts, "
+        "not a number; left out\n"
+    )
+    assert "added 1 entries" in shown.out
+    book = json.loads((tmp_path / "data" / "partners" / "one" / "lorebook.json").read_text())
+    assert [(e["keys"], e["content"]) for e in book["entries"]] == [(["harbour"], "Boats.")]

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
+import pytest
+
 from partners.lore import LORE_FRAME, Lorebook, estimate_tokens
-from partners.lore_books import from_world_info
+from partners.lore_format import from_world_info
 from tests.conftest import Harness, dm
 from tests.fakes.fake_llm import Reply
 
@@ -139,7 +142,7 @@ def test_sillytavern_world_info_converts_to_a_character_book() -> None:
             }
         }
     }
-    book = from_world_info(world, "world.json")
+    book = from_world_info(world, "world.json").book
     assert book["entries"][0]["position"] == "after_char"
     assert fired(book, "elara's sword") == ["Elara's blade"]
     assert fired(book, "elara alone") == []
@@ -175,17 +178,6 @@ async def test_fired_entries_go_after_the_frozen_prompt_and_the_prefix_stays(
     assert second[-2]["content"].endswith("and the weather?")
 
 
-def test_numbers_written_as_text_or_nonsense_take_their_defaults() -> None:
-    book = {
-        "scan_depth": "3",
-        "token_budget": None,
-        "entries": [entry(["a"], "ok", insertion_order="x", extensions={"probability": "50"})],
-    }
-    loaded = Lorebook(book)
-    assert loaded.scan_depth == 3 and loaded.entries[0].probability == 50
-    assert loaded.entries[0].order == 100
-
-
 async def test_a_broken_lorebook_file_does_not_stop_the_partner(harness: Harness) -> None:
     partner = harness.app.catalog.require("example")
     (partner.dir / "lorebook.json").write_text('{"entries": [', encoding="utf-8")
@@ -193,3 +185,48 @@ async def test_a_broken_lorebook_file_does_not_stop_the_partner(harness: Harness
     await harness.send(dm(42, "hello"))
     await harness.settle()
     assert harness.channel.texts() == ["still here"]
+
+
+async def test_a_stored_book_that_does_not_read_is_skipped_with_one_warning(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    partner = harness.app.catalog.require("example")
+    (partner.dir / "lorebook.json").write_text('{"entries": 5}', encoding="utf-8")
+    harness.llm.script(Reply(text="one"), Reply(text="two"))
+    with caplog.at_level(logging.WARNING, logger="partners.lore_books"):
+        await harness.send(dm(42, "hello"))
+        await harness.settle()
+        await harness.send(dm(42, "hello again"))
+        await harness.settle()
+    assert harness.channel.texts() == ["one", "two"]
+    warnings = [r.getMessage() for r in caplog.records if "lorebook" in r.getMessage()]
+    assert len(warnings) == 1 and "'entries'" in warnings[0]
+
+
+async def test_a_stored_entry_with_null_fields_still_fires(harness: Harness) -> None:
+    partner = harness.app.catalog.require("example")
+    book = {"entries": [entry(["lighthouse"], "Oren keeps it.", extensions=None, name=None)]}
+    (partner.dir / "lorebook.json").write_text(json.dumps(book), encoding="utf-8")
+    harness.llm.script(Reply(text="yes"))
+    await harness.send(dm(42, "the lighthouse?"))
+    await harness.settle()
+    assert harness.channel.texts() == ["yes"]
+    assert "Oren keeps it." in harness.llm.requests[-1]["messages"][-1]["content"]
+
+
+async def test_a_stored_entry_with_a_bad_field_is_left_out_and_the_rest_fire(
+    harness: Harness,
+) -> None:
+    partner = harness.app.catalog.require("example")
+    book = {
+        "entries": [
+            {**entry([], "BROKEN"), "keys": {"a": 1}},
+            entry(["lighthouse"], "Oren keeps it."),
+        ]
+    }
+    (partner.dir / "lorebook.json").write_text(json.dumps(book), encoding="utf-8")
+    harness.llm.script(Reply(text="yes"))
+    await harness.send(dm(42, "the lighthouse?"))
+    await harness.settle()
+    last = harness.llm.requests[-1]["messages"][-1]["content"]
+    assert "Oren keeps it." in last and "BROKEN" not in last
