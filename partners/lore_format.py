@@ -17,7 +17,8 @@ What a book may hold, decided here once for every door it comes through:
   owner reads the notes before confirming an import (and in the log and ``/admin lore`` for a
   stored book);
 - a book whose own settings are wrong (no list of entries, a token budget that is no number)
-  is refused whole, in one line: nothing in it can be trusted to mean what it says.
+  is refused whole, in one line: nothing in it can be trusted to mean what it says;
+- a ``token_budget`` over ``MAX_TOKEN_BUDGET`` is lowered to it, with a note.
 
 A checked book keeps every field it came with (front-ends' own settings included), so an
 export loses nothing; only nulls, lone keys and numbers written as text are rewritten.
@@ -45,6 +46,11 @@ DEFAULT_SCAN_DEPTH = 2
 """Messages scanned for keys when the book does not say (SillyTavern's default)."""
 DEFAULT_TOKEN_BUDGET = 400
 """Tokens all inserted entries may take per turn when the book does not say."""
+MAX_TOKEN_BUDGET = 8_000
+"""The most a book's entries may take per turn, whatever the book asks: the gateway does not
+know the model's context window, and 8,000 tokens (some 32,000 characters) of background is
+well past what front-ends send by default, where a card asking for millions would make every
+request megabytes long."""
 MAX_LORE_ENTRIES = 20_000
 MAX_LABEL_CHARS = 40
 """How much of an entry's comment names it in a note."""
@@ -188,6 +194,12 @@ def check_book(document: object, where: str, fix: str = FIX_IMPORT) -> CheckedBo
         )
     settings = _settings(document, where, fix)
     notes: list[str] = []
+    if settings.token_budget > MAX_TOKEN_BUDGET:
+        notes.append(
+            f"{where}: token_budget {settings.token_budget:,} lowered to {MAX_TOKEN_BUDGET:,} "
+            "(the most a turn takes)"
+        )
+        settings = settings.model_copy(update={"token_budget": MAX_TOKEN_BUDGET})
     entries = []
     for number, raw in enumerate(raw_entries, 1):
         entry = _entry(BookEntry, raw, f"{where}: entry {number}", notes)

@@ -4,6 +4,7 @@ is left out with a note that names it, a book whose own settings are wrong is re
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,8 @@ from hypothesis import strategies as st
 
 from partners.card_format import CardError
 from partners.cards import plan_import
-from partners.lore import Lorebook
-from partners.lore_format import from_world_info
+from partners.lore import Lorebook, estimate_tokens
+from partners.lore_format import MAX_TOKEN_BUDGET, from_world_info
 from tests import card_fixtures as cards
 from tests.test_lore import entry, fired
 
@@ -108,6 +109,21 @@ def test_the_stored_book_keeps_what_front_ends_wrote_and_fills_only_nulls(
     plan = plan_import(card_with_book({"entries": [written]}), "c.json", "c", tmp_path)
     assert b'"display_index": 4' in plan.files["lorebook.json"]
     assert b'"extensions": {}' in plan.files["lorebook.json"]
+
+
+def test_a_token_budget_over_the_ceiling_is_lowered_with_a_note(tmp_path: Path) -> None:
+    book = {"token_budget": 10**9, "entries": [entry(["harbour"], "Boats.")]}
+    plan = plan_import(card_with_book(book), "c.json", "c", tmp_path)
+    assert json.loads(plan.files["lorebook.json"])["token_budget"] == MAX_TOKEN_BUDGET
+    lowered = f"token_budget 1,000,000,000 lowered to {MAX_TOKEN_BUDGET:,} (the most a turn takes)"
+    assert f"c.json: character_book: {lowered}" in plan.notes
+
+
+def test_what_fires_stays_within_the_ceiling_whatever_the_book_asks() -> None:
+    entries = [entry(["harbour"], f"{i} " + "tide " * 2_000) for i in range(40)]
+    book = Lorebook({"token_budget": 10**9, "entries": entries})
+    text = book.fire(["the harbour"]).text
+    assert MAX_TOKEN_BUDGET // 2 < estimate_tokens(text) <= MAX_TOKEN_BUDGET + 100
 
 
 JSON = st.recursive(
