@@ -26,7 +26,7 @@ from typing import Any
 
 from partners.card_format import CardError
 from partners.lore import Lorebook
-from partners.persona import Partner
+from partners.persona import Partner, fill_placeholders
 
 logger = logging.getLogger(__name__)
 
@@ -141,4 +141,4 @@ class LoreLibrary:
             if instructions:
                 parts.append(instructions)
         values = {"char": partner.name, "partner": partner.name, "user": user}
-        return _PLACEHOLDERS.sub(lambda m: values[m.group(1).lower()], "\n\n".join(parts))
+        return fill_placeholders("\n\n".join(parts), _PLACEHOLDERS, values, any_case=True)
