@@ -8,6 +8,13 @@ the book is loaded, so a 10,000-entry book costs well under a millisecond per tu
 matched as whole words unless an entry says otherwise (``match_whole_words: false``); keys in
 CJK scripts, which have no spaces, match anywhere.
 
+The work of a turn is linear in the text it scans, whatever the book holds: the messages, then
+(with recursive scanning) at most ``MAX_RECURSION_STEPS`` rounds, each reading only the text of
+the entries the round before brought into the turn within its token budget, all of a round as
+one text. An automaton reports every key ending at each place, and keys are at most
+``MAX_KEY_CHARS`` long (``partners/lore_format.py``), so overlapping keys ("w", "w w", …) cost
+a bounded number of reports per character. :class:`ScanWork` counts it.
+
 What fires goes into the turn after the frozen system prompt (``bot/chat.py``), never into it,
 so the prompt stays byte-identical and provider prompt caches keep hitting.
 """
@@ -21,6 +28,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Literal
 
 import ahocorasick
@@ -70,11 +78,29 @@ class LoreEntry:
     tokens: int
 
 
+@dataclass
+class ScanWork:
+    """What one :meth:`Lorebook.fire` cost, counted rather than timed. It grows with the
+    text scanned, never with the number of entries or how their keys overlap."""
+
+    rounds: int = 0
+    """Scans: the messages, then one per recursion step."""
+    matcher_calls: int = 0
+    """Passes of an automaton over a text (two automata: folded keys and exact ones)."""
+    chars: int = 0
+    """Characters the automata read."""
+    matches: int = 0
+    """Keys the automata reported (one per key ending at each place)."""
+
+
 @dataclass(frozen=True)
 class Fired:
     entries: tuple[LoreEntry, ...]
+    """In the order they go into the turn: before-the-persona ones first, each group in
+    insertion order."""
     text: str
     """The message that goes into the turn ("" when nothing fired)."""
+    work: ScanWork
 
 
 def estimate_tokens(text: str) -> int:
@@ -179,29 +205,59 @@ class Lorebook:
 
     def fire(self, messages: Sequence[str], chance: Callable[[], float] = random.random) -> Fired:
         """The entries the newest ``scan_depth`` of ``messages`` (oldest first) bring in,
-        within the token budget, and the text that carries them into the turn."""
-        scanned = messages[-self.scan_depth :] if self.scan_depth > 0 else []
-        active = self._activated(self._found(scanned), set(), chance, by_recursion=False)
-        seen = set(active)
-        steps = 0
-        new = active
-        while self.recursive and new and steps < MAX_RECURSION_STEPS:
-            steps += 1
-            more = [self.entries[i].content for i in new if not self.entries[i].prevent_recursion]
-            new = self._activated(self._found(more), seen, chance, by_recursion=True)
-            seen.update(new)
-            active = active + new
-        chosen = self._within_budget([self.entries[i] for i in active])
-        return Fired(chosen, render(chosen))
+        within the token budget, and the text that carries them into the turn.
 
-    def _found(self, texts: Sequence[str]) -> set[int]:
-        """The ids of the needles (keys) found in ``texts``; a key said a hundred times is
-        one id."""
+        With recursive scanning, each round scans only the text of the entries the round
+        before brought in that made it into the turn (within the budget), once; an entry
+        already in never comes again, and there are at most ``MAX_RECURSION_STEPS`` rounds.
+        So a turn scans at most the messages plus that many budgets' worth of entry text,
+        however large the book or however its keys overlap."""
+        work = ScanWork()
+        scanned = list(messages[-self.scan_depth :]) if self.scan_depth > 0 else []
+        active = self._activated(self._found(scanned, work), set(), chance, by_recursion=False)
+        seen = set(active)
+        kept = self._within_budget(active)
+        lending = self._lending(active, kept)
+        steps = 0
+        while self.recursive and lending and steps < MAX_RECURSION_STEPS:
+            steps += 1
+            texts = [self.entries[i].content for i in lending]
+            new = self._activated(self._found(texts, work), seen, chance, by_recursion=True)
+            seen.update(new)
+            active += new
+            kept = self._within_budget(active)
+            lending = self._lending(new, kept)
+        chosen = sorted(
+            (self.entries[i] for i in kept),
+            key=lambda e: (e.position != "before_char", e.order, e.index),
+        )
+        return Fired(tuple(chosen), render(chosen), work)
+
+    def _lending(self, new: list[int], kept: set[int]) -> list[int]:
+        """Which of the ``new`` entries' texts the next round scans: those in the turn
+        whose text may fire others (and has any: each text read takes budget)."""
+        return [
+            i
+            for i in new
+            if i in kept and self.entries[i].tokens and not self.entries[i].prevent_recursion
+        ]
+
+    def _found(self, texts: Sequence[str], work: ScanWork) -> set[int]:
+        """The ids of the needles (keys) found in ``texts``, read as one text per automaton:
+        the matcher runs once a round, not once an entry; a key said a hundred times is one
+        id."""
+        work.rounds += 1
         found: set[int] = set()
         for automaton, prepared in ((self._folded, _folded), (self._exact, _exact)):
-            if len(automaton):
-                for text in texts:
-                    found.update(needle for _, needle in automaton.iter(prepared(text)))
+            if not len(automaton) or not texts:
+                continue
+            # a needle never holds a line break, so none matches across two texts
+            text = "\n".join(prepared(t) for t in texts)
+            hits = list(map(itemgetter(1), automaton.iter(text)))
+            work.matcher_calls += 1
+            work.chars += len(text)
+            work.matches += len(hits)
+            found.update(hits)
         return found
 
     def _activated(
@@ -245,19 +301,21 @@ class Lorebook:
             return matched == len(secondary)
         return matched < len(secondary)  # not_all
 
-    def _within_budget(self, entries: list[LoreEntry]) -> tuple[LoreEntry, ...]:
+    def _within_budget(self, active: list[int]) -> set[int]:
         """Constant entries first, then by priority and insertion order, until the budget is
-        spent; shown before-the-persona entries first, each group in insertion order."""
-        ranked = sorted(entries, key=lambda e: (not e.constant, -e.priority, e.order, e.index))
-        kept: list[LoreEntry] = []
+        spent."""
+        ranked = sorted(
+            (self.entries[i] for i in active),
+            key=lambda e: (not e.constant, -e.priority, e.order, e.index),
+        )
+        kept: set[int] = set()
         used = 0
         for entry in ranked:
             if used + entry.tokens > self.token_budget:
                 break
             used += entry.tokens
-            kept.append(entry)
-        kept.sort(key=lambda e: (e.position != "before_char", e.order, e.index))
-        return tuple(kept)
+            kept.add(entry.index)
+        return kept
 
 
 @functools.lru_cache(maxsize=512)

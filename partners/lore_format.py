@@ -11,7 +11,7 @@ What a book may hold, decided here once for every door it comes through:
   key per letter;
 - a number written as text (``"5"``) or as a float is a number;
 - an entry holding anything else of the wrong type (keys that are not texts, content that is
-  an object, extensions that are a list) is left out, with a
+  an object, extensions that are a list, a key over ``MAX_KEY_CHARS``) is left out, with a
   note naming the entry (its number, id or uid, and comment) and the field. The rest of the
   book is kept: one bad entry in a 500-entry world should not cost the other 499, and the
   owner reads the notes before confirming an import (and in the log and ``/admin lore`` for a
@@ -51,6 +51,10 @@ MAX_TOKEN_BUDGET = 8_000
 know the model's context window, and 8,000 tokens (some 32,000 characters) of background is
 well past what front-ends send by default, where a card asking for millions would make every
 request megabytes long."""
+MAX_KEY_CHARS = 100
+"""A key is a name or a phrase. The cap also bounds how many keys can end at one place in a
+text (``partners/lore.py``), which keeps the scan linear in the text however the keys
+overlap."""
 MAX_LORE_ENTRIES = 20_000
 MAX_LABEL_CHARS = 40
 """How much of an entry's comment names it in a note."""
@@ -78,7 +82,8 @@ def _number(value: object) -> object:
     raise ValueError("not a number")
 
 
-Keys = Annotated[list[str], BeforeValidator(_lone_text)]
+Key = Annotated[str, Field(max_length=MAX_KEY_CHARS)]
+Keys = Annotated[list[Key], BeforeValidator(_lone_text)]
 Number = Annotated[int, BeforeValidator(_number)]
 
 
@@ -269,6 +274,9 @@ def _problem(exc: ValidationError, raw: dict[str, Any]) -> str:
     path, value, item = _located(error["loc"], raw)
     field = ".".join(path) or "?"
     expected = _expected(error["type"], path)
+    if error["type"] == "string_too_long" and path and path[-1] in ("keys", "key"):
+        found = len(str(error["input"]))
+        return f"{field!r}: a key of {found} characters is over the limit of {MAX_KEY_CHARS}"
     if item is not None:
         return f"{field!r} should be {expected}; its item {item + 1} is {_kind(value)}"
     return f"{field!r} should be {expected}, not {_kind(value)}"
