@@ -9,7 +9,6 @@ partners.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,11 +16,18 @@ from typing import Any
 from bot import terminal
 from bot.app import DataDirLock
 from bot.config import Config
-from partners.card_format import MAX_CARD_FILE_BYTES, CardError, read_card
+from partners.card_format import MAX_CARD_FILE_BYTES, CardError, parse_json, read_card
 from partners.cards import dump_book, export_card, plan_import, write_import
 from partners.catalog import PartnerCatalog
 from partners.lore_books import LOREBOOK_FILE, read_book
-from partners.lore_format import MAX_LORE_ENTRIES, CheckedBook, check_book, from_world_info
+from partners.lore_format import (
+    FIX_WORLD_INFO,
+    MAX_LORE_ENTRIES,
+    MAX_LOREBOOK_BYTES,
+    CheckedBook,
+    check_book,
+    from_world_info,
+)
 
 
 class CardCommandError(Exception):
@@ -139,7 +145,13 @@ def _merge(path: Path, incoming: CheckedBook) -> int:
     book["entries"] = [*book["entries"], *incoming.book["entries"]]
     if not before:
         book.update({k: v for k, v in incoming.book.items() if k != "entries"})
-    path.write_bytes(dump_book(book))
+    body = dump_book(book)
+    if len(body) > MAX_LOREBOOK_BYTES:  # it would no longer load: the partner would lose it
+        raise CardCommandError(
+            f"{path} would be {len(body):,} bytes with these entries, over the limit of "
+            f"{MAX_LOREBOOK_BYTES:,}: remove some first"
+        )
+    path.write_bytes(body)
     return before
 
 
@@ -147,14 +159,11 @@ def lore_from_file(raw: bytes, name: str) -> CheckedBook:
     """A lorebook from world-info JSON, a ``character_book``, or a card that carries one."""
     if not raw.startswith(b"{"):
         return _card_book(raw, name)
-    try:
-        document = json.loads(raw.decode("utf-8-sig"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise CardError(f"{name}: not a lorebook: invalid JSON ({str(exc)[:100]})") from None
+    document = parse_json(raw, name, MAX_LOREBOOK_BYTES, FIX_WORLD_INFO)
     if isinstance(document, dict) and "spec" in document:
         return _card_book(raw, name)
     if not isinstance(document, dict):
-        raise CardError(f"{name}: not a lorebook: the JSON is not an object")
+        raise CardError(f"{name}: not a lorebook: the JSON is not an object; {FIX_WORLD_INFO}")
     return from_world_info(document, name)
 
 

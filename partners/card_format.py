@@ -23,6 +23,7 @@ import copy
 import json
 import struct
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,13 @@ MAX_CARD_FILE_BYTES = 20 * 1024 * 1024
 """A card file (the PNG with its image) larger than this is refused before it is parsed."""
 MAX_CARD_JSON_BYTES = 8 * 1024 * 1024
 """The card's JSON itself (a 1 MB description and a 500-entry lorebook fit easily)."""
+
+MAX_JSON_DEPTH = 64
+"""Objects and lists inside each other, at most, in any JSON read here (cards, lorebooks,
+world info): front-ends nest a handful deep. Past about a thousand levels Python's parser
+fails with RecursionError, and so would every later walk over the data (checks, copies,
+writing it out again)."""
+FIX_CARD = "export the card again from its front-end"
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 CARD_KEYWORDS = ("ccv3", "chara")
@@ -92,18 +100,47 @@ def read_card(raw: bytes, filename: str = "card") -> Card:
     return parse_card_json(raw, filename)
 
 
-def parse_card_json(raw: bytes | str, filename: str = "card") -> Card:
-    """A card from its JSON text (V1, V2 or V3)."""
-    if len(raw) > MAX_CARD_JSON_BYTES:
+def parse_json(raw: bytes | str, where: str, max_bytes: int, fix: str) -> Any:
+    """The JSON document in ``raw``, or CardError in one line naming ``where``, what is wrong
+    (too large, invalid, nested deeper than ``MAX_JSON_DEPTH``) and ``fix``, what to do."""
+    if len(raw) > max_bytes:
         raise CardError(
-            f"{filename}: the card's JSON is {len(raw):,} bytes, over the limit of "
-            f"{MAX_CARD_JSON_BYTES:,}"
+            f"{where}: {len(raw):,} bytes of JSON is over the limit of {max_bytes:,}; {fix}"
         )
     try:
-        text = raw.decode("utf-8-sig") if isinstance(raw, bytes) else raw
-        document = json.loads(text)
+        document = json.loads(raw.decode("utf-8-sig") if isinstance(raw, bytes) else raw)
+    except RecursionError:
+        document = None
+        too_deep = True
     except (UnicodeDecodeError, ValueError) as exc:
-        raise CardError(f"{filename}: not a card: invalid JSON ({_first_line(exc)})") from None
+        raise CardError(f"{where}: invalid JSON ({_first_line(exc)}); {fix}") from None
+    else:
+        too_deep = _deeper_than(document, MAX_JSON_DEPTH)
+    if too_deep:
+        raise CardError(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels; {fix}")
+    return document
+
+
+def _deeper_than(document: object, levels: int) -> bool:
+    """Whether objects and lists nest more than ``levels`` deep (walked without recursion)."""
+    stack: list[tuple[object, int]] = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children: Iterable[object] = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > levels:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def parse_card_json(raw: bytes | str, filename: str = "card") -> Card:
+    """A card from its JSON text (V1, V2 or V3)."""
+    document = parse_json(raw, filename, MAX_CARD_JSON_BYTES, FIX_CARD)
     if not isinstance(document, dict):
         raise CardError(f"{filename}: not a card: the JSON is not an object")
     spec = document.get("spec")

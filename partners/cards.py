@@ -29,10 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from partners.card_format import (
+    MAX_CARD_JSON_BYTES,
     Card,
     CardError,
     card_json_v3,
     dump_json,
+    parse_json,
     png_image,
     read_card,
     write_png,
@@ -49,6 +51,7 @@ from partners.persona import (
 from partners.preset import read_preset
 
 CARD_FILE = "card.json"
+FIX_HERE = "fix it there"
 FIELD_FILES = {
     "system_prompt": "SYSTEM.md",
     "personality": "SOUL.md",
@@ -213,12 +216,9 @@ def card_data(partner_dir: Path) -> dict[str, Any]:
     side_path = partner_dir / CARD_FILE
     side: dict[str, Any] = {}
     if side_path.exists():
-        try:
-            side = json.loads(side_path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise CardError(
-                f"{side_path}: not valid JSON ({str(exc)[:100]}); fix it there"
-            ) from None
+        side = parse_json(side_path.read_bytes(), str(side_path), MAX_CARD_JSON_BYTES, FIX_HERE)
+        if not isinstance(side, dict):
+            raise CardError(f"{side_path}: should be a JSON object; {FIX_HERE}")
     preset = read_preset(partner_dir / "preset.yml", partner_dir.name)
     full_name = str(side.get("name", ""))
     data: dict[str, Any] = dict(side)

@@ -15,7 +15,6 @@ of the wrong shape are left out with one warning: a turn never fails for its lor
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import re
@@ -24,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from partners.card_format import CardError
+from partners.card_format import CardError, parse_json
 from partners.lore import Lorebook
+from partners.lore_format import MAX_LOREBOOK_BYTES
 from partners.persona import Partner, fill_placeholders
 
 logger = logging.getLogger(__name__)
@@ -43,10 +43,7 @@ def read_book(path: Path) -> dict[str, Any] | None:
     list of entries, each entry as it is in the file; a broken file names itself."""
     if not path.exists():
         return None
-    try:
-        book = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise CardError(f"{path}: not valid JSON ({str(exc)[:100]}); {FIX_STORED}") from None
+    book = parse_json(path.read_bytes(), str(path), MAX_LOREBOOK_BYTES, FIX_STORED)
     if not isinstance(book, dict) or not isinstance(book.get("entries"), list):
         raise CardError(f"{path}: should be an object with a list of 'entries'; {FIX_STORED}")
     return book

@@ -56,6 +56,9 @@ MAX_KEY_CHARS = 100
 text (``partners/lore.py``), which keeps the scan linear in the text however the keys
 overlap."""
 MAX_LORE_ENTRIES = 20_000
+MAX_LOREBOOK_BYTES = 20 * 1024 * 1024
+"""A lorebook's JSON (lorebook.json, a world-info file): as large as a card file may be."""
+FIX_WORLD_INFO = "give a SillyTavern world-info file, a character_book or a card"
 MAX_LABEL_CHARS = 40
 """How much of an entry's comment names it in a note."""
 FIX_IMPORT = "fix the book and import it again"
@@ -355,7 +358,11 @@ def from_world_info(document: dict[str, Any], where: str) -> CheckedBook:
     if isinstance(entries, list):
         return check_book(document, where)
     if not isinstance(entries, dict):
-        raise CardError(f"{where}: not a lorebook: no 'entries'; {FIX_IMPORT}")
+        raise CardError(f"{where}: not a lorebook: no 'entries'; {FIX_WORLD_INFO}")
+    if len(entries) > MAX_LORE_ENTRIES:
+        raise CardError(
+            f"{where}: {len(entries)} entries is over the limit of {MAX_LORE_ENTRIES}; {FIX_IMPORT}"
+        )
     notes: list[str] = []
     book_entries = []
     for number, raw in enumerate(entries.values(), 1):

@@ -99,3 +99,10 @@ async def test_lore_says_why_a_stored_book_is_not_used(harness: Harness) -> None
     answer = await admin(harness, "/admin lore example")
     assert answer.startswith("Mira's lorebook is not used:")
     assert "should be an object with a list of 'entries'" in answer
+
+
+async def test_a_deeply_nested_card_gets_one_line_and_nothing_is_staged(harness: Harness) -> None:
+    raw = cards.deep_card(100_000)
+    answer = await admin(harness, "/admin partner import", attachment=("deep.json", raw))
+    assert "deep.json: JSON nested deeper than 64 levels" in answer and "\n" not in answer
+    assert not (harness.config.data_dir / "imports").exists()

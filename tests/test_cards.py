@@ -134,6 +134,8 @@ def test_an_export_is_a_v3_card_with_v2_fields_for_old_readers(tmp_path: Path) -
         (cards.as_json({"spec": "chara_card_v2", "spec_version": "2.0", "data": []}), "'data'"),
         (cards.as_json(cards.v2(cards.card_data(tags="sea"))), "'tags'"),
         (b"PK\x03\x04rest", "CHARX"),
+        (cards.deep_card(100_000), "nested deeper than 64 levels"),
+        (cards.png_with_raw_text("chara", base64.b64encode(cards.deep_card(100))), "deeper"),
         (b"\x89PNG\r\n\x1a\n" + b"\0" * (MAX_CARD_FILE_BYTES), "over the limit"),
     ],
 )

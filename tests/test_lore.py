@@ -282,3 +282,15 @@ def test_a_key_never_matches_across_two_scanned_texts() -> None:
     book = {"scan_depth": 2, "entries": [entry(["red dragon"], "hit"), entry(["dra"], "x")]}
     assert fired(book, "the red", "dragon") == []
     assert fired(book, "the red dragon", "hello") == ["hit"]
+
+
+async def test_a_deeply_nested_stored_book_is_skipped_and_the_partner_answers(
+    harness: Harness,
+) -> None:
+    partner = harness.app.catalog.require("example")
+    deep = '{"entries": [], "extensions": ' + '{"a": ' * 100_000 + "{}" + "}" * 100_001
+    (partner.dir / "lorebook.json").write_text(deep, encoding="utf-8")
+    harness.llm.script(Reply(text="still here"))
+    await harness.send(dm(42, "hello"))
+    await harness.settle()
+    assert harness.channel.texts() == ["still here"]
