@@ -159,7 +159,7 @@ def slug(name: str) -> str:
     """A partner id from a card's name: ASCII letters and digits, else "card"."""
     ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
     candidate = re.sub(r"[^a-z0-9]+", "-", ascii_name.lower()).strip("-")[:32].strip("-")
-    return candidate if PARTNER_ID.match(candidate) else "card"
+    return candidate if PARTNER_ID.fullmatch(candidate) else "card"
 
 
 def _preset(name: str, data: dict[str, Any]) -> bytes:

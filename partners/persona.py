@@ -27,7 +27,9 @@ from partners.preset import PartnerError, Preset, read_preset
 
 logger = logging.getLogger(__name__)
 
-PARTNER_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+PARTNER_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+"""Matched whole (``fullmatch``): with ``match`` and ``$``, "mira\n" would pass, since ``$``
+also matches before a final line break."""
 PROMPT_FILES = (
     "SYSTEM.md",
     "SOUL.md",
@@ -62,7 +64,7 @@ USER_MEMORY_FRAME = (
 
 
 def check_partner_id(partner_id: str) -> str:
-    if not isinstance(partner_id, str) or not PARTNER_ID.match(partner_id):
+    if not isinstance(partner_id, str) or not PARTNER_ID.fullmatch(partner_id):
         raise PartnerError(
             f"{partner_id!r} is not a valid partner id: use 1-32 lower-case letters, digits, "
             "'-' or '_', starting with a letter or digit"

@@ -14,7 +14,7 @@ from PIL.PngImagePlugin import PngImageFile
 from partners.card_format import MAX_CARD_FILE_BYTES, CardError, read_card
 from partners.cards import export_card, plan_import, write_import
 from partners.catalog import PartnerCatalog
-from partners.persona import PromptContext, assemble_prompt
+from partners.persona import PartnerError, PromptContext, assemble_prompt
 from tests import card_fixtures as cards
 
 
@@ -181,3 +181,9 @@ def test_a_hand_made_partner_exports_its_persona_and_nothing_of_its_memory(
     data = read_card(exported).data
     assert data["name"] == "Mira" and data["system_prompt"].endswith("Answer briefly.")
     assert "PRIVATE" not in json.dumps(data)
+
+
+@pytest.mark.parametrize("bad", ["sirin\n", "sirin\r\n", "\nsirin"])
+def test_an_id_with_a_line_break_is_refused(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(PartnerError, match="not a valid partner id"):
+        plan_import(cards.as_json(cards.v2()), "c.json", bad, tmp_path)

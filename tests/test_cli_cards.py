@@ -160,3 +160,14 @@ def test_lore_import_refuses_to_grow_a_book_past_what_loads(
     assert run(config, "lore", "import", str(world), partner) == 2
     assert "over the limit" in capsys.readouterr().err
     assert stored.read_bytes() == before
+
+
+def test_a_partner_id_with_a_trailing_newline_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(tmp_path)
+    card = tmp_path / "in.json"
+    card.write_bytes(cards.as_json(cards.v2()))
+    assert run(config, "partners", "import", str(card), "--id", "sirin\n", "--yes") == 2
+    assert "'sirin\\n' is not a valid partner id" in capsys.readouterr().err
+    assert not (tmp_path / "data" / "partners").exists()
