@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 
 from partners.card_format import read_card
 from tests import card_fixtures as cards
@@ -106,3 +108,17 @@ async def test_a_deeply_nested_card_gets_one_line_and_nothing_is_staged(harness:
     answer = await admin(harness, "/admin partner import", attachment=("deep.json", raw))
     assert "deep.json: JSON nested deeper than 64 levels" in answer and "\n" not in answer
     assert not (harness.config.data_dir / "imports").exists()
+
+
+async def test_a_card_staged_more_than_a_day_ago_cannot_be_confirmed(harness: Harness) -> None:
+    raw = cards.as_json(cards.v2())
+    answer = await admin(harness, "/admin partner import old", attachment=("old.json", raw))
+    token = answer.split("/admin partner import confirm ")[1].split()[0]
+    staging = harness.config.data_dir / "imports"
+    three_days_ago = time.time() - 3 * 24 * 3600
+    for staged in staging.iterdir():
+        os.utime(staged, (three_days_ago, three_days_ago))
+    again = await admin(harness, f"/admin partner import confirm {token}")
+    assert again == "That import expired (cards wait a day); send the card again."
+    assert harness.app.catalog.get("old") is None
+    assert list(staging.iterdir()) == []
