@@ -245,7 +245,7 @@ def _identity(raw: dict[str, Any]) -> str:
     parts = []
     for field in ("id", "uid"):
         if isinstance(raw.get(field), int | str) and not isinstance(raw[field], bool):
-            parts.append(f"{field} {str(raw[field])[:20]}")
+            parts.append(f"{field} {' '.join(str(raw[field]).split())[:20]}")
     keys = raw.get("keys", raw.get("key"))
     first_key = keys[0] if isinstance(keys, list) and keys else keys
     for label in (raw.get("name"), raw.get("comment"), first_key):
