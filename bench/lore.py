@@ -8,12 +8,18 @@ conversation of 60-300 character messages that mention a few keys (and words tha
 keys). The figure is the whole :meth:`Lorebook.fire` call: folding, the automaton pass,
 selective logic, budget and rendering.
 
-    .venv/bin/python bench/lore.py [--entries 10000] [--turns 2000]
+A second figure is the worst case a card can build: entries whose keys overlap ("w",
+"w w", … up to 45 words) and whose texts are those words again, with recursive scanning on.
+Every entry's text then holds every key, dozens of times at each place; the figure is one
+turn's :meth:`Lorebook.fire` (the best of three) for 100, 1,000 and 5,000 such entries.
+
+    .venv/bin/python bench/lore.py [--entries 10000] [--turns 2000] [--overlapping 100,1000,5000]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import statistics
 import sys
@@ -22,7 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from partners.lore import DEFAULT_TOKEN_BUDGET, Lorebook  # noqa: E402
+from partners.lore import Lorebook  # noqa: E402
+from partners.lore_format import DEFAULT_TOKEN_BUDGET  # noqa: E402
 
 SCAN_DEPTH = 20
 CJK_WORDS = ["東京", "灯台", "港町", "魔法", "騎士団", "図書館", "月光", "深海", "森の精", "旅人"]
@@ -97,10 +104,42 @@ def message(rng: random.Random, keys: list[str]) -> str:
     return " ".join(words)
 
 
+OVERLAP_WORDS = 45
+"""Keys of 1 to 45 one-letter words: the longest is 89 characters, within a key's limit."""
+OVERLAP_TEXT_WORDS = 200
+
+
+def overlapping_book(entries: int) -> dict[str, object]:
+    """Keys that are each other's suffixes, in texts made of them, scanned recursively."""
+    text = " ".join(["w"] * OVERLAP_TEXT_WORDS)
+    return {
+        "recursive_scanning": True,
+        "entries": [
+            {"keys": [" ".join(["w"] * (index % OVERLAP_WORDS + 1))], "content": f"{index} {text}"}
+            for index in range(entries)
+        ],
+    }
+
+
+def overlapping(sizes: list[int]) -> None:
+    for size in sizes:
+        book = Lorebook(overlapping_book(size))
+        best = math.inf
+        for _ in range(3):
+            start = time.process_time()
+            fired = book.fire(["w"])
+            best = min(best, time.process_time() - start)
+        print(
+            f"overlapping keys, recursive: {size:>5} entries, one turn {best * 1000:9.1f} ms CPU "
+            f"({len(fired.entries)} entries fired)"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=10_000)
     parser.add_argument("--turns", type=int, default=2_000)
+    parser.add_argument("--overlapping", default="100,1000,5000", help="entry counts, or none")
     args = parser.parse_args()
     rng = random.Random(15)
     raw, keys = make_book(args.entries, rng)
@@ -127,6 +166,8 @@ def main() -> None:
         f"median {statistics.median(added):.0f}, max {max(added)}; "
         f"entries fired: median {statistics.median(fired):.0f}, max {max(fired)}"
     )
+    if args.overlapping != "none":
+        overlapping([int(size) for size in args.overlapping.split(",")])
 
 
 if __name__ == "__main__":

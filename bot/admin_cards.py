@@ -3,7 +3,8 @@ as a document), ``/admin partner export <id> --card`` and ``/admin lore <partner
 
 An import is shown before it lands. The card the owner sent is kept in ``data/imports/``
 under a short token until they confirm (the confirming message carries no file), then planned
-again and written all at once; a staged card older than a day is removed by the next import.
+again and written all at once. A staged card can be confirmed for a day; after that the
+confirmation is refused and the card removed (any import also removes those over a day old).
 Everything that came from the card (its name, field names) is shown as literal text.
 """
 
@@ -30,6 +31,8 @@ from partners.lore import Lorebook, LoreEntry
 CONFIRM = "confirm"
 STAGING = "imports"
 STAGED_SECONDS = 24 * 3600
+"""A staged card can be confirmed for a day; after that it is refused and removed."""
+EXPIRED = "That import expired (cards wait a day); send the card again."
 TOKEN_CHARS = 10
 NO_CARD = (
     "Send the character card (PNG or JSON, up to {limit} MB) as a file — not as a photo, "
@@ -98,11 +101,16 @@ def _stage(directory: Path, token: str, raw: bytes, filename: str, partner_id: s
 
 
 def _unstage(directory: Path, token: str) -> tuple[bytes, str, str] | None:
+    """The card staged under ``token`` (None if there is none); one staged over a day ago
+    is removed and refused: the owner confirms what they have just seen, not last week's."""
     if not token.isalnum():
         return None
     card, meta = directory / f"{token}.card", directory / f"{token}.json"
     if not card.exists() or not meta.exists():
         return None
+    if card.stat().st_mtime < time.time() - STAGED_SECONDS:
+        _discard(directory, token)
+        raise AdminError(EXPIRED)
     details = json.loads(meta.read_text(encoding="utf-8"))
     return card.read_bytes(), str(details["filename"]), str(details["id"])
 
@@ -137,11 +145,17 @@ async def admin_lore(ctx: CommandContext) -> CommandReply:
     partner = ctx.catalog.require(ctx.args[0])
     lore = services(ctx).lore
     book = await asyncio.to_thread(lore.book, partner.id, partner.dir) if lore else None
+    problems = lore.problems.get(partner.id, ()) if lore else ()
+    if book is None and problems:
+        return CommandReply(
+            f"{literal_line(partner.name)}'s lorebook is not used: {literal_line(problems[0])}"
+        )
     if book is None or not book.entries:
         return CommandReply(f"{literal_line(partner.name)} has no lorebook entries.")
     query = " ".join(ctx.args[1:])
     shown = [e for e in book.entries if not query or _mentions(e, query)]
     lines = [_heading(partner.name, book, len(shown), query)]
+    lines += [f"Problem: {literal_line(problem)}" for problem in problems]
     last = lore.last.get(partner.id) if lore else None
     if last is not None:
         fired = ", ".join(literal_line(label) for label in last.fired) or "none"

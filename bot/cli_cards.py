@@ -9,7 +9,6 @@ partners.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,10 +16,18 @@ from typing import Any
 from bot import terminal
 from bot.app import DataDirLock
 from bot.config import Config
-from partners.card_format import MAX_CARD_FILE_BYTES, CardError, read_card
+from partners.card_format import MAX_CARD_FILE_BYTES, CardError, parse_json, read_card
 from partners.cards import dump_book, export_card, plan_import, write_import
 from partners.catalog import PartnerCatalog
-from partners.lore_books import LOREBOOK_FILE, from_world_info, read_book
+from partners.lore_books import LOREBOOK_FILE, read_book
+from partners.lore_format import (
+    FIX_WORLD_INFO,
+    MAX_LORE_ENTRIES,
+    MAX_LOREBOOK_BYTES,
+    CheckedBook,
+    check_book,
+    from_world_info,
+)
 
 
 class CardCommandError(Exception):
@@ -111,41 +118,57 @@ def cmd_lore_import(config: Config, args: argparse.Namespace) -> int:
     catalog.reload()
     partner = catalog.require(args.partner)
     incoming = lore_from_file(raw, name)
+    for note in incoming.notes:
+        print(f"note: {terminal.printable(note)}", file=sys.stderr)
     path = partner.dir / LOREBOOK_FILE
     lock = DataDirLock(config.data_dir)
     lock.acquire()
     try:
-        book = read_book(path) or {"entries": []}
-        before = len(book["entries"])
-        book["entries"] = [*book["entries"], *incoming["entries"]]
-        if not before:
-            book.update({k: v for k, v in incoming.items() if k != "entries"})
-        path.write_bytes(dump_book(book))
+        before = _merge(path, incoming)
     finally:
         lock.release()
-    added = len(incoming["entries"])
+    added = len(incoming.entries)
     print(f"added {added} entries to {partner.id}'s {LOREBOOK_FILE} (now {before + added})")
     return 0
 
 
-def lore_from_file(raw: bytes, name: str) -> dict[str, Any]:
+def _merge(path: Path, incoming: CheckedBook) -> int:
+    """The new entries after the stored ones, which are kept as they are (a stored entry
+    that no longer reads is still the owner's); returns how many there were before."""
+    book = read_book(path) or {"entries": []}
+    before = len(book["entries"])
+    if before + len(incoming.entries) > MAX_LORE_ENTRIES:
+        raise CardCommandError(
+            f"{path} has {before:,} entries; with {len(incoming.entries):,} more it would be "
+            f"over the limit of {MAX_LORE_ENTRIES:,}: remove some first"
+        )
+    book["entries"] = [*book["entries"], *incoming.book["entries"]]
+    if not before:
+        book.update({k: v for k, v in incoming.book.items() if k != "entries"})
+    body = dump_book(book)
+    if len(body) > MAX_LOREBOOK_BYTES:  # it would no longer load: the partner would lose it
+        raise CardCommandError(
+            f"{path} would be {len(body):,} bytes with these entries, over the limit of "
+            f"{MAX_LOREBOOK_BYTES:,}: remove some first"
+        )
+    path.write_bytes(body)
+    return before
+
+
+def lore_from_file(raw: bytes, name: str) -> CheckedBook:
     """A lorebook from world-info JSON, a ``character_book``, or a card that carries one."""
     if not raw.startswith(b"{"):
         return _card_book(raw, name)
-    try:
-        document = json.loads(raw.decode("utf-8-sig"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise CardError(f"{name}: not a lorebook: invalid JSON ({str(exc)[:100]})") from None
+    document = parse_json(raw, name, MAX_LOREBOOK_BYTES, FIX_WORLD_INFO)
     if isinstance(document, dict) and "spec" in document:
         return _card_book(raw, name)
     if not isinstance(document, dict):
-        raise CardError(f"{name}: not a lorebook: the JSON is not an object")
+        raise CardError(f"{name}: not a lorebook: the JSON is not an object; {FIX_WORLD_INFO}")
     return from_world_info(document, name)
 
 
-def _card_book(raw: bytes, name: str) -> dict[str, Any]:
+def _card_book(raw: bytes, name: str) -> CheckedBook:
     book = read_card(raw, name).data.get("character_book")
     if book is None:
         raise CardError(f"{name}: the card carries no lorebook")
-    assert isinstance(book, dict)
-    return book
+    return check_book(book, f"{name}: character_book")

@@ -10,7 +10,9 @@ a card is untrusted input from the internet.
 
 A card read is a :class:`Card`: the V3 ``data`` object with every field present (V1 and V2
 cards are lifted into it), plus the image the card was carried in with the card chunks taken
-out — the partner's avatar. CHARX (zip) cards are not read: no maintained parser exists.
+out — the partner's avatar. Its ``character_book`` is checked by ``partners/lore_format.py``
+where the book is taken in (``partners/cards.py``, ``companion lore import``). CHARX (zip)
+cards are not read: no maintained parser exists.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import copy
 import json
 import struct
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +33,13 @@ MAX_CARD_FILE_BYTES = 20 * 1024 * 1024
 """A card file (the PNG with its image) larger than this is refused before it is parsed."""
 MAX_CARD_JSON_BYTES = 8 * 1024 * 1024
 """The card's JSON itself (a 1 MB description and a 500-entry lorebook fit easily)."""
-MAX_LORE_ENTRIES = 20_000
+
+MAX_JSON_DEPTH = 64
+"""Objects and lists inside each other, at most, in any JSON read here (cards, lorebooks,
+world info): front-ends nest a handful deep. Past about a thousand levels Python's parser
+fails with RecursionError, and so would every later walk over the data (checks, copies,
+writing it out again)."""
+FIX_CARD = "export the card again from its front-end"
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 CARD_KEYWORDS = ("ccv3", "chara")
@@ -91,18 +100,47 @@ def read_card(raw: bytes, filename: str = "card") -> Card:
     return parse_card_json(raw, filename)
 
 
-def parse_card_json(raw: bytes | str, filename: str = "card") -> Card:
-    """A card from its JSON text (V1, V2 or V3)."""
-    if len(raw) > MAX_CARD_JSON_BYTES:
+def parse_json(raw: bytes | str, where: str, max_bytes: int, fix: str) -> Any:
+    """The JSON document in ``raw``, or CardError in one line naming ``where``, what is wrong
+    (too large, invalid, nested deeper than ``MAX_JSON_DEPTH``) and ``fix``, what to do."""
+    if len(raw) > max_bytes:
         raise CardError(
-            f"{filename}: the card's JSON is {len(raw):,} bytes, over the limit of "
-            f"{MAX_CARD_JSON_BYTES:,}"
+            f"{where}: {len(raw):,} bytes of JSON is over the limit of {max_bytes:,}; {fix}"
         )
     try:
-        text = raw.decode("utf-8-sig") if isinstance(raw, bytes) else raw
-        document = json.loads(text)
+        document = json.loads(raw.decode("utf-8-sig") if isinstance(raw, bytes) else raw)
+    except RecursionError:
+        document = None
+        too_deep = True
     except (UnicodeDecodeError, ValueError) as exc:
-        raise CardError(f"{filename}: not a card: invalid JSON ({_first_line(exc)})") from None
+        raise CardError(f"{where}: invalid JSON ({_first_line(exc)}); {fix}") from None
+    else:
+        too_deep = _deeper_than(document, MAX_JSON_DEPTH)
+    if too_deep:
+        raise CardError(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels; {fix}")
+    return document
+
+
+def _deeper_than(document: object, levels: int) -> bool:
+    """Whether objects and lists nest more than ``levels`` deep (walked without recursion)."""
+    stack: list[tuple[object, int]] = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children: Iterable[object] = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > levels:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
+
+
+def parse_card_json(raw: bytes | str, filename: str = "card") -> Card:
+    """A card from its JSON text (V1, V2 or V3)."""
+    document = parse_json(raw, filename, MAX_CARD_JSON_BYTES, FIX_CARD)
     if not isinstance(document, dict):
         raise CardError(f"{filename}: not a card: the JSON is not an object")
     spec = document.get("spec")
@@ -147,30 +185,7 @@ def _checked(data: object, filename: str) -> dict[str, Any]:
     if not isinstance(data.get("extensions", {}), dict):
         raise CardError(f"{filename}: field 'extensions' should be an object")
     data.setdefault("extensions", {})
-    book = data.get("character_book")
-    if book is not None:
-        check_book(book, f"{filename}: character_book")
     return data
-
-
-def check_book(book: object, where: str) -> None:
-    """A lorebook in the spec's ``character_book`` shape, or CardError naming what is off."""
-    if not isinstance(book, dict) or not isinstance(book.get("entries"), list):
-        raise CardError(f"{where}: should be an object with a list of 'entries'")
-    entries = book["entries"]
-    if len(entries) > MAX_LORE_ENTRIES:
-        raise CardError(f"{where}: {len(entries)} entries is over the limit of {MAX_LORE_ENTRIES}")
-    for number, entry in enumerate(entries, 1):
-        if not isinstance(entry, dict):
-            raise CardError(f"{where}: entry {number} is not an object")
-        for field in ("keys", "secondary_keys"):
-            keys = entry.get(field) or []
-            if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-                raise CardError(f"{where}: entry {number}: {field!r} should be a list of texts")
-        if not isinstance(entry.get("extensions") or {}, dict):
-            raise CardError(f"{where}: entry {number}: 'extensions' should be an object")
-        if not isinstance(entry.get("content", ""), str):
-            raise CardError(f"{where}: entry {number}: 'content' should be text")
 
 
 def _card_from_png(raw: bytes, filename: str) -> tuple[bytes, bytes]:

@@ -29,15 +29,18 @@ from pathlib import Path
 from typing import Any
 
 from partners.card_format import (
+    MAX_CARD_JSON_BYTES,
     Card,
     CardError,
     card_json_v3,
     dump_json,
+    parse_json,
     png_image,
     read_card,
     write_png,
 )
 from partners.lore_books import LOREBOOK_FILE, read_book
+from partners.lore_format import check_book
 from partners.persona import (
     AVATAR_FILE,
     MAX_DESCRIPTION_CHARS,
@@ -48,6 +51,7 @@ from partners.persona import (
 from partners.preset import read_preset
 
 CARD_FILE = "card.json"
+FIX_HERE = "fix it there"
 FIELD_FILES = {
     "system_prompt": "SYSTEM.md",
     "personality": "SOUL.md",
@@ -136,16 +140,18 @@ def plan_import(raw: bytes, filename: str, partner_id: str | None, root: Path) -
         if text.strip():
             files[file_name] = text.encode("utf-8")
     files[CARD_FILE] = _side_file(data)
-    book = data.get("character_book")
-    if book is not None:
-        files[LOREBOOK_FILE] = dump_book(book)
+    entries = 0
+    if data.get("character_book") is not None:
+        book = check_book(data["character_book"], f"{filename}: character_book")
+        files[LOREBOOK_FILE] = dump_book(book.book)
+        entries = len(book.entries)
+        notes += book.notes
     if card.image is not None:
         files[AVATAR_FILE] = card.image
     notes += [f"kept, not used: {label}" for key, label in UNUSED_FIELDS.items() if data.get(key)]
     if data.get("extensions"):
         notes.append(f"kept, not used: extensions ({', '.join(sorted(data['extensions']))})")
     greetings = (1 if data["first_mes"].strip() else 0) + len(data["alternate_greetings"])
-    entries = len(book["entries"]) if book else 0
     return ImportPlan(chosen, name, card.spec, files, entries, greetings, notes)
 
 
@@ -153,7 +159,7 @@ def slug(name: str) -> str:
     """A partner id from a card's name: ASCII letters and digits, else "card"."""
     ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
     candidate = re.sub(r"[^a-z0-9]+", "-", ascii_name.lower()).strip("-")[:32].strip("-")
-    return candidate if PARTNER_ID.match(candidate) else "card"
+    return candidate if PARTNER_ID.fullmatch(candidate) else "card"
 
 
 def _preset(name: str, data: dict[str, Any]) -> bytes:
@@ -210,12 +216,9 @@ def card_data(partner_dir: Path) -> dict[str, Any]:
     side_path = partner_dir / CARD_FILE
     side: dict[str, Any] = {}
     if side_path.exists():
-        try:
-            side = json.loads(side_path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise CardError(
-                f"{side_path}: not valid JSON ({str(exc)[:100]}); fix it there"
-            ) from None
+        side = parse_json(side_path.read_bytes(), str(side_path), MAX_CARD_JSON_BYTES, FIX_HERE)
+        if not isinstance(side, dict):
+            raise CardError(f"{side_path}: should be a JSON object; {FIX_HERE}")
     preset = read_preset(partner_dir / "preset.yml", partner_dir.name)
     full_name = str(side.get("name", ""))
     data: dict[str, Any] = dict(side)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from partners.cards import CARD_FILE
-from partners.persona import Partner
+from partners.persona import Partner, fill_placeholders
 
 GreetingOrder = Literal["in_turn", "random"]
 _PLACEHOLDERS = re.compile(r"\{\{\s*(char|partner|user)\s*\}\}", re.IGNORECASE)
@@ -48,4 +48,4 @@ def choose(
 
 def filled(text: str, partner_name: str, user_name: str) -> str:
     values = {"char": partner_name, "partner": partner_name, "user": user_name}
-    return _PLACEHOLDERS.sub(lambda m: values[m.group(1).lower()], text)
+    return fill_placeholders(text, _PLACEHOLDERS, values, any_case=True)

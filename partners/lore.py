@@ -8,6 +8,13 @@ the book is loaded, so a 10,000-entry book costs well under a millisecond per tu
 matched as whole words unless an entry says otherwise (``match_whole_words: false``); keys in
 CJK scripts, which have no spaces, match anywhere.
 
+The work of a turn is linear in the text it scans, whatever the book holds: the messages, then
+(with recursive scanning) at most ``MAX_RECURSION_STEPS`` rounds, each reading only the text of
+the entries the round before brought into the turn within its token budget, all of a round as
+one text. An automaton reports every key ending at each place, and keys are at most
+``MAX_KEY_CHARS`` long (``partners/lore_format.py``), so overlapping keys ("w", "w w", …) cost
+a bounded number of reports per character. :class:`ScanWork` counts it.
+
 What fires goes into the turn after the frozen system prompt (``bot/chat.py``), never into it,
 so the prompt stays byte-identical and provider prompt caches keep hitting.
 """
@@ -19,18 +26,21 @@ import math
 import random
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Literal
 
 import ahocorasick
 
 from bot.store.search_terms import fold
+from partners.lore_format import (
+    FIX_IMPORT,
+    BookEntry,
+    check_book,
+)
 
-DEFAULT_SCAN_DEPTH = 2
-"""Messages scanned for keys when the book does not say (SillyTavern's default)."""
-DEFAULT_TOKEN_BUDGET = 400
-"""Tokens all inserted entries may take per turn when the book does not say."""
 MAX_RECURSION_STEPS = 3
 """Rounds of entries activated by other entries' text, when the book scans recursively."""
 DEFAULT_WHOLE_WORDS = True
@@ -69,11 +79,29 @@ class LoreEntry:
     tokens: int
 
 
+@dataclass
+class ScanWork:
+    """What one :meth:`Lorebook.fire` cost, counted rather than timed. It grows with the
+    text scanned, never with the number of entries or how their keys overlap."""
+
+    rounds: int = 0
+    """Scans: the messages, then one per recursion step."""
+    matcher_calls: int = 0
+    """Passes of an automaton over a text (two automata: folded keys and exact ones)."""
+    chars: int = 0
+    """Characters the automata read."""
+    matches: int = 0
+    """Keys the automata reported (one per key ending at each place)."""
+
+
 @dataclass(frozen=True)
 class Fired:
     entries: tuple[LoreEntry, ...]
+    """In the order they go into the turn: before-the-persona ones first, each group in
+    insertion order."""
     text: str
     """The message that goes into the turn ("" when nothing fired)."""
+    work: ScanWork
 
 
 def estimate_tokens(text: str) -> int:
@@ -83,64 +111,57 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(ascii_chars / 4) + (len(text) - ascii_chars)
 
 
-def _flag(entry: dict[str, Any], key: str, extension: str, default: bool) -> bool:
-    value = entry.get(key)
-    if value is None:
-        value = entry.get("extensions", {}).get(extension)
-    return default if value is None else bool(value)
+def _first_set(entry: bool | None, extension: bool | None, default: bool) -> bool:
+    """A flag as the entry sets it, else as its extensions do, else the default."""
+    if entry is not None:
+        return entry
+    return default if extension is None else extension
 
 
-def _number(value: object, default: int) -> int:
-    """A number field as written by hand or by some front-end ("5", 5.0, null): a value
-    that is no number takes the default rather than breaking every turn."""
-    if isinstance(value, bool) or value is None:
-        return default
-    try:
-        return int(float(value))  # type: ignore[arg-type]
-    except (TypeError, ValueError, OverflowError):
-        return default
-
-
-def parse_entry(index: int, entry: dict[str, Any]) -> LoreEntry:
-    """One ``character_book`` entry; SillyTavern's settings are read from its extensions."""
-    ext = entry.get("extensions") or {}
-    keys = tuple(k for k in entry.get("keys", []) if k.strip())
-    secondary = tuple(k for k in entry.get("secondary_keys") or [] if k.strip())
-    raw_position = entry.get("position") or ("after_char" if ext.get("position") else "before_char")
-    probability = _number(ext.get("probability"), 100) if ext.get("useProbability", True) else 100
-    label = str(entry.get("name") or entry.get("comment") or (keys[0] if keys else f"#{index}"))
-    content = str(entry.get("content", ""))
+def parse_entry(index: int, entry: BookEntry) -> LoreEntry:
+    """One checked ``character_book`` entry; SillyTavern's settings are read from its
+    extensions."""
+    ext = entry.extensions
+    keys = tuple(k for k in entry.keys if k.strip())
+    secondary = tuple(k for k in entry.secondary_keys if k.strip())
+    raw_position = entry.position or ("after_char" if ext.position else "before_char")
+    probability = ext.probability if ext.useProbability and ext.probability is not None else 100
+    label = entry.name or entry.comment or (keys[0] if keys else f"#{index}")
     return LoreEntry(
         index=index,
         label=label,
         keys=keys,
         secondary_keys=secondary,
-        selective=bool(entry.get("selective")) and bool(secondary),
-        logic=LOGIC_BY_NUMBER.get(_number(ext.get("selectiveLogic"), 0), "and_any"),
-        content=content,
-        constant=bool(entry.get("constant")),
-        enabled=entry.get("enabled", True) is not False,
-        order=_number(entry.get("insertion_order"), 100),
-        priority=_number(entry.get("priority"), 0),
+        selective=entry.selective and bool(secondary),
+        logic=LOGIC_BY_NUMBER.get(ext.selectiveLogic, "and_any"),
+        content=entry.content,
+        constant=entry.constant,
+        enabled=entry.enabled,
+        order=entry.insertion_order,
+        priority=entry.priority,
         position="after_char" if raw_position == "after_char" else "before_char",
         probability=max(0, min(100, probability)),
-        case_sensitive=_flag(entry, "case_sensitive", "case_sensitive", False),
-        whole_words=_flag(entry, "match_whole_words", "match_whole_words", DEFAULT_WHOLE_WORDS),
-        exclude_recursion=bool(ext.get("exclude_recursion")),
-        prevent_recursion=bool(ext.get("prevent_recursion")),
-        tokens=estimate_tokens(content),
+        case_sensitive=_first_set(entry.case_sensitive, ext.case_sensitive, False),
+        whole_words=_first_set(entry.match_whole_words, ext.match_whole_words, DEFAULT_WHOLE_WORDS),
+        exclude_recursion=ext.exclude_recursion,
+        prevent_recursion=ext.prevent_recursion,
+        tokens=estimate_tokens(entry.content),
     )
 
 
 class Lorebook:
     """A book's entries and the automata that find their keys, built once per load."""
 
-    def __init__(self, book: dict[str, Any]) -> None:
-        self.name = str(book.get("name") or "")
-        self.scan_depth = _number(book.get("scan_depth"), DEFAULT_SCAN_DEPTH)
-        self.token_budget = _number(book.get("token_budget"), DEFAULT_TOKEN_BUDGET)
-        self.recursive = bool(book.get("recursive_scanning"))
-        self.entries = tuple(parse_entry(i, e) for i, e in enumerate(book.get("entries", [])))
+    def __init__(self, book: object, where: str = "lorebook", fix: str = FIX_IMPORT) -> None:
+        """``book`` as a ``character_book`` document; CardError if the book itself is wrong
+        (``partners/lore_format.py``), its bad entries left out with a line in ``notes``."""
+        checked = check_book(book, where, fix)
+        self.notes = checked.notes
+        self.name = checked.settings.name
+        self.scan_depth = checked.settings.scan_depth
+        self.token_budget = checked.settings.token_budget
+        self.recursive = checked.settings.recursive_scanning
+        self.entries = tuple(parse_entry(i, e) for i, e in enumerate(checked.entries))
         self._folded = ahocorasick.Automaton()
         self._exact = ahocorasick.Automaton()
         self._constants = {e.index for e in self.entries if e.constant and e.enabled}
@@ -185,29 +206,59 @@ class Lorebook:
 
     def fire(self, messages: Sequence[str], chance: Callable[[], float] = random.random) -> Fired:
         """The entries the newest ``scan_depth`` of ``messages`` (oldest first) bring in,
-        within the token budget, and the text that carries them into the turn."""
-        scanned = messages[-self.scan_depth :] if self.scan_depth > 0 else []
-        active = self._activated(self._found(scanned), set(), chance, by_recursion=False)
-        seen = set(active)
-        steps = 0
-        new = active
-        while self.recursive and new and steps < MAX_RECURSION_STEPS:
-            steps += 1
-            more = [self.entries[i].content for i in new if not self.entries[i].prevent_recursion]
-            new = self._activated(self._found(more), seen, chance, by_recursion=True)
-            seen.update(new)
-            active = active + new
-        chosen = self._within_budget([self.entries[i] for i in active])
-        return Fired(chosen, render(chosen))
+        within the token budget, and the text that carries them into the turn.
 
-    def _found(self, texts: Sequence[str]) -> set[int]:
-        """The ids of the needles (keys) found in ``texts``; a key said a hundred times is
-        one id."""
+        With recursive scanning, each round scans only the text of the entries the round
+        before brought in that made it into the turn (within the budget), once; an entry
+        already in never comes again, and there are at most ``MAX_RECURSION_STEPS`` rounds.
+        So a turn scans at most the messages plus that many budgets' worth of entry text,
+        however large the book or however its keys overlap."""
+        work = ScanWork()
+        scanned = list(messages[-self.scan_depth :]) if self.scan_depth > 0 else []
+        active = self._activated(self._found(scanned, work), set(), chance, by_recursion=False)
+        seen = set(active)
+        kept = self._within_budget(active)
+        lending = self._lending(active, kept)
+        steps = 0
+        while self.recursive and lending and steps < MAX_RECURSION_STEPS:
+            steps += 1
+            texts = [self.entries[i].content for i in lending]
+            new = self._activated(self._found(texts, work), seen, chance, by_recursion=True)
+            seen.update(new)
+            active += new
+            kept = self._within_budget(active)
+            lending = self._lending(new, kept)
+        chosen = sorted(
+            (self.entries[i] for i in kept),
+            key=lambda e: (e.position != "before_char", e.order, e.index),
+        )
+        return Fired(tuple(chosen), render(chosen), work)
+
+    def _lending(self, new: list[int], kept: set[int]) -> list[int]:
+        """Which of the ``new`` entries' texts the next round scans: those in the turn
+        whose text may fire others (and has any: each text read takes budget)."""
+        return [
+            i
+            for i in new
+            if i in kept and self.entries[i].tokens and not self.entries[i].prevent_recursion
+        ]
+
+    def _found(self, texts: Sequence[str], work: ScanWork) -> set[int]:
+        """The ids of the needles (keys) found in ``texts``, read as one text per automaton:
+        the matcher runs once a round, not once an entry; a key said a hundred times is one
+        id."""
+        work.rounds += 1
         found: set[int] = set()
         for automaton, prepared in ((self._folded, _folded), (self._exact, _exact)):
-            if len(automaton):
-                for text in texts:
-                    found.update(needle for _, needle in automaton.iter(prepared(text)))
+            if not len(automaton) or not texts:
+                continue
+            # a needle never holds a line break, so none matches across two texts
+            text = "\n".join(prepared(t) for t in texts)
+            hits = Counter(map(itemgetter(1), automaton.iter(text)))  # counted in C, no list
+            work.matcher_calls += 1
+            work.chars += len(text)
+            work.matches += hits.total()
+            found.update(hits)
         return found
 
     def _activated(
@@ -251,19 +302,21 @@ class Lorebook:
             return matched == len(secondary)
         return matched < len(secondary)  # not_all
 
-    def _within_budget(self, entries: list[LoreEntry]) -> tuple[LoreEntry, ...]:
+    def _within_budget(self, active: list[int]) -> set[int]:
         """Constant entries first, then by priority and insertion order, until the budget is
-        spent; shown before-the-persona entries first, each group in insertion order."""
-        ranked = sorted(entries, key=lambda e: (not e.constant, -e.priority, e.order, e.index))
-        kept: list[LoreEntry] = []
+        spent."""
+        ranked = sorted(
+            (self.entries[i] for i in active),
+            key=lambda e: (not e.constant, -e.priority, e.order, e.index),
+        )
+        kept: set[int] = set()
         used = 0
         for entry in ranked:
             if used + entry.tokens > self.token_budget:
                 break
             used += entry.tokens
-            kept.append(entry)
-        kept.sort(key=lambda e: (e.position != "before_char", e.order, e.index))
-        return tuple(kept)
+            kept.add(entry.index)
+        return kept
 
 
 @functools.lru_cache(maxsize=512)

@@ -3,18 +3,18 @@
 ``lorebook.json`` in the partner directory holds the character card spec's ``character_book``
 (V3): the shape a card carries, so a card's book is stored as it came and exported without
 loss, and one the owner can edit by hand or in a front-end's editor. SillyTavern's standalone
-world-info files are converted to it on ``companion lore import`` the way SillyTavern itself
-converts them when it embeds a world in a card (its own settings go into each entry's
-``extensions``).
+world-info files are converted to it on ``companion lore import``
+(``partners/lore_format.py``, which checks every book that comes in).
 
 :class:`LoreLibrary` loads each partner's book when its file changes and gives a turn its note
 after the conversation: the entries that fired (``partners/lore.py``) and the card's
-post-history instructions.
+post-history instructions. A stored book that does not read (a hand edit, or one an older
+version stored unchecked) is skipped with one warning per version of the file, and its entries
+of the wrong shape are left out with one warning: a turn never fails for its lorebook.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import re
@@ -23,13 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from partners.card_format import CardError, check_book
+from partners.card_format import CardError, parse_json
 from partners.lore import Lorebook
-from partners.persona import Partner
+from partners.lore_format import MAX_LOREBOOK_BYTES
+from partners.persona import Partner, fill_placeholders
 
 logger = logging.getLogger(__name__)
 
 LOREBOOK_FILE = "lorebook.json"
+FIX_STORED = "fix it there, or import the book again"
 
 
 def lorebook_path(partner_dir: Path) -> Path:
@@ -37,77 +39,14 @@ def lorebook_path(partner_dir: Path) -> Path:
 
 
 def read_book(path: Path) -> dict[str, Any] | None:
-    """The partner's ``character_book`` (None if it has none); a broken file names itself."""
+    """The partner's ``character_book`` as stored (None if it has none): an object with a
+    list of entries, each entry as it is in the file; a broken file names itself."""
     if not path.exists():
         return None
-    try:
-        book = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise CardError(f"{path}: not valid JSON ({str(exc)[:100]}); fix it there") from None
-    check_book(book, str(path))
-    assert isinstance(book, dict)
+    book = parse_json(path.read_bytes(), str(path), MAX_LOREBOOK_BYTES, FIX_STORED)
+    if not isinstance(book, dict) or not isinstance(book.get("entries"), list):
+        raise CardError(f"{path}: should be an object with a list of 'entries'; {FIX_STORED}")
     return book
-
-
-def from_world_info(document: dict[str, Any], where: str) -> dict[str, Any]:
-    """A SillyTavern world-info file as a ``character_book``, or a book given as one."""
-    entries = document.get("entries")
-    if isinstance(entries, list):
-        check_book(document, where)
-        return document
-    if not isinstance(entries, dict):
-        raise CardError(f"{where}: not a lorebook: no 'entries'")
-    book_entries = []
-    for number, item in enumerate(entries.values(), 1):
-        if not isinstance(item, dict):
-            raise CardError(f"{where}: entry {number} is not an object")
-        book_entries.append(_world_info_entry(item))
-    book: dict[str, Any] = {"name": document.get("name") or "", "entries": book_entries}
-    check_book(book, where)
-    return book
-
-
-_WORLD_INFO_EXTENSIONS = (
-    "position",
-    "exclude_recursion",
-    "prevent_recursion",
-    "probability",
-    "useProbability",
-    "depth",
-    "selectiveLogic",
-    "group",
-    "scan_depth",
-    "match_whole_words",
-    "case_sensitive",
-)
-_WORLD_INFO_NAMES = {
-    "exclude_recursion": "excludeRecursion",
-    "prevent_recursion": "preventRecursion",
-    "scan_depth": "scanDepth",
-    "match_whole_words": "matchWholeWords",
-    "case_sensitive": "caseSensitive",
-}
-
-
-def _world_info_entry(item: dict[str, Any]) -> dict[str, Any]:
-    extensions = {}
-    for name in _WORLD_INFO_EXTENSIONS:
-        value = item.get(_WORLD_INFO_NAMES.get(name, name))
-        if value is not None:
-            extensions[name] = value
-    return {
-        "id": item.get("uid"),
-        "keys": list(item.get("key") or []),
-        "secondary_keys": list(item.get("keysecondary") or []),
-        "comment": item.get("comment") or "",
-        "content": item.get("content") or "",
-        "constant": bool(item.get("constant")),
-        "selective": bool(item.get("selective")),
-        "insertion_order": int(item.get("order", 100) or 0),
-        "enabled": not item.get("disable", False),
-        "position": "after_char" if item.get("position") else "before_char",
-        "extensions": extensions,
-    }
 
 
 POST_HISTORY_FILE = "POST_HISTORY.md"
@@ -129,26 +68,50 @@ class LoreLibrary:
     the history: the entries that fired and the card's post-history instructions."""
 
     def __init__(self) -> None:
-        self._books: dict[str, tuple[tuple[int, int], Lorebook]] = {}
+        self._books: dict[str, tuple[tuple[int, int], Lorebook | None]] = {}
+        self.problems: dict[str, tuple[str, ...]] = {}
+        """Partner id -> why its book is not used, or which entries were left out."""
         self.last: dict[str, LastTurn] = {}
         self.chance: Callable[[], float] = random.random
         """Rolls for entries with a probability under 100 (tests pin it)."""
 
     def book(self, partner_id: str, partner_dir: Path) -> Lorebook | None:
-        """The partner's lorebook as its file is now (blocking reads; call off-loop)."""
+        """The partner's lorebook as its file is now, None if it has none or it does not
+        read (blocking reads; call off-loop)."""
         path = lorebook_path(partner_dir)
         try:
             stat = path.stat()
         except FileNotFoundError:
             self._books.pop(partner_id, None)
+            self.problems.pop(partner_id, None)
             return None
         stamp = (stat.st_mtime_ns, stat.st_size)
         cached = self._books.get(partner_id)
         if cached is not None and cached[0] == stamp:
             return cached[1]
-        book = read_book(path)
-        loaded = Lorebook(book or {"entries": []})
+        loaded = self._load(partner_id, path)
         self._books[partner_id] = (stamp, loaded)
+        return loaded
+
+    def _load(self, partner_id: str, path: Path) -> Lorebook | None:
+        """The book in ``path``, each problem logged once (the caller caches by version)."""
+        try:
+            where = f"{path.parent.name}/{path.name}"
+            loaded = Lorebook(read_book(path) or {"entries": []}, where, FIX_STORED)
+        except (CardError, OSError) as exc:
+            logger.warning("partner %s: lorebook not used: %s", partner_id, exc)
+            self.problems[partner_id] = (str(exc),)
+            return None
+        self.problems[partner_id] = loaded.notes
+        if loaded.notes:
+            logger.warning(
+                "partner %s: lorebook loaded with %d problems (/admin lore %s lists them); "
+                "the first: %s",
+                partner_id,
+                len(loaded.notes),
+                partner_id,
+                loaded.notes[0],
+            )
         return loaded
 
     def turn_note(
@@ -161,11 +124,7 @@ class LoreLibrary:
     ) -> str:
         """The text placed after the history this turn ("" if none); blocking file reads."""
         parts = []
-        try:
-            book = self.book(partner.id, partner.dir)
-        except CardError as exc:  # the owner's hand edit broke it: the turn goes on without
-            logger.warning("partner %s: lorebook not used: %s", partner.id, exc)
-            book = None
+        book = self.book(partner.id, partner.dir)
         if book is not None:
             fired = book.fire(messages, self.chance)
             self.last[partner.id] = LastTurn(
@@ -179,4 +138,4 @@ class LoreLibrary:
             if instructions:
                 parts.append(instructions)
         values = {"char": partner.name, "partner": partner.name, "user": user}
-        return _PLACEHOLDERS.sub(lambda m: values[m.group(1).lower()], "\n\n".join(parts))
+        return fill_placeholders("\n\n".join(parts), _PLACEHOLDERS, values, any_case=True)

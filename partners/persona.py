@@ -3,10 +3,11 @@ assembled from them (DESIGN.md "Prompt").
 
 The prompt is SYSTEM, SOUL, IDENTITY, (a card's SCENARIO and EXAMPLES,) USER, AGENTS and MEMORY
 (then the current user's memory in ``per_user`` scope) in that order, empty or missing files
-skipped, joined by blank lines, with placeholders replaced once. Memory is framed as remembered
-data rather than instructions, entry ids are stripped, and a prompt over the budget gets a short
-notice naming the heaviest files — never truncation, which would cut memories in half. Callers
-freeze the result per session.
+skipped, joined by blank lines, with placeholders replaced once (within bounds, so that a
+card made of ``{{char}}`` cannot multiply its size: :func:`fill_placeholders`). Memory is
+framed as remembered data rather than instructions, entry ids are stripped, and a prompt over
+the budget gets a short notice naming the heaviest files — never truncation, which would cut
+memories in half. Callers freeze the result per session.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from partners.preset import PartnerError, Preset, read_preset
 
 logger = logging.getLogger(__name__)
 
-PARTNER_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+PARTNER_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+"""Matched whole (``fullmatch``): with ``match`` and ``$``, "mira\n" would pass, since ``$``
+also matches before a final line break."""
 PROMPT_FILES = (
     "SYSTEM.md",
     "SOUL.md",
@@ -42,6 +45,14 @@ PROMPT_FILES = (
 MEMORY_FILES = ("SOUL.md", "IDENTITY.md", "USER.md", "MEMORY.md")
 """The files review may change; SYSTEM.md and AGENTS.md belong to the owner alone."""
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z]+)\s*\}\}")
+MAX_PLACEHOLDER_VALUE_CHARS = 100
+"""A value put in for a placeholder is cut to this many characters: a partner's name has 60 at
+most (preset.yml), but a platform's user or group name may be longer."""
+MAX_PLACEHOLDERS_FILLED = 1_000
+"""Placeholders filled per text (a prompt, the note after the history, a greeting); any past
+these stay as written. A persona names its character tens of times; a card of 900 kB of
+``{{char}}`` would otherwise become a 6 MB prompt. So filling adds at most 100,000 characters
+(1,000 x 100) to what the files hold."""
 EXAMPLES_FRAME = "Examples of how {{partner}} writes (style only: these exchanges never happened):"
 MEMORY_FRAME = (
     "The notes below are what you remembered from earlier conversations. "
@@ -53,7 +64,7 @@ USER_MEMORY_FRAME = (
 
 
 def check_partner_id(partner_id: str) -> str:
-    if not isinstance(partner_id, str) or not PARTNER_ID.match(partner_id):
+    if not isinstance(partner_id, str) or not PARTNER_ID.fullmatch(partner_id):
         raise PartnerError(
             f"{partner_id!r} is not a valid partner id: use 1-32 lower-case letters, digits, "
             "'-' or '_', starting with a letter or digit"
@@ -193,6 +204,28 @@ def _framed(name: str, body: str) -> str:
     return body
 
 
+def fill_placeholders(
+    text: str, pattern: re.Pattern[str], values: Mapping[str, str], *, any_case: bool = False
+) -> str:
+    """``text`` with each placeholder ``pattern`` finds (its name in group 1) replaced by its
+    value when ``values`` has one, within the bounds above; unknown ones are kept as they are.
+    ``any_case``: names match whatever their case (card macros: ``{{Char}}``)."""
+    names = {
+        (k.lower() if any_case else k): v[:MAX_PLACEHOLDER_VALUE_CHARS] for k, v in values.items()
+    }
+    filled = 0
+
+    def one(match: re.Match[str]) -> str:
+        nonlocal filled
+        value = names.get(match.group(1).lower() if any_case else match.group(1))
+        if value is None or filled >= MAX_PLACEHOLDERS_FILLED:
+            return match.group(0)
+        filled += 1
+        return value
+
+    return pattern.sub(one, text)
+
+
 def _fill(partner: Partner, context: PromptContext, text: str) -> str:
     directory = f"partners/{partner.id}"
     values = {
@@ -205,7 +238,7 @@ def _fill(partner: Partner, context: PromptContext, text: str) -> str:
         "presetDir": directory,
         "cwd": directory,
     }
-    return PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+    return fill_placeholders(text, PLACEHOLDER, values)
 
 
 def size_report(partner: Partner, budget: int) -> str:

@@ -103,3 +103,11 @@ def png_with_raw_text(keyword: str, text: bytes) -> bytes:
 
 def as_json(document: dict[str, Any]) -> bytes:
     return json.dumps(document, ensure_ascii=False).encode("utf-8")
+
+
+def deep_card(levels: int) -> bytes:
+    """A V2 card's JSON whose extensions nest ``levels`` objects deep, written as text
+    (json.dumps would itself fail past a thousand levels)."""
+    nested = '{"a": ' * (levels - 1) + "{}" + "}" * (levels - 1)
+    head = '{"spec": "chara_card_v2", "spec_version": "2.0", "data": {"name": "Deep", '
+    return f'{head}"extensions": {nested}}}}}'.encode()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 
 from partners.card_format import read_card
 from tests import card_fixtures as cards
@@ -79,3 +81,44 @@ async def test_owner_edits_post_history_instructions_which_follow_the_next_messa
     last = harness.llm.requests[-1]["messages"]
     assert last[-1]["content"] == "Reply as Mira."
     assert "Reply as" not in last[0]["content"]
+
+
+async def test_lore_names_the_entries_left_out_of_a_stored_book(harness: Harness) -> None:
+    book = {
+        "entries": [
+            {**entry([], "Bad.", comment="Broken"), "keys": 5},
+            entry(["harbour"], "Boats come at dawn.", comment="Harbour"),
+        ]
+    }
+    (partner_dir(harness) / "lorebook.json").write_text(json.dumps(book), encoding="utf-8")
+    answer = await admin(harness, "/admin lore example")
+    assert "1 entries" in answer and "Boats come at dawn" in answer
+    assert r"entry 1 \('Broken'\): 'keys' should be a list of texts, not a number" in answer
+
+
+async def test_lore_says_why_a_stored_book_is_not_used(harness: Harness) -> None:
+    (partner_dir(harness) / "lorebook.json").write_text('{"entries": 5}', encoding="utf-8")
+    answer = await admin(harness, "/admin lore example")
+    assert answer.startswith("Mira's lorebook is not used:")
+    assert "should be an object with a list of 'entries'" in answer
+
+
+async def test_a_deeply_nested_card_gets_one_line_and_nothing_is_staged(harness: Harness) -> None:
+    raw = cards.deep_card(100_000)
+    answer = await admin(harness, "/admin partner import", attachment=("deep.json", raw))
+    assert "deep.json: JSON nested deeper than 64 levels" in answer and "\n" not in answer
+    assert not (harness.config.data_dir / "imports").exists()
+
+
+async def test_a_card_staged_more_than_a_day_ago_cannot_be_confirmed(harness: Harness) -> None:
+    raw = cards.as_json(cards.v2())
+    answer = await admin(harness, "/admin partner import old", attachment=("old.json", raw))
+    token = answer.split("/admin partner import confirm ")[1].split()[0]
+    staging = harness.config.data_dir / "imports"
+    three_days_ago = time.time() - 3 * 24 * 3600
+    for staged in staging.iterdir():
+        os.utime(staged, (three_days_ago, three_days_ago))
+    again = await admin(harness, f"/admin partner import confirm {token}")
+    assert again == "That import expired (cards wait a day); send the card again."
+    assert harness.app.catalog.get("old") is None
+    assert list(staging.iterdir()) == []

@@ -14,7 +14,7 @@ from PIL.PngImagePlugin import PngImageFile
 from partners.card_format import MAX_CARD_FILE_BYTES, CardError, read_card
 from partners.cards import export_card, plan_import, write_import
 from partners.catalog import PartnerCatalog
-from partners.persona import PromptContext, assemble_prompt
+from partners.persona import PartnerError, PromptContext, assemble_prompt
 from tests import card_fixtures as cards
 
 
@@ -134,6 +134,8 @@ def test_an_export_is_a_v3_card_with_v2_fields_for_old_readers(tmp_path: Path) -
         (cards.as_json({"spec": "chara_card_v2", "spec_version": "2.0", "data": []}), "'data'"),
         (cards.as_json(cards.v2(cards.card_data(tags="sea"))), "'tags'"),
         (b"PK\x03\x04rest", "CHARX"),
+        (cards.deep_card(100_000), "nested deeper than 64 levels"),
+        (cards.png_with_raw_text("chara", base64.b64encode(cards.deep_card(100))), "deeper"),
         (b"\x89PNG\r\n\x1a\n" + b"\0" * (MAX_CARD_FILE_BYTES), "over the limit"),
     ],
 )
@@ -179,3 +181,9 @@ def test_a_hand_made_partner_exports_its_persona_and_nothing_of_its_memory(
     data = read_card(exported).data
     assert data["name"] == "Mira" and data["system_prompt"].endswith("Answer briefly.")
     assert "PRIVATE" not in json.dumps(data)
+
+
+@pytest.mark.parametrize("bad", ["sirin\n", "sirin\r\n", "\nsirin"])
+def test_an_id_with_a_line_break_is_refused(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(PartnerError, match="not a valid partner id"):
+        plan_import(cards.as_json(cards.v2()), "c.json", bad, tmp_path)

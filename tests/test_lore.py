@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
-from partners.lore import LORE_FRAME, Lorebook, estimate_tokens
-from partners.lore_books import from_world_info
+import pytest
+
+from partners.lore import LORE_FRAME, MAX_RECURSION_STEPS, Lorebook, estimate_tokens
+from partners.lore_format import (
+    DEFAULT_TOKEN_BUDGET,
+    MAX_KEY_CHARS,
+    from_world_info,
+)
 from tests.conftest import Harness, dm
 from tests.fakes.fake_llm import Reply
 
@@ -139,7 +146,7 @@ def test_sillytavern_world_info_converts_to_a_character_book() -> None:
             }
         }
     }
-    book = from_world_info(world, "world.json")
+    book = from_world_info(world, "world.json").book
     assert book["entries"][0]["position"] == "after_char"
     assert fired(book, "elara's sword") == ["Elara's blade"]
     assert fired(book, "elara alone") == []
@@ -175,20 +182,114 @@ async def test_fired_entries_go_after_the_frozen_prompt_and_the_prefix_stays(
     assert second[-2]["content"].endswith("and the weather?")
 
 
-def test_numbers_written_as_text_or_nonsense_take_their_defaults() -> None:
-    book = {
-        "scan_depth": "3",
-        "token_budget": None,
-        "entries": [entry(["a"], "ok", insertion_order="x", extensions={"probability": "50"})],
-    }
-    loaded = Lorebook(book)
-    assert loaded.scan_depth == 3 and loaded.entries[0].probability == 50
-    assert loaded.entries[0].order == 100
-
-
 async def test_a_broken_lorebook_file_does_not_stop_the_partner(harness: Harness) -> None:
     partner = harness.app.catalog.require("example")
     (partner.dir / "lorebook.json").write_text('{"entries": [', encoding="utf-8")
+    harness.llm.script(Reply(text="still here"))
+    await harness.send(dm(42, "hello"))
+    await harness.settle()
+    assert harness.channel.texts() == ["still here"]
+
+
+async def test_a_stored_book_that_does_not_read_is_skipped_with_one_warning(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    partner = harness.app.catalog.require("example")
+    (partner.dir / "lorebook.json").write_text('{"entries": 5}', encoding="utf-8")
+    harness.llm.script(Reply(text="one"), Reply(text="two"))
+    with caplog.at_level(logging.WARNING, logger="partners.lore_books"):
+        await harness.send(dm(42, "hello"))
+        await harness.settle()
+        await harness.send(dm(42, "hello again"))
+        await harness.settle()
+    assert harness.channel.texts() == ["one", "two"]
+    warnings = [r.getMessage() for r in caplog.records if "lorebook" in r.getMessage()]
+    assert len(warnings) == 1 and "'entries'" in warnings[0]
+
+
+async def test_a_stored_entry_with_null_fields_still_fires(harness: Harness) -> None:
+    partner = harness.app.catalog.require("example")
+    book = {"entries": [entry(["lighthouse"], "Oren keeps it.", extensions=None, name=None)]}
+    (partner.dir / "lorebook.json").write_text(json.dumps(book), encoding="utf-8")
+    harness.llm.script(Reply(text="yes"))
+    await harness.send(dm(42, "the lighthouse?"))
+    await harness.settle()
+    assert harness.channel.texts() == ["yes"]
+    assert "Oren keeps it." in harness.llm.requests[-1]["messages"][-1]["content"]
+
+
+async def test_a_stored_entry_with_a_bad_field_is_left_out_and_the_rest_fire(
+    harness: Harness,
+) -> None:
+    partner = harness.app.catalog.require("example")
+    book = {
+        "entries": [
+            {**entry([], "BROKEN"), "keys": {"a": 1}},
+            entry(["lighthouse"], "Oren keeps it."),
+        ]
+    }
+    (partner.dir / "lorebook.json").write_text(json.dumps(book), encoding="utf-8")
+    harness.llm.script(Reply(text="yes"))
+    await harness.send(dm(42, "the lighthouse?"))
+    await harness.settle()
+    last = harness.llm.requests[-1]["messages"][-1]["content"]
+    assert "Oren keeps it." in last and "BROKEN" not in last
+
+
+def overlapping(entries: int) -> dict[str, Any]:
+    """The worst a card can build: keys that are each other's suffixes ("w", "w w", …), in
+    texts made of them, scanned recursively."""
+    text = " ".join(["w"] * 200)
+    keys = [" ".join(["w"] * (i % 45 + 1)) for i in range(entries)]
+    return {
+        "recursive_scanning": True,
+        "entries": [entry([key], f"{i} {text}") for i, key in enumerate(keys)],
+    }
+
+
+def test_the_scan_calls_the_matcher_once_per_round_whatever_the_entry_count() -> None:
+    small = Lorebook(overlapping(50)).fire(["w"]).work
+    large = Lorebook(overlapping(500)).fire(["w"]).work
+    assert large.rounds == small.rounds <= MAX_RECURSION_STEPS + 1
+    assert large.matcher_calls == small.matcher_calls <= large.rounds * 2  # folded and exact
+
+
+def test_recursion_reads_only_the_text_of_entries_that_made_it_into_the_turn() -> None:
+    # an ASCII token is four characters: no round reads more than the budget's worth of text
+    # (and a few characters around each entry's)
+    most = len(" w ") + MAX_RECURSION_STEPS * (4 * DEFAULT_TOKEN_BUDGET + 50)
+    for entries in (50, 500, 5_000):
+        assert Lorebook(overlapping(entries)).fire(["w"]).work.chars <= most
+
+
+def test_the_matches_found_grow_with_the_text_scanned_not_with_the_keys() -> None:
+    work = Lorebook(overlapping(500)).fire(["w"]).work
+    # keys are at most MAX_KEY_CHARS long, so at most that many end at any one place
+    assert 0 < work.matches <= (MAX_KEY_CHARS + 2) * work.chars
+
+
+def test_an_entry_with_a_key_over_the_limit_is_left_out_with_a_note() -> None:
+    long_key = entry(["w " * 60], "x", comment="Long")
+    book = Lorebook({"entries": [long_key, entry(["a"], "ok")]}, "b.json")
+    assert [e.content for e in book.entries] == ["ok"]
+    assert book.notes == (
+        f"b.json: entry 1 ('Long'): 'keys': a key of 120 characters is over the limit of "
+        f"{MAX_KEY_CHARS}; left out",
+    )
+
+
+def test_a_key_never_matches_across_two_scanned_texts() -> None:
+    book = {"scan_depth": 2, "entries": [entry(["red dragon"], "hit"), entry(["dra"], "x")]}
+    assert fired(book, "the red", "dragon") == []
+    assert fired(book, "the red dragon", "hello") == ["hit"]
+
+
+async def test_a_deeply_nested_stored_book_is_skipped_and_the_partner_answers(
+    harness: Harness,
+) -> None:
+    partner = harness.app.catalog.require("example")
+    deep = '{"entries": [], "extensions": ' + '{"a": ' * 100_000 + "{}" + "}" * 100_001
+    (partner.dir / "lorebook.json").write_text(deep, encoding="utf-8")
     harness.llm.script(Reply(text="still here"))
     await harness.send(dm(42, "hello"))
     await harness.settle()
