@@ -7,12 +7,12 @@ then each alternate in turn, conversation after conversation) or ``random``.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 from collections.abc import Callable
 from typing import Literal
 
+from partners.card_format import MAX_CARD_JSON_BYTES, CardError, parse_json
 from partners.cards import CARD_FILE
 from partners.persona import Partner, fill_placeholders
 
@@ -22,15 +22,19 @@ _PLACEHOLDERS = re.compile(r"\{\{\s*(char|partner|user)\s*\}\}", re.IGNORECASE)
 
 def greetings_of(partner: Partner) -> list[str]:
     """The partner's greetings, first one first (blocking read; call off-loop). A partner
-    without a card, or whose card.json does not read, has none."""
+    without a card, or whose card.json does not read (a hand edit gone wrong: read within the
+    cards' bounds), has none; alternates given as one text are one greeting."""
     path = partner.dir / CARD_FILE
     try:
-        side = json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, UnicodeDecodeError, ValueError):
+        side = parse_json(path.read_bytes(), CARD_FILE, MAX_CARD_JSON_BYTES, "")
+    except (FileNotFoundError, CardError):
         return []
     if not isinstance(side, dict):
         return []
-    found = [side.get("first_mes"), *(side.get("alternate_greetings") or [])]
+    alternates = side.get("alternate_greetings") or []
+    if not isinstance(alternates, list):
+        alternates = [alternates]
+    found = [side.get("first_mes"), *alternates]
     return [text for text in found if isinstance(text, str) and text.strip()]
 
 

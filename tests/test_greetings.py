@@ -3,9 +3,12 @@ first contact, stored as the partner's message so the model sees them."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from partners.cards import plan_import, write_import
+from partners.cards import CARD_FILE, plan_import, write_import
+from partners.greetings import greetings_of
+from partners.persona import load_partner
 from tests import card_fixtures as cards
 from tests.conftest import Harness, HarnessFactory, dm
 from tests.fakes.fake_llm import Reply
@@ -67,3 +70,20 @@ async def test_a_partner_without_a_card_does_not_greet(harness: Harness) -> None
     await harness.send(dm(42, "hi"))
     sent = await harness.channel.wait_sent(2)
     assert [m.text for m in sent][1] == "hello"
+
+
+def test_a_hand_edited_card_nested_too_deep_has_no_greetings(tmp_path: Path) -> None:
+    root = tmp_path / "partners"
+    write_import(plan_import(cards.as_json(cards.v2()), "c.json", "sirin", root), root)
+    (root / "sirin" / CARD_FILE).write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    assert greetings_of(load_partner(root / "sirin")) == []
+
+
+def test_alternate_greetings_given_as_one_text_are_one_greeting(tmp_path: Path) -> None:
+    root = tmp_path / "partners"
+    write_import(plan_import(cards.as_json(cards.v2()), "c.json", "sirin", root), root)
+    card = root / "sirin" / CARD_FILE
+    side = json.loads(card.read_text(encoding="utf-8"))
+    side["alternate_greetings"] = "Hello again"
+    card.write_text(json.dumps(side), encoding="utf-8")
+    assert greetings_of(load_partner(root / "sirin")) == [side["first_mes"], "Hello again"]
