@@ -16,13 +16,13 @@ keeps, and only until the steps ran.
 
 What stays is a tombstone per forgotten text: a hash (:func:`partners.memory.text_hash`) kept
 under the partner and a key — the user's key for what a user forgot (each entry of ``entry``
-and ``all``), ``file:<name>`` for an entry the owner forgot from one of a partner's files with
-``/admin forget`` (partner "" for the owner's own memory). Every path that writes memory from
-outside a live conversation checks them, so nothing forgotten comes back: the review
-(:mod:`partners.review_edits`) and memory files read into the database
-(:meth:`Tombstones.strip`: at start-up, and by ``companion database copy``). A hash matches a
-whole entry, the way :func:`partners.entry_text.comparable` compares them, never a passage
-inside a longer text:
+and ``all``, each message of ``history``), ``file:<name>`` for an entry the owner forgot from
+one of a partner's files with ``/admin forget`` (partner "" for the owner's own memory). Every
+path that writes memory or messages from outside a live conversation checks them, so nothing
+forgotten comes back: the review (:mod:`partners.review_edits`), memory files read into the
+database (:meth:`Tombstones.strip`: at start-up, and by ``companion database copy``) and
+imported histories (:func:`unforgotten`). A hash matches a whole entry or a whole message, the
+way :func:`partners.entry_text.comparable` compares them, never a passage inside a longer text:
 journal passages are kept out by never reading a file over a document the database has (see
 :mod:`bot.memory_documents`).
 """
@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bot.store import ForgetOperation, Store
+from bot.store import ForgetOperation, NewMessage, Store
 from partners.catalog import PartnerCatalog
 from partners.entry_text import comparable, quotes
 from partners.journal import count_forgotten_in_journals, forget_in_journals
@@ -148,9 +148,7 @@ class Forgetting:
             raise ValueError(f"unknown kind of forgetting {kind!r}")
         operation = ForgetOperation(partner.id, user_key, kind, request)
         if kind == HISTORY:
-            ids = await self.store.user_message_ids(partner.id, user_key, MESSAGE_ROLES)
-            titled = await self.store.sessions_titled_by(partner.id, user_key)
-            return replace(operation, session_ids=tuple(titled), messages=len(ids))
+            return await self._plan_history(operation)
         entries = await self.memory.entries(user_memory_file(partner, user_key), strict=True)
         if kind == ENTRY:
             entries = [e for e in entries if e.id == entry_id]
@@ -173,6 +171,20 @@ class Forgetting:
         )
         rows = await self._journal_row_ids(operation)
         return replace(operation, passages=max(passages, len(rows)))
+
+    async def _plan_history(self, operation: ForgetOperation) -> ForgetOperation:
+        """``history``: the messages to remove, the sessions they titled, and a tombstone of
+        each message's text, so that a history imported later does not bring it back (see
+        :func:`unforgotten`)."""
+        partner_id, user_key = operation.partner_id, operation.user_key
+        said = [
+            row
+            for row in await self.store.user_messages(partner_id, user_key)
+            if row.role in MESSAGE_ROLES and row.status != "pending"
+        ]
+        titled = await self.store.sessions_titled_by(partner_id, user_key)
+        hashes = tuple(sorted({text_hash(row.text) for row in said if row.text.strip()}))
+        return replace(operation, session_ids=tuple(titled), messages=len(said), hashes=hashes)
 
     # ---- the steps -------------------------------------------------------------------------
 
@@ -372,3 +384,29 @@ def _forgotten_line(line: bytes, hashes: set[str]) -> bool:
         return False
     text = ENTRY_ID.sub("", match.group(2)).strip()
     return bool(text) and text_hash(text) in hashes
+
+
+async def unforgotten(store: Store, messages: Sequence[NewMessage]) -> list[NewMessage]:
+    """The messages to store of an imported history: without those a tombstone of their user
+    matches (``/forget history`` left one for each message it removed)."""
+    known: dict[tuple[str, str], set[str]] = {}
+    kept = []
+    for message in messages:
+        forgotten: set[str] = set()
+        for user in _users_of(message):
+            key = (message.partner_id or "", user)
+            if key not in known:
+                known[key] = await store.tombstones(*key)
+            forgotten |= known[key]
+        if not forgotten or text_hash(message.text) not in forgotten:
+            kept.append(message)
+    return kept
+
+
+def _users_of(message: NewMessage) -> set[str]:
+    """Whose forgetting a message falls under, as ``/forget history`` finds it: its sender's,
+    and in a DM (the partner's replies too) that user's."""
+    users = {message.user_key} if message.user_key else set()
+    if message.audience.startswith("user:"):
+        users.add(message.audience.removeprefix("user:"))
+    return users
