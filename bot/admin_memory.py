@@ -4,7 +4,8 @@ undo, consults, referenced transcripts and the list of sessions.
 ``/admin memory`` is administration: any partner's memory and the owner's own. It is not the
 user command ``/memory``, which shows anyone — the owner too — what the current partner keeps
 about them. Forgetting here is forgetting (DESIGN.md "Decisions"): the entry's text leaves the
-file, the journals and the changelog, and ``/admin undo`` cannot bring it back.
+file, the journals and the changelog, ``/admin undo`` cannot bring it back, and its tombstone
+(``file:<name>``, see :mod:`partners.forgetting`) keeps a review from writing it back.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from bot.paging import paged, pop_page
 from bot.sessions import OWNER_AUDIENCE, Speaker
 from bot.store import MessageRow, SessionRow, Store
 from bot.transcripts import MAX_REFERENCES, transcript_label
+from partners.forgetting import file_key
 from partners.journal import forget_in_journals, journal_file, journal_files
-from partners.memory import Change, MemoryFile, MemoryStore
+from partners.memory import Change, MemoryFile, MemoryStore, text_hash
 from partners.persona import Partner
 from partners.review import ReviewResult
 from partners.tools import user_memory_file
@@ -89,15 +91,21 @@ async def admin_forget(ctx: CommandContext) -> CommandReply:
     tools = services(ctx)
     if len(ctx.args) == 1:
         files, whose = [tools.owner_file], "your memory"
-        entry_id = ctx.args[0]
+        entry_id, tombstone_partner = ctx.args[0], ""
     else:
         partner = ctx.catalog.require(ctx.args[0])
         files = await _partner_memory_files(services(ctx).memory, partner)
         whose, entry_id = f"{partner.name}'s memory", ctx.args[1]
+        tombstone_partner = partner.id
     if not ENTRY_ID.match(entry_id):
         raise AdminError(f"{entry_id!r} is not an entry id; ids look like m_18c2f0a1b2c3d")
     for file in files:
-        if any(e.id == entry_id for e in await tools.memory.entries(file)):
+        found = [e for e in await tools.memory.entries(file) if e.id == entry_id]
+        if found:
+            # the tombstone first: nothing that writes memory from outside a conversation (a
+            # review, files read into the database) may write the text back afterwards
+            forgotten = {text_hash(found[0].text)}
+            await ctx.store.add_tombstones(tombstone_partner, file_key(file.name), forgotten)
             entry = await tools.memory.forget_entry(file, entry_id, source="/admin forget")
             await tools.memory.scrub_changelog(
                 file.root, file.name, entry_ids={entry_id}, texts={entry.text}

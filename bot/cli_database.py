@@ -3,26 +3,46 @@
 ``[storage] database_url``), and with ``[storage] documents = "auto"`` the memory files of the
 data directory become the database's document rows, so workers that share nothing but the
 database find them. The SQLite file is left as it was; the gateway must not be running (the
-data directory's lock), or what it wrote meanwhile would be missing from the copy."""
+data directory's lock), or what it wrote meanwhile would be missing from the copy.
+
+From then on the database is the only truth (DESIGN.md "Several workers (PostgreSQL)"): the
+copy records in it that each namespace's files were read, so no worker reads them again
+(:mod:`bot.memory_documents`), and writes :data:`COPIED_NOTE` into the data directory, which
+stops a second copy of this directory — into any database — from bringing back what was
+changed or forgotten on the database since. The memory files go over without the entries
+their tombstones match (a file restored by hand after a ``/forget``)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 from bot.cli_data import CLIError, lock_data_dir
 from bot.config import Config
+from bot.memory_documents import files_read_key, files_read_record
 from bot.store.postgres.connection import is_database_url, redacted
-from bot.store.postgres.copy import NewDocument, copy_to_postgres
+from bot.store.postgres.copy import NewDocument, copy_to_postgres, read_tombstones
 from partners.documents import ADOPTED_FOLDERS, FileDocuments
+from partners.forgetting import Tombstones, namespace_partner
 
+COPIED_NOTE = "copied-to-database.txt"
+"""Written into the data directory by a copy that succeeded; its first line says where to."""
+COPIED_TEXT = """Copied into {url} on {when} by `companion database copy`.
+Since then that database holds this gateway's data. gateway.db and the memory files in this
+directory are how things stood at that moment, like a backup taken then: they still hold what
+was changed or forgotten on the database since, and no gateway on that database reads them
+again. `companion database copy` refuses to copy this directory again while this file is here
+(it would bring that back); delete this file only if the gateway never ran on that database.
+"""
 NEXT_STEP = (
     "Next: set [storage] database_url to that database (if it is not set yet) and start the"
     " gateway with `companion run`. {sqlite} is left as it was: keep it until the gateway runs"
-    " well on PostgreSQL."
+    " well on PostgreSQL. {note} records this copy: the gateway never reads the memory files"
+    " here again, and a second copy of this directory is refused."
 )
 
 
@@ -31,19 +51,57 @@ def cmd_database_copy(config: Config, args: argparse.Namespace) -> int:
     source = config.data_dir / "gateway.db"
     if not source.is_file():
         raise CLIError(f"no SQLite database at {source}: nothing to copy (check storage.data_dir)")
-    roots = document_roots(config.data_dir) if moves_files(config) else None
-    documents = memory_files(config.data_dir, roots) if roots is not None else None
+    refuse_a_second_copy(config.data_dir)
     print(f"copying {source} into {redacted(url)} …", flush=True)
     lock = lock_data_dir(config)
     try:
-        copied = asyncio.run(copy_to_postgres(source, url, documents=documents))
+        copied = asyncio.run(_copy(config, source, url))
+        note_the_copy(config.data_dir, url)
     finally:
         lock.release()
     print(summary(copied))
     if config.storage.documents == "files":
         print("Memory documents stay files in the data directory ([storage] documents = files).")
-    print(NEXT_STEP.format(sqlite=source))
+    print(NEXT_STEP.format(sqlite=source, note=config.data_dir / COPIED_NOTE))
     return 0
+
+
+async def _copy(config: Config, source: Path, url: str) -> dict[str, int]:
+    """The copy, with the memory files (without what was forgotten) when they become rows,
+    and the records that every namespace's files were read when documents are rows."""
+    roots = document_roots(config.data_dir)
+    documents = None
+    if moves_files(config):
+        forgotten = tombstones_by_partner(await read_tombstones(source))
+        documents = memory_files(config.data_dir, roots, forgotten)
+    settings = {}
+    if config.storage.documents != "files":
+        record = files_read_record()
+        settings = {
+            files_read_key(root.relative_to(config.data_dir).as_posix()): record for root in roots
+        }
+    return await copy_to_postgres(source, url, documents=documents, settings=settings)
+
+
+def refuse_a_second_copy(data_dir: Path) -> None:
+    """A directory copied before is older than the database it went into: copying it again
+    would bring back what was changed or forgotten there since."""
+    note = data_dir / COPIED_NOTE
+    if not note.is_file():
+        return
+    first = note.read_text(encoding="utf-8", errors="replace").splitlines()[:1]
+    raise CLIError(
+        f"{data_dir} was copied into a database already ({first[0] if first else note.name});"
+        " since then that database holds the gateway's data, and this directory still holds"
+        " what was changed or forgotten there since, so nothing was copied. If the gateway"
+        f" never ran on that database (a trial copy), delete {note} and copy again"
+    )
+
+
+def note_the_copy(data_dir: Path, url: str) -> None:
+    when = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    text = COPIED_TEXT.format(url=redacted(url), when=when)
+    (data_dir / COPIED_NOTE).write_text(text, encoding="utf-8")
 
 
 def target_url(config: Config, given: str | None) -> str:
@@ -79,15 +137,27 @@ def document_roots(data_dir: Path) -> list[Path]:
     return roots
 
 
-async def memory_files(data_dir: Path, roots: list[Path]) -> AsyncIterator[NewDocument]:
+def tombstones_by_partner(rows: list[tuple[str, str, str]]) -> dict[str, Tombstones]:
+    """(partner, key, hash) rows as each partner's :class:`Tombstones`."""
+    found: dict[str, dict[str, set[str]]] = {}
+    for partner, key, text_hash in rows:
+        found.setdefault(partner, {}).setdefault(key, set()).add(text_hash)
+    return {partner: Tombstones(by_key) for partner, by_key in found.items()}
+
+
+async def memory_files(
+    data_dir: Path, roots: list[Path], forgotten: dict[str, Tombstones] | None = None
+) -> AsyncIterator[NewDocument]:
     """The memory documents under ``roots`` kept as files (persona, memory, per-user files,
-    journals, changelog), one at a time, as document rows named like the gateway names them."""
+    journals, changelog), one at a time, as document rows named like the gateway names them,
+    without the entries ``forgotten`` (tombstones by partner) matches."""
     files = FileDocuments()
     for root in roots:
         namespace = root.relative_to(data_dir).as_posix()
+        tombstones = (forgotten or {}).get(namespace_partner(namespace), Tombstones({}))
         for folder in ADOPTED_FOLDERS:
             for name in await files.names(root, folder):
-                data = (await files.read(root, name)).data
+                data = tombstones.strip(name, (await files.read(root, name)).data)
                 mtime = await asyncio.to_thread(os.path.getmtime, root / name)
                 yield NewDocument(namespace, name, data, mtime)
 

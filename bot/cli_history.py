@@ -1,5 +1,6 @@
 """``companion search``, ``reindex`` and ``import``: past conversations from the terminal,
-searched, embedded for semantic recall, or imported from a JSONL file."""
+searched, embedded for semantic recall, or imported from a JSONL file. An import stores no
+message its user had forgotten (``/forget history`` left a tombstone of each)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import argparse
 import asyncio
 import json
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from bot.config import Config
 from bot.embedder import reindex
 from bot.embeddings import EmbeddingsClient, EmbeddingsUnavailable
 from bot.store import NewMessage, Store
+from partners.forgetting import unforgotten
 from partners.persona import Partner
 from partners.recall import Recall
 from partners.tools import format_hit
@@ -154,52 +157,60 @@ def cmd_import(config: Config, args: argparse.Namespace) -> int:
     ]
     lock = lock_data_dir(config)
     try:
-        added, skipped = asyncio.run(_import(config, partner, records))
+        added, skipped, forgotten = asyncio.run(_import(config, partner, records))
     finally:
         lock.release()
-    print(f"imported {added} messages into {partner.id} ({skipped} already there)")
+    left_out = f", {forgotten} forgotten on request and left out" if forgotten else ""
+    print(f"imported {added} messages into {partner.id} ({skipped} already there{left_out})")
     return 0
 
 
 async def _import(
     config: Config, partner: Partner, records: list[dict[str, Any]]
-) -> tuple[int, int]:
+) -> tuple[int, int, int]:
+    """Store the records' messages; how many were added, already there, and left out
+    because their user had forgotten them (:func:`partners.forgetting.unforgotten`)."""
     store = await Store.open(config.database)
-    partner_id = partner.id
-    sessions: dict[str, str] = {}
-    messages: list[NewMessage] = []
     try:
         # imported messages are stemmed in the partner's language, as the gateway would
-        await store.set_search_language(partner_id, partner.preset.language)
-        for record in records:
-            user = str(record["user"])
-            user_key = user if ":" in user else f"import:{user}"
-            audience = f"user:{user_key}"
-            chat_key = f"import:{partner_id}:{record['session']}"
-            if chat_key not in sessions:
-                sessions[chat_key] = await _import_session(store, partner_id, chat_key, record)
-            ident = str(record.get("id") or f"{record['session']}:{len(messages)}")
-            is_user = record["role"] == "user"
-            messages.append(
-                NewMessage(
-                    chat_key=chat_key,
-                    role=record["role"],
-                    text=str(record["text"]),
-                    audience=audience,
-                    dedup_key=f"import:{partner_id}:{ident}",
-                    session_id=sessions[chat_key],
-                    partner_id=partner_id,
-                    platform_message_id=ident,
-                    user_key=user_key if is_user else None,
-                    speaker=user if is_user else partner_id,
-                    created_at=record["time"],
+        await store.set_search_language(partner.id, partner.preset.language)
+        read = [(r, _imported(partner.id, n, r)) for n, r in enumerate(records)]
+        kept = {id(m) for m in await unforgotten(store, [message for _, message in read])}
+        sessions: dict[str, str] = {}
+        messages = []
+        for record, message in read:
+            if id(message) not in kept:
+                continue  # not even as a session's title
+            if message.chat_key not in sessions:
+                sessions[message.chat_key] = await _import_session(
+                    store, partner.id, message.chat_key, record
                 )
-            )
+            messages.append(replace(message, session_id=sessions[message.chat_key]))
         ids = await store.add_messages(messages)
     finally:
         await store.close()
     added = sum(1 for i in ids if i is not None)
-    return added, len(ids) - added
+    return added, len(ids) - added, len(read) - len(messages)
+
+
+def _imported(partner_id: str, number: int, record: dict[str, Any]) -> NewMessage:
+    """The message one record (the ``number``-th of its file) becomes, without its session."""
+    user = str(record["user"])
+    user_key = user if ":" in user else f"import:{user}"
+    ident = str(record.get("id") or f"{record['session']}:{number}")
+    is_user = record["role"] == "user"
+    return NewMessage(
+        chat_key=f"import:{partner_id}:{record['session']}",
+        role=record["role"],
+        text=str(record["text"]),
+        audience=f"user:{user_key}",
+        dedup_key=f"import:{partner_id}:{ident}",
+        partner_id=partner_id,
+        platform_message_id=ident,
+        user_key=user_key if is_user else None,
+        speaker=user if is_user else partner_id,
+        created_at=record["time"],
+    )
 
 
 async def _import_session(

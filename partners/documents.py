@@ -25,7 +25,7 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -245,6 +245,11 @@ class DatabaseDocuments:
             return StoredDocument(b"", "0")
         return StoredDocument(row.content, str(row.version))
 
+    async def exists(self, root: Path, name: str) -> bool:
+        """Whether the document has a row, however empty (reading a missing one gives the
+        same empty bytes as reading an emptied one)."""
+        return await self._rows.document(self.namespace(root), _checked_name(name)) is not None
+
     async def write(self, root: Path, name: str, data: bytes, expected: str) -> str:
         namespace = self.namespace(root)
         saved = await self._rows.save_document(
@@ -268,17 +273,21 @@ class DatabaseDocuments:
 ADOPTED_FOLDERS = ("", "users", "memory", "changelog")
 
 
-async def adopt_files(target: Documents, root: Path) -> list[str]:
+async def adopt_files(
+    target: DatabaseDocuments, root: Path, keep: Callable[[str, bytes], bytes] | None = None
+) -> list[str]:
     """Copy the memory documents found as files under ``root`` into ``target`` where it has
-    none of that name yet (a partner made from the template or an imported card, files the
-    owner wrote), so that a worker whose data directory is empty finds them there. A document
-    ``target`` already has is never overwritten. The names copied."""
+    never had a document of that name (a partner made from the template or an imported card,
+    files the owner wrote), so that a worker whose data directory is empty finds them there.
+    A document ``target`` has is never written, even an empty one: an empty row is a document
+    someone emptied (``/forget all`` leaves one), and the file beside it is older. ``keep``
+    gives the bytes to copy of a file (its name and bytes): what was forgotten left out. The
+    names copied."""
     files = FileDocuments()
     copied = []
     for folder in ADOPTED_FOLDERS:
         for name in await files.names(root, folder):
-            current = await target.read(root, name)
-            if current.data:
+            if await target.exists(root, name):
                 continue
             try:
                 data = (await files.read(root, name)).data
@@ -286,7 +295,7 @@ async def adopt_files(target: Documents, root: Path) -> list[str]:
                 logger.warning("%s/%s not copied into the database: %s", root, name, exc)
                 continue
             try:
-                await target.write(root, name, data, current.version)
+                await target.write(root, name, keep(name, data) if keep else data, "0")
             except DocumentConflict:
                 continue  # written meanwhile (another worker adopting the same files)
             copied.append(name)

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.store import NewMessage, SessionRow, Store
+from partners.forgetting import file_key
 from partners.journal import JournalEntry, day_header, journal_file, render, user_marker
 from partners.memory import MemoryFile, MemoryInputError, MemoryStore, text_hash
 from partners.persona import MEMORY_FILES, Partner
@@ -97,9 +98,7 @@ async def apply_edits(
     grouped = _grouped_by_file(ops, by_name, session, applied)
     source = segment_source(session, upto)
     written = await _files_written(memory, partner, source)
-    forgotten: set[str] = set()
-    if USER_FILE in files and session.partner_id and session.user_key:
-        forgotten = await store.tombstones(session.partner_id, session.user_key)
+    forgotten = await _forgotten(store, partner, session, files)
     for name, file_ops in grouped.items():
         file = by_name[name]
         if file.name in written:
@@ -111,8 +110,8 @@ async def apply_edits(
             logger.warning("review of %s: %s batch rejected (removal guard)", session.id, name)
             continue
         for op in file_ops:
-            if forgotten and text_hash(str(op.get("text") or "")) in forgotten:
-                applied.skipped.append(f"{name}: the user asked to forget this")
+            if text_hash(str(op.get("text") or "")) in forgotten.get(name, set()):
+                applied.skipped.append(f"{name}: left out, someone asked to forget it")
                 continue
             try:
                 change = await _apply_one(memory, file, op, source)
@@ -123,6 +122,21 @@ async def apply_edits(
             if change:
                 applied.changes.append(change)
     return applied
+
+
+async def _forgotten(
+    store: Store, partner: Partner, session: SessionRow, files: dict[str, MemoryFile]
+) -> dict[str, set[str]]:
+    """The tombstones each writable file's edits are checked against, by shown name: what
+    the owner forgot from that file (``/admin forget``) and, in the user's own file, what the
+    user forgot (see :mod:`partners.forgetting`)."""
+    forgotten = {}
+    for label, file in files.items():
+        hashes = await store.tombstones(partner.id, file_key(file.name))
+        if label == USER_FILE and session.user_key:
+            hashes |= await store.tombstones(partner.id, session.user_key)
+        forgotten[shown_name(label, file)] = hashes
+    return forgotten
 
 
 def _grouped_by_file(

@@ -388,4 +388,5 @@ async def test_companion_database_copy_moves_files_and_hides_the_password(
 
     code, out, err = await companion(config, "database", "copy", "--to", with_password)
     assert code == 2
-    assert "empty database" in err and "s3cret" not in out + err
+    assert "was copied into" in err and "s3cret" not in out + err
+    assert "s3cret" not in (data / "copied-to-database.txt").read_text()

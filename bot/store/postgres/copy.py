@@ -22,6 +22,8 @@ memory. What is copied and what is rebuilt, table by table:
   PostgreSQL: the rowid becomes the ``seq``.
 - memory documents kept as files go into ``documents`` rows when the caller passes them
   (:class:`NewDocument`); a document that is both a row and a file is refused, not guessed.
+- ``settings`` rows the caller passes are written last (over a copied row of the same key):
+  the records that a namespace's files were read into the database.
 
 At the end the rows of every table are counted on both sides and must agree.
 """
@@ -30,7 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterable, Callable, Sequence
+import time
+from collections.abc import AsyncIterable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,10 +97,12 @@ async def copy_to_postgres(
     url: str,
     *,
     documents: AsyncIterable[NewDocument] | None = None,
+    settings: Mapping[str, str] | None = None,
     batch_rows: int = BATCH_ROWS,
 ) -> dict[str, int]:
     """Copy the SQLite database at ``source`` into the empty PostgreSQL database at ``url``
-    (migrated first), with ``documents`` as document rows; the rows copied per table."""
+    (migrated first), with ``documents`` as document rows and ``settings`` as settings rows;
+    the rows copied per table."""
     reader = await SqliteReader.open(source)
     try:
         version = await reader.schema_version()
@@ -106,7 +111,7 @@ async def copy_to_postgres(
         db = await connect(url)
         try:
             with translated():
-                return await _copy(reader, db, url, documents, batch_rows)
+                return await _copy(reader, db, url, documents, settings or {}, batch_rows)
         finally:
             await db.close()
     finally:
@@ -132,6 +137,7 @@ async def _copy(
     db: asyncpg.Connection,
     url: str,
     documents: AsyncIterable[NewDocument] | None,
+    settings: Mapping[str, str],
     batch_rows: int,
 ) -> dict[str, int]:
     step = f"preparing {redacted(url)}"
@@ -155,6 +161,7 @@ async def _copy(
             await db.execute(REBUILD_SEARCH_TOTALS)
             await _set_triggers(db, triggered, "ENABLE")
             await _check_counts(db, reader, copied, files)
+            await _put_settings(db, settings)
             return copied
     except (asyncpg.PostgresError, asyncpg.DataError) as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
@@ -282,6 +289,29 @@ async def _copy_documents(db: asyncpg.Connection, documents: AsyncIterable[NewDo
     return copied
 
 
+async def _put_settings(db: asyncpg.Connection, settings: Mapping[str, str]) -> None:
+    now = time.time()
+    for key, value in settings.items():
+        await db.execute(
+            "INSERT INTO settings (key, value, updated_at) VALUES ($1, $2, $3)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value,"
+            " updated_at = excluded.updated_at",
+            key,
+            value,
+            now,
+        )
+
+
+async def read_tombstones(source: Path) -> list[tuple[str, str, str]]:
+    """The SQLite database's tombstones (partner, key, hash): what the memory files a copy
+    reads beside it must not bring back."""
+    reader = await SqliteReader.open(source)
+    try:
+        return await reader.tombstones()
+    finally:
+        await reader.close()
+
+
 async def _restart_identities(db: asyncpg.Connection, autoincrements: dict[str, int]) -> None:
     """Every identity counter past the highest id copied (and SQLite's AUTOINCREMENT mark):
     the next row stored gets a new number."""
@@ -364,6 +394,10 @@ class SqliteReader:
         if not exists:
             return {}
         return {row[0]: int(row[1]) for row in await self._fetch("SELECT * FROM sqlite_sequence")}
+
+    async def tombstones(self) -> list[tuple[str, str, str]]:
+        rows = await self._fetch("SELECT partner_id, user_key, text_hash FROM tombstones")
+        return [(str(row[0]), str(row[1]), str(row[2])) for row in rows]
 
     async def count(self, table: str) -> int:
         return int((await self._fetch(f'SELECT count(*) FROM "{table}"'))[0][0])

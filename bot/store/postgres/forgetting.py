@@ -59,6 +59,16 @@ class Forgetting(Messages, Sessions):
         )
         return {row[0] for row in rows}
 
+    async def partner_tombstones(self, partner_id: str) -> dict[str, set[str]]:
+        """Every tombstone of a partner ("" for the owner's memory), hashes by key."""
+        rows = await self._all(
+            "SELECT user_key, text_hash FROM tombstones WHERE partner_id = $1", partner_id
+        )
+        found: dict[str, set[str]] = {}
+        for key, text_hash in rows:
+            found.setdefault(key, set()).add(text_hash)
+        return found
+
     async def user_messages(self, partner_id: str, user_key: str) -> list[MessageRow]:
         """A user's messages with a partner and the partner's replies in their DMs."""
         return await self._messages(

@@ -23,6 +23,11 @@ class ForgettingStore(Protocol):
 
     async def tombstones(self, partner_id: str, user_key: str) -> set[str]: ...
 
+    async def partner_tombstones(self, partner_id: str) -> dict[str, set[str]]:
+        """Every tombstone of a partner ("" for the owner's memory), hashes by key: a user's
+        key for what they forgot, ``file:<name>`` for an entry the owner forgot from a file
+        (see :mod:`partners.forgetting`)."""
+
     async def user_messages(self, partner_id: str, user_key: str) -> list[MessageRow]:
         """A user's messages with a partner and the partner's replies in their DMs."""
 
