@@ -62,6 +62,11 @@ def environment_settings(
     return sorted(settings, key=lambda setting: (len(setting.path), setting.variable))
 
 
+def environment_variable(key: str) -> str:
+    """The variable that sets ``key`` (``llm.model``: ``COMPANION_LLM__MODEL``)."""
+    return ENV_PREFIX + LEVEL_SEPARATOR.join(key.split(".")).upper()
+
+
 def setting_path(variable: str) -> tuple[str, ...]:
     parts = tuple(part.lower() for part in variable[len(ENV_PREFIX) :].split(LEVEL_SEPARATOR))
     if not all(parts):
@@ -121,7 +126,7 @@ def overlay(raw: dict[str, Any], settings: list[EnvironmentSetting]) -> dict[str
 
 
 def inside_a_value(setting: EnvironmentSetting, holder: tuple[str, ...]) -> str:
-    whole = ENV_PREFIX + LEVEL_SEPARATOR.join(holder).upper()
+    whole = environment_variable(".".join(holder))
     return (
         f"environment variable {setting.variable}: {'.'.join(holder)} is not a table, so "
         f"{setting.key} cannot be set alone; set {whole} to its whole value instead "

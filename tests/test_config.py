@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.cli import main
 from bot.config import Config, ConfigError, config_path, load_config, parse_config
 
 
@@ -418,3 +419,12 @@ def test_an_empty_companion_config_names_no_file() -> None:
     assert config_path(None, {"COMPANION_CONFIG": "/config/config.toml"}) == Path(
         "/config/config.toml"
     )
+
+
+def test_setup_with_an_empty_companion_config_asks_for_the_file_to_write(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("COMPANION_CONFIG", "")
+    assert main(["setup", "--no-check"]) == 2
+    message = capsys.readouterr().err
+    assert "COMPANION_CONFIG is empty" in message and "--config FILE" in message
