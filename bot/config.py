@@ -43,6 +43,8 @@ ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 DEFAULT_CONFIG_PATH = Path("config.toml")
 CONFIG_PATH_ENV = "COMPANION_CONFIG"
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+NO_CONFIG_FILE = Path("(no config file)")
+"""What messages name as the file when ``COMPANION_CONFIG`` is empty."""
 
 
 class LLMConfig(Section):
@@ -376,7 +378,7 @@ def load_config(path: Path | None = None, environ: dict[str, str] | None = None)
     env = dict(os.environ if environ is None else environ)
     file = config_path(path, env)
     if file is None:
-        return parse_config("", Path(f"{CONFIG_PATH_ENV}=''"), env)
+        return parse_config("", NO_CONFIG_FILE, env)
     text = read_config_text(file, named=path is not None or CONFIG_PATH_ENV in env)
     return parse_config(text or "", file, env)
 

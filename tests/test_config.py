@@ -428,3 +428,9 @@ def test_setup_with_an_empty_companion_config_asks_for_the_file_to_write(
     assert main(["setup", "--no-check"]) == 2
     message = capsys.readouterr().err
     assert "COMPANION_CONFIG is empty" in message and "--config FILE" in message
+
+
+def test_without_a_file_a_problem_no_variable_set_says_there_is_no_file() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, {"COMPANION_CONFIG": "", "COMPANION_TELEGRAM__MODE": "webhook"})
+    assert str(caught.value).startswith("(no config file): telegram.webhook_url: ")
