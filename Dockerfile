@@ -1,5 +1,7 @@
 # companion-gateway for a server: `companion run` as an unprivileged user, data in the /data
-# volume, the config at /config/config.toml (README, "Deploying with Docker"; compose.yaml).
+# volume, the config at /config/config.toml (README, "Deploying with Docker"; compose.yaml) —
+# or no file at all: COMPANION_CONFIG= (empty) and COMPANION_<SECTION>__<KEY> variables, as
+# compose.yaml's workers run it.
 #
 # The base image is pinned by digest, so two builds a month apart start from the same bytes:
 # python:3.11-slim as published for 3.11.16 (slim-trixie), the multi-architecture index. Bump it

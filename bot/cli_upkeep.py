@@ -11,7 +11,7 @@ from pathlib import Path
 
 from adapters.base import TokenCheck
 from bot.backup import write_backup
-from bot.config import Config, config_path
+from bot.config import Config, ConfigError, config_path
 from bot.doctor import TokenChecker, examine
 from bot.health import check_health
 from bot.setup_wizard import SetupOptions, run_setup
@@ -31,13 +31,19 @@ def cmd_setup(args: argparse.Namespace) -> int:
         check=not args.no_check,
     )
     path = config_path(Path(args.config) if args.config else None)
+    if path is None:
+        raise ConfigError(
+            "COMPANION_CONFIG is empty (settings from the environment only): name the file "
+            "setup writes with --config FILE"
+        )
     asyncio.run(run_setup(path, options, token_checkers()))
     return 0
 
 
 def cmd_doctor(config: Config, args: argparse.Namespace) -> int:
     file = config_path(Path(args.config) if args.config else None)
-    findings = asyncio.run(examine(config, file if file.exists() else None, token_checks(config)))
+    found = file if file is not None and file.exists() else None
+    findings = asyncio.run(examine(config, found, token_checks(config)))
     for finding in findings:
         print(finding.line())
     return 1 if any(finding.ok is False for finding in findings) else 0

@@ -1,9 +1,12 @@
 """Typed settings from config.toml and the environment; the only reader of either.
 
-A config file is optional: with none, every key has a default and the LLM key comes from
-``OPENAI_API_KEY``. Values written as ``"${NAME}"`` (or with other text around them) read the
-environment when the file is loaded. Any problem — a wrong type, an unknown key, a missing
-variable — becomes one :class:`ConfigError` whose message names the key path and the fix.
+A config file is optional: with none (or with ``COMPANION_CONFIG`` set but empty), every key
+has a default, any key may come from a ``COMPANION_<SECTION>__<KEY>`` variable
+(``bot/config_environment.py``) and the LLM key from ``OPENAI_API_KEY``. Values written as
+``"${NAME}"`` (or with other text around them) read the environment when the file is loaded; a
+``COMPANION_`` variable wins over the file's key. Any problem — a wrong type, an unknown key, a
+missing variable — becomes one :class:`ConfigError` whose message names the key path (and the
+variable, for the environment's) and the fix.
 
 The chat platforms' sections live in ``bot/config_platforms.py``; every section shares the base
 in ``bot/config_section.py``.
@@ -15,6 +18,7 @@ import logging
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -22,14 +26,16 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     ValidationInfo,
     field_validator,
 )
 
+from bot.config_environment import NAMING, environment_settings, overlay
 from bot.config_platforms import DiscordConfig, TelegramConfig
-from bot.config_section import Section
+from bot.config_section import ConfigError, Section  # ConfigError: imported from here too
 
 logger = logging.getLogger(__name__)
 
@@ -37,10 +43,8 @@ ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 DEFAULT_CONFIG_PATH = Path("config.toml")
 CONFIG_PATH_ENV = "COMPANION_CONFIG"
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
-
-
-class ConfigError(Exception):
-    """The configuration cannot be used; the message says which key and what to do."""
+NO_CONFIG_FILE = Path("(no config file)")
+"""What messages name as the file when ``COMPANION_CONFIG`` is empty."""
 
 
 class LLMConfig(Section):
@@ -303,6 +307,13 @@ class Config(Section):
     embeddings: EmbeddingsConfig = EmbeddingsConfig()
     web: WebConfig = WebConfig()
 
+    _environment: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @property
+    def from_environment(self) -> dict[str, str]:
+        """The keys set by the environment (``llm.model``), each with its variable."""
+        return dict(self._environment)
+
     @property
     def data_dir(self) -> Path:
         return self.storage.data_dir
@@ -349,11 +360,16 @@ def _machine_timezone() -> ZoneInfo:
     return ZoneInfo("UTC")
 
 
-def config_path(explicit: Path | None = None, environ: dict[str, str] | None = None) -> Path:
+def config_path(
+    explicit: Path | None = None, environ: Mapping[str, str] | None = None
+) -> Path | None:
+    """The config file: ``--config``, else ``$COMPANION_CONFIG``, else ./config.toml; None
+    when ``COMPANION_CONFIG`` is set but empty (a worker the environment alone configures)."""
     env = os.environ if environ is None else environ
     if explicit is not None:
         return explicit
-    return Path(env.get(CONFIG_PATH_ENV, str(DEFAULT_CONFIG_PATH)))
+    named = env.get(CONFIG_PATH_ENV, str(DEFAULT_CONFIG_PATH))
+    return Path(named) if named else None
 
 
 def load_config(path: Path | None = None, environ: dict[str, str] | None = None) -> Config:
@@ -361,6 +377,8 @@ def load_config(path: Path | None = None, environ: dict[str, str] | None = None)
     named by ``--config`` or ``$COMPANION_CONFIG`` must exist."""
     env = dict(os.environ if environ is None else environ)
     file = config_path(path, env)
+    if file is None:
+        return parse_config("", NO_CONFIG_FILE, env)
     text = read_config_text(file, named=path is not None or CONFIG_PATH_ENV in env)
     return parse_config(text or "", file, env)
 
@@ -394,20 +412,25 @@ def read_config_text(file: Path, named: bool) -> str | None:
 
 
 def parse_config(text: str, file: Path, environ: dict[str, str] | None = None) -> Config:
-    """Validate config text; ``file`` only names it in messages."""
+    """Validate config text with the environment's settings over it; ``file`` only names it
+    in messages."""
     env = dict(os.environ if environ is None else environ)
     try:
         raw: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: not valid TOML ({exc}); fix the syntax there") from exc
     raw = _expand_env(raw, env, file, ())
+    from_env = overlay(raw, environment_settings(env, Config, reserved=(CONFIG_PATH_ENV,)))
     llm = raw.setdefault("llm", {}) if isinstance(raw.get("llm", {}), dict) else None
     if llm is not None and "api_key" not in llm and env.get(DEFAULT_API_KEY_ENV):
         llm["api_key"] = env[DEFAULT_API_KEY_ENV]
+        from_env["llm.api_key"] = DEFAULT_API_KEY_ENV
     try:
-        return Config.model_validate(raw)
+        config = Config.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, file)) from None
+        raise ConfigError(_describe(exc, file, from_env)) from None
+    config._environment = from_env
+    return config
 
 
 def _expand_env(value: Any, env: dict[str, str], file: Path, where: tuple[str | int, ...]) -> Any:
@@ -436,15 +459,32 @@ SECRET_KEY_WORDS = ("token", "key", "secret", "database_url", "password")
 its password)."""
 
 
-def _describe(exc: ValidationError, file: Path) -> str:
+def _describe(exc: ValidationError, file: Path, from_env: dict[str, str]) -> str:
     lines = []
     for error in exc.errors():
         key = ".".join(str(part) for part in error["loc"]) or "(top level)"
+        variable = _variable_of(key, from_env)
         if error["type"] == "extra_forbidden":
             hint = "unknown key; remove it or check its spelling against config.example.toml"
+            if variable is not None:
+                hint = (
+                    f"unknown key; unset the variable, or name a key of config.example.toml "
+                    f"as {NAMING} (two underscores between levels: COMPANION_LLM__MODEL)"
+                )
         elif any(word in key for word in SECRET_KEY_WORDS):
             hint = f"{error['msg']} (value hidden)"
         else:
             hint = f"{error['msg']} (got {error.get('input')!r})"
-        lines.append(f"{file}: {key}: {hint}")
+        where = str(file) if variable is None else f"environment variable {variable}"
+        lines.append(f"{where}: {key}: {hint}")
     return "\n".join(lines)
+
+
+def _variable_of(key: str, from_env: dict[str, str]) -> str | None:
+    """The variable that set ``key`` or a table holding it, if the environment did."""
+    parts = key.split(".")
+    for depth in range(len(parts), 0, -1):
+        variable = from_env.get(".".join(parts[:depth]))
+        if variable is not None:
+            return variable
+    return None

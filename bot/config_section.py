@@ -1,8 +1,13 @@
-"""The base of every settings section, in ``bot/config.py`` and the modules beside it."""
+"""The base of every settings section, in ``bot/config.py`` and the modules beside it, and
+the one error every problem with the settings becomes."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message says which key and what to do."""
 
 
 class Section(BaseModel):

@@ -1,13 +1,14 @@
 """``companion doctor``: what would break a first run, found before the first message.
 
 One line per finding: ``ok`` or ``BAD`` (each failure names its fix), or an indented fact. It
-checks the LLM endpoint live (reachable, ``/v1``, the model, the key), the embeddings endpoint
-the same way when ``[embeddings]`` is set, each chat token with its
-platform, that every enabled platform has an owner (in config.toml or claimed), that a
-PostgreSQL database (``storage.database_url``) answers and at which schema, that the data
-directory is writable and that every partner directory loads. It only reads, so it works beside
-a running gateway (it opens a database only when it is at the current schema, so opening it
-changes nothing); secrets are only ever said to be set or not.
+names the keys the environment set, checks the LLM endpoint live (reachable, ``/v1``, the
+model, the key), the embeddings endpoint the same way when ``[embeddings]`` is set, each chat
+token with its platform, that every enabled platform has an owner (in config.toml or
+claimed), that a PostgreSQL database (``storage.database_url``) answers and at which schema
+(and what a worker reads from it rather than from its data directory), that the data
+directory is writable and that every partner directory loads. It only reads, so it works
+beside a running gateway (it opens a database only when it is at the current schema, so
+opening it changes nothing); secrets are only ever said to be set or not.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from adapters.base import TokenCheck
 from bot.config import Config
+from bot.config_environment import environment_variable
 from bot.embeddings_check import check_embeddings
 from bot.llm import configuration_problem
 from bot.llm_check import check_endpoint, is_local_endpoint
@@ -47,21 +49,38 @@ async def examine(
 ) -> list[Finding]:
     """Every check, in the order a first run meets them. ``token_checks`` has one checker
     per platform whose token is set."""
-    findings = [config_finding(config_file)]
+    findings = [config_finding(config_file, config), *environment_findings(config)]
     findings += await llm_findings(config)
     findings += await embeddings_findings(config)
     for platform, check in token_checks.items():
         findings += await token_findings(platform, check)
     findings += await database_findings(config)
+    findings += worker_findings(config)
     findings += await owner_findings(config, list(token_checks))
     findings += [data_dir_finding(config.data_dir), *partner_findings(config.data_dir)]
     return findings
 
 
-def config_finding(config_file: Path | None) -> Finding:
+def config_finding(config_file: Path | None, config: Config) -> Finding:
+    if config_file is None and config.from_environment:
+        return Finding(
+            None, "config: no config file; the environment (COMPANION_* variables) and defaults"
+        )
     if config_file is None:
         return Finding(None, "config: no config.toml here, so all defaults; `companion setup`")
     return Finding(True, f"config: {config_file}")
+
+
+def environment_findings(config: Config) -> list[Finding]:
+    """The keys the environment set, by name only (their values may be secrets); a key set
+    by a variable not named after it (``OPENAI_API_KEY``) names its variable."""
+    if not config.from_environment:
+        return []
+    keys = [
+        key if variable == environment_variable(key) else f"{key} ({variable})"
+        for key, variable in sorted(config.from_environment.items())
+    ]
+    return [Finding(None, f"from the environment: {', '.join(keys)}")]
 
 
 async def llm_findings(config: Config) -> list[Finding]:
@@ -174,6 +193,46 @@ async def claimed_owners(config: Config) -> list[tuple[str, str, str]]:
         )
         for row in rows
     ]
+
+
+def worker_findings(config: Config) -> list[Finding]:
+    """On PostgreSQL, where several workers share one database: what this worker reads from
+    it and what it still reads from its own data directory."""
+    if config.storage.database_url is None:
+        return []
+    shared = "this worker reads messages, sessions, users, bindings and settings"
+    if documents_in_database(config):
+        shared += ", and memory, journals and the changelog from the database"
+        memory = []
+    else:
+        shared += " from the database"
+        memory = [
+            Finding(
+                None,
+                "memory, journals and the changelog are files in the data directory "
+                '(storage.documents = "files"): other workers do not see them',
+            )
+        ]
+    partners = (
+        f"partners are read from the data directory ({config.data_dir / 'partners'}): every "
+        "worker needs the same partners/ directory (which partners exist, preset.yml, avatars, "
+        "lorebooks)"
+    )
+    rest = (
+        "apart from partners/, this worker needs its data directory only for its lock and "
+        "status file (companion health) and what it writes for the owner (exports, card "
+        "imports, kept voice notes)"
+    )
+    return [Finding(None, shared), *memory, Finding(None, partners), Finding(None, rest)]
+
+
+def documents_in_database(config: Config) -> bool:
+    """Whether memory documents are rows on this database: :func:`bot.memory_documents.keeps_rows`
+    for the store the config opens (PostgreSQL when ``database_url`` is set)."""
+    chosen = config.storage.documents
+    if chosen == "auto":
+        return config.storage.database_url is not None
+    return chosen == "database"
 
 
 def data_dir_finding(data_dir: Path) -> Finding:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import Config, ConfigError, load_config, parse_config
+from bot.cli import main
+from bot.config import Config, ConfigError, config_path, load_config, parse_config
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -249,3 +250,187 @@ def test_a_mistyped_huge_shard_range_is_refused_at_once(tmp_path: Path) -> None:
 def test_a_shard_count_below_one_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"discord\.shards: .*at least 1"):
         discord_shards(tmp_path, "shards = 0")
+
+
+# ---- every key from the environment: COMPANION_<SECTION>__<KEY> ----------------------
+
+
+def from_environment(environ: dict[str, str], text: str = "") -> Config:
+    """The config of ``text`` (no file at all when empty) with ``environ`` around it."""
+    return parse_config(text, Path("config.toml"), environ)
+
+
+def test_a_text_key_takes_the_variable_as_it_is() -> None:
+    config = from_environment({"COMPANION_LLM__MODEL": "4", "COMPANION_OWNER__TIMEZONE": "UTC"})
+    assert config.llm.model == "4"  # a model named "4" stays text, not the number 4
+    assert config.owner.timezone == "UTC"
+
+
+def test_numbers_from_the_environment_are_numbers() -> None:
+    config = from_environment(
+        {"COMPANION_LLM__TIMEOUT": "12.5", "COMPANION_DISPATCH__MAX_CONCURRENT_TURNS": "8"}
+    )
+    assert config.llm.timeout == 12.5
+    assert config.dispatch.max_concurrent_turns == 8
+
+
+def test_booleans_from_the_environment_are_booleans() -> None:
+    config = from_environment({"COMPANION_WEB__ENABLED": "true", "COMPANION_LLM__VISION": "false"})
+    assert config.web.enabled is True
+    assert config.llm.vision is False
+
+
+def test_arrays_from_the_environment_are_lists() -> None:
+    config = from_environment(
+        {
+            "COMPANION_OWNER__TELEGRAM_IDS": "[1, 2]",
+            "COMPANION_ACCESS__ALLOW": '["telegram:5", "discord:6"]',
+        }
+    )
+    assert config.owner.telegram_ids == [1, 2]
+    assert config.access.allow == ["telegram:5", "discord:6"]
+
+
+def test_a_secret_from_the_environment_stays_secret() -> None:
+    url = "postgresql://bot:hunter2@127.0.0.1:5432/companion"
+    config = from_environment(
+        {"COMPANION_TELEGRAM__TOKEN": "123:abc", "COMPANION_STORAGE__DATABASE_URL": url}
+    )
+    assert config.telegram.token is not None
+    assert config.telegram.token.get_secret_value() == "123:abc"
+    assert config.database == url
+    assert "123:abc" not in repr(config) and "hunter2" not in repr(config)
+
+
+def test_a_key_that_takes_a_word_or_a_number_reads_either() -> None:
+    counted = from_environment(
+        {"COMPANION_DISCORD__SHARDS": "4", "COMPANION_DISCORD__SHARD_IDS": "2-3"}
+    )
+    assert (counted.discord.shards, counted.discord.shard_ids) == (4, [2, 3])
+    asked = from_environment({"COMPANION_DISCORD__SHARDS": "auto"})
+    assert asked.discord.shards == "auto"
+
+
+def test_a_list_of_tables_is_one_variable_holding_the_whole_list() -> None:
+    bindings = '[{platform = "telegram", chat_id = -100, partner = "luna"}]'
+    config = from_environment({"COMPANION_BINDINGS": bindings})
+    [binding] = config.bindings
+    assert (binding.platform, binding.chat_id, binding.partner) == ("telegram", "-100", "luna")
+
+
+def test_the_environment_wins_over_the_file_key_by_key() -> None:
+    text = '[llm]\nmodel = "from-file"\nbase_url = "http://127.0.0.1:11434/v1"\n'
+    config = from_environment({"COMPANION_LLM__MODEL": "from-env"}, text)
+    assert config.llm.model == "from-env"
+    assert config.llm.base_url == "http://127.0.0.1:11434/v1"  # the rest of [llm] is kept
+
+
+def test_an_api_key_from_its_variable_wins_over_openai_api_key_and_the_file() -> None:
+    environ = {"COMPANION_LLM__API_KEY": "sk-worker", "OPENAI_API_KEY": "sk-shell"}
+    for text in ("", '[llm]\napi_key = "sk-file"\n'):
+        config = from_environment(environ, text)
+        assert config.llm.api_key is not None
+        assert config.llm.api_key.get_secret_value() == "sk-worker"
+
+
+def test_an_empty_variable_counts_as_unset() -> None:
+    config = from_environment({"COMPANION_LLM__MODEL": ""}, '[llm]\nmodel = "from-file"\n')
+    assert config.llm.model == "from-file"
+    assert config.from_environment == {}
+
+
+def test_the_config_says_which_keys_came_from_the_environment() -> None:
+    config = from_environment(
+        {"COMPANION_LLM__MODEL": "m", "COMPANION_WEB__LISTEN": "0.0.0.0", "OPENAI_API_KEY": "sk"},
+        '[llm]\nbase_url = "https://api.openai.com/v1"\n',
+    )
+    assert config.from_environment == {
+        "llm.model": "COMPANION_LLM__MODEL",
+        "web.listen": "COMPANION_WEB__LISTEN",
+        "llm.api_key": "OPENAI_API_KEY",
+    }
+
+
+def test_an_unknown_key_in_the_environment_names_the_variable() -> None:
+    with pytest.raises(ConfigError) as caught:
+        from_environment({"COMPANION_LLM__MODLE": "gpt"})
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "COMPANION_LLM__MODLE" in message and "llm.modle" in message
+    assert "unknown key" in message and "COMPANION_<SECTION>__<KEY>" in message
+
+
+def test_a_single_underscore_after_the_section_is_an_unknown_key() -> None:
+    """COMPANION_LLM_MODEL would otherwise be ignored while the model stays the default."""
+    with pytest.raises(ConfigError) as caught:
+        from_environment({"COMPANION_LLM_MODEL": "gpt"})
+    message = str(caught.value)
+    assert "COMPANION_LLM_MODEL" in message and "unknown key" in message
+
+
+def test_a_wrong_type_in_the_environment_names_the_variable_and_the_key() -> None:
+    with pytest.raises(ConfigError) as caught:
+        from_environment({"COMPANION_LLM__TIMEOUT": "soon"})
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "COMPANION_LLM__TIMEOUT" in message and "llm.timeout" in message
+    assert "'soon'" in message
+
+
+def test_a_bad_secret_in_the_environment_is_named_not_echoed() -> None:
+    with pytest.raises(ConfigError) as caught:
+        from_environment({"COMPANION_STORAGE__DATABASE_URL": "mysql://bot:hunter2@db/companion"})
+    message = str(caught.value)
+    assert "COMPANION_STORAGE__DATABASE_URL" in message and "postgresql://" in message
+    assert "hunter2" not in message
+
+
+def test_a_key_inside_a_list_of_tables_cannot_be_set_alone() -> None:
+    text = '[[bindings]]\nplatform = "telegram"\nchat_id = 1\npartner = "luna"\n'
+    with pytest.raises(ConfigError) as caught:
+        from_environment({"COMPANION_BINDINGS__PARTNER": "mira"}, text)
+    message = str(caught.value)
+    assert "COMPANION_BINDINGS__PARTNER" in message and "COMPANION_BINDINGS" in message
+
+
+def test_the_environment_alone_configures_a_worker_without_any_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """COMPANION_CONFIG set but empty: no file, not even a config.toml where it runs."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.toml").write_text('[llm]\nmodel = "from-a-stray-file"\n', "utf-8")
+    config = load_config(
+        None,
+        {
+            "COMPANION_CONFIG": "",
+            "COMPANION_LLM__BASE_URL": "http://127.0.0.1:11434/v1",
+            "COMPANION_LLM__MODEL": "llama3.2",
+            "COMPANION_TELEGRAM__TOKEN": "123:abc",
+            "COMPANION_STORAGE__DATABASE_URL": "postgresql://bot:pw@db:5432/companion",
+        },
+    )
+    assert (config.llm.base_url, config.llm.model) == ("http://127.0.0.1:11434/v1", "llama3.2")
+    assert config.telegram.token is not None
+    assert config.database == "postgresql://bot:pw@db:5432/companion"
+
+
+def test_an_empty_companion_config_names_no_file() -> None:
+    assert config_path(None, {"COMPANION_CONFIG": ""}) is None
+    assert config_path(None, {"COMPANION_CONFIG": "/config/config.toml"}) == Path(
+        "/config/config.toml"
+    )
+
+
+def test_setup_with_an_empty_companion_config_asks_for_the_file_to_write(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("COMPANION_CONFIG", "")
+    assert main(["setup", "--no-check"]) == 2
+    message = capsys.readouterr().err
+    assert "COMPANION_CONFIG is empty" in message and "--config FILE" in message
+
+
+def test_without_a_file_a_problem_no_variable_set_says_there_is_no_file() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, {"COMPANION_CONFIG": "", "COMPANION_TELEGRAM__MODE": "webhook"})
+    assert str(caught.value).startswith("(no config file): telegram.webhook_url: ")

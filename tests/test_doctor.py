@@ -223,3 +223,96 @@ async def test_backup_on_postgresql_names_pg_dump_and_writes_nothing(
     assert code == 2
     assert "pg_dump" in err and "hunter2" not in err
     assert not target.exists()
+
+
+# ---- a worker the environment configures ------------------------------------------------
+
+
+def worker_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, llm: str, **settings: str
+) -> None:
+    """No config file, only ``COMPANION_*`` variables: what compose.yaml gives a worker."""
+    monkeypatch.setenv("COMPANION_CONFIG", "")
+    monkeypatch.setenv("COMPANION_LLM__BASE_URL", llm)
+    monkeypatch.setenv("COMPANION_LLM__MODEL", FAKE_MODEL_ID)
+    monkeypatch.setenv("COMPANION_LLM__MAX_RETRIES", "0")
+    monkeypatch.setenv("COMPANION_STORAGE__DATA_DIR", str(tmp_path / "data"))
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
+
+
+async def run_doctor(capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    capsys.readouterr()
+    code = await asyncio.to_thread(main, ["doctor"])
+    return code, capsys.readouterr().out
+
+
+async def test_doctor_names_the_keys_the_environment_set_and_hides_their_secrets(
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    worker_environment(
+        monkeypatch, tmp_path, fake_llm.base_url, COMPANION_LLM__API_KEY="sk-env-SECRET"
+    )
+    code, out = await run_doctor(capsys)
+    assert code == 0, out
+    assert "config: no config file; the environment (COMPANION_* variables) and defaults" in out
+    assert (
+        "from the environment: llm.api_key, llm.base_url, llm.max_retries, llm.model, "
+        "storage.data_dir" in out
+    )
+    assert "sk-env-SECRET" not in out
+
+
+async def test_a_worker_on_postgresql_is_told_what_it_reads_from_the_database(
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    postgres_database: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = with_password(postgres_database)
+    worker_environment(
+        monkeypatch, tmp_path, fake_llm.base_url, COMPANION_STORAGE__DATABASE_URL=url
+    )
+    _, out = await run_doctor(capsys)
+    assert "hunter2" not in out
+    assert "this worker reads messages, sessions, users, bindings and settings" in out
+    assert "memory, journals and the changelog from the database" in out
+    assert (
+        f"partners are read from the data directory ({tmp_path / 'data' / 'partners'}): "
+        "every worker needs the same partners/ directory" in out
+    )
+    assert "needs its data directory only for its lock and status file" in out
+
+
+async def test_memory_kept_as_files_on_postgresql_is_named_as_not_shared(
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    postgres_database: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    worker_environment(
+        monkeypatch,
+        tmp_path,
+        fake_llm.base_url,
+        COMPANION_STORAGE__DATABASE_URL=postgres_database,
+        COMPANION_STORAGE__DOCUMENTS="files",
+    )
+    _, out = await run_doctor(capsys)
+    assert (
+        "memory, journals and the changelog are files in the data directory "
+        '(storage.documents = "files")' in out
+    )
+    assert "other workers do not see them" in out
+
+
+async def test_a_gateway_on_sqlite_gets_no_worker_section(
+    tmp_path: Path, fake_llm: FakeLLM, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, lines = await doctor(write_config(tmp_path, fake_llm.base_url), capsys)
+    assert not any("this worker" in line for line in lines)
+    assert not any("from the environment" in line for line in lines)

@@ -26,6 +26,7 @@ LAYER_NAMES = {
 }
 FOUNDATION_MODULES = (
     "bot.config",
+    "bot.config_environment",
     "bot.config_platforms",
     "bot.config_section",
     "bot.events",

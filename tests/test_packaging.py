@@ -15,6 +15,9 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
+from bot.config import load_config
+from tests.compose_file import load_compose, rendered_compose, worker_environment
+
 ROOT = Path(__file__).parent.parent
 LOCK = ROOT / "requirements.lock"
 
@@ -99,20 +102,60 @@ def test_every_named_volume_of_compose_is_declared_and_used() -> None:
     assert set(compose["volumes"]) == used
 
 
-def test_compose_scales_workers_on_one_postgresql_named_by_the_environment() -> None:
-    """`docker compose --profile workers up --scale worker=4 worker` (README, "Several
-    workers"): a worker can run in any number (no fixed name or host port), reaches the
-    database service by the URL its config reads from DATABASE_URL, and starts only once the
+def test_compose_scales_workers_on_one_postgresql() -> None:
+    """`docker compose --profile workers up -d --scale worker=4 worker` (README, "Several
+    workers"): a worker can run in any number (no fixed name), and starts only once the
     database answers."""
-    compose = YAML(typ="safe").load((ROOT / "compose.yaml").read_text(encoding="utf-8"))
+    compose = load_compose()
     worker, database = compose["services"]["worker"], compose["services"]["postgres"]
     assert worker["profiles"] == database["profiles"] == ["workers"]
-    assert "container_name" not in worker and "ports" not in worker
-    url = worker["environment"]["DATABASE_URL"]
-    assert url.startswith("postgresql://") and "@postgres:5432/" in url
+    assert "container_name" not in worker
     assert worker["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert "pg_isready" in " ".join(database["healthcheck"]["test"])
     assert any(v.endswith(":/var/lib/postgresql/data") for v in database["volumes"])
+
+
+def test_compose_renders_with_only_the_variable_forms_compose_substitutes() -> None:
+    for variables in ({}, {"POSTGRES_PASSWORD": "pw", "WEB_HOST_PORT": "8780"}):
+        text = repr(rendered_compose(variables))
+        assert "${" not in text
+
+
+def test_a_worker_has_no_config_volume_and_no_data_but_its_own() -> None:
+    worker = rendered_compose({})["services"]["worker"]
+    assert worker.get("volumes", []) == []  # /data is the image's anonymous volume
+    assert "/data" in (ROOT / "Dockerfile").read_text(encoding="utf-8").split("VOLUME")[1]
+
+
+def test_the_environment_compose_gives_a_worker_is_its_whole_config() -> None:
+    """No file: COMPANION_CONFIG is empty, .env and the service's variables are read alone,
+    the database URL holds the password from .env, and the service's values win."""
+    dotenv = {
+        "POSTGRES_PASSWORD": "s3cret",
+        "COMPANION_LLM__MODEL": "llama3.2",
+        "COMPANION_TELEGRAM__TOKEN": "123:abc",
+        "COMPANION_WEB__LISTEN": "127.0.0.1",  # overridden: a container must listen outside
+    }
+    environment = worker_environment(dotenv)
+    assert environment["COMPANION_CONFIG"] == ""
+    config = load_config(None, environment)
+    assert config.database == "postgresql://companion:s3cret@postgres:5432/companion"
+    assert config.data_dir == Path("/data")
+    assert config.llm.model == "llama3.2"
+    assert config.web.listen == config.telegram.webhook_listen == "0.0.0.0"
+
+
+def test_a_worker_publishes_the_web_page_on_the_hosts_loopback_by_default() -> None:
+    """A free host port per worker (so --scale works) on 127.0.0.1, mapped to the port the
+    web page listens on inside; the operator may fix the port or the address."""
+    for variables, published in (
+        ({}, "127.0.0.1::"),
+        ({"WEB_HOST_PORT": "8780"}, "127.0.0.1:8780:"),
+        ({"WEB_HOST_IP": "0.0.0.0", "WEB_HOST_PORT": "9000"}, "0.0.0.0:9000:"),
+    ):
+        worker = rendered_compose(variables)["services"]["worker"]
+        port = load_config(None, worker_environment(variables)).web.port
+        assert worker["ports"] == [f"{published}{port}"]
 
 
 def test_optional_parts_cost_no_memory_until_they_are_turned_on() -> None:
