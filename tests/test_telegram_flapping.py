@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -88,12 +88,15 @@ async def worker(
     )
 
 
-async def until(condition: Any, what: str) -> None:
-    """Poll a worker's leadership (state with no event of its own) until ``condition()``."""
-    async with asyncio.timeout(WAIT_SECONDS):
-        while not condition():  # noqa: ASYNC110 - no event to wait on
-            await asyncio.sleep(0.01)
-    assert condition(), what
+async def until(condition: Callable[[], object], what: str) -> None:
+    """Poll a worker's leadership (state with no event of its own) until ``condition()``,
+    or fail naming ``what``."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT_SECONDS
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {WAIT_SECONDS:g}s waiting for {what}")
+        await asyncio.sleep(0.01)
 
 
 async def hand_leadership_to(db: asyncpg.Connection, worker_id: str) -> None:
