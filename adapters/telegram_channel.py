@@ -48,6 +48,7 @@ from adapters.base import DeliveryError, Receiver, ReplyStream
 from adapters.telegram_format import Rendered, render
 from adapters.telegram_format import split as split_markdown
 from adapters.telegram_media import MAX_CAPTION_UTF16, MAX_DOWNLOAD_BYTES, TelegramMedia
+from adapters.telegram_poll_client import PollClient
 from adapters.telegram_receiving import TelegramReceiving
 from adapters.telegram_streams import DraftStream, EditStream, retry_after_seconds
 from adapters.telegram_updates import PLATFORM, BotIdentity
@@ -96,6 +97,8 @@ class TelegramChannel(TelegramReceiving):
         self._webhook: WebhookServer | None = None
         self._last_poll_at: float | None = None
         self._not_storing = False
+        self._poll_client: PollClient | None = None
+        self._poll_failure: tuple[float, str] | None = None
 
     @property
     def connected(self) -> bool:
@@ -123,12 +126,14 @@ class TelegramChannel(TelegramReceiving):
         logger.info("telegram: @%s connected (%s)", me.username, self.config.mode)
 
     async def lead(self) -> None:
-        """The leader sets the command menu and, in polling mode, is the one poller."""
+        """The leader sets the command menu and, in polling mode, is the one poller: on a
+        client of its own, fresh each time this worker becomes leader."""
         await self._set_commands()
         if self.config.mode == "polling" and self._poller is None:
             await self.bot.delete_webhook()
             self._stopping.clear()
             self._last_poll_at = None
+            await self._drop_poll_client()
             self._poller = asyncio.create_task(self._poll_loop(), name="telegram polling")
             logger.info("telegram: polling (this worker leads)")
 
@@ -142,6 +147,7 @@ class TelegramChannel(TelegramReceiving):
         if poller is not None:
             await poller
             await self._confirm_offset()
+        await self._drop_poll_client()
 
     async def _initialize(self) -> None:
         try:
@@ -351,11 +357,10 @@ def _build_bot(config: TelegramConfig) -> Bot:
     assert config.token is not None
     options: dict[str, Any] = {
         "token": config.token.get_secret_value(),
+        # getUpdates goes out on a client of its own (adapters/telegram_poll_client.py)
         "request": HTTPXRequest(
             connection_pool_size=SEND_POOL_SIZE, pool_timeout=POOL_TIMEOUT_SECONDS
         ),
-        # its own connection: a long poll must never wait for (or block) a send
-        "get_updates_request": HTTPXRequest(connection_pool_size=1),
     }
     if config.base_url:
         options["base_url"] = config.base_url  # PTB appends the token itself

@@ -7,7 +7,11 @@ returned for every update in it (chats side by side, each chat in order), and th
 store, so an update delivered twice (also across a restart) is handled once. Each update is
 parsed on its own: one python-telegram-bot cannot read is logged, recorded as rejected and
 confirmed with its batch. A polling watchdog restarts a long poll that has not come back
-within ``watchdog_seconds``; network errors and flood waits back off and retry.
+within ``watchdog_seconds``; network errors and flood waits back off and retry. A getUpdates
+cut off (by the watchdog, or the leadership lost) or failed on the network leaves its HTTP
+client behind: the next one goes out on a fresh client (``adapters/telegram_poll_client.py``).
+How long polling has failed without a success in between is kept for the leader, which gives
+the leadership up when it fails too long (``bot/leadership.py``).
 
 :class:`TelegramReceiving` is the part of :class:`~adapters.telegram_channel.TelegramChannel`
 that does this; the channel holds the state it reads.
@@ -26,10 +30,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from telegram import Bot, Update
-from telegram.error import RetryAfter, TelegramError
+from telegram.error import NetworkError, RetryAfter, TelegramError
 from telegram.warnings import PTBUserWarning
 
 from adapters.base import DeliveryError, NotStored, Receiver
+from adapters.telegram_poll_client import PollClient
 from adapters.telegram_streams import retry_after_seconds
 from adapters.telegram_updates import (
     GROUP_TYPES,
@@ -80,44 +85,40 @@ class TelegramReceiving:
     me: BotIdentity | None
     watchdog_restarts: int
     _stopping: asyncio.Event
+    _poller: asyncio.Task[None] | None
     _offset: int | None
     _webhook: WebhookServer | None
     _last_poll_at: float | None
     _not_storing: bool
+    _poll_client: PollClient | None
+    _poll_failure: tuple[float, str] | None
+    """Since when (``time.monotonic()``) getUpdates has failed with no success since, and the
+    last failure; None while it works."""
 
     send: Callable[[Outbound], Awaitable[str | None]]
     """The channel's own send (a polite line to an unsupported message)."""
 
+    def duties_failing(self) -> tuple[float, str] | None:
+        """Since when polling has failed without a success in between, and how it last
+        failed; None while it works or this worker does not poll (see
+        :class:`bot.leadership.FallibleDuties`)."""
+        return self._poll_failure if self._poller is not None else None
+
     async def _poll_loop(self) -> None:
         backoff = unstored_wait = BACKOFF_SECONDS
+        self._poll_failure = None
         while not self._stopping.is_set():
             wait = 0.0
             try:
                 updates = await self._poll()
-                backoff = BACKOFF_SECONDS
-                self._last_poll_at = time.monotonic()
-            except PollStalled:
-                self.watchdog_restarts += 1
-                logger.warning(
-                    "telegram: no getUpdates answer for %d s; restarting the poll",
-                    self.config.watchdog_seconds,
-                )
-                continue
-            except RetryAfter as exc:
-                wait = retry_after_seconds(exc)
-            except TelegramError as exc:
-                # Network trouble, Telegram's 5xx, a Conflict (a webhook or another poller):
-                # nothing to do but wait and ask again.
-                logger.warning("telegram: getUpdates failed (%s); retrying in %.0f s", exc, backoff)
-                wait, backoff = backoff, min(backoff * 2, MAX_BACKOFF_SECONDS)
-            except Exception:
-                # Not a list of updates at all (each update is parsed on its own, later):
-                # log it loudly, keep polling.
-                logger.exception("telegram: getUpdates answer not understood")
-                wait, backoff = backoff, min(backoff * 2, MAX_BACKOFF_SECONDS)
+            except Exception as exc:  # this task is an outer edge: each failure is handled
+                wait, backoff = await self._poll_failed(exc, backoff)
             else:
                 if updates is None:
                     return
+                backoff = BACKOFF_SECONDS
+                self._last_poll_at = time.monotonic()
+                self._poll_failure = None
                 if not updates:
                     continue
                 if await self._handle_batch(updates):
@@ -128,8 +129,39 @@ class TelegramReceiving:
                 # Some could not be stored: the batch stays with Telegram and comes again
                 # (the updates that were stored are recognised and skipped then).
                 wait, unstored_wait = unstored_wait, min(unstored_wait * 2, MAX_BACKOFF_SECONDS)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), wait)
+            if wait > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), wait)
+
+    async def _poll_failed(self, exc: Exception, backoff: float) -> tuple[float, float]:
+        """Say how a poll failed and count it; how long to wait before the next poll, and
+        the backoff after that."""
+        if isinstance(exc, PollStalled):
+            self.watchdog_restarts += 1
+            self._polling_failed("no getUpdates answer within the watchdog's time")
+            logger.warning(
+                "telegram: no getUpdates answer for %d s; restarting the poll",
+                self.config.watchdog_seconds,
+            )
+            return 0.0, backoff
+        self._polling_failed(str(exc))
+        if isinstance(exc, RetryAfter):
+            return retry_after_seconds(exc), backoff
+        if isinstance(exc, TelegramError):
+            # Network trouble, Telegram's 5xx, a Conflict (a webhook or another poller):
+            # nothing to do but wait and ask again.
+            logger.warning("telegram: getUpdates failed (%s); retrying in %.0f s", exc, backoff)
+            if isinstance(exc, NetworkError):  # its connection may be left in any state
+                await self._drop_poll_client()
+        else:
+            # Not a list of updates at all (each update is parsed on its own, later):
+            # log it loudly, keep polling.
+            logger.error("telegram: getUpdates answer not understood", exc_info=exc)
+        return backoff, min(backoff * 2, MAX_BACKOFF_SECONDS)
+
+    def _polling_failed(self, reason: str) -> None:
+        since = self._poll_failure[0] if self._poll_failure else time.monotonic()
+        self._poll_failure = (since, reason)
 
     async def _handle_batch(self, payloads: Sequence[dict[str, Any]]) -> bool:
         """Each update parsed on its own: one that python-telegram-bot cannot read is
@@ -171,9 +203,16 @@ class TelegramReceiving:
             return request.result()
         request.cancel()
         await asyncio.gather(request, return_exceptions=True)
+        await self._drop_poll_client()  # never again the client of a request cut off
         if stopping in done:
             return None
         raise PollStalled
+
+    async def _drop_poll_client(self) -> None:
+        """Close the poll's client: the next getUpdates goes out on a fresh one."""
+        client, self._poll_client = self._poll_client, None
+        if client is not None:
+            await client.close()
 
     async def _confirm_offset(self) -> None:
         """Tell Telegram what was stored before stopping, so a restart starts after it."""
@@ -191,7 +230,9 @@ class TelegramReceiving:
         """getUpdates' answer with each update still unparsed. python-telegram-bot's own
         get_updates parses the batch as a whole: one update it cannot read fails them all,
         the offset cannot advance, and the same batch comes back for ever."""
-        answer = await self.bot.do_api_request(
+        if self._poll_client is None:
+            self._poll_client = PollClient(self.config)
+        answer = await self._poll_client.bot.do_api_request(
             "getUpdates",
             api_kwargs={
                 "offset": self._offset,

@@ -16,12 +16,17 @@ PostgreSQL costs against SQLite, how long a failover takes, and store round trip
    killed with SIGKILL, a message is sent to a new chat, and the time from the kill to its
    reply is taken; then the dead worker is started again. p50 and p95 are printed.
 4. Store round trips per turn in a running session, in this process, on both backends.
+5. Flap recovery: two workers on PostgreSQL with a 1 s poll and a 10 s watchdog; ``--flaps``
+   times the leader is paused (SIGSTOP) past its lease and its watchdog, resumed (the other
+   worker leads by then), and the other worker is stopped, so the first leads again: the time
+   from that stop to the reply to a message sent at that moment is taken (how long the
+   deployment hears no Telegram after a flap); then the stopped worker is started again.
 
 Figures only: nothing here asserts a timing. The PostgreSQL server is the tests' throwaway one
 (tests/postgres_server.py), so the machine needs PostgreSQL installed as the tests do.
 
     .venv/bin/python bench/workers.py [--chats 64] [--concurrency 8] [--seconds 15] [--kills 10]
-                                      [--only scaling|backends|failover|trips]
+                                      [--flaps 5] [--only scaling|backends|failover|trips|flaps]
 """
 
 from __future__ import annotations
@@ -32,12 +37,13 @@ import contextlib
 import itertools
 import logging
 import os
+import signal
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -63,6 +69,13 @@ TRIPS_CHATS = 20
 """Round trips are counted over TRIPS_TURNS turns taken in turn by TRIPS_CHATS chats, after
 each chat's first (which opens its session)."""
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+FLAP_CHAT = 950_001
+FLAP_FREEZE_SECONDS = 12.0
+"""How long the leader is paused: past its lease and its poll's watchdog (below)."""
+FLAP_SETTINGS: dict[str, dict[str, Any]] = {
+    "workers": {"lease_seconds": 3, "heartbeat_seconds": 1},
+    "telegram": {"poll_timeout_seconds": 1, "watchdog_seconds": 10},
+}
 
 
 def postgres_ready() -> str | None:
@@ -98,23 +111,25 @@ class Deployment:
     database_url: str | None
     concurrency: int
     workers: list[GatewayProcess]
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Keys added to each worker's sections (``workers``, ``telegram``)."""
 
     def config(self, slot: int) -> Path:
         storage: dict[str, Any] = {"data_dir": self.tmp / f"worker-{slot}"}
         if self.database_url:
             storage["database_url"] = self.database_url
-        return write_config(
-            self.tmp / f"worker-{slot}.toml",
-            {
-                "llm": {"base_url": self.llm_url, "api_key": "x", "max_retries": 0},
-                "storage": storage,
-                "owner": {"timezone": "UTC"},
-                "access": {"dm_policy": "open"},
-                "memory": {"auto_memory": False},
-                "dispatch": {"max_concurrent_turns": self.concurrency},
-                "telegram": {"token": TOKEN, "base_url": self.fake.base_url},
-            },
-        )
+        sections: dict[str, dict[str, Any]] = {
+            "llm": {"base_url": self.llm_url, "api_key": "x", "max_retries": 0},
+            "storage": storage,
+            "owner": {"timezone": "UTC"},
+            "access": {"dm_policy": "open"},
+            "memory": {"auto_memory": False},
+            "dispatch": {"max_concurrent_turns": self.concurrency},
+            "telegram": {"token": TOKEN, "base_url": self.fake.base_url},
+        }
+        for name, values in self.settings.items():
+            sections.setdefault(name, {}).update(values)
+        return write_config(self.tmp / f"worker-{slot}.toml", sections)
 
     async def start(self, slot: int) -> GatewayProcess:
         worker = await GatewayProcess.start(self.config(slot), self.tmp / f"worker-{slot}.log")
@@ -132,10 +147,17 @@ class Deployment:
 
 @contextlib.asynccontextmanager
 async def deployment(
-    fake: FakeTelegram, llm_url: str, database_url: str | None, size: int, concurrency: int
+    fake: FakeTelegram,
+    llm_url: str,
+    database_url: str | None,
+    size: int,
+    concurrency: int,
+    settings: dict[str, dict[str, Any]] | None = None,
 ) -> AsyncIterator[Deployment]:
     with tempfile.TemporaryDirectory(prefix="bench-workers-") as tmp:
-        running = Deployment(Path(tmp), fake, llm_url, database_url, concurrency, [])
+        running = Deployment(
+            Path(tmp), fake, llm_url, database_url, concurrency, [], settings or {}
+        )
         try:
             for slot in range(size):  # one after another: the first migrates the database
                 await running.start(slot)
@@ -281,6 +303,54 @@ async def failover(server: PostgresServer, args: argparse.Namespace) -> None:
     )
 
 
+# ---- 5: flap recovery ------------------------------------------------------------------------
+
+
+async def flaps(server: PostgresServer, args: argparse.Namespace) -> None:
+    print(f"5. flap recovery: the leader of two paused past its watchdog, {args.flaps} times")
+    database = await server.create_database()
+    seconds: list[float] = []
+    try:
+        async with (
+            FakeTelegram() as fake,
+            llm_process(0.0) as llm_url,
+            deployment(
+                fake, llm_url, server.url(database), 2, args.concurrency, FLAP_SETTINGS
+            ) as running,
+        ):
+            replies = Replies(fake)
+            watcher = asyncio.create_task(replies.watch())
+            for flap in range(args.flaps):  # slot 0 leads: it started first, and leads again
+                seconds.append(await flap_once(running, replies, FLAP_CHAT + flap))
+            watcher.cancel()
+    finally:
+        await server.drop_database(database)
+    seconds.sort()
+    p95 = seconds[min(len(seconds) - 1, int(len(seconds) * 0.95))]
+    print(
+        f"   flap recovery (stop of the other worker to the next reply): p50 "
+        f"{statistics.median(seconds):.2f} s, p95 {p95:.2f} s, worst {seconds[-1]:.2f} s"
+    )
+
+
+async def flap_once(running: Deployment, replies: Replies, chat: int) -> float:
+    """Pause worker 0 past its watchdog, resume it, stop worker 1; seconds from that stop to
+    the reply to a message sent then. Worker 1 is started again afterwards."""
+    leader = running.workers[0]
+    os.kill(leader.pid, signal.SIGSTOP)
+    await asyncio.sleep(FLAP_FREEZE_SECONDS)  # the freeze being measured
+    resumed = len(leader.lines)
+    os.kill(leader.pid, signal.SIGCONT)
+    await leader.wait_for_line("no longer leads", since=resumed)
+    await running.workers[1].terminate()
+    stopped = time.perf_counter()
+    running.fake.send_user_message(chat_id=chat, text="are you there?", first_name="U")
+    await asyncio.wait_for(replies.wait(chat, 1), REPLY_TIMEOUT_SECONDS)
+    recovery = time.perf_counter() - stopped
+    await running.start(1)
+    return recovery
+
+
 # ---- 4: store round trips per turn -----------------------------------------------------------
 
 
@@ -379,8 +449,11 @@ async def main() -> None:
     )
     parser.add_argument("--seconds", type=float, default=15.0, help="measuring window")
     parser.add_argument("--kills", type=int, default=10, help="failovers to time")
+    parser.add_argument("--flaps", type=int, default=5, help="leadership flaps to time")
     parser.add_argument(
-        "--only", choices=("scaling", "backends", "failover", "trips"), help="run one part"
+        "--only",
+        choices=("scaling", "backends", "failover", "trips", "flaps"),
+        help="run one part",
     )
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
@@ -405,6 +478,8 @@ async def main() -> None:
             await failover(server, args)
         if args.only in (None, "trips"):
             await trips(server)
+        if not several and args.only in (None, "flaps"):
+            await flaps(server, args)
     finally:
         await asyncio.to_thread(server.stop)
 

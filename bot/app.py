@@ -413,7 +413,12 @@ async def build_app(
         scheduler,
         worker,
         LeaderDuties(
-            scheduler, delivery, channels, lambda: reviewer.settings().auto_memory, embedder
+            scheduler,
+            delivery,
+            channels,
+            lambda: reviewer.settings().auto_memory,
+            embedder,
+            config.leader.give_up_seconds,
         ),
         lock,
         channels,

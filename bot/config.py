@@ -190,6 +190,15 @@ class WorkersConfig(Section):
         return value
 
 
+class LeaderConfig(Section):
+    """The leading worker (DESIGN.md "Several workers"): when it lets another one try."""
+
+    give_up_seconds: float = Field(60, gt=0, le=24 * 3600)
+    """How long the leader's duties (Telegram's long poll) may fail without one success
+    before the leader gives the leadership up so that another live worker takes it over; a
+    lone worker keeps it."""
+
+
 class DeliveryConfig(Section):
     """How long and how often a reply the platform refuses for now is tried again."""
 
@@ -301,6 +310,7 @@ class Config(Section):
     bindings: list[BindingConfig] = Field(default_factory=list)
     dispatch: DispatchConfig = DispatchConfig()
     workers: WorkersConfig = WorkersConfig()
+    leader: LeaderConfig = LeaderConfig()
     delivery: DeliveryConfig = DeliveryConfig()
     partners: PartnersConfig = PartnersConfig()
     speech: SpeechConfig = SpeechConfig()

@@ -7,12 +7,20 @@ sent under its chat's queue-key lease, see :mod:`bot.delivery`), the background 
 embedder for the database: each message is sent to the embeddings endpoint once), and each
 channel's leader duties (Telegram's poller and
 command menu, Discord's command sync). A lone worker leads from its start.
+
+Each time this worker becomes leader the duties start afresh (Telegram's poller on a new HTTP
+client), however often the leadership was lost and regained before. A leader that cannot do
+the work (a channel's duties failing for ``leader.give_up_seconds`` without one success) says
+so through :meth:`LeaderDuties.trouble`; the worker then gives the leadership up, if another
+worker is alive to take it (``bot/workers.py``).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
 from adapters.base import Channel, LeadingChannel
 from bot.delivery import Delivery
@@ -24,6 +32,18 @@ logger = logging.getLogger(__name__)
 
 STEP_DOWN_GRACE_SECONDS = 20.0
 """How long a delivery retry under way may finish when this worker stops leading."""
+GIVE_UP_SECONDS = 60.0
+"""``leader.give_up_seconds``'s default."""
+
+
+@runtime_checkable
+class FallibleDuties(Protocol):
+    """A channel whose leader duties can fail for a while (Telegram's long poll)."""
+
+    def duties_failing(self) -> tuple[float, str] | None:
+        """Since when (``time.monotonic()``) its duties have failed with no success in
+        between, and how they last failed; None while they work (or it has none running)."""
+        ...
 
 
 class LeaderDuties:
@@ -36,6 +56,7 @@ class LeaderDuties:
         channels: dict[str, Channel],
         reviews_on: Callable[[], bool],
         embedder: Embedder | None = None,
+        give_up_seconds: float = GIVE_UP_SECONDS,
     ) -> None:
         self.scheduler = scheduler
         self.delivery = delivery
@@ -44,6 +65,7 @@ class LeaderDuties:
         """Whether reviews run at all (the owner's /admin settings override decides)."""
         self.embedder = embedder
         """Gives messages their vectors; None: ``[embeddings]`` is off."""
+        self.give_up_seconds = give_up_seconds
 
     async def lead(self, leader: Leader) -> None:
         redelivered = await self.delivery.redeliver_pending()
@@ -67,6 +89,17 @@ class LeaderDuties:
             except Exception:  # one channel's trouble must not keep the others leading
                 logger.exception("channel %s did not stop its leader duties", channel)
         await self.delivery.stop(STEP_DOWN_GRACE_SECONDS)
+
+    def trouble(self) -> str | None:
+        """What keeps this worker from the leader's work, once a channel's duties have failed
+        for ``give_up_seconds`` with no success in between; None while they work."""
+        now = time.monotonic()
+        for name, channel in self.channels.items():
+            failing = channel.duties_failing() if isinstance(channel, FallibleDuties) else None
+            if failing is not None and now - failing[0] >= self.give_up_seconds:
+                since, how = failing
+                return f"{name} has failed for {now - since:.0f} s ({how})"
+        return None
 
     def _leading(self) -> list[LeadingChannel]:
         return [c for c in self.channels.values() if isinstance(c, LeadingChannel)]

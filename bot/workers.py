@@ -19,7 +19,11 @@ meanwhile other workers may take its chats over, which fencing makes safe.
 The worker that leads runs the leader-only services (the Telegram poller, the scheduler,
 command sync, delivery retries); it starts them when it becomes leader and stops them when
 it loses the leadership — or when it could not renew it in time, since another worker may
-lead by then.
+lead by then. Leadership may be lost and regained any number of times; each regain starts the
+services afresh. A leader whose services cannot do their work (:meth:`LeaderServices.trouble`)
+gives the leadership up while another worker is alive: it stops them, stops renewing, and
+stays away for a lease after its own has run out, so that another worker takes over and
+tries; if none did, it leads again, afresh.
 
 Every write that commits a turn carries the turn's lease and is refused once another worker
 took the key over; before each chunk goes to the platform, :meth:`Worker.ensure` checks the
@@ -78,6 +82,10 @@ class LeaderServices(Protocol):
     async def follow(self) -> None:
         """This worker no longer leads (or cannot tell): stop the services."""
 
+    def trouble(self) -> str | None:
+        """Why the services cannot do the leader's work, once that has lasted long enough
+        to let another worker try; None while they can."""
+
 
 class Reviews(Protocol):
     """Where the heartbeat has due reviews claimed and run (:class:`partners.review.Reviewer`)."""
@@ -129,6 +137,8 @@ class Worker:
         self._held: dict[str, _Held] = {}
         self._leader: Leader | None = None
         self._leader_deadline = 0.0
+        self._away_until = 0.0
+        """Until when (this worker's clock) it does not take the leadership: it gave it up."""
         self._dispatcher: Dispatcher | None = None
         self._services: LeaderServices | None = None
         self._reviews: Reviews | None = None
@@ -438,6 +448,8 @@ class Worker:
     # ---- the leadership ------------------------------------------------------------------
 
     async def _lead(self, started: float) -> None:
+        if started < self._away_until or await self._gave_up():
+            return  # another worker's turn to take the leadership
         leader = await self.store.lead(self.id, self.settings.lease_seconds)
         if leader.worker_id != self.id:
             await self._step_down()
@@ -450,6 +462,26 @@ class Worker:
             logger.info("worker %s leads (epoch %d)", self.id, leader.epoch)
             if self._services is not None:
                 await self._services.lead(leader)
+
+    async def _gave_up(self) -> bool:
+        """Give the leadership up if its services cannot do their work and another worker is
+        alive to try: stop them and let the leadership lapse, unrenewed."""
+        if self._leader is None or self._services is None:
+            return False
+        trouble = self._services.trouble()
+        if trouble is None or not await self._others_alive():
+            return False
+        logger.warning(
+            "worker %s gives the leadership up: %s; another worker takes it over", self.id, trouble
+        )
+        # the leadership lapses at its deadline; then the others have a whole lease to take it
+        self._away_until = self._leader_deadline + self.settings.lease_seconds
+        await self._step_down()
+        return True
+
+    async def _others_alive(self) -> bool:
+        """Whether another worker holds its liveness (never on SQLite: one worker, unknown)."""
+        return any(w.alive and w.worker_id != self.id for w in await self.store.workers())
 
     async def _lapse(self) -> None:
         """After a failed heartbeat: a leadership this worker could not renew in time may be

@@ -51,12 +51,17 @@ class Duties:
 
     led: list[int] = field(default_factory=list)
     followed: int = 0
+    failing: str | None = None
+    """What keeps these duties from their work (None: they work)."""
 
     async def lead(self, leader: Leader) -> None:
         self.led.append(leader.epoch)
 
     async def follow(self) -> None:
         self.followed += 1
+
+    def trouble(self) -> str | None:
+        return self.failing
 
 
 @dataclass
@@ -299,6 +304,31 @@ async def test_one_worker_leads_and_another_takes_over_when_it_stops(cluster: Cl
     await until(lambda: two.duties.led, "two leading")
     assert two.duties.led == [2]
     assert two.worker.leader is not None and two.worker.leader.epoch == 2
+
+
+@pytest.mark.parametrize("cluster", ["postgres"], indirect=True)
+async def test_a_leader_whose_duties_keep_failing_gives_the_leadership_to_another_worker(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    one = await cluster.start(cluster.node("one"))
+    two = await cluster.start(cluster.node("two"))
+    assert one.duties.led == [1] and two.duties.led == []
+    caplog.set_level(logging.WARNING, logger="bot.workers")
+    one.duties.failing = "telegram has failed for 60 s (Bad Gateway)"
+    await until(lambda: two.duties.led, "two leading")
+    assert one.duties.followed == 1 and one.worker.leader is None
+    assert two.duties.led == [2]
+    assert _logged(caplog, "worker one gives the leadership up: telegram has failed") == 1
+
+
+async def test_a_lone_leader_keeps_the_leadership_though_its_duties_fail(cluster: Cluster) -> None:
+    """Nobody else could do better: giving up would only stop the leader's other duties."""
+    one = await cluster.start(cluster.node("one", QUIET))
+    one.duties.failing = "telegram has failed for 60 s (Bad Gateway)"
+    for _ in range(3):
+        await one.worker.beat()
+    assert one.duties.led == [1] and one.duties.followed == 0
+    assert one.worker.leader is not None
 
 
 async def test_a_worker_frees_at_once_what_a_dead_worker_on_its_host_held(

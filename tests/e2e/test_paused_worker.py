@@ -2,7 +2,9 @@
 "Several workers"): two ``companion run`` workers share one PostgreSQL database, the fake Bot
 API and the scripted fake LLM (``tests/e2e/model.py``). A worker stopped with SIGSTOP past its
 lease comes back with a stale epoch: whatever answer it then holds is neither sent nor
-recorded, and the worker goes on serving once it claims the chat again.
+recorded, and the worker goes on serving once it claims the chat again. A leader paused past
+its lease and its poll's watchdog, which loses the leadership on resuming and regains it
+later, hears Telegram again.
 """
 
 from __future__ import annotations
@@ -49,3 +51,34 @@ async def test_a_paused_worker_never_delivers_after_another_took_over(
         return await cluster.unfinished() == 0
 
     await poll(all_settled, "every message answered and every reply recorded")
+
+
+FREEZE_SECONDS = 12.0
+"""How long the leader is paused: past its lease (3 s) and its poll's watchdog (10 s), what a
+VM freeze, a long GC or a closed laptop lid does."""
+REGAIN_REPLY_SECONDS = 30.0
+"""A bound for the answer after the regain: a poll timeout (1 s) and one turn, with room for a
+loaded machine; a poller that never recovers backs off for ever instead."""
+
+
+async def test_a_leader_paused_past_its_watchdog_hears_telegram_once_it_leads_again(
+    world: World, cluster_of: ClusterFactory
+) -> None:
+    """Worker 0 leads and polls; it is paused past its lease and its watchdog, so worker 1
+    takes over; on resuming, its watchdog restarts the poll just as it steps down. Then
+    worker 1 stops, worker 0 leads again, and a new message is answered."""
+    cluster = await cluster_of(2, workers=WORKER_SECTION)
+    first = cluster.workers[0]
+    await first.wait_for_line(" leads (epoch")
+    await world.telegram.wait_for_pending_polls()
+    cluster.pause(0)
+    await asyncio.sleep(FREEZE_SECONDS)  # the freeze itself: nothing waits on it to settle
+    resumed = len(first.lines)
+    cluster.resume(0)
+    await first.wait_for_line("no longer leads", since=resumed)
+    stopped = len(first.lines)
+    await cluster.workers[1].terminate()
+    await first.wait_for_line(" leads (epoch", since=stopped)
+    tag = world.tag()
+    world.send(FIRST_CHAT, f"are you there? #{tag}")
+    await world.wait_for_reply(tag, timeout=REGAIN_REPLY_SECONDS)
