@@ -1,13 +1,19 @@
-"""Discord shard ranges per worker: two gateways on one PostgreSQL database, each connecting
-only its ``discord.shard_ids`` of ``discord.shards``, with the real discord.py against the fake
-Discord, which routes a guild's events to shard ``(guild_id >> 22) % shards`` and DMs to
-shard 0, as Discord does."""
+"""The Discord bot's shards divided among workers on one PostgreSQL database, with the real
+discord.py against the fake Discord, which routes a guild's events to shard
+``(guild_id >> 22) % shards`` and DMs to shard 0, as Discord does.
+
+Without ``discord.shard_ids`` the shards are leases in the database: each worker connects its
+share, a worker joining takes shards over one at a time and a stopped one's are taken over
+by the others, and no shard is ever connected by two workers at once (the fake records any
+second connection to a shard). With ``discord.shard_ids`` each worker connects only the
+shards it was given, and no lease is taken."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeAlias
 
 import pytest
 
@@ -28,6 +34,10 @@ from tests.fakes.fake_llm import FakeLLM, Reply
 SHARD_ONE_GUILD = 1 << 22
 """Discord routes this guild to shard 1 of 2; the harness's GUILD (10) is on shard 0."""
 SHARD_ONE_CHANNEL = 40
+QUICK_BEATS = {"lease_seconds": 2, "heartbeat_seconds": 0.2}
+"""``[workers]`` for the leased shards: shards move within a few beats of a test."""
+MOVE_TIMEOUT = 20.0
+"""How long a test waits for shards to move: many beats, so only a fault explains a miss."""
 
 
 @dataclass
@@ -158,3 +168,119 @@ async def test_what_a_stopped_workers_shard_missed_is_answered_when_it_connects_
     assert reply.json["content"] == "Here now, sorry for the wait"
     assert restarted.channel.catch_ups >= 1
     assert [identify["shard"] for identify in fake.identifies].count([1, 2]) == 2
+
+
+async def test_workers_given_shard_ids_take_no_shard_lease(workers: Workers) -> None:
+    assert await workers.zero.app.store.shard_leases(2) == []
+    assert await workers.one.app.store.shard_leases(2) == []
+
+
+# ---- shards as leases -------------------------------------------------------------------------
+
+StartWorker: TypeAlias = Callable[..., Awaitable[DiscordGateway]]
+
+
+@pytest.fixture(name="start_worker")
+async def leasing_workers(
+    postgres_database: str, fake: FakeDiscord, fake_llm: FakeLLM, tmp_path: Path
+) -> AsyncIterator[StartWorker]:
+    """Start a worker named ``name`` on the test's database with ``discord`` settings (no
+    ``shard_ids``: its shards come from leases); every one is stopped after the test."""
+    fake.add_guild(SHARD_ONE_GUILD, "Second House")
+    fake.add_text_channel(SHARD_ONE_GUILD, SHARD_ONE_CHANNEL, "second")
+    started: list[DiscordGateways] = []
+
+    async def start(name: str, **discord: Any) -> DiscordGateway:
+        gateways = DiscordGateways(fake, fake_llm, tmp_path / name)
+        started.append(gateways)
+        return await gateways.start(
+            bind=((CHANNEL, "example"), (SHARD_ONE_CHANNEL, "example")),
+            storage={"database_url": postgres_database},
+            workers={"id": name, **QUICK_BEATS},
+            discord=discord,
+        )
+
+    yield start
+    for gateways in reversed(started):
+        await gateways.stop_all()
+
+
+def connected(worker: DiscordGateway) -> list[int]:
+    return worker.channel.connected_shards
+
+
+async def one_each(*workers: DiscordGateway) -> None:
+    """Wait until each worker connects exactly one shard."""
+    await eventually(
+        lambda: all(len(connected(worker)) == 1 for worker in workers),
+        "one shard on each worker",
+        MOVE_TIMEOUT,
+    )
+
+
+async def test_a_lone_worker_connects_every_shard(start_worker: StartWorker) -> None:
+    alone = await start_worker("a", shards=2)
+    await eventually(lambda: connected(alone) == [0, 1], "both shards", MOVE_TIMEOUT)
+
+
+async def test_two_workers_hold_one_of_two_shards_each(
+    start_worker: StartWorker, fake: FakeDiscord
+) -> None:
+    first = await start_worker("a", shards=2)
+    await eventually(lambda: connected(first) == [0, 1], "both shards on a", MOVE_TIMEOUT)
+    second = await start_worker("b", shards=2)
+    await one_each(first, second)
+    # the first keeps shard 0 (every DM): the one it lets go is its highest
+    assert (connected(first), connected(second)) == ([0], [1])
+    leases = await first.app.store.shard_leases(2)
+    assert [(lease.shard_id, lease.worker_id) for lease in leases] == [(0, "a"), (1, "b")]
+    assert [guild.id for guild in second.channel.client.guilds] == [SHARD_ONE_GUILD]
+    assert fake.shard_overlaps == []
+
+
+async def test_a_bot_without_a_shard_count_is_one_shard_one_worker_connects(
+    start_worker: StartWorker, fake: FakeDiscord
+) -> None:
+    first = await start_worker("a")
+    second = await start_worker("b")
+    await eventually(lambda: fake.serving([0, 1]) == 1, "shard 0 of 1 connected", MOVE_TIMEOUT)
+    assert sorted([connected(first), connected(second)]) == [[], [0]]
+
+
+async def test_a_stopped_workers_shard_is_taken_over_and_direct_messages_are_answered_again(
+    start_worker: StartWorker, fake: FakeDiscord, fake_llm: FakeLLM
+) -> None:
+    first = await start_worker("a", shards=2)
+    second = await start_worker("b", shards=2)
+    await one_each(first, second)
+    holder, other = (first, second) if connected(first) == [0] else (second, first)
+    await holder.app.stop()  # its liveness goes with it
+
+    await eventually(lambda: connected(other) == [0, 1], "shard 0 taken over", MOVE_TIMEOUT)
+    fake_llm.script(Reply(text="Still here"))
+    sent = await fake.dm_message(user_id=ALICE, content="is anyone there?")
+    dm = fake.dm_channel_id(ALICE)
+    await fake.wait_for_rest(lambda call: call.ok and call.path == f"/channels/{dm}/messages")
+    assert int(sent["id"]) in cached_ids(other)
+    assert fake.shard_overlaps == []
+
+
+async def test_workers_joining_move_shards_without_two_ever_connecting_one(
+    start_worker: StartWorker, fake: FakeDiscord
+) -> None:
+    first = await start_worker("a", shards=3)
+    await eventually(lambda: connected(first) == [0, 1, 2], "every shard on a", MOVE_TIMEOUT)
+    second = await start_worker("b", shards=3)
+    await eventually(
+        lambda: (connected(first), connected(second)) == ([0, 1], [2]),
+        "a third of the shards on b",
+        MOVE_TIMEOUT,
+    )
+    third = await start_worker("c", shards=3)
+    await one_each(first, second, third)
+
+    assert (connected(first), connected(second), connected(third)) == ([0], [2], [1])
+    assert [fake.serving([shard, 3]) for shard in range(3)] == [1, 1, 1]
+    moved = [identify["shard"] for identify in fake.identifies].count
+    assert (moved([0, 3]), moved([1, 3]), moved([2, 3])) == (1, 2, 2)
+    assert fake.shard_overlaps == []
