@@ -85,6 +85,12 @@ class DiscordReceiving:
                 self._in_background(self._catch_up(), "discord catch-up after RESUMED")
 
         @client.event
+        async def on_shard_connect(shard_id: int) -> None:
+            # READY arrived: its guilds follow, so the catch-up waits for on_shard_ready
+            if self.shard_connections is not None and not self.shard_connections.holds(shard_id):
+                self.shard_connections.unassigned_up(shard_id)
+
+        @client.event
         async def on_shard_ready(shard_id: int) -> None:
             self._shard_up(shard_id, "READY")
 

@@ -92,7 +92,8 @@ class ShardConnections:
                 self._launching = asyncio.create_task(self._launch(), name="discord shards")
 
     def unassigned_up(self, shard_id: int) -> None:
-        """A shard's connection came up (READY or RESUMED): one no longer assigned is closed."""
+        """A shard's connection came up (its READY arrived, or it RESUMED): one no longer
+        assigned is closed."""
         if not self.holds(shard_id):
             task = asyncio.create_task(self._close_unassigned(shard_id), name="discord shard")
             task.add_done_callback(_log_failure)
@@ -140,7 +141,7 @@ class ShardConnections:
 
     async def _close(self, shard_id: int) -> None:
         shard = self.client.get_shard(shard_id)
-        if shard is not None:
+        if shard is not None and not shard.is_closed():
             await shard.disconnect()
             logger.info("discord: shard %d disconnected", shard_id)
 

@@ -171,13 +171,12 @@ class ShardKeeper:
             )
 
     async def _let_one_go(self) -> None:
-        """Give the highest connected shard back: disconnected first, then released. One
-        still connecting waits for a later beat (it could not be closed at once)."""
-        up = set(self.channel.connected_shards)
-        candidates = [shard_id for shard_id in self.held if shard_id in up]
-        if not candidates:
+        """Give the highest shard back: disconnected first, then released. While it is still
+        connecting it waits for a later beat (it could not be closed at once)."""
+        highest = self.held[-1]
+        if highest not in self.channel.connected_shards:
             return
-        held = self._held.pop(candidates[-1])
+        held = self._held.pop(highest)
         await self.channel.connect_shards(self.held)
         await self.store.release_shards([held.lease])
         logger.info(

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
+import asyncpg
 import pytest
 
 from tests.discord_harness import (
@@ -36,6 +37,8 @@ SHARD_ONE_GUILD = 1 << 22
 SHARD_ONE_CHANNEL = 40
 QUICK_BEATS = {"lease_seconds": 2, "heartbeat_seconds": 0.2}
 """``[workers]`` for the leased shards: shards move within a few beats of a test."""
+SLOW_BEATS = {"lease_seconds": 90, "heartbeat_seconds": 30}
+"""``[workers]`` for a test that assigns shards itself: the keeper beats once, at the start."""
 MOVE_TIMEOUT = 20.0
 """How long a test waits for shards to move: many beats, so only a fault explains a miss."""
 
@@ -185,18 +188,21 @@ async def leasing_workers(
     postgres_database: str, fake: FakeDiscord, fake_llm: FakeLLM, tmp_path: Path
 ) -> AsyncIterator[StartWorker]:
     """Start a worker named ``name`` on the test's database with ``discord`` settings (no
-    ``shard_ids``: its shards come from leases); every one is stopped after the test."""
+    ``shard_ids``: its shards come from leases) and ``beats`` for its ``[workers]`` timing;
+    every one is stopped after the test."""
     fake.add_guild(SHARD_ONE_GUILD, "Second House")
     fake.add_text_channel(SHARD_ONE_GUILD, SHARD_ONE_CHANNEL, "second")
     started: list[DiscordGateways] = []
 
-    async def start(name: str, **discord: Any) -> DiscordGateway:
+    async def start(
+        name: str, beats: dict[str, float] = QUICK_BEATS, **discord: Any
+    ) -> DiscordGateway:
         gateways = DiscordGateways(fake, fake_llm, tmp_path / name)
         started.append(gateways)
         return await gateways.start(
             bind=((CHANNEL, "example"), (SHARD_ONE_CHANNEL, "example")),
             storage={"database_url": postgres_database},
-            workers={"id": name, **QUICK_BEATS},
+            workers={"id": name, **beats},
             discord=discord,
         )
 
@@ -245,6 +251,8 @@ async def test_a_bot_without_a_shard_count_is_one_shard_one_worker_connects(
     second = await start_worker("b")
     await eventually(lambda: fake.serving([0, 1]) == 1, "shard 0 of 1 connected", MOVE_TIMEOUT)
     assert sorted([connected(first), connected(second)]) == [[], [0]]
+    # one that holds no shard is healthy too: it sends replies and stands by
+    assert first.channel.connected and second.channel.connected
 
 
 async def test_a_stopped_workers_shard_is_taken_over_and_direct_messages_are_answered_again(
@@ -284,3 +292,39 @@ async def test_workers_joining_move_shards_without_two_ever_connecting_one(
     moved = [identify["shard"] for identify in fake.identifies].count
     assert (moved([0, 3]), moved([1, 3]), moved([2, 3])) == (1, 2, 2)
     assert fake.shard_overlaps == []
+
+
+async def test_a_shard_whose_lease_cannot_be_renewed_is_disconnected_before_it_lapses(
+    start_worker: StartWorker, postgres_database: str
+) -> None:
+    worker = await start_worker("a", shards=2)
+    await eventually(lambda: connected(worker) == [0, 1], "both shards", MOVE_TIMEOUT)
+    # the database hangs for the renewals: another connection holds the lease rows locked
+    hang = await asyncpg.connect(postgres_database)
+    try:
+        locking = hang.transaction()
+        await locking.start()
+        leases = await hang.fetch("SELECT expires_at FROM shard_leases FOR UPDATE")
+        await eventually(lambda: connected(worker) == [], "both shards dropped", MOVE_TIMEOUT)
+        now = await hang.fetchval("SELECT extract(epoch FROM clock_timestamp())")
+        assert now < min(float(lease["expires_at"]) for lease in leases)  # before any lapsed
+        await locking.rollback()
+    finally:
+        await hang.close()
+    # the database answers again: the shards are taken back
+    await eventually(lambda: connected(worker) == [0, 1], "both shards again", MOVE_TIMEOUT)
+
+
+async def test_a_shard_let_go_while_discord_py_reconnects_it_is_closed_once_it_is_back(
+    start_worker: StartWorker, fake: FakeDiscord
+) -> None:
+    # beats far apart: only this test changes the worker's shards meanwhile
+    worker = await start_worker("a", SLOW_BEATS, shards=2)
+    await eventually(lambda: connected(worker) == [0, 1], "both shards", MOVE_TIMEOUT)
+    resumed = fake.resumed_count
+    await fake.disconnect()  # both connections drop; discord.py resumes each by itself
+    await worker.channel.connect_shards([0])
+
+    await fake.wait_until(lambda: fake.resumed_count >= resumed + 2, MOVE_TIMEOUT, "resumes")
+    await eventually(lambda: fake.serving([1, 2]) == 0, "shard 1 closed again", MOVE_TIMEOUT)
+    assert fake.serving([0, 2]) == 1
