@@ -3,12 +3,14 @@ PostgreSQL database (DESIGN.md "Several workers": Discord shards are leases too)
 
 Each shard is a lease in the database with a fencing epoch (:meth:`bot.store.Store.
 claim_shards`). Every ``workers.heartbeat_seconds`` the :class:`ShardKeeper` renews the shards
-it holds and works out its share, ceil(shards / live workers) — a live worker is one that beat
-within ``workers.lease_seconds`` and, on PostgreSQL, has not died. Holding fewer, it claims
-free shards up to its share (a dead worker's are free at once, a paused one's once their
-leases lapsed); holding more (a worker joined), it lets one go: one per heartbeat, so the bot
-moves gently, and its highest, so shard 0 (every direct message) moves last. The channel
-connects exactly the shards held (:meth:`adapters.base.ShardedChannel.connect_shards`).
+it holds and works out its share: ceil(shards / workers), counting the workers that take a
+share of this bot's shards (:meth:`bot.store.Store.join_shards`; not one without Discord or
+given its shards by the operator), beat within ``workers.lease_seconds`` and, on PostgreSQL,
+have not died. Holding fewer, it claims free shards up to its share (a dead worker's are free
+at once, a paused one's once their leases lapsed); holding more (a worker joined), it lets
+one go: one per heartbeat, so the bot moves gently, and its highest, so shard 0 (every direct
+message) moves last. The channel connects exactly the shards held
+(:meth:`adapters.base.ShardedChannel.connect_shards`).
 
 The order that keeps a shard from being connected by two workers at once: a shard let go is
 disconnected before its lease goes back; a lease is claimed before its shard is connected;
@@ -83,6 +85,8 @@ class ShardKeeper:
         self.clock = clock
         self._held: dict[int, _Held] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._failing = False
+        """A beat failed and none succeeded since (its fault is logged once)."""
 
     @property
     def held(self) -> list[int]:
@@ -91,7 +95,8 @@ class ShardKeeper:
 
     async def start(self) -> None:
         """Take this worker's share at once, then keep beating (after :meth:`bot.workers.
-        Worker.start`: the registry counts this worker among the live ones by then)."""
+        Worker.start`, whose registry row it joins to the bot's shards)."""
+        await self.store.join_shards(self.worker_id, self.shard_count)
         await self.beat()
         self._tasks = [
             asyncio.create_task(self._beat_forever(), name="discord shard leases"),
@@ -107,7 +112,11 @@ class ShardKeeper:
         await asyncio.gather(*tasks, return_exceptions=True)
         leases = [held.lease for held in self._held.values()]
         self._held.clear()
-        await self.channel.connect_shards(())
+        try:
+            await self.channel.connect_shards(())
+        except Exception:  # stopping is an outer edge; the client closes next anyway
+            logger.exception("worker %s: Discord shards not disconnected", self.worker_id)
+            return  # their leases lapse (or go with this worker's liveness) meanwhile
         try:
             await self.store.release_shards(leases)
         except StoreUnavailable as exc:  # they lapse by themselves within a lease
@@ -119,7 +128,13 @@ class ShardKeeper:
             try:
                 await self.beat()
             except Exception:  # one beat is an outer edge: the next one tries again
-                logger.exception("worker %s: Discord shard heartbeat failed", self.worker_id)
+                if not self._failing:
+                    logger.exception("worker %s: Discord shard heartbeat failed", self.worker_id)
+                self._failing = True
+            else:
+                if self._failing:
+                    logger.info("worker %s: Discord shard heartbeat works again", self.worker_id)
+                self._failing = False
 
     async def beat(self) -> None:
         """Renew the shards held, take up to this worker's share or let one go above it,
@@ -152,8 +167,8 @@ class ShardKeeper:
                 held.deadline = started + self.settings.lease_seconds
 
     async def _share(self) -> int:
-        live = await self.store.live_workers(self.settings.lease_seconds)
-        return math.ceil(self.shard_count / max(1, live))
+        workers = await self.store.shard_workers(self.shard_count, self.settings.lease_seconds)
+        return math.ceil(self.shard_count / max(1, workers))
 
     async def _claim(self, count: int) -> None:
         started = self.clock()

@@ -101,13 +101,27 @@ async def test_a_worker_restarted_under_its_id_holds_no_shard_from_before(store:
     assert held(await store.claim_shards("w2", 1, LEASE_SECONDS, 1)) == [(0, "w2")]
 
 
-async def test_live_workers_are_those_that_beat_within_the_time_given(store: Store) -> None:
-    await store.register_worker("w1", "host-a", 1)
-    await store.register_worker("w2", "host-b", 2)
-    assert await store.live_workers(LEASE_SECONDS) == 2
-    assert await store.live_workers(0.0) == 0  # neither beat within the last no time
+async def test_the_workers_dividing_a_bots_shards_are_those_that_joined_and_beat_lately(
+    store: Store,
+) -> None:
+    for worker, pid in (("w1", 1), ("w2", 2), ("telegram-only", 3), ("other-count", 4)):
+        await store.register_worker(worker, "host-a", pid)
+    await store.join_shards("w1", 2)
+    await store.join_shards("w2", 2)
+    await store.join_shards("other-count", 4)
+    assert await store.shard_workers(2, LEASE_SECONDS) == 2
+    assert await store.shard_workers(2, 0.0) == 0  # neither beat within the last no time
     await store.leave("w2")
-    assert await store.live_workers(LEASE_SECONDS) == 1
+    assert await store.shard_workers(2, LEASE_SECONDS) == 1
+
+
+async def test_a_worker_restarted_under_its_id_divides_no_shards_until_it_joins_again(
+    store: Store,
+) -> None:
+    await store.register_worker("w1", "host-a", 1)
+    await store.join_shards("w1", 2)
+    await store.register_worker("w1", "host-a", 2)
+    assert await store.shard_workers(2, LEASE_SECONDS) == 0
 
 
 # ---- PostgreSQL: a dead holder --------------------------------------------------------------
@@ -124,6 +138,7 @@ async def postgres_store(postgres_database: str) -> AsyncIterator[Store]:
 async def dead_holder(postgres_store: Store, postgres_database: str) -> ShardLease:
     """Worker w1 held shard 0 of 1 for a minute and died (its liveness lock went)."""
     await postgres_store.register_worker("w1", "host-a", 1)
+    await postgres_store.join_shards("w1", 1)
     liveness = await postgres_store.hold_liveness("w1", lambda _key: None, lambda: None)
     [lease] = await postgres_store.claim_shards("w1", 1, LEASE_SECONDS, 1)
     connection = await asyncpg.connect(postgres_database)
@@ -143,9 +158,10 @@ async def test_postgres_a_dead_workers_shard_is_free_at_once(
     assert (taken.worker_id, taken.epoch) == ("w2", dead_holder.epoch + 1)
 
 
-async def test_postgres_a_dead_worker_is_not_live(
+async def test_postgres_a_dead_worker_divides_no_shards(
     postgres_store: Store, dead_holder: ShardLease
 ) -> None:
     await postgres_store.register_worker("w2", "host-b", 2)
+    await postgres_store.join_shards("w2", 1)
     assert dead_holder.worker_id == "w1"
-    assert await postgres_store.live_workers(LEASE_SECONDS) == 1
+    assert await postgres_store.shard_workers(1, LEASE_SECONDS) == 1

@@ -168,7 +168,8 @@ class Workers(SqliteBase):
                 "INSERT INTO workers (worker_id, host, pid, started_at, heartbeat_at)"
                 f" VALUES (?, ?, ?, {NOW}, {NOW}) ON CONFLICT (worker_id) DO UPDATE SET"
                 " host = excluded.host, pid = excluded.pid, started_at = excluded.started_at,"
-                " heartbeat_at = excluded.heartbeat_at, liveness_key = NULL, liveness_at = NULL",
+                " heartbeat_at = excluded.heartbeat_at, liveness_key = NULL, liveness_at = NULL,"
+                " shard_count = NULL",
                 (worker_id, host, pid),
             )
             _let_go(db, worker_id)  # a worker starting under an id holds nothing yet
@@ -387,9 +388,15 @@ class Workers(SqliteBase):
         )
         return [_shard_lease(row) for row in rows]
 
-    async def live_workers(self, within_seconds: float) -> int:
+    async def join_shards(self, worker_id: str, shard_count: int) -> None:
+        await self._write(
+            "UPDATE workers SET shard_count = ? WHERE worker_id = ?", (shard_count, worker_id)
+        )
+
+    async def shard_workers(self, shard_count: int, within_seconds: float) -> int:
         row = await self._one(
-            f"SELECT count(*) FROM workers WHERE heartbeat_at > {NOW} - ?", (within_seconds,)
+            f"SELECT count(*) FROM workers WHERE shard_count = ? AND heartbeat_at > {NOW} - ?",
+            (shard_count, within_seconds),
         )
         return int(row[0]) if row else 0
 

@@ -133,7 +133,8 @@ class Workers(PostgresBase):
                 "INSERT INTO workers (worker_id, host, pid, started_at, heartbeat_at)"
                 f" VALUES ($1, $2, $3, {NOW}, {NOW}) ON CONFLICT (worker_id) DO UPDATE SET"
                 " host = excluded.host, pid = excluded.pid, started_at = excluded.started_at,"
-                " heartbeat_at = excluded.heartbeat_at, liveness_key = NULL, liveness_at = NULL",
+                " heartbeat_at = excluded.heartbeat_at, liveness_key = NULL, liveness_at = NULL,"
+                " shard_count = NULL",
                 worker_id,
                 host,
                 pid,
@@ -372,10 +373,16 @@ class Workers(PostgresBase):
             )
         )
 
-    async def live_workers(self, within_seconds: float) -> int:
+    async def join_shards(self, worker_id: str, shard_count: int) -> None:
+        await self._write(
+            "UPDATE workers SET shard_count = $1 WHERE worker_id = $2", shard_count, worker_id
+        )
+
+    async def shard_workers(self, shard_count: int, within_seconds: float) -> int:
         row = await self._one(
-            f"SELECT count(*) FROM workers w WHERE w.heartbeat_at > {NOW} - $1"
-            f" AND w.worker_id NOT IN ({GONE})",
+            f"SELECT count(*) FROM workers w WHERE w.shard_count = $1"
+            f" AND w.heartbeat_at > {NOW} - $2 AND w.worker_id NOT IN ({GONE})",
+            shard_count,
             within_seconds,
         )
         return int(row[0]) if row else 0

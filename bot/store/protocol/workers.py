@@ -115,9 +115,14 @@ class WorkersStore(Protocol):
         """The lease rows of a bot with ``shard_count`` shards, by shard id (a free one has
         no worker and has expired; a shard never claimed has no row)."""
 
-    async def live_workers(self, within_seconds: float) -> int:
-        """How many registered workers beat within the last ``within_seconds`` (on
-        PostgreSQL: and have not died), to divide the bot's shards among."""
+    async def join_shards(self, worker_id: str, shard_count: int) -> None:
+        """The registered worker takes a share of the ``shard_count`` shards of the Discord
+        bot from now on (until it registers again or leaves)."""
+
+    async def shard_workers(self, shard_count: int, within_seconds: float) -> int:
+        """How many workers that joined the ``shard_count`` shards beat within the last
+        ``within_seconds`` (on PostgreSQL: and have not died): among how many the shards are
+        divided."""
 
     async def lead(self, worker_id: str, lease_seconds: float) -> Leader:
         """Take or renew the leadership for ``lease_seconds`` if it is free, lapsed, its
