@@ -10,6 +10,7 @@ shards it was given, and no lease is taken."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any, TypeAlias
 import asyncpg
 import pytest
 
+from bot.store import Store
 from tests.discord_harness import (
     ALICE,
     BOT_ID,
@@ -328,3 +330,22 @@ async def test_a_shard_let_go_while_discord_py_reconnects_it_is_closed_once_it_i
     await fake.wait_until(lambda: fake.resumed_count >= resumed + 2, MOVE_TIMEOUT, "resumes")
     await eventually(lambda: fake.serving([1, 2]) == 0, "shard 1 closed again", MOVE_TIMEOUT)
     assert fake.serving([0, 2]) == 1
+
+
+async def test_a_worker_that_takes_no_share_of_the_shards_leaves_them_to_those_that_do(
+    start_worker: StartWorker,
+) -> None:
+    alone = await start_worker("a", shards=2)
+    await eventually(lambda: connected(alone) == [0, 1], "both shards", MOVE_TIMEOUT)
+    store = alone.app.store
+    await store.register_worker("telegram-only", "elsewhere", 1)  # live, but no Discord
+    [first, _] = await store.shard_leases(2)
+    await renewed_past(store, first.expires_at + 1.0)  # several beats since that worker came
+    assert connected(alone) == [0, 1]
+
+
+async def renewed_past(store: Store, expires_at: float) -> None:
+    """Wait until shard 0 of 2 is renewed to expire after ``expires_at`` (rows: polled)."""
+    async with asyncio.timeout(MOVE_TIMEOUT):
+        while (await store.shard_leases(2))[0].expires_at < expires_at:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
