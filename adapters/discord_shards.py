@@ -68,6 +68,8 @@ class ShardConnections:
         reconnects of every shard."""
         self._launched: set[int] = set()
         """Shards launched (or being launched) and not closed since."""
+        self._in_flight: int | None = None
+        """The shard being launched now: closed, if need be, once its connection is up."""
         self._launching: asyncio.Task[None] | None = None
         self._changing = asyncio.Lock()
 
@@ -85,7 +87,7 @@ class ShardConnections:
         async with self._changing:
             self.assigned = frozenset(shard_ids)
             for shard_id in sorted(self._launched - self.assigned):
-                if self.client.get_shard(shard_id) is not None:  # else still launching
+                if shard_id != self._in_flight:
                     self._launched.discard(shard_id)
                     await self._close(shard_id)
             if self.assigned - self._launched and not self._busy():
@@ -110,12 +112,17 @@ class ShardConnections:
 
     async def _launch(self) -> None:
         while missing := sorted(self.assigned - self._launched):
-            shard_id = missing[0]
+            if self.client.is_closed():  # stopped, or ended by Discord (logged): nothing to add
+                return
+            shard_id = self._in_flight = missing[0]
             self._launched.add(shard_id)
-            if self.running is None:
-                await self._start_client(shard_id)
-            else:
-                await self.client.launch_shard(DiscordWebSocket.DEFAULT_GATEWAY, shard_id)
+            try:
+                if self.running is None:
+                    await self._start_client(shard_id)
+                else:
+                    await self.client.launch_shard(DiscordWebSocket.DEFAULT_GATEWAY, shard_id)
+            finally:
+                self._in_flight = None
             if not self.holds(shard_id):  # let go while it was connecting
                 await self._close_unassigned(shard_id)
 
