@@ -55,7 +55,12 @@ from adapters.discord_events import (
     BotIdentity,
 )
 from adapters.discord_receiving import DiscordReceiving
-from adapters.discord_shards import IDENTIFY_INTERVAL_SECONDS, PacedShardsClient, ShardConnections
+from adapters.discord_shards import (
+    IDENTIFY_INTERVAL_SECONDS,
+    PacedShardsClient,
+    ShardConnections,
+    gateway_ended,
+)
 from bot.config import ConfigError
 from bot.config_platforms import DiscordConfig
 from bot.events import ChatRef, Outbound
@@ -274,12 +279,7 @@ class DiscordChannel(DiscordReceiving):
                 "check the network, or discord.gateway_url if you use a proxy"
             )
         error = connect.exception()
-        if isinstance(error, discord.PrivilegedIntentsRequired):
-            raise ConfigError(
-                "Discord refused the Message Content intent: switch on 'Message Content Intent' "
-                "under Bot -> Privileged Gateway Intents in the Developer Portal"
-            ) from None
-        raise ConfigError(f"the Discord gateway connection ended: {error!r}") from None
+        raise ConfigError(gateway_ended(error)) from None
 
     async def stop(self) -> None:
         for task in list(self._background):

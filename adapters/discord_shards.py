@@ -153,10 +153,20 @@ class ShardConnections:
             logger.info("discord: shard %d disconnected", shard_id)
 
 
+def gateway_ended(error: BaseException | None) -> str:
+    """What the owner is told when the gateway connection ended for good, and what to do."""
+    if isinstance(error, discord.PrivilegedIntentsRequired):
+        return (
+            "Discord refused the Message Content intent: switch on 'Message Content Intent' "
+            "under Bot -> Privileged Gateway Intents in the Developer Portal"
+        )
+    return f"the Discord gateway connection ended: {error!r}"
+
+
 def _log_end(task: asyncio.Task[None]) -> None:
     """The client's connect() ended by itself (closing the client ends it without error)."""
     if not task.cancelled() and (error := task.exception()) is not None:
-        logger.error("discord: the gateway connection ended: %r", error)
+        logger.error("discord: %s", gateway_ended(error))
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:

@@ -349,3 +349,12 @@ async def renewed_past(store: Store, expires_at: float) -> None:
     async with asyncio.timeout(MOVE_TIMEOUT):
         while (await store.shard_leases(2))[0].expires_at < expires_at:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize("fake", [{"allowed_privileged_intents": 0}], indirect=True)
+async def test_a_worker_whose_intent_discord_refuses_says_what_to_switch_on(
+    start_worker: StartWorker, fake: FakeDiscord, caplog: pytest.LogCaptureFixture
+) -> None:
+    worker = await start_worker("a", shards=1)
+    await eventually(lambda: "Message Content Intent" in caplog.text, "the hint", MOVE_TIMEOUT)
+    assert fake.identifies and not worker.channel.connected
