@@ -155,6 +155,8 @@ class DiscordChannel(DiscordReceiving):
         self.unreachable_users: set[str] = set()
         """Users Discord will not let the bot message (code 50007); check-ins skip them."""
         self.catch_ups = 0
+        self._to_catch_up: set[int] = set()
+        """Assigned shards whose READY came and whose catch-up waits for their guilds."""
         """Finished fetches of missed messages (one per READY or RESUMED)."""
         self._connected = False
         self._logged_in = False

@@ -62,6 +62,7 @@ class DiscordReceiving:
     catch_ups: int
     commands: SlashCommands
     shard_connections: ShardConnections | None
+    _to_catch_up: set[int]
     _connected: bool
     _background: set[asyncio.Task[None]]
     _chat_locks: ChatLocks
@@ -86,17 +87,17 @@ class DiscordReceiving:
 
         @client.event
         async def on_shard_connect(shard_id: int) -> None:
-            # READY arrived: its guilds follow, so the catch-up waits for on_shard_ready
-            if self.shard_connections is not None and not self.shard_connections.holds(shard_id):
-                self.shard_connections.unassigned_up(shard_id)
+            self._shard_connected(shard_id)
 
         @client.event
         async def on_shard_ready(shard_id: int) -> None:
-            self._shard_up(shard_id, "READY")
+            del shard_id  # every shard whose READY came is caught up, see _shard_connected
+            self._catch_up_shards(set(self._to_catch_up), "READY")
+            self._to_catch_up.clear()
 
         @client.event
         async def on_shard_resumed(shard_id: int) -> None:
-            self._shard_up(shard_id, "RESUMED")
+            self._shard_connected(shard_id, resumed=True)
 
         @client.event
         async def on_disconnect() -> None:
@@ -110,16 +111,27 @@ class DiscordReceiving:
         async def on_raw_reaction_add(payload: discord.RawReactionActionEvent) -> None:
             await self.handle_reaction(payload)
 
-    def _shard_up(self, shard_id: int, how: str) -> None:
-        """An assigned shard is READY or RESUMED: catch up its guilds; one no longer assigned
-        (discord.py reconnected it by itself meanwhile) is closed again."""
+    def _shard_connected(self, shard_id: int, *, resumed: bool = False) -> None:
+        """An assigned shard's READY came, or it RESUMED. One no longer assigned (discord.py
+        reconnected it by itself meanwhile) is closed again. A resumed one is caught up at
+        once; after READY the catch-up waits for the shard's guilds, until the next
+        ``shard_ready`` (discord.py may skip a shard's own when another's READY follows
+        within the wait, so whichever comes catches up every shard waiting)."""
         shards = self.shard_connections
         if shards is None:
             return
-        if shards.holds(shard_id):
-            self._in_background(self._catch_up(shard_id), f"discord catch-up after {how}")
-        else:
+        if not shards.holds(shard_id):
             shards.unassigned_up(shard_id)
+        elif resumed:
+            self._catch_up_shards({shard_id}, "RESUMED")
+        else:
+            self._to_catch_up.add(shard_id)
+
+    def _catch_up_shards(self, shard_ids: set[int], how: str) -> None:
+        shards = self.shard_connections
+        held = {k for k in shard_ids if shards is not None and shards.holds(k)}
+        if held:
+            self._in_background(self._catch_up(held), f"discord catch-up after {how}")
 
     def _from_my_shard(self, guild_id: int | None) -> bool:
         """Whether an event of this guild (None: a DM, always on shard 0) came on a shard this
@@ -218,32 +230,32 @@ class DiscordReceiving:
     def _answer_cutoff(self) -> datetime:
         return discord.utils.utcnow() - timedelta(minutes=self.config.missed_max_age_minutes)
 
-    async def _catch_up(self, shard_id: int | None = None) -> None:
-        """Fetch what bound channels (of one shard's guilds, or of all this process's) said
+    async def _catch_up(self, shard_ids: set[int] | None = None) -> None:
+        """Fetch what bound channels (of these shards' guilds, or of all this process's) said
         while the gateway was away (once per connect; the per-connect edge: a failure is
         logged and the next connect tries again)."""
         try:
             if self.receiver is not None:
-                await self._fetch_missed(self.receiver, shard_id)
+                await self._fetch_missed(self.receiver, shard_ids)
         except Exception:
             logger.exception("discord: missed messages not fetched")
         finally:
             self.catch_ups += 1
 
-    async def _fetch_missed(self, receiver: Receiver, shard_id: int | None) -> None:
+    async def _fetch_missed(self, receiver: Receiver, shard_ids: set[int] | None) -> None:
         for chat_id in await receiver.bound_chats(PLATFORM):
             try:
-                await self._catch_up_channel(int(chat_id), receiver, shard_id)
+                await self._catch_up_channel(int(chat_id), receiver, shard_ids)
             except (discord.HTTPException, ValueError) as exc:
                 logger.warning("discord: missed messages in %s not fetched: %s", chat_id, exc)
 
     async def _catch_up_channel(
-        self, channel_id: int, receiver: Receiver, shard_id: int | None
+        self, channel_id: int, receiver: Receiver, shard_ids: set[int] | None
     ) -> None:
         channel = await self.poster.channel(channel_id)
         if not isinstance(channel, discord.TextChannel) or self.client.user is None:
             return
-        if not self._on_my_shards(channel.guild, shard_id):
+        if not self._on_my_shards(channel.guild, shard_ids):
             return
         places: list[discord.TextChannel | discord.Thread] = [channel, *channel.threads]
         for place in places:
@@ -268,12 +280,12 @@ class DiscordReceiving:
             for message in reversed(fetched):
                 await self.handle_message(message, missed=True)
 
-    def _on_my_shards(self, guild: discord.Guild, shard_id: int | None) -> bool:
-        """Whether this worker connects the shard Discord sends the guild's events to (that
-        shard, when one is named): a guild on another worker's shards is that worker's to
+    def _on_my_shards(self, guild: discord.Guild, shard_ids: set[int] | None) -> bool:
+        """Whether this worker connects the shard Discord sends the guild's events to (one of
+        these, when they are named): a guild on another worker's shards is that worker's to
         catch up."""
-        if shard_id is not None:
-            return guild.shard_id == shard_id
+        if shard_ids is not None:
+            return guild.shard_id in shard_ids
         client = self.client
         if not isinstance(client, discord.AutoShardedClient) or client.shard_ids is None:
             return True

@@ -358,3 +358,33 @@ async def test_a_worker_whose_intent_discord_refuses_says_what_to_switch_on(
     worker = await start_worker("a", shards=1)
     await eventually(lambda: "Message Content Intent" in caplog.text, "the hint", MOVE_TIMEOUT)
     assert fake.identifies and not worker.channel.connected
+
+
+async def test_what_a_shard_missed_while_no_worker_held_it_is_answered_when_it_is_back(
+    start_worker: StartWorker, fake: FakeDiscord, fake_llm: FakeLLM
+) -> None:
+    # beats far apart: only this test changes the worker's shards meanwhile
+    worker = await start_worker("a", SLOW_BEATS, shards=2)
+    await eventually(
+        lambda: history_reads(fake, CHANNEL) and history_reads(fake, SHARD_ONE_CHANNEL),
+        "both shards caught up",
+        MOVE_TIMEOUT,
+    )
+    await worker.channel.connect_shards([0])
+    await eventually(lambda: fake.serving([1, 2]) == 0, "shard 1 closed", MOVE_TIMEOUT)
+    missed = await fake.message_create(
+        channel_id=SHARD_ONE_CHANNEL,
+        author_id=ALICE,
+        content=f"<@{BOT_ID}> anyone there?",
+        mentions=[BOT_ID],
+    )  # nobody receives it
+    reads = len(history_reads(fake, CHANNEL)), len(history_reads(fake, SHARD_ONE_CHANNEL))
+
+    fake_llm.script(Reply(text="Back, sorry for the wait"))
+    await worker.channel.connect_shards([0, 1])
+    [reply] = await fake.wait_until(lambda: fake.webhook_messages(), TIMEOUT, "the late answer")
+    assert reply.json["content"] == "Back, sorry for the wait"
+    assert int(missed["id"]) not in cached_ids(worker)  # it came from the history
+    # only the shard that came back was caught up
+    assert len(history_reads(fake, CHANNEL)) == reads[0]
+    assert len(history_reads(fake, SHARD_ONE_CHANNEL)) == reads[1] + 1
