@@ -20,11 +20,14 @@ no order can cover: a worker paused past its lease finds its shard taken only wh
 again and disconnects it then — meanwhile both receive that shard's events, and the store's
 deduplication makes one turn of each message.
 
-Only when the operator has not divided the shards (:func:`shards_leased`): with
-``discord.shard_ids`` each worker connects the shards it was given and no lease is taken; with
-``discord.shards = "auto"`` each worker would ask Discord for the count on its own (and might
-hear different ones), so every worker connects every shard, as it does with SQLite, whose one
-process connects every shard itself.
+Only for a bot with a number of shards that the operator has not divided
+(:func:`shards_leased`): with ``discord.shard_ids`` each worker connects the shards it was given
+and no lease is taken; with ``discord.shards = "auto"`` each worker would ask Discord for the
+count on its own (and might hear different ones), so every worker connects every shard; and a
+bot without ``discord.shards`` (one shard: what a bot in fewer than 2,500 servers runs) is
+connected by every worker, so a worker's death loses no event — Discord replays nothing to a
+new connection, and the store's deduplication makes one turn of each message all the same. As
+with SQLite, whose one process connects every shard itself.
 """
 
 from __future__ import annotations
@@ -46,13 +49,14 @@ Clock = Callable[[], float]
 
 
 def shards_leased(config: Config) -> bool:
-    """Whether this worker's Discord shards are leases: several workers may share the database
-    and the operator has not divided the shards (see the module's docstring)."""
+    """Whether this worker's Discord shards are leases: several workers may share the database,
+    the bot has a number of shards and the operator has not divided them (see the module's
+    docstring)."""
     discord = config.discord
     return (
         config.storage.database_url is not None
         and discord.shard_ids is None
-        and discord.shards != "auto"
+        and isinstance(discord.shards, int)
     )
 
 

@@ -246,15 +246,20 @@ async def test_two_workers_hold_one_of_two_shards_each(
     assert fake.shard_overlaps == []
 
 
-async def test_a_bot_without_a_shard_count_is_one_shard_one_worker_connects(
-    start_worker: StartWorker, fake: FakeDiscord
+async def test_a_bot_without_a_shard_count_is_heard_by_every_worker_so_a_stop_loses_nothing(
+    start_worker: StartWorker, fake: FakeDiscord, fake_llm: FakeLLM
 ) -> None:
     first = await start_worker("a")
     second = await start_worker("b")
-    await eventually(lambda: fake.serving([0, 1]) == 1, "shard 0 of 1 connected", MOVE_TIMEOUT)
-    assert sorted([connected(first), connected(second)]) == [[], [0]]
-    # one that holds no shard is healthy too: it sends replies and stands by
-    assert first.channel.connected and second.channel.connected
+    await eventually(lambda: first.channel.connected and second.channel.connected, "both connected")
+    assert await first.app.store.shard_leases(1) == []
+    await first.app.stop()
+    # no takeover to wait for: the other worker was listening all along
+    fake_llm.script(Reply(text="Still here"))
+    sent = await fake.dm_message(user_id=ALICE, content="is anyone there?")
+    dm = fake.dm_channel_id(ALICE)
+    await fake.wait_for_rest(lambda call: call.ok and call.path == f"/channels/{dm}/messages")
+    assert int(sent["id"]) in cached_ids(second)
 
 
 async def test_a_stopped_workers_shard_is_taken_over_and_direct_messages_are_answered_again(
