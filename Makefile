@@ -104,6 +104,7 @@ bench: $(STAMP_DEV)
 	$(BIN)/python bench/discord_throughput.py
 	$(BIN)/python bench/media.py
 	$(BIN)/python bench/workers.py
+	$(BIN)/python bench/shards.py
 
 # Mutation testing of the modules that hold the promises ([tool.mutmut] in pyproject.toml):
 # every mutant must make a test fail. Resumes where an interrupted run stopped; the score per

@@ -8,6 +8,7 @@ is the gateway's, so a restart never sends a confirmed chunk twice.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -222,6 +223,30 @@ class LeadingChannel(Protocol):
 
     async def follow(self) -> None:
         """Put them down; sending and (webhook) receiving go on."""
+        ...
+
+
+@runtime_checkable
+class ShardedChannel(Protocol):
+    """A channel whose platform connection is split into shards, and whose shards the gateway
+    may assign (Discord's, when several workers divide the bot among them, bot/shards.py)."""
+
+    @property
+    def assigned_shards(self) -> int | None:
+        """How many shards the bot has when the gateway assigns which of them this process
+        connects (:meth:`connect_shards`); None when the channel connects its configured
+        shards itself."""
+        ...
+
+    @property
+    def connected_shards(self) -> list[int]:
+        """The shards whose connection is up now."""
+        ...
+
+    async def connect_shards(self, shard_ids: Collection[int]) -> None:
+        """Connect exactly these shards from now on. When it returns, the shards not named
+        are disconnected and nothing they receive reaches the gateway any more; those named
+        are connected or connecting."""
         ...
 
 

@@ -7,6 +7,9 @@
   many, and ``discord.shard_ids`` only those of them (one worker's part of the bot: Discord
   sends each guild's events to one shard, DMs to shard 0). discord.py reconnects and resumes
   by itself.
+* **Assigned shards** (``shards_assigned``): the gateway says which shards to connect, and
+  changes that while the client runs (:meth:`DiscordChannel.connect_shards`,
+  ``adapters/discord_shards.py``); :meth:`DiscordChannel.start` then only logs in.
 * **Receiving** (``adapters/discord_receiving.py``): messages, reactions and slash commands
   handed to the gateway one chat at a time; after every READY and RESUMED, the messages
   missed meanwhile.
@@ -24,7 +27,7 @@ import asyncio
 import contextlib
 import io
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 import aiohttp
@@ -52,6 +55,12 @@ from adapters.discord_events import (
     BotIdentity,
 )
 from adapters.discord_receiving import DiscordReceiving
+from adapters.discord_shards import (
+    IDENTIFY_INTERVAL_SECONDS,
+    PacedShardsClient,
+    ShardConnections,
+    gateway_ended,
+)
 from bot.config import ConfigError
 from bot.config_platforms import DiscordConfig
 from bot.events import ChatRef, Outbound
@@ -73,7 +82,7 @@ def apply_endpoints(config: DiscordConfig) -> None:
         discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(config.gateway_url)
 
 
-def build_client(config: DiscordConfig, guild_ready_timeout: float) -> discord.Client:
+def client_options(guild_ready_timeout: float) -> dict[str, Any]:
     intents = discord.Intents.none()
     intents.guilds = True
     intents.guild_messages = True
@@ -82,11 +91,15 @@ def build_client(config: DiscordConfig, guild_ready_timeout: float) -> discord.C
     # users' reactions to a partner's messages are context for its next turn
     intents.guild_reactions = True
     intents.dm_reactions = True
-    options: dict[str, Any] = {
+    return {
         "intents": intents,
         "allowed_mentions": NO_PINGS,  # the default for every send; each send sets its own too
         "guild_ready_timeout": guild_ready_timeout,
     }
+
+
+def build_client(config: DiscordConfig, guild_ready_timeout: float) -> discord.Client:
+    options = client_options(guild_ready_timeout)
     if config.shards == "auto":
         return discord.AutoShardedClient(**options)
     if isinstance(config.shards, int):
@@ -96,10 +109,30 @@ def build_client(config: DiscordConfig, guild_ready_timeout: float) -> discord.C
     return discord.Client(**options)
 
 
+def assigned_client(
+    config: DiscordConfig, guild_ready_timeout: float, identify_interval: float
+) -> PacedShardsClient:
+    """The client of a worker whose shards the gateway assigns: all ``discord.shards`` of the
+    bot (one when unset), none launched until assigned."""
+    count = config.shards if isinstance(config.shards, int) else 1
+    options = client_options(guild_ready_timeout)
+    return PacedShardsClient(identify_interval=identify_interval, shard_count=count, **options)
+
+
 class DiscordChannel(DiscordReceiving):
     platform = PLATFORM
 
-    def __init__(self, config: DiscordConfig, *, guild_ready_timeout: float = 2.0) -> None:
+    def __init__(
+        self,
+        config: DiscordConfig,
+        *,
+        guild_ready_timeout: float = 2.0,
+        shards_assigned: bool = False,
+        identify_interval: float = IDENTIFY_INTERVAL_SECONDS,
+    ) -> None:
+        """``shards_assigned``: connect only the shards :meth:`connect_shards` names (several
+        workers divide the bot's ``discord.shards`` among them), not those of the config.
+        ``identify_interval``: then, the least time between two IDENTIFYs of this process."""
         if config.token is None:
             raise ConfigError(
                 "discord.token is not set; add the bot token from the Developer Portal"
@@ -108,7 +141,13 @@ class DiscordChannel(DiscordReceiving):
         apply_endpoints(config)
         # Built now (no I/O): replies left over from a crash are re-delivered before the
         # channels start, so send() logs in on demand and works over REST alone.
-        self.client = build_client(config, guild_ready_timeout)
+        self.shard_connections: ShardConnections | None = None
+        if shards_assigned:
+            client = assigned_client(config, guild_ready_timeout, identify_interval)
+            self.shard_connections = ShardConnections(client)
+            self.client: discord.Client = client
+        else:
+            self.client = build_client(config, guild_ready_timeout)
         self.webhooks = PersonaWebhooks(self.client, self._missing_webhook_permission)
         self.poster = Poster(self.client, self.webhooks)
         self.receiver: Receiver | None = None
@@ -116,6 +155,8 @@ class DiscordChannel(DiscordReceiving):
         self.unreachable_users: set[str] = set()
         """Users Discord will not let the bot message (code 50007); check-ins skip them."""
         self.catch_ups = 0
+        self._to_catch_up: set[int] = set()
+        """Assigned shards whose READY came and whose catch-up waits for their guilds."""
         """Finished fetches of missed messages (one per READY or RESUMED)."""
         self._connected = False
         self._logged_in = False
@@ -130,7 +171,37 @@ class DiscordChannel(DiscordReceiving):
 
     @property
     def connected(self) -> bool:
-        return self._connected and not self.client.is_closed()
+        """Logged in and every shard this process connects is up (an assigned worker that
+        holds no shard is connected: it sends, and stands by)."""
+        shards = self.shard_connections
+        if shards is None:
+            return self._connected and not self.client.is_closed()
+        return self._logged_in and not self.client.is_closed() and shards.assigned <= {*shards.up}
+
+    # ---- assigned shards (bot/shards.py decides) ---------------------------------------
+
+    @property
+    def assigned_shards(self) -> int | None:
+        """How many shards the bot has when the gateway assigns them; None otherwise."""
+        if self.shard_connections is None:
+            return None
+        return self.shard_connections.client.shard_count
+
+    @property
+    def connected_shards(self) -> list[int]:
+        """The shards whose gateway connection is up now."""
+        client = self.client
+        if not isinstance(client, discord.AutoShardedClient):
+            return [0] if self.connected else []
+        return sorted(k for k, shard in client.shards.items() if not shard.is_closed())
+
+    async def connect_shards(self, shard_ids: Collection[int]) -> None:
+        """Connect exactly these shards from now on: when this returns, the others are
+        closed and nothing they receive is handed over any more; these are connected or
+        connecting. Only with ``shards_assigned``."""
+        if self.shard_connections is None:
+            raise RuntimeError("connect_shards needs a channel built with shards_assigned")
+        await self.shard_connections.connect(shard_ids)
 
     # ---- lifecycle -------------------------------------------------------------------
 
@@ -143,6 +214,9 @@ class DiscordChannel(DiscordReceiving):
         receiver.note_bot_identity(PLATFORM, user.name, None)
         if self._tree is None:
             self._tree = build_tree(self.client, receiver.partner_choices(), self._on_command)
+        if self.shard_connections is not None:
+            logger.info("discord: %s logged in; it connects the shards assigned to it", user.name)
+            return
         self._connect_task = asyncio.create_task(self.client.connect(), name="discord gateway")
         await self._wait_ready(self._connect_task)
         logger.info("discord: %s connected%s", user.name, self._shards_connected())
@@ -207,18 +281,16 @@ class DiscordChannel(DiscordReceiving):
                 "check the network, or discord.gateway_url if you use a proxy"
             )
         error = connect.exception()
-        if isinstance(error, discord.PrivilegedIntentsRequired):
-            raise ConfigError(
-                "Discord refused the Message Content intent: switch on 'Message Content Intent' "
-                "under Bot -> Privileged Gateway Intents in the Developer Portal"
-            ) from None
-        raise ConfigError(f"the Discord gateway connection ended: {error!r}") from None
+        raise ConfigError(gateway_ended(error)) from None
 
     async def stop(self) -> None:
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         self._connected = False
+        if self.shard_connections is not None:
+            await self.shard_connections.stop()
+            self._connect_task = self.shard_connections.running
         if not self.client.is_closed():
             await self.client.close()
         connect, self._connect_task = self._connect_task, None

@@ -5,7 +5,9 @@ gateway one chat at a time in arrival order; the gateway stores each one dedupli
 message id, so a repeated MESSAGE_CREATE gets one reply. After every READY and RESUMED the
 recent history of each bound channel (and its active threads) in a guild on this worker's
 shards is fetched once and fed through the same path: messages younger than
-``discord.missed_max_age_minutes`` are answered, older ones kept as context only.
+``discord.missed_max_age_minutes`` are answered, older ones kept as context only. With
+assigned shards this happens per shard, when that shard is READY or RESUMED; and events of a
+shard no longer assigned to this process are dropped (another process connects it now).
 
 :class:`DiscordReceiving` is the part of :class:`~adapters.discord_channel.DiscordChannel`
 that does this; the channel holds the state it reads.
@@ -35,6 +37,7 @@ from adapters.discord_events import (
     chat_of,
     message_event,
 )
+from adapters.discord_shards import ShardConnections
 from bot.commands import parse_command
 from bot.config_platforms import DiscordConfig
 from bot.events import ChatRef, Inbound, Outbound, Reaction
@@ -58,6 +61,8 @@ class DiscordReceiving:
     me: BotIdentity | None
     catch_ups: int
     commands: SlashCommands
+    shard_connections: ShardConnections | None
+    _to_catch_up: set[int]
     _connected: bool
     _background: set[asyncio.Task[None]]
     _chat_locks: ChatLocks
@@ -71,12 +76,28 @@ class DiscordReceiving:
         @client.event
         async def on_ready() -> None:
             self._connected = True
-            self._in_background(self._catch_up(), "discord catch-up after READY")
+            if self.shard_connections is None:
+                self._in_background(self._catch_up(), "discord catch-up after READY")
 
         @client.event
         async def on_resumed() -> None:
             self._connected = True
-            self._in_background(self._catch_up(), "discord catch-up after RESUMED")
+            if self.shard_connections is None:
+                self._in_background(self._catch_up(), "discord catch-up after RESUMED")
+
+        @client.event
+        async def on_shard_connect(shard_id: int) -> None:
+            self._shard_connected(shard_id)
+
+        @client.event
+        async def on_shard_ready(shard_id: int) -> None:
+            del shard_id  # every shard whose READY came is caught up, see _shard_connected
+            self._catch_up_shards(set(self._to_catch_up), "READY")
+            self._to_catch_up.clear()
+
+        @client.event
+        async def on_shard_resumed(shard_id: int) -> None:
+            self._shard_connected(shard_id, resumed=True)
 
         @client.event
         async def on_disconnect() -> None:
@@ -90,9 +111,42 @@ class DiscordReceiving:
         async def on_raw_reaction_add(payload: discord.RawReactionActionEvent) -> None:
             await self.handle_reaction(payload)
 
+    def _shard_connected(self, shard_id: int, *, resumed: bool = False) -> None:
+        """An assigned shard's READY came, or it RESUMED. One no longer assigned (discord.py
+        reconnected it by itself meanwhile) is closed again. A resumed one is caught up at
+        once; after READY the catch-up waits for the shard's guilds, until the next
+        ``shard_ready`` (discord.py may skip a shard's own when another's READY follows
+        within the wait, so whichever comes catches up every shard waiting)."""
+        shards = self.shard_connections
+        if shards is None:
+            return
+        if not shards.holds(shard_id):
+            shards.unassigned_up(shard_id)
+        elif resumed:
+            self._catch_up_shards({shard_id}, "RESUMED")
+        else:
+            self._to_catch_up.add(shard_id)
+
+    def _catch_up_shards(self, shard_ids: set[int], how: str) -> None:
+        shards = self.shard_connections
+        held = {k for k in shard_ids if shards is not None and shards.holds(k)}
+        if held:
+            self._in_background(self._catch_up(held), f"discord catch-up after {how}")
+
+    def _from_my_shard(self, guild_id: int | None) -> bool:
+        """Whether an event of this guild (None: a DM, always on shard 0) came on a shard this
+        process holds: with assigned shards, one let go may still deliver a last event."""
+        shards = self.shard_connections
+        if shards is None:
+            return True
+        count = self.client.shard_count or 1
+        return shards.holds(0 if guild_id is None else (guild_id >> 22) % count)
+
     async def handle_reaction(self, payload: discord.RawReactionActionEvent) -> None:
         """A user's reaction, handed to the gateway as context (the per-event edge)."""
         if self.receiver is None or self.me is None or payload.user_id == self.me.user_id:
+            return
+        if not self._from_my_shard(payload.guild_id):
             return
         try:
             reaction = await self._reaction(payload)
@@ -123,6 +177,8 @@ class DiscordReceiving:
         message must not stop the ones after it. ``missed``: fetched after a reconnect."""
         chat = chat_of(message.channel, message.author)
         if chat is None or self.receiver is None or self.me is None:
+            return
+        if not missed and not self._from_my_shard(message.guild.id if message.guild else None):
             return
         async with self._chat_locks.hold(chat.key):  # before any other await: keeps order
             try:
@@ -174,29 +230,32 @@ class DiscordReceiving:
     def _answer_cutoff(self) -> datetime:
         return discord.utils.utcnow() - timedelta(minutes=self.config.missed_max_age_minutes)
 
-    async def _catch_up(self) -> None:
-        """Fetch what bound channels said while the gateway was away (once per connect; the
-        per-connect edge: a failure is logged and the next connect tries again)."""
+    async def _catch_up(self, shard_ids: set[int] | None = None) -> None:
+        """Fetch what bound channels (of these shards' guilds, or of all this process's) said
+        while the gateway was away (once per connect; the per-connect edge: a failure is
+        logged and the next connect tries again)."""
         try:
             if self.receiver is not None:
-                await self._fetch_missed(self.receiver)
+                await self._fetch_missed(self.receiver, shard_ids)
         except Exception:
             logger.exception("discord: missed messages not fetched")
         finally:
             self.catch_ups += 1
 
-    async def _fetch_missed(self, receiver: Receiver) -> None:
+    async def _fetch_missed(self, receiver: Receiver, shard_ids: set[int] | None) -> None:
         for chat_id in await receiver.bound_chats(PLATFORM):
             try:
-                await self._catch_up_channel(int(chat_id), receiver)
+                await self._catch_up_channel(int(chat_id), receiver, shard_ids)
             except (discord.HTTPException, ValueError) as exc:
                 logger.warning("discord: missed messages in %s not fetched: %s", chat_id, exc)
 
-    async def _catch_up_channel(self, channel_id: int, receiver: Receiver) -> None:
+    async def _catch_up_channel(
+        self, channel_id: int, receiver: Receiver, shard_ids: set[int] | None
+    ) -> None:
         channel = await self.poster.channel(channel_id)
         if not isinstance(channel, discord.TextChannel) or self.client.user is None:
             return
-        if not self._on_my_shards(channel.guild):
+        if not self._on_my_shards(channel.guild, shard_ids):
             return
         places: list[discord.TextChannel | discord.Thread] = [channel, *channel.threads]
         for place in places:
@@ -221,9 +280,12 @@ class DiscordReceiving:
             for message in reversed(fetched):
                 await self.handle_message(message, missed=True)
 
-    def _on_my_shards(self, guild: discord.Guild) -> bool:
-        """Whether this worker connects the shard Discord sends the guild's events to: a
-        guild on another worker's shards is that worker's to catch up."""
+    def _on_my_shards(self, guild: discord.Guild, shard_ids: set[int] | None) -> bool:
+        """Whether this worker connects the shard Discord sends the guild's events to (one of
+        these, when they are named): a guild on another worker's shards is that worker's to
+        catch up."""
+        if shard_ids is not None:
+            return guild.shard_id in shard_ids
         client = self.client
         if not isinstance(client, discord.AutoShardedClient) or client.shard_ids is None:
             return True

@@ -45,6 +45,7 @@ from bot.proactive import ProactiveSender
 from bot.scheduler import Scheduler
 from bot.sessions import Sessions
 from bot.settings import Settings
+from bot.shards import ShardKeeper, shard_keeper
 from bot.speech import SpeechClient
 from bot.store import Store
 from bot.tools import default_registry
@@ -142,6 +143,8 @@ class App:
     status_task: asyncio.Task[None] | None = None
     approvals_task: asyncio.Task[None] | None = None
     web: WebServer | None = None
+    shards: ShardKeeper | None = None
+    """Which Discord shards this worker connects, when workers divide them (bot/shards.py)."""
 
     @property
     def owner_file(self) -> MemoryFile:
@@ -161,6 +164,8 @@ class App:
         for channel in self.channels.values():
             await channel.start(self.gateway)
         await self.worker.start(self.dispatcher, self.leader_duties, self.reviewer)
+        if self.shards is not None:  # once this worker counts among the live ones
+            await self.shards.start()
         self.status_task = asyncio.create_task(self._report_status(), name="status file")
         self.approvals_task = asyncio.create_task(
             self._announce_approvals(), name="pairing approvals"
@@ -206,6 +211,8 @@ class App:
             self.status_task.cancel()
             await asyncio.gather(self.status_task, return_exceptions=True)
             await asyncio.to_thread(remove_status, self.config.data_dir)
+        if self.shards is not None:  # another worker connects them while turns finish
+            await self.shards.stop()
         await self.dispatcher.close(SHUTDOWN_GRACE_SECONDS)
         await self.reviewer.close()  # its claims go back with the worker's leases, next
         await self.worker.stop()  # the leader's services too; other workers take over now
@@ -424,6 +431,7 @@ async def build_app(
         channels,
         embedder=embedder,
         web=web,
+        shards=shard_keeper(store, channels, worker.id, config.workers),
     )
 
 

@@ -21,6 +21,7 @@ from bot.cli_data import CLIError
 from bot.config import Config
 from bot.llm import configuration_problem
 from bot.llm_check import check_endpoint
+from bot.shards import shards_leased
 
 logger = logging.getLogger("companion")
 
@@ -34,7 +35,7 @@ def platform_channels(config: Config) -> dict[str, Channel]:
     if config.discord.token is not None:
         from adapters.discord_channel import DiscordChannel
 
-        channels["discord"] = DiscordChannel(config.discord)
+        channels["discord"] = DiscordChannel(config.discord, shards_assigned=shards_leased(config))
     return channels
 
 

@@ -85,7 +85,8 @@ class DiscordConfig(Section):
     shards: Literal["auto"] | int | None = None
     """How many shards the bot has in all: "auto" asks Discord, a number fixes it."""
     shard_ids: list[int] | None = None
-    """The shards this worker connects (README "Several workers"); unset: every shard."""
+    """The shards this worker connects (README "Several workers"); unset: every shard, or,
+    with several workers on PostgreSQL, the worker's share, by lease (bot/shards.py)."""
     stream: bool = False
     answer_bots: bool = False
     missed_max_age_minutes: int = Field(30, ge=0)

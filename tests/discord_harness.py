@@ -19,6 +19,7 @@ import pytest
 from adapters.discord_channel import DiscordChannel
 from bot.app import App, build_app
 from bot.config import Config
+from bot.shards import shards_leased
 from partners.catalog import PartnerCatalog
 from tests.conftest import make_config
 from tests.fakes.fake_discord import (
@@ -80,7 +81,12 @@ class DiscordGateways:
     ) -> DiscordGateway:
         """Build, bind ``(channel id, partner id)`` pairs, then start (connect) the gateway."""
         config = self.config(**sections)
-        channel = DiscordChannel(config.discord, guild_ready_timeout=0.05)
+        channel = DiscordChannel(
+            config.discord,
+            guild_ready_timeout=0.05,
+            shards_assigned=shards_leased(config),
+            identify_interval=0.0,  # Discord's pacing of IDENTIFYs would slow the tests
+        )
         app = await build_app(config, {"discord": channel})
         for channel_id, partner_id in bind:
             await app.store.bind("discord", str(channel_id), partner_id, "command")

@@ -146,6 +146,7 @@ async def fill(store: Store) -> None:
     await store.set_message_text(ids[4], "a transcript replaced the placeholder")
     await store.register_worker("w1", "host", 4242)
     await store.claim_queue_keys("w1", 30.0, 5)
+    await store.claim_shards("w1", 2, 30.0, 1)
     leader = await store.lead("w1", 30.0)
     await store.record_job_run("nightly", "2026-01-02", leader)
 

@@ -382,6 +382,21 @@ class Lease:
 
 
 @dataclass(frozen=True)
+class ShardLease:
+    """A worker's claim on one of the Discord bot's shards (DESIGN.md "Several workers":
+    Discord shards are leases too): only its holder connects that shard. A bot with another
+    shard count has other shards, so the count is part of the key; the epoch grows with every
+    new holder."""
+
+    shard_count: int
+    shard_id: int
+    worker_id: str
+    epoch: int
+    expires_at: float
+    """When it lapses unless renewed, on the database's clock."""
+
+
+@dataclass(frozen=True)
 class Leader:
     """The worker elected to run the Telegram poller, the scheduler and command sync; its
     epoch grows with every new leader and fences every leader-only write."""

@@ -910,4 +910,21 @@ SCHEMA: list[Step] = [
         END $$;
         """,
     ),
+    # 22: leases on the Discord bot's shards, divided among the workers through the database
+    # as queue keys are (DESIGN.md "Several workers": Discord shards are leases too). A bot
+    # with another shard count has other shards, so the count is part of the key. A worker
+    # that takes a share of them names the bot's shard count in its registry row (NULL: it
+    # takes none, e.g. a worker without Discord or one given its shards by the operator).
+    """
+    ALTER TABLE workers ADD COLUMN shard_count INTEGER;
+    CREATE TABLE shard_leases (
+        shard_count INTEGER NOT NULL,
+        shard_id INTEGER NOT NULL,
+        worker_id TEXT NOT NULL,
+        epoch INTEGER NOT NULL,
+        expires_at REAL NOT NULL,
+        PRIMARY KEY (shard_count, shard_id)
+    );
+    CREATE INDEX shard_leases_worker ON shard_leases (worker_id);
+    """,
 ]

@@ -32,7 +32,9 @@ Discord behaviour it reproduces on purpose, so adapters meet it in tests:
 - Sharding: a session gets the guilds and guild events of its shard only, by Discord's rule
   ``shard_id = (guild_id >> 22) % num_shards`` (IDENTIFY's ``shard``), and DMs only on shard 0;
   a shard id outside ``0..num_shards-1`` is closed with 4010. ``GET /gateway/bot`` recommends
-  ``recommended_shards`` (1 unless a test sets it).
+  ``recommended_shards`` (1 unless a test sets it). Two live connections on one shard both get
+  its events, as on Discord; each IDENTIFY or RESUME that makes a second one is recorded in
+  ``shard_overlaps`` (a bot divided among workers must never cause one).
 - Gateway events are filtered by the intents sent in IDENTIFY: guild messages need
   GUILD_MESSAGES, DMs need DIRECT_MESSAGES. Without MESSAGE_CONTENT, guild messages arrive with
   empty content/embeds/attachments/components unless they mention the bot or were sent by it.
@@ -410,6 +412,9 @@ class FakeDiscord:
         self.gateway_connections: list[str] = []  # path of every websocket connection
         self.heartbeats = 0
         self.resumed_count = 0  # successful RESUMEs answered with RESUMED
+        self.shard_overlaps: list[list[int]] = []
+        """The ``[shard_id, num_shards]`` of each IDENTIFY or RESUME made while another live
+        connection already served that shard."""
         # Registered application commands: key None = global, else the guild id.
         self.commands: dict[int | None, list[dict[str, Any]]] = {}
 
@@ -622,6 +627,22 @@ class FakeDiscord:
     def connected(self) -> bool:
         """True if at least one identified session has a live websocket."""
         return any(s.conn is not None and not s.ended for s in self._sessions.values())
+
+    def serving(self, shard: list[int]) -> int:
+        """How many live connections serve ``[shard_id, num_shards]`` now."""
+        return sum(1 for session in self._sessions.values() if self._serves(session, shard))
+
+    @staticmethod
+    def _serves(session: _Session, shard: list[int]) -> bool:
+        conn = session.conn
+        return (
+            session.shard == shard and not session.ended and conn is not None and not conn.ws.closed
+        )
+
+    def _note_overlap(self, shard: list[int], joining: _Session | None) -> None:
+        others = [s for s in self._sessions.values() if s is not joining and self._serves(s, shard)]
+        if others:
+            self.shard_overlaps.append(list(shard))
 
     @property
     def session_ids(self) -> list[str]:
@@ -1520,6 +1541,7 @@ class FakeDiscord:
             await conn.ws.close(code=4010, message=b"Invalid shard.")
             return
         guilds = [g for g in self._guilds if shard_of(g, shard[1]) == shard[0]]
+        self._note_overlap(shard, None)
         session = _Session(session_id=uuid.uuid4().hex, intents=intents, shard=shard)
         self._sessions[session.session_id] = session
         async with session.lock:
@@ -1554,6 +1576,7 @@ class FakeDiscord:
         if session is None or session.ended or data.get("token") != self.token:
             await conn.send({"op": OP_INVALID_SESSION, "d": False, "s": None, "t": None})
             return
+        self._note_overlap(session.shard, session)
         async with session.lock:
             old = session.conn
             session.conn = None

@@ -1,6 +1,6 @@
 """Workers, the leader and leases: the registry of running workers, the elected leader, the
-leases on queue keys and review claims with their fencing epochs, scheduled job runs, and each
-worker's liveness (DESIGN.md "Several workers").
+leases on queue keys and review claims with their fencing epochs, the leases on the Discord
+bot's shards, scheduled job runs, and each worker's liveness (DESIGN.md "Several workers").
 
 Part of :class:`bot.store.Store`; SQLite implements it in :class:`bot.store.workers.Workers`,
 PostgreSQL in :class:`bot.store.postgres.workers.Workers`."""
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from bot.store.rows import Leader, Lease, WorkerRow
+from bot.store.rows import Leader, Lease, ShardLease, WorkerRow
 from bot.store.workers import Liveness
 
 
@@ -19,7 +19,8 @@ class WorkersStore(Protocol):
 
     async def register_worker(self, worker_id: str, host: str, pid: int) -> None:
         """Enter a starting worker in the registry; whatever an earlier process under the
-        same id held (leases, the leadership) is let go, since a fresh worker holds nothing."""
+        same id held (leases, shards, the leadership) is let go, since a fresh worker holds
+        nothing."""
 
     async def heartbeat(
         self, worker_id: str, lease_seconds: float, leases: Sequence[Lease]
@@ -31,8 +32,9 @@ class WorkersStore(Protocol):
         PostgreSQL it also gives back what dead workers held (see :meth:`hold_liveness`)."""
 
     async def leave(self, worker_id: str) -> None:
-        """A worker stopping cleanly: its leases are released, its leadership lapses at once
-        (so another worker takes over without waiting for the expiry) and its row goes."""
+        """A worker stopping cleanly: its leases (on shards too) are released, its leadership
+        lapses at once (so another worker takes over without waiting for the expiry) and its
+        row goes."""
 
     async def workers(self) -> list[WorkerRow]:
         """The registered workers, oldest first, with how many live leases each holds."""
@@ -86,6 +88,41 @@ class WorkersStore(Protocol):
 
     async def lease(self, queue_key: str) -> Lease | None:
         """The lease row of a queue key (a released one has no worker and has expired)."""
+
+    async def claim_shards(
+        self, worker_id: str, shard_count: int, lease_seconds: float, limit: int
+    ) -> list[ShardLease]:
+        """Lease up to ``limit`` of the ``shard_count`` shards of the Discord bot that no live
+        lease holds (never held, released, lapsed, or on PostgreSQL one whose holder died),
+        lowest shard id first (shard 0 carries every direct message), each for
+        ``lease_seconds`` under a new epoch. Two workers claiming at once never get the same
+        shard. A bot with another shard count has other shards (a change of
+        ``discord.shards`` starts afresh)."""
+
+    async def renew_shards(
+        self, worker_id: str, lease_seconds: float, leases: Sequence[ShardLease]
+    ) -> list[ShardLease]:
+        """Extend each of ``leases`` that the worker still holds under its epoch by
+        ``lease_seconds``; the ones renewed (one taken over is missing: another worker may
+        connect that shard now). A shard lease under its id that it did not name is given
+        back: it connects no such shard."""
+
+    async def release_shards(self, leases: Sequence[ShardLease]) -> None:
+        """Give shard leases back (their shards are disconnected already), free at once for
+        another worker; their epochs are kept. One taken over meanwhile is left alone."""
+
+    async def shard_leases(self, shard_count: int) -> list[ShardLease]:
+        """The lease rows of a bot with ``shard_count`` shards, by shard id (a free one has
+        no worker and has expired; a shard never claimed has no row)."""
+
+    async def join_shards(self, worker_id: str, shard_count: int) -> None:
+        """The registered worker takes a share of the ``shard_count`` shards of the Discord
+        bot from now on (until it registers again or leaves)."""
+
+    async def shard_workers(self, shard_count: int, within_seconds: float) -> int:
+        """How many workers that joined the ``shard_count`` shards beat within the last
+        ``within_seconds`` (on PostgreSQL: and have not died): among how many the shards are
+        divided."""
 
     async def lead(self, worker_id: str, lease_seconds: float) -> Leader:
         """Take or renew the leadership for ``lease_seconds`` if it is free, lapsed, its
