@@ -1,5 +1,7 @@
 """``companion partners list|new|clone|delete``: partners from the terminal (their memory:
-``bot/cli_memory.py``; imports and exports of cards: ``bot/cli_cards.py``)."""
+``bot/cli_memory.py``; imports and exports of cards: ``bot/cli_cards.py``), wherever the
+gateway keeps them: directories under the data directory (written under its lock), or rows
+of the database every worker shares (each worker sees the change within a heartbeat)."""
 
 from __future__ import annotations
 
@@ -7,9 +9,14 @@ import argparse
 import sys
 
 from bot import terminal
-from bot.cli_data import CLIError, load_catalog, lock_data_dir
+from bot.cli_data import CLIError, load_catalog, lock_data_dir, with_catalog
 from bot.config import Config
-from partners.persona import check_partner_id
+from bot.memory_documents import rows_configured
+from bot.store import Store
+from partners.catalog import PartnerCatalog
+from partners.persona import Partner, check_partner_id
+
+EDIT_ROWS_HINT = "edit its Markdown files with `companion memory edit {id} SOUL.md`"
 
 
 def cmd_partners_list(config: Config, args: argparse.Namespace) -> int:
@@ -27,6 +34,14 @@ def cmd_partners_new(config: Config, args: argparse.Namespace) -> int:
     name = args.name or terminal.ask(f"Name for the new partner {args.id!r}")
     if not name:
         raise CLIError(f"a new partner needs a name: companion partners new {args.id} --name NAME")
+    if rows_configured(config):
+
+        async def new(catalog: PartnerCatalog, _: Store | None) -> Partner:
+            return await catalog.new(args.id, name)
+
+        partner = with_catalog(config, new)
+        print(f"created {partner.name} ({partner.id}) in the database; " + _hint(partner))
+        return 0
     lock = lock_data_dir(config)
     try:
         partner = load_catalog(config).create(args.id, name)
@@ -36,7 +51,19 @@ def cmd_partners_new(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
+def _hint(partner: Partner) -> str:
+    return EDIT_ROWS_HINT.format(id=partner.id)
+
+
 def cmd_partners_clone(config: Config, args: argparse.Namespace) -> int:
+    if rows_configured(config):
+
+        async def clone(catalog: PartnerCatalog, _: Store | None) -> Partner:
+            return await catalog.copy(args.source, args.id)
+
+        with_catalog(config, clone)
+        print(f"cloned {args.source} to {args.id} (without journals or per-user memory)")
+        return 0
     lock = lock_data_dir(config)
     try:
         partner = load_catalog(config).clone(args.source, args.id)
@@ -57,10 +84,20 @@ def cmd_partners_delete(config: Config, args: argparse.Namespace) -> int:
         if not answer:
             print("nothing deleted", file=sys.stderr)
             return 1
+    print(f"moved {args.id} to {_delete(config, args.id)}")
+    return 0
+
+
+def _delete(config: Config, partner_id: str) -> str:
+    """Move the partner to the trash; where it went."""
+    if rows_configured(config):
+
+        async def trash(catalog: PartnerCatalog, _: Store | None) -> str:
+            return await catalog.trash(partner_id)
+
+        return f"{with_catalog(config, trash)} (in the database)"
     lock = lock_data_dir(config)
     try:
-        destination = load_catalog(config).delete(args.id)
+        return str(load_catalog(config).delete(partner_id))
     finally:
         lock.release()
-    print(f"moved {args.id} to {destination}")
-    return 0
