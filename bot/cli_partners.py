@@ -1,4 +1,4 @@
-"""``companion partners list|new|clone|delete``: partners from the terminal (their memory:
+"""``companion partners list|new|clone|delete|edit``: partners from the terminal (their memory:
 ``bot/cli_memory.py``; imports and exports of cards: ``bot/cli_cards.py``), wherever the
 gateway keeps them: directories under the data directory (written under its lock), or rows
 of the database every worker shares (each worker sees the change within a heartbeat)."""
@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
+from pathlib import Path
 
 from bot import terminal
 from bot.cli_data import CLIError, load_catalog, lock_data_dir, with_catalog
+from bot.cli_memory import edit_in_editor, keep_beside
 from bot.config import Config
 from bot.memory_documents import rows_configured
 from bot.store import Store
-from partners.catalog import PartnerCatalog
-from partners.persona import Partner, check_partner_id
+from partners.card_format import CardError
+from partners.catalog import EDITABLE_OWN_FILES, PartnerCatalog, check_own_file
+from partners.persona import Partner, PartnerError, check_partner_id
 
 EDIT_ROWS_HINT = "edit its Markdown files with `companion memory edit {id} SOUL.md`"
 
@@ -101,3 +105,48 @@ def _delete(config: Config, partner_id: str) -> str:
         return str(load_catalog(config).delete(partner_id))
     finally:
         lock.release()
+
+
+def cmd_partners_edit(config: Config, args: argparse.Namespace) -> int:
+    """One of a partner's own text files (preset.yml, card.json, lorebook.json) in $EDITOR,
+    checked, and saved only onto the bytes it was opened with."""
+    name = args.file
+    if name not in EDITABLE_OWN_FILES:
+        own = ", ".join(EDITABLE_OWN_FILES)
+        raise CLIError(
+            f"{name!r} is not one of the partner's own text files ({own}); its Markdown "
+            f"files: companion memory edit {args.id} {name}"
+        )
+    before = load_catalog(config).require(args.id).file(name) or b""
+    edited = edit_in_editor(before, name)
+    if edited == before:
+        print(f"{name} is unchanged: nothing saved")
+        return 0
+
+    def replaced(current: bytes | None) -> bytes:
+        if (current or b"") != before:
+            kept = keep_beside(Path(tempfile.mkdtemp(prefix="companion-edit-")), name, edited)
+            raise CLIError(
+                f"{name} changed while you edited it; nothing was overwritten. Your text is in "
+                f"{kept}: run the edit again and merge it"
+            )
+        try:
+            check_own_file(args.id, name, edited)
+        except (PartnerError, CardError) as exc:
+            kept = keep_beside(Path(tempfile.mkdtemp(prefix="companion-edit-")), name, edited)
+            raise CLIError(f"not saved: {exc}. Your text is in {kept}") from None
+        return edited
+
+    async def save(catalog: PartnerCatalog, _: Store | None) -> Partner | None:
+        return await catalog.change_file(args.id, name, replaced)
+
+    if rows_configured(config):
+        with_catalog(config, save)
+    else:
+        lock = lock_data_dir(config)
+        try:
+            with_catalog(config, save)
+        finally:
+            lock.release()
+    print(f"saved {name} of {args.id}; new conversations use it")
+    return 0

@@ -47,9 +47,13 @@ from importlib import resources
 from pathlib import Path
 
 from bot.store import Store
+from partners.card_format import MAX_CARD_JSON_BYTES, parse_json
 from partners.documents import write_atomic
+from partners.lore_books import parse_book
 from partners.partner_rows import Edit, PartnerRows
 from partners.persona import (
+    CARD_FILE,
+    LOREBOOK_FILE,
     MAX_NAME_CHARS,
     PRESET_FILE,
     Partner,
@@ -301,6 +305,26 @@ class PartnerCatalog:
         if self._partners or self.errors:
             return None
         return self.create(EXAMPLE_PARTNER)
+
+
+EDITABLE_OWN_FILES = (PRESET_FILE, CARD_FILE, LOREBOOK_FILE)
+"""A partner's own files that are text (the avatar is a picture)."""
+
+
+def check_own_file(partner_id: str, name: str, data: bytes) -> None:
+    """:class:`PartnerError` (or :class:`partners.card_format.CardError`) naming what is wrong
+    when ``data`` would not load as the partner's ``name``: written that way, the partner
+    would stop loading (preset.yml), lose its greetings or its lorebook."""
+    where = f"{partner_id}'s {name}"
+    if name == PRESET_FILE:
+        parse_preset(data, where, partner_id)
+    elif name == CARD_FILE:
+        if not isinstance(parse_json(data, where, MAX_CARD_JSON_BYTES, "fix it"), dict):
+            raise PartnerError(f"{where}: should be a JSON object; fix it")
+    elif name == LOREBOOK_FILE:
+        parse_book(data, where)
+    else:
+        raise PartnerError(f"{name!r} is not a text file of the partner: {EDITABLE_OWN_FILES}")
 
 
 def catalog_line(count: int, version: int) -> str:
