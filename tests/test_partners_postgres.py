@@ -8,7 +8,10 @@ heard of yet is never answered by another partner."""
 from __future__ import annotations
 
 import asyncio
+import io
+import re
 import socket
+import tarfile
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +24,8 @@ from tests import card_fixtures as cards
 from tests.admin_support import admin, admin_messages
 from tests.conftest import OWNER_ID, Harness, RecordingChannel, dm, make_config
 from tests.fakes.fake_llm import FakeLLM, Reply
+from tests.test_web_auth import logged_in
+from tests.test_web_pages import post
 
 WAIT_SECONDS = 15.0
 QUICK = {"lease_seconds": 2, "heartbeat_seconds": 0.5}
@@ -51,12 +56,15 @@ class Workers:
     channel: RecordingChannel = field(default_factory=RecordingChannel)
     running: list[Harness] = field(default_factory=list)
 
-    async def start(self, name: str, workers: dict[str, Any] | None = None) -> Harness:
+    async def start(
+        self, name: str, workers: dict[str, Any] | None = None, **sections: dict[str, Any]
+    ) -> Harness:
         config = make_config(
             self.tmp / name,
             self.llm.base_url,
             storage={"database_url": self.url},
             workers={"id": name, **(workers or QUICK)},
+            **sections,
         )
         app = await build_app(config, {"test": self.channel})
         app.gateway.access.is_owner.keys.add(f"test:{OWNER_ID}")
@@ -204,3 +212,52 @@ async def test_status_shows_the_catalog_version_each_worker_has_loaded(
     await command(b, "/partner luna")  # b is asked about luna: it loads the catalog again
     status = await admin(a, "/admin status")
     assert f"partners: 1 (catalog version {version - 1})" not in status
+
+
+async def test_the_web_pages_partner_editor_writes_what_another_worker_serves(
+    workers: Workers,
+) -> None:
+    a = await workers.start("a", web={"enabled": True, "port": 0})
+    b = await workers.start("b")
+    browser, base, csrf = await logged_in(a)
+    async with browser:
+        made = await post(browser, base + "/partners", {"csrf": csrf, "id": "luna", "name": "Luna"})
+        assert "Created Luna (luna)" in made
+        page = await post(
+            browser,
+            base + "/partners/luna/settings",
+            {"csrf": csrf, "was:name": "Luna", "name": "Stella"},
+        )
+        assert "name is now Stella" in page
+        editor = base + "/partners/luna/files/SOUL.md"
+        async with browser.get(editor) as response:
+            [version] = re.findall(r'name="version" value="([0-9a-f]+)"', await response.text())
+        text = "You are {{partner}}, keeper of the web page.\n"
+        saved = await post(
+            browser, editor, {"csrf": csrf, "version": version, "text": text, "step": "save"}
+        )
+        assert "Saved SOUL.md of Stella" in saved
+    await until(lambda: b.app.catalog.get("luna") is not None, "worker b to know luna")
+    await until(lambda: b.app.catalog.require("luna").name == "Stella", "b to see the name")
+    await workers.stop(a)
+    await command(b, "/partner luna")
+    assert "You are Stella, keeper of the web page." in await turn(workers, b, "hi", "hello")
+
+
+async def test_an_export_on_another_worker_holds_what_the_database_keeps(
+    workers: Workers,
+) -> None:
+    a = await workers.start("a")
+    await admin(a, "/admin partner new luna Luna")
+    await workers.stop(a)
+    b = await workers.start("b")
+    await command(b, "/partner luna")
+    await turn(workers, b, "hello", "hi")
+    await admin(b, "/admin export luna")
+    _, filename, data, _ = workers.channel.files[-1]
+    assert filename.startswith("luna-") and filename.endswith(".tar.gz")
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        names = set(archive.getnames())
+        preset = archive.extractfile("luna/preset.yml")
+        assert preset is not None and b"name: Luna" in preset.read()
+    assert {"luna/SOUL.md", "luna/MEMORY.md", "luna/sessions.jsonl"} <= names
