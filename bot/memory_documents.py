@@ -7,8 +7,9 @@ With rows the database is the only truth, and files are read into it once per na
 owner's folder, each partner's), never again:
 
 - A namespace's files are read when the database has no record that they were:
-  ``companion database copy`` records every namespace it copies; start-up, ``/admin partner
-  new`` and a card import read a namespace without that record and then record it. A
+  ``companion database copy`` records every namespace it copies; start-up reads a namespace
+  without that record and then records it; a partner made in the database (``/admin partner
+  new``, a clone, a card import) is recorded as it is made, with nothing to read. A
   partner's files on a worker's disk — however old, whatever they hold — are never read over
   the database's documents again, so a restart cannot bring back what ``/forget`` or
   ``/admin forget`` took out of them (it empties rows; it does not delete them).

@@ -38,7 +38,8 @@ logger = logging.getLogger(__name__)
 FILE_VERSION_CHARS = 12
 DOCUMENT_SUFFIXES = (".md", ".jsonl")
 """Memory documents are Markdown, the changelog JSON lines; preset.yml, avatars and lorebooks
-are a partner's files, not its documents."""
+are a partner's own files, not its documents (with rows they are rows of the same namespace,
+which the partner catalog reads: ``partners/partner_rows.py``)."""
 
 
 @dataclass(frozen=True)
