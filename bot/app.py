@@ -277,6 +277,7 @@ async def build_app(
     memory = memory_store(config, store)
     roots = [owner_memory_file(config).root, *(p.dir for p in catalog.all())]
     await adopt_local_files(memory, roots)
+    await catalog.refresh()  # post-history instructions those files brought in
     llm = LLMClient(config.llm)
     embeddings = (
         EmbeddingsClient(config.embeddings, config.llm) if config.embeddings.enabled else None

@@ -42,7 +42,13 @@ from partners.catalog import PartnerCatalog, apply_search_languages
 from partners.documents import DatabaseDocuments, Documents, FileDocuments, adopt_files
 from partners.forgetting import Tombstones, namespace_partner
 from partners.memory import MemoryStore
-from partners.partner_rows import MEMORY_FILES_READ_KEY, PartnerRows, files_read_record
+from partners.partner_rows import (
+    MEMORY_FILES_READ_KEY,
+    PartnerRows,
+    count_change,
+    files_read_record,
+    is_loaded_file,
+)
 from partners.persona import PARTNER_FILES, PARTNER_ID, PRESET_FILE
 
 logger = logging.getLogger(__name__)
@@ -54,11 +60,27 @@ value: when, in epoch seconds)."""
 
 class StoreDocuments(DatabaseDocuments):
     """Document rows of the gateway's own store, which also keeps the records of whose files
-    were read and the tombstones those files are checked against."""
+    were read and the tombstones those files are checked against. A document the partner
+    catalog holds in memory (POST_HISTORY.md, or a partner's own file written as a document)
+    counts a change of the catalog when it is written, so every worker loads it again."""
 
     def __init__(self, store: Store, data_dir: Path) -> None:
         super().__init__(store, data_dir)
         self.store = store
+
+    async def write(self, root: Path, name: str, data: bytes, expected: str) -> str:
+        version = await super().write(root, name, data, expected)
+        await self._catalog_changed(root, name)
+        return version
+
+    async def delete(self, root: Path, name: str) -> bool:
+        deleted = await super().delete(root, name)
+        await self._catalog_changed(root, name)
+        return deleted
+
+    async def _catalog_changed(self, root: Path, name: str) -> None:
+        if is_loaded_file(self.namespace(root), name):
+            await count_change(self.store)
 
 
 def keeps_rows(config: Config, store: Store) -> bool:

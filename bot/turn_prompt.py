@@ -22,8 +22,7 @@ from bot.sessions import Sessions, with_carried
 from bot.store import MediaRow, MessageRow, SessionRow, Store, TurnContext
 from bot.transcripts import load_transcripts
 from partners.catalog import PartnerCatalog
-from partners.lore_books import POST_HISTORY_FILE, LoreLibrary
-from partners.memory import MemoryFile
+from partners.lore_books import LoreLibrary
 from partners.persona import Partner
 
 MAX_REACTIONS_SHOWN = 20
@@ -147,7 +146,6 @@ class TurnPrompt:
         if self.lore is None or partner is None:
             return ""
         scanned = [row.text for row in (*history, *pending) if row.role in ("user", "assistant")]
-        post_history = await self.sessions.memory.read(MemoryFile(partner.dir, POST_HISTORY_FILE))
         return await asyncio.to_thread(
             self.lore.turn_note,
             partner,
@@ -155,5 +153,4 @@ class TurnPrompt:
             conversation.speaker.name,
             conversation.chat.chat_key,
             now,
-            post_history,
         )

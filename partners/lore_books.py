@@ -9,7 +9,7 @@ SillyTavern's standalone world-info files are converted to it on ``companion lor
 :class:`LoreLibrary` loads each partner's book when its file changes (a file on disk, or a row
 the catalog loaded: :meth:`partners.persona.Partner.file`) and gives a turn its note after the
 conversation: the entries that fired (``partners/lore.py``) and the card's post-history
-instructions (POST_HISTORY.md, which the caller reads through the memory store). A stored book
+instructions (POST_HISTORY.md, read the same way). A stored book
 that does not read (a hand edit, or one an older version stored unchecked) is skipped with one
 warning per version of the file, and its entries of the wrong shape are left out with one
 warning: a turn never fails for its lorebook.
@@ -29,6 +29,7 @@ from partners.card_format import CardError, parse_json
 from partners.lore import Lorebook
 from partners.lore_format import MAX_LOREBOOK_BYTES
 from partners.persona import LOREBOOK_FILE as LOREBOOK_FILE
+from partners.persona import POST_HISTORY_FILE as POST_HISTORY_FILE
 from partners.persona import Partner, fill_placeholders
 
 logger = logging.getLogger(__name__)
@@ -65,7 +66,6 @@ def parse_book(data: bytes, where: str) -> dict[str, Any]:
     return book
 
 
-POST_HISTORY_FILE = "POST_HISTORY.md"
 _PLACEHOLDERS = re.compile(r"\{\{\s*(char|partner|user)\s*\}\}", re.IGNORECASE)
 
 
@@ -135,10 +135,9 @@ class LoreLibrary:
         user: str,
         chat_key: str,
         now: float,
-        post_history: str,
     ) -> str:
-        """The text placed after the history this turn ("" if none): what fired, then
-        ``post_history`` (POST_HISTORY.md as read); blocking reads of files on disk."""
+        """The text placed after the history this turn ("" if none): what fired, then the
+        post-history instructions; blocking reads of files on disk."""
         parts = []
         book = self.book(partner)
         if book is not None:
@@ -148,7 +147,9 @@ class LoreLibrary:
             )
             if fired.text:
                 parts.append(fired.text)
-        if post_history.strip():
-            parts.append(post_history.strip())
+        post = partner.file(POST_HISTORY_FILE)
+        instructions = post.decode("utf-8", "replace").strip() if post is not None else ""
+        if instructions:
+            parts.append(instructions)
         values = {"char": partner.name, "partner": partner.name, "user": user}
         return fill_placeholders("\n\n".join(parts), _PLACEHOLDERS, values, any_case=True)

@@ -17,7 +17,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
 from partners.documents import DocumentRows
-from partners.persona import PARTNER_FILES, PRESET_FILE, PartnerError, StoredFile
+from partners.persona import LOADED_FILES, PRESET_FILE, PartnerError, StoredFile
 
 NAMESPACE_PREFIX = "partners/"
 CATALOG_NAMESPACE = "partners"
@@ -54,6 +54,23 @@ def _changed_meanwhile(namespace: str, name: str) -> PartnerError:
     return PartnerError(f"{namespace}/{name} changed while it was written; try again")
 
 
+async def count_change(store: DocumentRows) -> int:
+    """Count one change of the catalog (every worker loads it again); its new version."""
+    return await store.append_document(CATALOG_NAMESPACE, CATALOG_PATH, b"")
+
+
+def is_loaded_file(namespace: str, name: str) -> bool:
+    """Whether a document is one the catalog holds in memory (a partner's own file, or its
+    post-history instructions): a write of it is a change of the catalog."""
+    partner_id = namespace.removeprefix(NAMESPACE_PREFIX)
+    return (
+        namespace.startswith(NAMESPACE_PREFIX)
+        and "/" not in partner_id
+        and not partner_id.startswith(".")
+        and name in LOADED_FILES
+    )
+
+
 Edit = Callable[[bytes | None], bytes]
 """A file's new bytes from its current ones (None: it has none yet)."""
 
@@ -73,7 +90,7 @@ class PartnerRows:
         return row.version if row is not None else 0
 
     async def _count_change(self) -> int:
-        return await self.store.append_document(CATALOG_NAMESPACE, CATALOG_PATH, b"")
+        return await count_change(self.store)
 
     def _lock(self, partner_id: str) -> AbstractAsyncContextManager[None]:
         return self.store.document_lock(namespace_of(partner_id), PRESET_FILE)
@@ -84,7 +101,7 @@ class PartnerRows:
         found: dict[str, dict[str, StoredFile]] = {}
         loaded: dict[tuple[str, str], StoredFile] = {}
         for namespace, name, version in await self.store.document_versions(
-            NAMESPACE_PREFIX, PARTNER_FILES
+            NAMESPACE_PREFIX, LOADED_FILES
         ):
             partner_id = namespace.removeprefix(NAMESPACE_PREFIX)
             if "/" in partner_id or partner_id.startswith("."):  # the trash

@@ -81,6 +81,14 @@ PARTNER_FILES = (PRESET_FILE, CARD_FILE, LOREBOOK_FILE, AVATAR_FILE)
 store reads): what it is called and how it behaves, a character card's side data, its
 lorebook and its picture. A partner is a directory holding a preset.yml, or with rows
 (``partners/catalog.py``) a namespace holding a preset.yml row."""
+POST_HISTORY_FILE = "POST_HISTORY.md"
+"""A character card's post-history instructions, sent after the history every turn: a Markdown
+document the owner edits like the persona files, yet read on every turn, so the catalog holds
+it with the partner's own files (:data:`LOADED_FILES`)."""
+LOADED_FILES = (*PARTNER_FILES, POST_HISTORY_FILE)
+"""What a catalog of rows holds of each partner in memory (:attr:`Partner.stored`): its own
+files and the one document a turn reads besides the frozen prompt. Writing any of them counts
+a change of the catalog, so every worker loads it again."""
 MAX_AVATAR_BYTES = 8 * 1024 * 1024
 """Discord refuses larger webhook avatars; Telegram photos stay well under it too."""
 
@@ -104,8 +112,8 @@ class Partner:
     """``avatar.png`` (a character card's picture), read when the partner is loaded: shown by
     platforms that take an image rather than a URL."""
     stored: Mapping[str, StoredFile] | None = None
-    """Its own files (:data:`PARTNER_FILES`) as the database held them when the catalog loaded
-    it; None: they are files in :attr:`dir`, read when asked."""
+    """Its own files and post-history instructions (:data:`LOADED_FILES`) as the database held
+    them when the catalog loaded it; None: they are files in :attr:`dir`, read when asked."""
 
     def file(self, name: str) -> bytes | None:
         """One of its own files (None if it has none); blocking when it is a file on disk."""

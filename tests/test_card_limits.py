@@ -47,9 +47,8 @@ def test_placeholders_cannot_grow_the_note_after_the_history_past_the_bound(
     tmp_path: Path,
 ) -> None:
     partner = card_partner(tmp_path, post_history_instructions=MACROS)
-    post_history = (partner.dir / "POST_HISTORY.md").read_text(encoding="utf-8")
-    note = LoreLibrary().turn_note(partner, ["hello"], "U" * 500, "chat", 0.0, post_history)
-    stored = len(post_history)
+    note = LoreLibrary().turn_note(partner, ["hello"], "U" * 500, "chat", 0.0)
+    stored = len((partner.dir / "POST_HISTORY.md").read_text(encoding="utf-8"))
     assert len(note) <= stored + MOST_ADDED
     assert note.startswith(f"{LONG_NAME} ")
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from bot.app import build_app
+from partners.memory import MemoryFile, fingerprint
 from tests import card_fixtures as cards
 from tests.admin_support import admin, admin_messages
 from tests.conftest import OWNER_ID, Harness, RecordingChannel, dm, make_config
@@ -166,6 +167,7 @@ async def test_a_card_imported_on_one_worker_brings_persona_greeting_and_lore_to
     assert "a lighthouse painter who talks to Alice kindly" in prompt
     lore = str(workers.llm.requests[-1]["messages"])
     assert "The lighthouse keeper 0 is called Oren; Ŝirin 🌙 fears him." in lore
+    assert "Stay in character as Ŝirin 🌙." in lore  # its post-history instructions
 
 
 async def test_a_partner_deleted_on_one_worker_is_gone_on_another_and_the_user_is_told(
@@ -261,3 +263,22 @@ async def test_an_export_on_another_worker_holds_what_the_database_keeps(
         preset = archive.extractfile("luna/preset.yml")
         assert preset is not None and b"name: Luna" in preset.read()
     assert {"luna/SOUL.md", "luna/MEMORY.md", "luna/sessions.jsonl"} <= names
+
+
+async def test_post_history_instructions_edited_on_one_worker_reach_turns_on_another(
+    workers: Workers,
+) -> None:
+    a = await workers.start("a")
+    b = await workers.start("b")
+    partner = a.app.catalog.require("example")
+    file = MemoryFile(partner.dir, "POST_HISTORY.md")
+    await a.app.memory.replace_file(
+        file, "Answer in haiku.\n", fingerprint(b""), reason="test", source="test"
+    )
+    await until(
+        lambda: b.app.catalog.require("example").file("POST_HISTORY.md") is not None,
+        "worker b to load the instructions",
+    )
+    await workers.stop(a)
+    await turn(workers, b, "hello", "five seven five")
+    assert "Answer in haiku." in str(workers.llm.requests[-1]["messages"])
