@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -94,8 +95,7 @@ def cmd_partners_import(config: Config, args: argparse.Namespace) -> int:
     raw, name = _read(args.file)
     root = config.data_dir / "partners"
     rows = rows_configured(config)
-    taken = load_catalog(config).get if rows else None
-    plan = plan_import(raw, name, args.id, (lambda pid: taken(pid) is not None) if taken else root)
+    plan = plan_import(raw, name, args.id, _known_partner(config) if rows else root)
     print(f"{terminal.printable(plan.name)} from {name}:")
     for line in plan.summary():
         print(f"  {terminal.printable(line)}")
@@ -122,6 +122,13 @@ def cmd_partners_import(config: Config, args: argparse.Namespace) -> int:
         lock.release()
     print(f"created {plan.partner_id} in {target}")
     return 0
+
+
+def _known_partner(config: Config) -> Callable[[str], bool]:
+    """Whether a partner id is taken in the database (a directory of that name on this
+    machine's disk does not count: it is read into the database only by a starting worker)."""
+    catalog = load_catalog(config)
+    return lambda partner_id: catalog.get(partner_id) is not None
 
 
 def cmd_partners_export(config: Config, args: argparse.Namespace) -> int:

@@ -82,6 +82,11 @@ PARTNER_GONE = (
     "Choose who to talk with (/partner), then write again."
 )
 """Said instead of a reply to messages whose partner was deleted before their turn."""
+PARTNER_BROKEN = (
+    "The partner you wrote to ({partner}) cannot answer right now (its settings do not load); "
+    "the owner can fix it. Write again later."
+)
+"""Said instead of a reply to messages whose partner does not load (a broken preset.yml)."""
 APOLOGY = "Sorry — I can't think right now (my model is unreachable). Please try again in a bit."
 
 
@@ -267,11 +272,13 @@ class TurnRunner:
         they came) get one line saying so, never an answer from someone else."""
         last = pending[-1]
         chat = await self.store.chat(last.chat_key)
-        if last.partner_id is None or chat is None:
+        partner_id = last.partner_id
+        if partner_id is None or chat is None or self.catalog.get(partner_id) is not None:
             for row in pending:
                 await self.store.set_status(row.id, "failed")
             return
-        text = PARTNER_GONE.format(partner=last.partner_id)
+        broken = partner_id in self.catalog.errors
+        text = (PARTNER_BROKEN if broken else PARTNER_GONE).format(partner=partner_id)
         notice = NewMessage(
             chat_key=last.chat_key,
             role="notice",
