@@ -14,19 +14,20 @@ import asyncio
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bot.admin_args import AdminError, file_reply, need, sent_file, services
 from bot.commands import CommandContext, CommandReply
 from bot.events import Choice
 from bot.literal import literal_line
-from bot.memory_documents import adopt_local_files
 from bot.paging import paged, pop_page
 from bot.store.search_terms import fold
 from partners.card_format import MAX_CARD_FILE_BYTES
-from partners.cards import export_card, plan_import, write_import
+from partners.cards import TEXT_FILES, export_partner, import_files, plan_import
 from partners.catalog import apply_search_languages
 from partners.lore import Lorebook, LoreEntry
+from partners.memory import MemoryFile
 
 CONFIRM = "confirm"
 STAGING = "imports"
@@ -50,8 +51,8 @@ async def partner_import(ctx: CommandContext) -> CommandReply:
         raise AdminError(NO_CARD.format(limit=MAX_CARD_FILE_BYTES // (1024 * 1024)))
     filename, raw = sent
     wanted = ctx.args[0] if ctx.args else None
-    root = ctx.config.data_dir / "partners"
-    plan = await asyncio.to_thread(plan_import, raw, filename, wanted, root)
+    await ctx.catalog.refresh()  # an id another worker took a moment ago is taken
+    plan = await asyncio.to_thread(plan_import, raw, filename, wanted, _taken(ctx))
     token = hashlib.sha256(raw).hexdigest()[:TOKEN_CHARS]
     await asyncio.to_thread(_stage, _staging(ctx), token, raw, filename, plan.partner_id)
     command = f"/admin partner import {CONFIRM} {token}"
@@ -69,12 +70,10 @@ async def _confirmed(ctx: CommandContext, token: str) -> CommandReply:
             "old); send the card again"
         )
     raw, filename, partner_id = staged
-    root = ctx.config.data_dir / "partners"
-    plan = await asyncio.to_thread(plan_import, raw, filename, partner_id, root)
-    await asyncio.to_thread(write_import, plan, root)
-    await adopt_local_files(services(ctx).memory, [root / plan.partner_id])
+    await ctx.catalog.refresh()
+    plan = await asyncio.to_thread(plan_import, raw, filename, partner_id, _taken(ctx))
+    await ctx.catalog.add(plan.partner_id, import_files(plan))
     await asyncio.to_thread(_discard, _staging(ctx), token)
-    await asyncio.to_thread(ctx.catalog.reload)
     await apply_search_languages(ctx.store, ctx.catalog)
     if plan.partner_id in ctx.catalog.errors:
         problem = ctx.catalog.errors[plan.partner_id]
@@ -83,6 +82,14 @@ async def _confirmed(ctx: CommandContext, token: str) -> CommandReply:
         f"Created {literal_line(plan.name)} ({plan.partner_id}). Talk with it: "
         f"/partner {plan.partner_id}; its lorebook: /admin lore {plan.partner_id}"
     )
+
+
+def _taken(ctx: CommandContext) -> Callable[[str], bool]:
+    """Whether a partner id is in use: a directory (files) or a partner the catalog knows
+    (rows, where another worker's disk may still hold an old directory of that name)."""
+    if ctx.catalog.rows is None:
+        return lambda partner_id: (ctx.catalog.root / partner_id).exists()
+    return lambda partner_id: ctx.catalog.get(partner_id) is not None
 
 
 def _staging(ctx: CommandContext) -> Path:
@@ -130,7 +137,10 @@ async def partner_export(ctx: CommandContext) -> CommandReply:
             "sessions: /admin export <id>)"
         )
     as_png = not (len(ctx.args) > 2 and ctx.args[2].lower() == "json")
-    data = await asyncio.to_thread(export_card, partner.dir, as_png)
+    memory = services(ctx).memory
+    texts = {name: (await memory.stored(MemoryFile(partner.dir, name))).data for name in TEXT_FILES}
+    decoded = {name: data.decode("utf-8", "replace") for name, data in texts.items()}
+    data = await asyncio.to_thread(export_partner, partner, decoded, as_png)
     filename = f"{partner.id}.{'png' if as_png else 'json'}"
     return file_reply(
         f"{literal_line(partner.name)} as a V3 character card (no memory)", filename, data
@@ -144,7 +154,7 @@ async def admin_lore(ctx: CommandContext) -> CommandReply:
     need(ctx, 1, "lore <partner> [query]")
     partner = ctx.catalog.require(ctx.args[0])
     lore = services(ctx).lore
-    book = await asyncio.to_thread(lore.book, partner.id, partner.dir) if lore else None
+    book = await asyncio.to_thread(lore.book, partner) if lore else None
     problems = lore.problems.get(partner.id, ()) if lore else ()
     if book is None and problems:
         return CommandReply(

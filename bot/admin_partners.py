@@ -7,6 +7,9 @@ fingerprint; the owner sends the edited copy back with ``/admin partner put <id>
 otherwise the owner's copy stays as it is and the current version comes back beside it as
 ``<id>-<FILE>.current.md``, so neither a memory the review just wrote nor the owner's edit is
 lost. preset.yml changes touch only the one line they set, comments included.
+
+Every change goes through the partner catalog, which writes where partners are kept: their
+directories, or the database that every worker shares (``partners/catalog.py``).
 """
 
 from __future__ import annotations
@@ -23,14 +26,19 @@ from bot.admin_args import AdminError, file_reply, need, sent_file, services
 from bot.commands import CommandContext, CommandReply
 from bot.events import Choice
 from bot.literal import literal_line
-from bot.memory_documents import adopt_local_files, clone_documents
 from bot.paging import paged, pop_page
 from bot.store import MessageRow, SessionRow
 from partners.catalog import apply_search_languages
 from partners.lore_books import POST_HISTORY_FILE
 from partners.memory import FileChanged, MemoryFile, MemoryStore, fingerprint
-from partners.persona import PROMPT_FILES, Partner, check_partner_id
-from partners.preset import SETTABLE, set_setting
+from partners.persona import (
+    PARTNER_FILES,
+    PRESET_FILE,
+    PROMPT_FILES,
+    Partner,
+    check_partner_id,
+)
+from partners.preset import SETTABLE, changed_preset, parse_setting
 
 EDITABLE_FILES = (*PROMPT_FILES, POST_HISTORY_FILE)
 """The persona files, and a character card's post-history instructions (sent every turn)."""
@@ -77,8 +85,8 @@ async def partner_new(ctx: CommandContext) -> CommandReply:
             f"Give it a name too: /admin partner new {partner_id} <name> (the id is for "
             "commands; the name is who it is, up to 60 characters)"
         )
-    created = await asyncio.to_thread(ctx.catalog.create, partner_id, " ".join(ctx.args[1:]))
-    await adopt_local_files(services(ctx).memory, [created.dir])
+    created = await ctx.catalog.new(partner_id, " ".join(ctx.args[1:]))
+    await apply_search_languages(ctx.store, ctx.catalog)
     return CommandReply(
         f"Created {created.name} ({created.id}) from the template. Shape it with "
         f"/admin partner edit {created.id} SOUL.md (and IDENTITY.md, SYSTEM.md...)."
@@ -87,9 +95,8 @@ async def partner_new(ctx: CommandContext) -> CommandReply:
 
 async def partner_clone(ctx: CommandContext) -> CommandReply:
     need(ctx, 2, "partner clone <source id> <new id>")
-    cloned = await asyncio.to_thread(ctx.catalog.clone, ctx.args[0], ctx.args[1])
-    source = ctx.catalog.require(ctx.args[0])
-    await clone_documents(services(ctx).memory, source.dir, cloned.dir)
+    cloned = await ctx.catalog.copy(ctx.args[0], ctx.args[1])
+    await apply_search_languages(ctx.store, ctx.catalog)
     return CommandReply(
         f"Cloned {ctx.args[0]} to {cloned.id}: persona and own memory, without journals or "
         "what it knows about individual users."
@@ -103,11 +110,11 @@ async def partner_delete(ctx: CommandContext) -> CommandReply:
     if not confirmed:
         command = f"/admin partner delete {chosen.id} {CONFIRM}"
         return CommandReply(
-            f"Delete {chosen.name} ({chosen.id})? Its directory moves to partners/.trash (nothing "
-            f"is erased) and nobody can pick it any more. Send {command} to go ahead.",
+            f"Delete {chosen.name} ({chosen.id})? It moves to partners/.trash (nothing is "
+            f"erased) and nobody can pick it any more. Send {command} to go ahead.",
             (Choice(f"Delete {chosen.name}", command),),
         )
-    destination = await asyncio.to_thread(ctx.catalog.delete, chosen.id)
+    destination = await ctx.catalog.trash(chosen.id)
     return CommandReply(f"Moved {chosen.name} to {destination}.")
 
 
@@ -258,8 +265,12 @@ async def partner_set(ctx: CommandContext) -> CommandReply:
     raw = " ".join(ctx.args[2:])
     if key == "avatar" and raw.lower() not in ("none", "default"):
         _check_avatar(raw)
-    value = await asyncio.to_thread(set_setting, partner.dir / "preset.yml", key, raw)
-    await asyncio.to_thread(ctx.catalog.reload)
+    keys, value = parse_setting(key, raw)
+
+    def edit(data: bytes | None) -> bytes:
+        return changed_preset(data or b"", keys, value, partner.id).encode("utf-8")
+
+    await ctx.catalog.change_file(partner.id, PRESET_FILE, edit)
     await apply_search_languages(ctx.store, ctx.catalog)  # a new language re-indexes
     if partner.id in ctx.catalog.errors:
         return CommandReply(
@@ -279,7 +290,7 @@ def _check_avatar(value: str) -> None:
 
 
 async def admin_reload(ctx: CommandContext) -> CommandReply:
-    await asyncio.to_thread(ctx.catalog.reload)
+    await ctx.catalog.reread()
     await apply_search_languages(ctx.store, ctx.catalog)
     ids = ", ".join(p.id for p in ctx.catalog.all()) or "none"
     lines = [f"Reloaded partners: {ids}. {NEW_SESSIONS_NOTE}"]
@@ -293,7 +304,8 @@ async def admin_export(ctx: CommandContext) -> CommandReply:
     sessions = await ctx.store.partner_sessions(partner.id, limit=1_000_000)
     messages = await ctx.store.partner_messages(partner.id)
     lines = _session_lines(sessions, messages)
-    data = await asyncio.to_thread(_archive, partner, lines)
+    files = None if ctx.catalog.rows is None else await _kept_files(ctx, partner)
+    data = await asyncio.to_thread(_archive, partner, lines, files)
     filename = f"{partner.id}-{time.strftime('%Y%m%d-%H%M%S')}.tar.gz"
     text = f"Export of {partner.name}: its directory and {len(sessions)} sessions as JSONL"
     reply = file_reply(text, filename, data)
@@ -323,16 +335,43 @@ def _session_lines(sessions: list[SessionRow], messages: list[MessageRow]) -> li
     return lines
 
 
-def _archive(partner: Partner, lines: list[str]) -> bytes:
+EXPORTED_FOLDERS = ("", "users", "memory", "changelog")
+"""Where a partner's documents are: its own files, per-user memory, journals, changelog."""
+
+
+async def _kept_files(ctx: CommandContext, partner: Partner) -> dict[str, bytes]:
+    """Everything a partner kept as rows of the database, as the files of its directory."""
+    documents = services(ctx).memory.documents
+    files = {}
+    for folder in EXPORTED_FOLDERS:
+        for name in await documents.names(partner.dir, folder):
+            files[name] = (await documents.read(partner.dir, name)).data
+    for name in PARTNER_FILES:
+        data = partner.file(name)
+        if data is not None:
+            files[name] = data
+    return files
+
+
+def _archive(partner: Partner, lines: list[str], files: dict[str, bytes] | None) -> bytes:
+    """The partner's directory (or ``files``, what it keeps in the database) and its
+    sessions, as a .tar.gz."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        archive.add(partner.dir, arcname=partner.id)
+        if files is None:
+            archive.add(partner.dir, arcname=partner.id)
+        for name, data in sorted((files or {}).items()):
+            _add(archive, f"{partner.id}/{name}", data)
         body = ("\n".join(lines) + "\n" if lines else "").encode("utf-8")
-        info = tarfile.TarInfo(f"{partner.id}/sessions.jsonl")
-        info.size = len(body)
-        info.mtime = int(time.time())
-        archive.addfile(info, io.BytesIO(body))
+        _add(archive, f"{partner.id}/sessions.jsonl", body)
     return buffer.getvalue()
+
+
+def _add(archive: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mtime = int(time.time())
+    archive.addfile(info, io.BytesIO(data))
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -11,10 +11,12 @@ from bot.admin_args import MAX_SEND_BYTES, AdminError, file_reply, need, service
 from bot.backup import write_backup
 from bot.commands import CommandContext, CommandReply
 from bot.literal import literal_line
+from bot.memory_documents import loaded_catalogs
 from bot.paging import paged, pop_page
 from bot.sessions import OWNER_AUDIENCE
 from bot.settings import SETTABLE
 from bot.store import StoreError, UsageRow
+from partners.catalog import catalog_line
 
 HOUR_SECONDS = 3600.0
 DEFAULT_USAGE_DAYS = 7
@@ -36,7 +38,8 @@ def _ago(seconds: float) -> str:
 
 
 async def _worker_lines(ctx: CommandContext, now: float) -> list[str]:
-    """The workers on this database, the leader and its epoch, and each one's leases."""
+    """The workers on this database, the leader and its epoch, and each one's leases and
+    (partners in the database) the partner catalog it has loaded: a worker behind shows."""
     leader = await ctx.store.leader()
     leads = (
         f"leader {literal_line(leader.worker_id)}, epoch {leader.epoch}"
@@ -44,11 +47,14 @@ async def _worker_lines(ctx: CommandContext, now: float) -> list[str]:
         else "no leader right now"
     )
     workers = await ctx.store.workers()
+    catalogs = await loaded_catalogs(ctx.store) if ctx.catalog.rows is not None else {}
     lines = [f"Workers: {len(workers)} ({leads})"]
     for worker in workers:
+        loaded = catalogs.get(worker.worker_id)
         lines.append(
             f"  {literal_line(worker.worker_id)} on {literal_line(worker.host)}: heartbeat "
             f"{max(0, int(now - worker.heartbeat_at))} s ago, {worker.leases} chat(s) leased"
+            + (f", partners: {catalog_line(*loaded)}" if loaded else "")
             + ("; holds no liveness lock (gone, or reconnecting)" if worker.alive is False else "")
         )
     return lines
@@ -70,6 +76,7 @@ async def admin_status(ctx: CommandContext) -> CommandReply:
         f"{tools.dispatcher.active} chat(s) being answered",
         f"Last hour: {sum(replies.values())} turns, {replies.get('notice', 0)} errors "
         f"({tools.dispatcher.turns_failed} crashed turns since start)",
+        f"Partners here: {ctx.catalog.describe()}",
     ]
     lines += await _worker_lines(ctx, now)
     reviews = await ctx.store.last_reviews()

@@ -40,7 +40,12 @@ from bot.health import STATUS_INTERVAL_SECONDS, remove_status, write_status
 from bot.leadership import LeaderDuties
 from bot.llm import LLMClient
 from bot.media import MediaReader
-from bot.memory_documents import adopt_local_files, memory_store
+from bot.memory_documents import (
+    adopt_local_files,
+    adopt_local_partners,
+    memory_store,
+    partner_catalog,
+)
 from bot.proactive import ProactiveSender
 from bot.scheduler import Scheduler
 from bot.sessions import Sessions
@@ -58,7 +63,7 @@ from partners.consolidate import Consolidator
 from partners.forgetting import Forgetting
 from partners.lore_books import LoreLibrary
 from partners.memory import MemoryFile, MemoryStore
-from partners.persona import Partner, size_report
+from partners.persona import Partner, read_persona, size_report
 from partners.recall import Recall
 from partners.review import Reviewer
 from partners.user_memory import UserMemory
@@ -142,6 +147,7 @@ class App:
     ``[embeddings]`` is off."""
     status_task: asyncio.Task[None] | None = None
     approvals_task: asyncio.Task[None] | None = None
+    catalog_task: asyncio.Task[None] | None = None
     web: WebServer | None = None
     shards: ShardKeeper | None = None
     """Which Discord shards this worker connects, when workers divide them (bot/shards.py)."""
@@ -154,7 +160,8 @@ class App:
         """Recover, connect every channel, then work as a worker: the first heartbeat leads
         (if nobody else does) and claims every chat with pending messages."""
         for partner in self.catalog.all():
-            logger.info(size_report(partner, self.config.memory.context_budget))
+            files = await read_persona(self.memory, partner)
+            logger.info(size_report(partner, self.config.memory.context_budget, files))
         await self.worker.check_id()  # before this worker touches anything another may hold
         # before anything can read or write memory again: a crash mid-/forget is finished
         if forgotten := await self.forgetting.finish_unfinished():
@@ -170,6 +177,21 @@ class App:
         self.approvals_task = asyncio.create_task(
             self._announce_approvals(), name="pairing approvals"
         )
+        if self.catalog.rows is not None:
+            self.catalog_task = asyncio.create_task(self._follow_catalog(), name="partners")
+
+    async def _follow_catalog(self) -> None:
+        """With partners in the database: load them again whenever another worker (or a
+        command line) changed them, checked every heartbeat (``partners/catalog.py``)."""
+        faults = FaultLog("the partner catalog", logger)
+        while True:
+            await asyncio.sleep(self.config.workers.heartbeat_seconds)
+            try:
+                await self.catalog.refresh()  # loads, indexes and publishes if it changed
+            except Exception as exc:  # one check is an outer edge: the next one tries again
+                faults.failed(exc)
+            else:
+                faults.succeeded()
 
     async def _report_status(self) -> None:
         """Keep data/status.json fresh for ``companion health`` (a container healthcheck)."""
@@ -204,9 +226,10 @@ class App:
             return
         if self.web is not None:
             await self.web.stop()
-        if self.approvals_task is not None:
-            self.approvals_task.cancel()
-            await asyncio.gather(self.approvals_task, return_exceptions=True)
+        for task in (self.approvals_task, self.catalog_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         if self.status_task is not None:
             self.status_task.cancel()
             await asyncio.gather(self.status_task, return_exceptions=True)
@@ -251,14 +274,17 @@ async def build_app(
         lock.release()
         raise
     await store.replace_config_bindings((b.platform, b.chat_id, b.partner) for b in config.bindings)
-    catalog = PartnerCatalog(config.data_dir / "partners")
-    created = await asyncio.to_thread(catalog.ensure_example)
+    worker = Worker(store, config.workers)
+    catalog = partner_catalog(config, store, worker.id)
+    await adopt_local_partners(catalog)
+    created = await catalog.ensure_first()
     if created:
-        logger.info("created the example partner %r in %s", created.id, created.dir)
+        logger.info("created the example partner %r (%s)", created.id, catalog.describe())
     await apply_search_languages(store, catalog)
     memory = memory_store(config, store)
     roots = [owner_memory_file(config).root, *(p.dir for p in catalog.all())]
     await adopt_local_files(memory, roots)
+    await catalog.refresh()  # post-history instructions those files brought in
     llm = LLMClient(config.llm)
     embeddings = (
         EmbeddingsClient(config.embeddings, config.llm) if config.embeddings.enabled else None
@@ -283,7 +309,6 @@ async def build_app(
         return str(voice) if voice else None
 
     voice = VoiceReplies(speech, store, voice_of, config.usage_day)
-    worker = Worker(store, config.workers)
     delivery = Delivery(
         store,
         channels,

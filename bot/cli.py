@@ -33,6 +33,7 @@ from bot.cli_pairing import cmd_pairing_approve, cmd_pairing_deny, cmd_pairing_l
 from bot.cli_partners import (
     cmd_partners_clone,
     cmd_partners_delete,
+    cmd_partners_edit,
     cmd_partners_list,
     cmd_partners_new,
 )
@@ -272,7 +273,7 @@ def add_partner_commands(sub: Any) -> None:
         dest="action",
         required=True,
         metavar="ACTION",
-        help="list, new, clone, delete, import (a character card) or export (as one)",
+        help="list, new, clone, delete, edit, import (a character card) or export (as one)",
     )
     psub.add_parser("list", help="every partner, and those that did not load").set_defaults(
         handler=cmd_partners_list
@@ -289,6 +290,12 @@ def add_partner_commands(sub: Any) -> None:
     pdel.add_argument("id", help="id of the partner to delete")
     pdel.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     pdel.set_defaults(handler=cmd_partners_delete)
+    pedit = psub.add_parser(
+        "edit", help="edit preset.yml, card.json or lorebook.json in $EDITOR (checked first)"
+    )
+    pedit.add_argument("id", help="id of the partner")
+    pedit.add_argument("file", help="preset.yml, card.json or lorebook.json")
+    pedit.set_defaults(handler=cmd_partners_edit)
     add_card_commands(psub, sub)
 
 

@@ -2,24 +2,38 @@
 lorebooks from the terminal (``partners/cards.py``, ``partners/lore_books.py``).
 
 An import shows the owner what the card becomes and asks before anything is written; ``--yes``
-skips the question. Writing takes the data directory's lock, like every command that changes
-partners.
+skips the question. Writing goes where the gateway keeps partners (``partners/catalog.py``):
+into a directory under the data directory's lock, like every command that changes partners
+there, or into the database every worker shares.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bot import terminal
 from bot.app import DataDirLock
+from bot.cli_data import load_catalog, with_catalog
 from bot.config import Config
+from bot.memory_documents import memory_store, rows_configured
+from bot.store import Store
 from partners.card_format import MAX_CARD_FILE_BYTES, CardError, parse_json, read_card
-from partners.cards import dump_book, export_card, plan_import, write_import
+from partners.cards import (
+    TEXT_FILES,
+    dump_book,
+    export_card,
+    export_partner,
+    import_files,
+    plan_import,
+    write_import,
+)
 from partners.catalog import PartnerCatalog
-from partners.lore_books import LOREBOOK_FILE, read_book
+from partners.lore_books import LOREBOOK_FILE, parse_book
 from partners.lore_format import (
     FIX_WORLD_INFO,
     MAX_LORE_ENTRIES,
@@ -28,6 +42,8 @@ from partners.lore_format import (
     check_book,
     from_world_info,
 )
+from partners.memory import MemoryFile
+from partners.persona import Partner
 
 
 class CardCommandError(Exception):
@@ -78,7 +94,8 @@ def _read(path_text: str) -> tuple[bytes, str]:
 def cmd_partners_import(config: Config, args: argparse.Namespace) -> int:
     raw, name = _read(args.file)
     root = config.data_dir / "partners"
-    plan = plan_import(raw, name, args.id, root)
+    rows = rows_configured(config)
+    plan = plan_import(raw, name, args.id, _known_partner(config) if rows else root)
     print(f"{terminal.printable(plan.name)} from {name}:")
     for line in plan.summary():
         print(f"  {terminal.printable(line)}")
@@ -89,6 +106,14 @@ def cmd_partners_import(config: Config, args: argparse.Namespace) -> int:
         if not answer:
             print("nothing imported", file=sys.stderr)
             return 1
+    if rows:
+
+        async def add(catalog: PartnerCatalog, _: Store | None) -> Partner:
+            return await catalog.add(plan.partner_id, import_files(plan))
+
+        with_catalog(config, add)
+        print(f"created {plan.partner_id} in the database")
+        return 0
     lock = DataDirLock(config.data_dir)
     lock.acquire()
     try:
@@ -99,47 +124,77 @@ def cmd_partners_import(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
+def _known_partner(config: Config) -> Callable[[str], bool]:
+    """Whether a partner id is taken in the database (a directory of that name on this
+    machine's disk does not count: it is read into the database only by a starting worker)."""
+    catalog = load_catalog(config)
+    return lambda partner_id: catalog.get(partner_id) is not None
+
+
 def cmd_partners_export(config: Config, args: argparse.Namespace) -> int:
-    catalog = PartnerCatalog(config.data_dir / "partners")
-    catalog.reload()
-    partner = catalog.require(args.id)
     out = Path(args.card)
     suffix = out.suffix.lower()
     if suffix not in (".png", ".json"):
         raise CardCommandError(f"{args.card}: the card must end in .png or .json")
-    out.write_bytes(export_card(partner.dir, as_png=suffix == ".png"))
-    print(f"wrote {partner.id} as a V3 card to {out}")
+    as_png = suffix == ".png"
+
+    async def export(catalog: PartnerCatalog, store: Store | None) -> tuple[str, bytes]:
+        partner = catalog.require(args.id)
+        memory = memory_store(config, store) if store is not None else None
+        if memory is None:
+            return partner.id, await asyncio.to_thread(export_card, partner.dir, as_png)
+        texts = {}
+        for name in TEXT_FILES:
+            data = (await memory.stored(MemoryFile(partner.dir, name))).data
+            texts[name] = data.decode("utf-8", "replace")
+        return partner.id, await asyncio.to_thread(export_partner, partner, texts, as_png)
+
+    partner_id, data = with_catalog(config, export)
+    out.write_bytes(data)
+    print(f"wrote {partner_id} as a V3 card to {out}")
     return 0
 
 
 def cmd_lore_import(config: Config, args: argparse.Namespace) -> int:
     raw, name = _read(args.file)
-    catalog = PartnerCatalog(config.data_dir / "partners")
-    catalog.reload()
-    partner = catalog.require(args.partner)
     incoming = lore_from_file(raw, name)
     for note in incoming.notes:
         print(f"note: {terminal.printable(note)}", file=sys.stderr)
-    path = partner.dir / LOREBOOK_FILE
-    lock = DataDirLock(config.data_dir)
-    lock.acquire()
-    try:
-        before = _merge(path, incoming)
-    finally:
-        lock.release()
+
+    async def merge(catalog: PartnerCatalog, _: Store | None) -> tuple[str, int]:
+        partner = catalog.require(args.partner)
+        before: list[int] = []
+
+        def merged(data: bytes | None) -> bytes:
+            body, count = _merged(data, f"{partner.id}'s {LOREBOOK_FILE}", incoming)
+            before.append(count)
+            return body
+
+        await catalog.change_file(partner.id, LOREBOOK_FILE, merged)
+        return partner.id, before[-1]
+
+    if rows_configured(config):
+        partner_id, before = with_catalog(config, merge)
+    else:
+        lock = DataDirLock(config.data_dir)
+        lock.acquire()
+        try:
+            partner_id, before = with_catalog(config, merge)
+        finally:
+            lock.release()
     added = len(incoming.entries)
-    print(f"added {added} entries to {partner.id}'s {LOREBOOK_FILE} (now {before + added})")
+    print(f"added {added} entries to {partner_id}'s {LOREBOOK_FILE} (now {before + added})")
     return 0
 
 
-def _merge(path: Path, incoming: CheckedBook) -> int:
-    """The new entries after the stored ones, which are kept as they are (a stored entry
-    that no longer reads is still the owner's); returns how many there were before."""
-    book = read_book(path) or {"entries": []}
+def _merged(data: bytes | None, where: str, incoming: CheckedBook) -> tuple[bytes, int]:
+    """The book with the new entries after the stored ones, which are kept as they are (a
+    stored entry that no longer reads is still the owner's); and how many there were before."""
+    book = parse_book(data, where) if data is not None else {"entries": []}
     before = len(book["entries"])
     if before + len(incoming.entries) > MAX_LORE_ENTRIES:
         raise CardCommandError(
-            f"{path} has {before:,} entries; with {len(incoming.entries):,} more it would be "
+            f"{where} has {before:,} entries; with {len(incoming.entries):,} more it would be "
             f"over the limit of {MAX_LORE_ENTRIES:,}: remove some first"
         )
     book["entries"] = [*book["entries"], *incoming.book["entries"]]
@@ -148,11 +203,10 @@ def _merge(path: Path, incoming: CheckedBook) -> int:
     body = dump_book(book)
     if len(body) > MAX_LOREBOOK_BYTES:  # it would no longer load: the partner would lose it
         raise CardCommandError(
-            f"{path} would be {len(body):,} bytes with these entries, over the limit of "
+            f"{where} would be {len(body):,} bytes with these entries, over the limit of "
             f"{MAX_LOREBOOK_BYTES:,}: remove some first"
         )
-    path.write_bytes(body)
-    return before
+    return body, before
 
 
 def lore_from_file(raw: bytes, name: str) -> CheckedBook:

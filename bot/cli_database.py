@@ -1,9 +1,11 @@
 """``companion database copy``: move a SQLite gateway onto PostgreSQL. Every table of
 ``data_dir/gateway.db`` is copied into an empty PostgreSQL database (``--to URL``, else
 ``[storage] database_url``), and with ``[storage] documents = "auto"`` the memory files of the
-data directory become the database's document rows, so workers that share nothing but the
-database find them. The SQLite file is left as it was; the gateway must not be running (the
-data directory's lock), or what it wrote meanwhile would be missing from the copy.
+data directory become the database's document rows, and so do the partners' own files
+(preset.yml, card.json, lorebook.json, avatar.png: which partners exist), so workers that
+share nothing but the database find them. The SQLite file is left as it was; the gateway must
+not be running (the data directory's lock), or what it wrote meanwhile would be missing from
+the copy.
 
 From then on the database is the only truth (DESIGN.md "Several workers (PostgreSQL)"): the
 copy records in it that each namespace's files were read, so no worker reads them again
@@ -28,6 +30,8 @@ from bot.store.postgres.connection import is_database_url, redacted
 from bot.store.postgres.copy import NewDocument, copy_to_postgres, read_tombstones
 from partners.documents import ADOPTED_FOLDERS, FileDocuments
 from partners.forgetting import Tombstones, namespace_partner
+from partners.partner_rows import PARTNER_FILES_READ_KEY, namespace_of
+from partners.persona import PARTNER_FILES, PARTNER_ID, PRESET_FILE
 
 COPIED_NOTE = "copied-to-database.txt"
 """Written into the data directory by a copy that succeeded; its first line says where to."""
@@ -71,13 +75,18 @@ async def _copy(config: Config, source: Path, url: str) -> dict[str, int]:
     and the records that every namespace's files were read when documents are rows."""
     roots = document_roots(config.data_dir)
     documents = None
+    settings = {}
+    record = files_read_record()
     if moves_files(config):
         forgotten = tombstones_by_partner(await read_tombstones(source))
-        documents = memory_files(config.data_dir, roots, forgotten)
-    settings = {}
+        documents = chained(
+            memory_files(config.data_dir, roots, forgotten), partner_files(config.data_dir)
+        )
+        for partner_id in await asyncio.to_thread(partner_ids, config.data_dir):
+            key = PARTNER_FILES_READ_KEY.format(namespace=namespace_of(partner_id))
+            settings[key] = record
     if config.storage.documents != "files":
-        record = files_read_record()
-        settings = {
+        settings |= {
             files_read_key(root.relative_to(config.data_dir).as_posix()): record for root in roots
         }
     return await copy_to_postgres(source, url, documents=documents, settings=settings)
@@ -160,6 +169,36 @@ async def memory_files(
                 data = tombstones.strip(name, (await files.read(root, name)).data)
                 mtime = await asyncio.to_thread(os.path.getmtime, root / name)
                 yield NewDocument(namespace, name, data, mtime)
+
+
+def partner_ids(data_dir: Path) -> list[str]:
+    """The partner directories of the data directory (not the trash), by id (blocking)."""
+    partners = data_dir / "partners"
+    if not partners.is_dir():
+        return []
+    return sorted(p.name for p in partners.iterdir() if p.is_dir() and PARTNER_ID.fullmatch(p.name))
+
+
+async def partner_files(data_dir: Path) -> AsyncIterator[NewDocument]:
+    """Each partner directory's own files as rows beside its documents (a directory without a
+    preset.yml is a partner of all defaults: it gets an empty one, as it is read)."""
+    for partner_id in await asyncio.to_thread(partner_ids, data_dir):
+        root = data_dir / "partners" / partner_id
+        for name in PARTNER_FILES:
+            path = root / name
+            if not await asyncio.to_thread(path.is_file):
+                if name == PRESET_FILE:
+                    yield NewDocument(namespace_of(partner_id), name, b"", time.time())
+                continue
+            data = await asyncio.to_thread(path.read_bytes)
+            mtime = await asyncio.to_thread(os.path.getmtime, path)
+            yield NewDocument(namespace_of(partner_id), name, data, mtime)
+
+
+async def chained(*parts: AsyncIterator[NewDocument]) -> AsyncIterator[NewDocument]:
+    for part in parts:
+        async for document in part:
+            yield document
 
 
 def summary(copied: dict[str, int]) -> str:

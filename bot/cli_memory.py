@@ -21,7 +21,7 @@ from bot.config import Config
 from bot.memory_documents import memory_store
 from bot.store import Store
 from partners.memory import FileChanged, MemoryFile, MemoryStore, StoredDocument, fingerprint
-from partners.persona import check_partner_id
+from partners.persona import PARTNER_FILES, check_partner_id
 from partners.tools import user_memory_name
 
 T = TypeVar("T")
@@ -89,7 +89,7 @@ def cmd_memory_edit(config: Config, args: argparse.Namespace) -> int:
     name = _document_name(args.file)
     file = MemoryFile(root, name)
     before: StoredDocument = _with_memory(config, lambda memory: memory.stored(file))
-    edited = _edit_in_editor(before.data, PurePosixPath(name).name)
+    edited = edit_in_editor(before.data, PurePosixPath(name).name)
     if edited == before.data:
         print(f"{name} is unchanged: nothing saved")
         return 0
@@ -104,7 +104,7 @@ def cmd_memory_edit(config: Config, args: argparse.Namespace) -> int:
     try:
         change = _with_memory(config, save)
     except FileChanged:
-        kept = _keep_beside(Path(tempfile.mkdtemp(prefix="companion-edit-")), name, edited)
+        kept = keep_beside(Path(tempfile.mkdtemp(prefix="companion-edit-")), name, edited)
         raise CLIError(
             f"{name} changed while you edited it (a review or another edit wrote to it); "
             f"nothing was overwritten. Your text is in {kept}: run the edit again and merge it"
@@ -115,6 +115,11 @@ def cmd_memory_edit(config: Config, args: argparse.Namespace) -> int:
 
 def _document_name(name: str) -> str:
     path = PurePosixPath(name)
+    if path.as_posix() in PARTNER_FILES:
+        raise CLIError(
+            f"{name} is one of the partner's own files, not a memory document: edit it with "
+            f"`companion partners edit <id> {name}` (checked before it is saved)"
+        )
     if path.is_absolute() or ".." in path.parts or not path.parts:
         raise CLIError(
             f"{name!r} is not a document of the partner: name it as `companion memory export` "
@@ -123,7 +128,7 @@ def _document_name(name: str) -> str:
     return path.as_posix()
 
 
-def _edit_in_editor(data: bytes, base_name: str) -> bytes:
+def edit_in_editor(data: bytes, base_name: str) -> bytes:
     editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
     with tempfile.TemporaryDirectory(prefix="companion-edit-") as folder:
         copy = Path(folder) / base_name
@@ -136,7 +141,7 @@ def _edit_in_editor(data: bytes, base_name: str) -> bytes:
         return copy.read_bytes()
 
 
-def _keep_beside(folder: Path, name: str, data: bytes) -> Path:
+def keep_beside(folder: Path, name: str, data: bytes) -> Path:
     """The owner's edited text, kept in a folder of its own for a second try."""
     path = folder / PurePosixPath(name).name
     path.write_bytes(data)

@@ -96,7 +96,7 @@ class Consults:
 
     async def _partner(self, partner_id: str) -> Partner:
         """The partner consulted, if it exists and has tokens left today."""
-        partner = self.catalog.get(partner_id)
+        partner = await self.catalog.find(partner_id)
         if partner is None:
             known = ", ".join(p.id for p in self.catalog.all())
             raise ToolError(f"no partner {partner_id!r}; partners: {known}")

@@ -21,7 +21,7 @@ class Conversation:
     speaker: Speaker
 
 
-def resolve_conversation(
+async def resolve_conversation(
     catalog: PartnerCatalog,
     is_owner: OwnerCheck,
     last: MessageRow,
@@ -30,12 +30,13 @@ def resolve_conversation(
 ) -> Conversation | None:
     """The conversation of a turn, from its last pending message and that message's chat and
     sender as stored (read with the turn's context); None if its chat, user or partner is
-    gone."""
+    gone. A partner this process does not know is looked up again first: another worker may
+    have made it a moment ago."""
     if last.user_key is None or chat is None:
         return None
     partner = None
     if last.partner_id is not None:
-        partner = catalog.get(last.partner_id)
+        partner = await catalog.find(last.partner_id)
         if partner is None:
             return None
     name = (user["display_name"] if user else "") or last.speaker or "someone"

@@ -26,9 +26,10 @@ from bot.config_environment import environment_variable
 from bot.embeddings_check import check_embeddings
 from bot.llm import configuration_problem
 from bot.llm_check import check_endpoint, is_local_endpoint
+from bot.memory_documents import loaded_catalogs, partner_catalog, rows_configured
 from bot.store import SCHEMA, Store, StoreError
 from bot.store.postgres.connection import database_schema, redacted
-from partners.catalog import PartnerCatalog
+from partners.catalog import PartnerCatalog, catalog_line
 
 TokenChecker = Callable[[], Awaitable[TokenCheck]]
 
@@ -57,7 +58,11 @@ async def examine(
     findings += await database_findings(config)
     findings += worker_findings(config)
     findings += await owner_findings(config, list(token_checks))
-    findings += [data_dir_finding(config.data_dir), *partner_findings(config.data_dir)]
+    findings.append(data_dir_finding(config.data_dir))
+    if rows_configured(config):
+        findings += await database_partner_findings(config)
+    else:
+        findings += partner_findings(config.data_dir)
     return findings
 
 
@@ -171,14 +176,7 @@ async def database_findings(config: Config) -> list[Finding]:
 async def claimed_owners(config: Config) -> list[tuple[str, str, str]]:
     """(user key, platform, day claimed); none before the database exists at the current
     schema (doctor neither creates nor migrates it)."""
-    if config.storage.database_url is not None:
-        try:
-            current = (await database_schema(str(config.database)))[0] == len(SCHEMA)
-        except StoreError:
-            return []  # database_findings says why
-        if not current:
-            return []
-    elif not await asyncio.to_thread(Path(config.database).exists):
+    if not await database_ready(config):
         return []
     store = await Store.open(config.database)
     try:
@@ -195,44 +193,55 @@ async def claimed_owners(config: Config) -> list[tuple[str, str, str]]:
     ]
 
 
+async def database_ready(config: Config) -> bool:
+    """Whether the database exists at the current schema (else doctor leaves it alone: it
+    neither creates nor migrates one)."""
+    if config.storage.database_url is None:
+        return await asyncio.to_thread(Path(config.database).exists)
+    try:
+        return (await database_schema(str(config.database)))[0] == len(SCHEMA)
+    except StoreError:
+        return False  # database_findings says why
+
+
 def worker_findings(config: Config) -> list[Finding]:
     """On PostgreSQL, where several workers share one database: what this worker reads from
     it and what it still reads from its own data directory."""
     if config.storage.database_url is None:
         return []
     shared = "this worker reads messages, sessions, users, bindings and settings"
-    if documents_in_database(config):
-        shared += ", and memory, journals and the changelog from the database"
-        memory = []
+    if rows_configured(config):
+        shared += (
+            ", and memory, journals, the changelog and the partners (preset.yml, persona, "
+            "card, lorebook, avatar) from the database"
+        )
+        kept = []
+        rest = (
+            "this worker needs its data directory only for its lock and status file "
+            "(companion health) and what it writes for the owner (exports, card imports, kept "
+            "voice notes); partner directories found there are read into the database once"
+        )
     else:
         shared += " from the database"
-        memory = [
+        kept = [
             Finding(
                 None,
                 "memory, journals and the changelog are files in the data directory "
                 '(storage.documents = "files"): other workers do not see them',
-            )
+            ),
+            Finding(
+                None,
+                f"partners are read from the data directory ({config.data_dir / 'partners'}): "
+                "every worker needs the same partners/ directory (which partners exist, "
+                "preset.yml, avatars, lorebooks)",
+            ),
         ]
-    partners = (
-        f"partners are read from the data directory ({config.data_dir / 'partners'}): every "
-        "worker needs the same partners/ directory (which partners exist, preset.yml, avatars, "
-        "lorebooks)"
-    )
-    rest = (
-        "apart from partners/, this worker needs its data directory only for its lock and "
-        "status file (companion health) and what it writes for the owner (exports, card "
-        "imports, kept voice notes)"
-    )
-    return [Finding(None, shared), *memory, Finding(None, partners), Finding(None, rest)]
-
-
-def documents_in_database(config: Config) -> bool:
-    """Whether memory documents are rows on this database: :func:`bot.memory_documents.keeps_rows`
-    for the store the config opens (PostgreSQL when ``database_url`` is set)."""
-    chosen = config.storage.documents
-    if chosen == "auto":
-        return config.storage.database_url is not None
-    return chosen == "database"
+        rest = (
+            "apart from partners/, this worker needs its data directory only for its lock and "
+            "status file (companion health) and what it writes for the owner (exports, card "
+            "imports, kept voice notes)"
+        )
+    return [Finding(None, shared), *kept, Finding(None, rest)]
 
 
 def data_dir_finding(data_dir: Path) -> Finding:
@@ -252,10 +261,39 @@ def data_dir_finding(data_dir: Path) -> Finding:
 def partner_findings(data_dir: Path) -> list[Finding]:
     catalog = PartnerCatalog(data_dir / "partners")
     catalog.reload()
-    names = ", ".join(p.id for p in catalog.all()) or "none yet (the example is made at start)"
+    return _catalog_findings(catalog, "none yet (the example is made at start)")
+
+
+def _catalog_findings(catalog: PartnerCatalog, none: str) -> list[Finding]:
+    names = ", ".join(p.id for p in catalog.all()) or none
     findings = [Finding(True, f"partners: {names}")]
     findings += [
         Finding(False, f"partner {partner_id} does not load: {error}")
         for partner_id, error in catalog.errors.items()
+    ]
+    return findings
+
+
+async def database_partner_findings(config: Config) -> list[Finding]:
+    """Partners kept in the database: which there are, at which catalog version, and the
+    version each running worker says it has loaded (one behind the others shows). Nothing
+    before the database is at the current schema (doctor neither creates nor migrates it)."""
+    none = "none yet (`companion run` makes the example)"
+    if not await database_ready(config):
+        return [Finding(None, f"partners: {none}")]
+    store = await Store.open(config.database)
+    try:
+        catalog = partner_catalog(config, store)
+        await catalog.refresh()
+        loaded = await loaded_catalogs(store)
+        running = [worker.worker_id for worker in await store.workers()]
+    finally:
+        await store.close()
+    findings = _catalog_findings(catalog, none)
+    findings[0] = Finding(True, f"{findings[0].text} — {catalog.describe()} in the database")
+    findings += [
+        Finding(None, f"worker {worker} has loaded partners: {catalog_line(*loaded[worker])}")
+        for worker in running
+        if worker in loaded
     ]
     return findings

@@ -58,6 +58,16 @@ Announce = Callable[[list[str]], None]
 MEDIA_TAGS = {"voice": "[voice message]", "photo": "[photo]"}
 """What stands for a voice note or photo in group chatter nobody addressed (not fetched)."""
 REACTION_SNIPPET_CHARS = 80
+PARTNER_GONE = (
+    "The partner you were talking with ({partner}) is no longer here, so nobody else read "
+    "that message. Choose who to talk with, then write again."
+)
+"""Said once to a user whose chosen partner was deleted, instead of answering as another."""
+PARTNER_UNAVAILABLE = (
+    "The partner you are talking with ({partner}) cannot answer right now (its settings do "
+    "not load); the owner can fix it. Write again later, or choose another."
+)
+"""Said while the partner a user chose is there but does not load (a broken preset.yml)."""
 
 
 @contextlib.contextmanager
@@ -259,7 +269,7 @@ class Gateway:
 
     async def _bound_partners(self, chat: ChatRef) -> list[Partner]:
         rows = await self.store.bindings(chat.platform, chat.chat_id)
-        partners = [self.catalog.get(row["partner_id"]) for row in rows]
+        partners = [await self.catalog.find(row["partner_id"]) for row in rows]
         return [p for p in partners if p is not None]
 
     async def _converse(
@@ -270,6 +280,8 @@ class Gateway:
         chat = inbound.chat
         row = row or await self.store.chat(chat.key)
         assert row is not None
+        if chat.is_dm and await self._partner_gone(inbound, row):
+            return
         if chat.is_dm:
             partner_id = await self._dm_partner(row, is_owner)
             if partner_id is False:
@@ -337,10 +349,31 @@ class Gateway:
         await self.reply(inbound.chat, problem, inbound.message_id)
         return replace(inbound, media=None) if inbound.text.strip() else None
 
+    async def _partner_gone(self, inbound: Inbound, chat: ChatRow) -> bool:
+        """The partner this DM chose no longer exists (deleted, on whichever worker): the
+        message is not passed on to someone else; the user is told, once (the choice is
+        cleared, so their next message goes where a new chat's would), and asked to choose.
+        True if so."""
+        selected = chat.selected_partner
+        if not selected or await self.catalog.find(selected) is not None:
+            return False
+        broken = selected in self.catalog.errors
+        if not broken:
+            await self.store.select_partner(chat.chat_key, None)
+        logger.info(
+            "chat %s: its partner %s is not there; the user was told", chat.chat_key, selected
+        )
+        choices = tuple(Choice(p.name, f"/partner {p.id}") for p in self.catalog.public())
+        text = (PARTNER_UNAVAILABLE if broken else PARTNER_GONE).format(partner=selected)
+        if not choices:
+            text += " There is no other partner to talk with yet."
+        await self.reply(inbound.chat, text, inbound.message_id, choices)
+        return True
+
     async def _dm_partner(self, chat: ChatRow, is_owner: bool) -> str | None | bool:
         """The partner of a DM; None is the owner's assistant; False means "ask the user"."""
         selected = chat.selected_partner
-        if selected and self.catalog.get(selected):
+        if selected and await self.catalog.find(selected):
             return selected
         if is_owner:
             return None
@@ -373,6 +406,8 @@ class Gateway:
         await self.reply(inbound.chat, text, inbound.message_id, choices)
 
     async def _command(self, inbound: Inbound, name: str, args: list[str], is_owner: bool):
+        # a command may name a partner another worker made or changed a moment ago
+        await self.catalog.refresh()
         ctx = CommandContext(
             config=self.config,
             store=self.store,

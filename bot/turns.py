@@ -77,6 +77,16 @@ from partners.tools import (
 
 logger = logging.getLogger(__name__)
 
+PARTNER_GONE = (
+    "The partner you wrote to ({partner}) is no longer here, so nobody read that message. "
+    "Choose who to talk with (/partner), then write again."
+)
+"""Said instead of a reply to messages whose partner was deleted before their turn."""
+PARTNER_BROKEN = (
+    "The partner you wrote to ({partner}) cannot answer right now (its settings do not load); "
+    "the owner can fix it. Write again later."
+)
+"""Said instead of a reply to messages whose partner does not load (a broken preset.yml)."""
 APOLOGY = "Sorry — I can't think right now (my model is unreachable). Please try again in a bit."
 
 
@@ -201,9 +211,9 @@ class TurnRunner:
         and photos read, the prompt built, the model's answer, then the reply recorded with
         the closing of its messages and delivered."""
         pending = context.pending
-        conversation = self._conversation(context)
+        conversation = await self._conversation(context)
         if conversation is None:
-            await self._close_orphans(pending)
+            await self._close_orphans(pending, lease)
             return
         session = await self.sessions.continued(
             context.session,
@@ -243,10 +253,10 @@ class TurnRunner:
         if conversation.partner is not None:
             await self.reviewer.after_turn(session, self.memory_settings().history_chars)
 
-    def _conversation(self, context: TurnContext) -> Conversation | None:
+    async def _conversation(self, context: TurnContext) -> Conversation | None:
         """Who talks to whom in this turn; None (logged) if its chat or partner is gone."""
         pending = context.pending
-        conversation = resolve_conversation(
+        conversation = await resolve_conversation(
             self.catalog, self.is_owner, pending[-1], context.chat, context.user
         )
         if conversation is None:
@@ -257,9 +267,33 @@ class TurnRunner:
             )
         return conversation
 
-    async def _close_orphans(self, pending: list[MessageRow]) -> None:
-        for row in pending:
-            await self.store.set_status(row.id, "failed")
+    async def _close_orphans(self, pending: list[MessageRow], lease: Lease) -> None:
+        """Close messages nobody can answer. Those for a partner that is gone (deleted since
+        they came) get one line saying so, never an answer from someone else."""
+        last = pending[-1]
+        chat = await self.store.chat(last.chat_key)
+        partner_id = last.partner_id
+        if partner_id is None or chat is None or self.catalog.get(partner_id) is not None:
+            for row in pending:
+                await self.store.set_status(row.id, "failed")
+            return
+        broken = partner_id in self.catalog.errors
+        text = (PARTNER_BROKEN if broken else PARTNER_GONE).format(partner=partner_id)
+        notice = NewMessage(
+            chat_key=last.chat_key,
+            role="notice",
+            text=text,
+            audience=last.audience,
+            status="delivering",
+            partner_id=last.partner_id,
+            speaker="assistant",
+        )
+        ids = [row.id for row in pending]
+        reply_id = await self.store.finish_turn(ids, None, notice, "failed", lease=lease)
+        answered = last.platform_message_id
+        await self.delivery.send(
+            PendingReply(reply_id, chat, text, last.partner_id, answered, lease=lease)
+        )
 
     async def _prepare(
         self,

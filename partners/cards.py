@@ -10,8 +10,11 @@ model), tags, creator, version, extensions and every other field are kept verbat
 placeholders ``{{partner}}``/``{{user}}``, and back on export.
 
 An import is planned first (:func:`plan_import`: every file's bytes and a summary for the
-owner to confirm) and written only when confirmed (:func:`write_import`): into a scratch
-directory renamed into place, so a failure leaves nothing behind.
+owner to confirm) and written only when confirmed, whole or not at all: as a new partner of
+the catalog (:func:`import_files`, :meth:`partners.catalog.PartnerCatalog.add`: a directory,
+or rows of the database), or by :func:`write_import` into a directory. An export reads the
+partner's own files as the catalog loaded them and its Markdown files as the memory store
+gives them (:func:`export_partner`), wherever they are kept.
 """
 
 from __future__ import annotations
@@ -19,11 +22,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import os
 import re
-import shutil
-import tempfile
 import unicodedata
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,18 +40,21 @@ from partners.card_format import (
     read_card,
     write_png,
 )
-from partners.lore_books import LOREBOOK_FILE, read_book
+from partners.catalog import write_directory
+from partners.lore_books import LOREBOOK_FILE as LOREBOOK_FILE
+from partners.lore_books import book_of
 from partners.lore_format import check_book
 from partners.persona import (
     AVATAR_FILE,
     MAX_DESCRIPTION_CHARS,
     MAX_NAME_CHARS,
     PARTNER_ID,
+    Partner,
     check_partner_id,
+    load_partner,
 )
-from partners.preset import read_preset
+from partners.persona import CARD_FILE as CARD_FILE
 
-CARD_FILE = "card.json"
 FIX_HERE = "fix it there"
 FIELD_FILES = {
     "system_prompt": "SYSTEM.md",
@@ -115,13 +119,17 @@ class ImportPlan:
         ]
 
 
-def plan_import(raw: bytes, filename: str, partner_id: str | None, root: Path) -> ImportPlan:
-    """Read a card and lay out the partner it becomes; nothing is written."""
+def plan_import(
+    raw: bytes, filename: str, partner_id: str | None, taken: Path | Callable[[str], bool]
+) -> ImportPlan:
+    """Read a card and lay out the partner it becomes; nothing is written. ``taken`` says
+    whether an id is in use: a directory of partners, or a question to the catalog."""
     card = read_card(raw, filename)
     data = card.data
     chosen = partner_id or slug(data["name"])
     check_partner_id(chosen)
-    if (root / chosen).exists():
+    exists = taken if callable(taken) else lambda pid: (taken / pid).exists()
+    if exists(chosen):
         raise CardError(
             f"a partner {chosen!r} exists already; give the new one another id "
             "(companion partners import FILE --id ID, or /admin partner import ID)"
@@ -188,44 +196,41 @@ def dump_book(book: dict[str, Any]) -> bytes:
     return json.dumps(book, ensure_ascii=False, indent=2, sort_keys=True).encode("utf-8") + b"\n"
 
 
+def import_files(plan: ImportPlan) -> dict[str, bytes]:
+    """Every file of the planned partner, its own memory (empty) included."""
+    return {**plan.files, "MEMORY.md": plan.files.get("MEMORY.md", b"")}
+
+
 def write_import(plan: ImportPlan, root: Path) -> Path:
-    """Write the planned partner: all of it or, on any failure, nothing."""
-    root.mkdir(parents=True, exist_ok=True)
-    target = root / plan.partner_id
-    if target.exists():
-        raise CardError(f"a partner {plan.partner_id!r} exists already; choose another id")
-    scratch = Path(tempfile.mkdtemp(dir=root, prefix=".import-"))
-    try:
-        for name, body in plan.files.items():
-            (scratch / name).write_bytes(body)
-        (scratch / "MEMORY.md").touch()
-        (scratch / "memory").mkdir()
-        os.rename(scratch, target)
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
-    return target
+    """Write the planned partner as a directory: all of it or, on any failure, nothing."""
+    return write_directory(root, plan.partner_id, import_files(plan))
 
 
 # ---- export -------------------------------------------------------------------------------
 
+TEXT_FILES = (*FIELD_FILES.values(), "AGENTS.md")
+"""The Markdown files an export reads (through the memory store, wherever they are kept)."""
 
-def card_data(partner_dir: Path) -> dict[str, Any]:
-    """The partner as a V3 card's ``data``: persona files, greetings, lorebook and whatever
-    an import kept in card.json. Memory is never part of it."""
-    side_path = partner_dir / CARD_FILE
+
+def card_data(partner: Partner, texts: Mapping[str, str]) -> dict[str, Any]:
+    """The partner as a V3 card's ``data``: persona files (``texts``: :data:`TEXT_FILES` as
+    the memory store gives them, line endings as they are), greetings, lorebook and whatever
+    an import kept in card.json. Memory is never part of it. Blocking when the partner's own
+    files are on disk."""
     side: dict[str, Any] = {}
-    if side_path.exists():
-        side = parse_json(side_path.read_bytes(), str(side_path), MAX_CARD_JSON_BYTES, FIX_HERE)
+    raw = partner.file(CARD_FILE)
+    where = f"partners/{partner.id}/{CARD_FILE}"
+    if raw is not None:
+        side = parse_json(raw, where, MAX_CARD_JSON_BYTES, FIX_HERE)
         if not isinstance(side, dict):
-            raise CardError(f"{side_path}: should be a JSON object; {FIX_HERE}")
-    preset = read_preset(partner_dir / "preset.yml", partner_dir.name)
+            raise CardError(f"{where}: should be a JSON object; {FIX_HERE}")
     full_name = str(side.get("name", ""))
     data: dict[str, Any] = dict(side)
-    data["name"] = full_name if full_name[:MAX_NAME_CHARS].rstrip() == preset.name else preset.name
+    name = partner.preset.name
+    data["name"] = full_name if full_name[:MAX_NAME_CHARS].rstrip() == name else name
     for card_field, file_name in FIELD_FILES.items():
-        data[card_field] = to_card_text(_file_text(partner_dir / file_name))
-    agents = _file_text(partner_dir / "AGENTS.md").strip()
+        data[card_field] = to_card_text(texts.get(file_name, ""))
+    agents = texts.get("AGENTS.md", "").strip()
     if agents:  # the owner's ways of working, which a card has no field for
         joined = "\n\n".join(part for part in (data["system_prompt"].strip(), agents) if part)
         data["system_prompt"] = to_card_text(joined)
@@ -243,7 +248,7 @@ def card_data(partner_dir: Path) -> dict[str, Any]:
     data.setdefault("creator", "")
     data.setdefault("character_version", "")
     data.setdefault("extensions", {})
-    book = read_book(partner_dir / LOREBOOK_FILE)
+    book = book_of(partner)
     if book is not None:
         data["character_book"] = book
     return data
@@ -256,19 +261,26 @@ def _file_text(path: Path) -> str:
 
 
 def export_card(partner_dir: Path, as_png: bool) -> bytes:
-    """The partner as a V3 card (V2 fields filled): JSON, or a PNG of its avatar."""
-    data = card_data(partner_dir)
+    """A partner directory as a V3 card (its files read from disk): :func:`export_partner`."""
+    texts = {name: _file_text(partner_dir / name) for name in TEXT_FILES}
+    return export_partner(load_partner(partner_dir), texts, as_png)
+
+
+def export_partner(partner: Partner, texts: Mapping[str, str], as_png: bool) -> bytes:
+    """The partner as a V3 card (V2 fields filled): JSON, or a PNG of its avatar
+    (``texts``: as in :func:`card_data`); blocking when its own files are on disk."""
+    data = card_data(partner, texts)
     if not as_png:
         return dump_json(card_json_v3(data)) + b"\n"
-    return write_png(_avatar_png(partner_dir), data)
+    return write_png(_avatar_png(partner), data)
 
 
-def _avatar_png(partner_dir: Path) -> bytes:
+def _avatar_png(partner: Partner) -> bytes:
     """The avatar as a PNG without card chunks; a plain tile if the partner has none."""
-    path = partner_dir / AVATAR_FILE
-    if path.exists():
+    avatar = partner.file(AVATAR_FILE)
+    if avatar is not None:
         with contextlib.suppress(CardError):  # a JPEG or broken file: the plain tile
-            return png_image(path.read_bytes(), AVATAR_FILE)
+            return png_image(avatar, AVATAR_FILE)
     from PIL import Image  # only an export without an avatar needs it
 
     tile = io.BytesIO()

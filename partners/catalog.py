@@ -1,34 +1,76 @@
-"""The partner directories under ``data/partners``: list, load, create, clone and delete.
+"""Which partners exist, loaded into memory: list and find them; create, clone, import, change
+and delete them.
 
-Deleting moves a partner to ``data/partners/.trash`` — conversations with someone are never
-removed by a command. Cloning copies the persona and the partner's own memory, not its journals
-or what it knows about individual users.
+Where partners live follows where memory documents do (``[storage] documents``,
+:mod:`bot.memory_documents`):
+
+- **Files** (SQLite, the default; ``make run`` needs nothing else): a partner is a directory
+  under ``data/partners`` holding a preset.yml. The directory is the truth: the owner may edit
+  it by hand, and ``/admin reload`` reads it again. Deleting moves the directory to
+  ``data/partners/.trash``.
+- **Rows** (PostgreSQL, where workers share nothing but the database): the database is the only
+  truth (DESIGN.md "Several workers (PostgreSQL)"). Every file of a partner is a row of the
+  ``documents`` table in the namespace ``partners/<id>``: preset.yml, card.json, lorebook.json
+  and avatar.png (bytes as they came) beside its Markdown persona and memory documents; the
+  partners are the namespaces holding a preset.yml row (:mod:`partners.partner_rows`). No
+  worker keeps partners on disk: a partner's own files are held in memory as it was loaded
+  (:attr:`partners.persona.Partner.stored`), its Markdown files are read through the memory
+  store at each use. Every write (create, clone, card import, ``/admin partner set``,
+  ``companion lore import``, delete) goes to the database under the partner's lock, naming
+  the versions it read, and then counts a new catalog version (the row
+  ``partners``/``.catalog``). Each worker compares that version on every heartbeat
+  (``workers.heartbeat_seconds``) and loads again when it changed, reading only the files
+  whose version changed; and a worker asked about a partner it does not know (a message for
+  the partner a user chose, a turn, a command) compares it at once before it concludes there
+  is none. So another worker sees a new partner within one heartbeat, and none ever answers
+  as another partner because it had not heard of the new one yet. Deleting moves every row
+  of the partner into the namespace ``partners/.trash/<id>-<time>``, nothing is removed.
+  Partner directories found on a worker's disk are read into the database once per partner
+  (``companion database copy`` or the first start), never again.
+
+Deleting never removes anything (conversations with someone are never removed by a command).
+Cloning copies the persona and the partner's own memory, not its journals or what it knows
+about individual users.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import re
 import shutil
+import tempfile
 import time
+from collections.abc import Awaitable, Callable, Mapping
 from importlib import resources
 from pathlib import Path
 
 from bot.store import Store
+from partners.card_format import MAX_CARD_JSON_BYTES, parse_json
+from partners.documents import write_atomic
+from partners.lore_books import parse_book
+from partners.partner_rows import Edit, PartnerRows
 from partners.persona import (
+    CARD_FILE,
+    LOREBOOK_FILE,
     MAX_NAME_CHARS,
+    PRESET_FILE,
     Partner,
     PartnerError,
     check_partner_id,
     load_partner,
+    stored_partner,
 )
-from partners.preset import change_preset, read_preset
+from partners.preset import change_preset, changed_preset, parse_preset
 
 logger = logging.getLogger(__name__)
 
 EXAMPLE_PARTNER = "example"
 TRASH = ".trash"
 NOT_CLONED = ("memory", "users", "changelog")
+TEMPLATE_SUFFIXES = (".yml", ".md")
+"""The template's files that carry its name (its preset and persona)."""
 
 
 def template_dir() -> Path:
@@ -36,27 +78,30 @@ def template_dir() -> Path:
 
 
 class PartnerCatalog:
-    """Reads partners from disk on demand; :meth:`reload` re-reads every preset."""
+    """The partners as last loaded, from their directories or from the database (``rows``).
 
-    def __init__(self, root: Path) -> None:
+    Reading (:meth:`all`, :meth:`get`, ...) never touches the disk or the database. The
+    blocking methods (:meth:`reload`, :meth:`create`, ...) work on directories only; the
+    ``async`` ones work on either."""
+
+    def __init__(
+        self,
+        root: Path,
+        rows: PartnerRows | None = None,
+        on_loaded: Callable[[PartnerCatalog], Awaitable[None]] | None = None,
+    ) -> None:
         self.root = root
+        self.rows = rows
+        self.on_loaded = on_loaded
+        """Called after each load of rows (a new language to index, the version to publish)."""
         self._partners: dict[str, Partner] = {}
         self.errors: dict[str, str] = {}
+        self.version = 0
+        """The catalog version loaded (rows; with files always 0)."""
+        self._loaded = False
+        self._loading = asyncio.Lock()
 
-    def reload(self) -> None:
-        partners: dict[str, Partner] = {}
-        errors: dict[str, str] = {}
-        if self.root.is_dir():
-            for directory in sorted(self.root.iterdir()):
-                if not directory.is_dir() or directory.name.startswith("."):
-                    continue
-                try:
-                    partners[directory.name] = load_partner(directory)
-                except PartnerError as exc:
-                    errors[directory.name] = str(exc)
-                    logger.warning("partner %s not loaded: %s", directory.name, exc)
-        self._partners = partners
-        self.errors = errors
+    # ---- reading -----------------------------------------------------------------------
 
     def all(self) -> list[Partner]:
         return sorted(self._partners.values(), key=lambda p: (p.preset.order, p.id))
@@ -75,6 +120,145 @@ class PartnerCatalog:
             raise PartnerError(f"no partner {partner_id!r}; partners: {known}")
         return partner
 
+    def describe(self) -> str:
+        """How many partners this process knows, and from where: ``3 (catalog version 12)``."""
+        if self.rows is None:
+            return f"{len(self._partners)} (directories in {self.root})"
+        return catalog_line(len(self._partners), self.version)
+
+    # ---- either backend ------------------------------------------------------------------
+
+    async def refresh(self) -> bool:
+        """With rows: load again if the catalog's version changed (True: it did, or nothing
+        was loaded yet). With files: nothing (``/admin reload`` reads them: :meth:`reread`)."""
+        if self.rows is None:
+            return False
+        async with self._loading:
+            version = await self.rows.version()
+            if self._loaded and version == self.version:
+                return False
+            await self._load_rows(version)
+            return True
+
+    async def reread(self) -> None:
+        """Read every partner again (``/admin reload``)."""
+        if self.rows is None:
+            await asyncio.to_thread(self.reload)
+            return
+        async with self._loading:
+            await self._load_rows(await self.rows.version())
+
+    async def find(self, partner_id: str) -> Partner | None:
+        """The partner, after checking the catalog's version when this process does not
+        know it (another worker may have made it a moment ago)."""
+        if partner_id not in self._partners:
+            await self.refresh()
+        return self._partners.get(partner_id)
+
+    async def new(self, partner_id: str, name: str | None = None) -> Partner:
+        """A partner from the template, named ``name`` (default: its id)."""
+        if self.rows is None:
+            return await asyncio.to_thread(self.create, partner_id, name)
+        check_partner_id(partner_id)
+        checked = _checked_name(name)
+        files = await asyncio.to_thread(template_files)
+        if checked is not None or partner_id != EXAMPLE_PARTNER:
+            files = renamed(files, checked or partner_id, partner_id)
+        return await self.add(partner_id, files)
+
+    async def copy(self, source_id: str, partner_id: str) -> Partner:
+        """A clone of ``source_id`` (persona and own memory; no journals, no per-user
+        memory)."""
+        if self.rows is None:
+            return await asyncio.to_thread(self.clone, source_id, partner_id)
+        source = self.require(source_id)
+        check_partner_id(partner_id)
+        return await self.add(partner_id, await self.rows.root_files(source.id))
+
+    async def add(self, partner_id: str, files: Mapping[str, bytes]) -> Partner:
+        """A new partner from all its files by name (its own files and its Markdown ones);
+        refused if a partner of that id exists. Written whole or not at all."""
+        check_partner_id(partner_id)
+        if self.rows is None:
+            await asyncio.to_thread(write_directory, self.root, partner_id, files)
+            await asyncio.to_thread(self.reload)
+        else:
+            await self.rows.add(partner_id, files)
+            await self.reread()
+        return self.require(partner_id)
+
+    async def change_file(self, partner_id: str, name: str, edit: Edit) -> Partner | None:
+        """Replace one of the partner's own files (preset.yml, lorebook.json, ...) by
+        ``edit`` of its current bytes; ``edit`` may raise to refuse (nothing is written).
+        The partner as loaded again (None: it no longer loads; :attr:`errors` says why)."""
+        partner = self.require(partner_id)
+        if self.rows is None:
+            await asyncio.to_thread(_change_on_disk, partner.dir / name, edit)
+            await asyncio.to_thread(self.reload)
+        else:
+            await self.rows.change(partner.id, name, edit)
+            await self.reread()
+        return self.get(partner.id)
+
+    async def trash(self, partner_id: str) -> str:
+        """Move the partner and everything it keeps to the trash; where it went."""
+        if self.rows is None:
+            return str(await asyncio.to_thread(self.delete, partner_id))
+        partner = self.require(partner_id)
+        destination = await self.rows.trash(partner.id)
+        await self.reread()
+        return destination
+
+    async def ensure_first(self) -> Partner | None:
+        """With no partner at all, the example, so that a chat can begin at once."""
+        if self.rows is None:
+            return await asyncio.to_thread(self.ensure_example)
+        await self.refresh()
+        if self._partners or self.errors:
+            return None
+        try:
+            return await self.new(EXAMPLE_PARTNER)
+        except PartnerError:  # another worker starting at the same moment made it
+            await self.refresh()
+            return None
+
+    async def _load_rows(self, version: int) -> None:
+        assert self.rows is not None
+        partners: dict[str, Partner] = {}
+        errors: dict[str, str] = {}
+        for partner_id, files in sorted((await self.rows.load()).items()):
+            try:
+                partners[partner_id] = stored_partner(self.root / partner_id, files)
+            except PartnerError as exc:
+                errors[partner_id] = str(exc)
+                logger.warning("partner %s not loaded: %s", partner_id, exc)
+        self._partners, self.errors = partners, errors
+        self.version, self._loaded = version, True
+        if self.on_loaded is not None:
+            await self.on_loaded(self)
+
+    # ---- directories (files are the truth; blocking) -------------------------------------
+
+    def _files_only(self) -> None:
+        if self.rows is not None:
+            raise RuntimeError("partners are rows of the database here, not directories")
+
+    def reload(self) -> None:
+        self._files_only()
+        partners: dict[str, Partner] = {}
+        errors: dict[str, str] = {}
+        if self.root.is_dir():
+            for directory in sorted(self.root.iterdir()):
+                if not directory.is_dir() or directory.name.startswith("."):
+                    continue
+                try:
+                    partners[directory.name] = load_partner(directory)
+                except PartnerError as exc:
+                    errors[directory.name] = str(exc)
+                    logger.warning("partner %s not loaded: %s", directory.name, exc)
+        self._partners = partners
+        self.errors = errors
+
     def _target(self, partner_id: str) -> Path:
         check_partner_id(partner_id)
         target = self.root / partner_id
@@ -85,20 +269,19 @@ class PartnerCatalog:
     def create(self, partner_id: str, name: str | None = None) -> Partner:
         """A partner from the template, named ``name`` (default: its id). The template is the
         example partner; its name is the one thing in it that is not a placeholder."""
+        self._files_only()
         target = self._target(partner_id)
-        if name is not None and len(name) > MAX_NAME_CHARS:
-            raise PartnerError(f"name is {len(name)} characters; the limit is {MAX_NAME_CHARS}")
-        if name is not None and not name.strip():
-            raise PartnerError("a name cannot be empty")
+        checked = _checked_name(name)
         self.root.mkdir(parents=True, exist_ok=True)
         shutil.copytree(template_dir(), target)
         (target / "memory").mkdir(exist_ok=True)
-        if name is not None or partner_id != EXAMPLE_PARTNER:
-            rename_template(target, (name or partner_id).strip())
+        if checked is not None or partner_id != EXAMPLE_PARTNER:
+            rename_template(target, checked or partner_id)
         self.reload()
         return self.require(partner_id)
 
     def clone(self, source_id: str, partner_id: str) -> Partner:
+        self._files_only()
         source = self.require(source_id)
         target = self._target(partner_id)
         shutil.copytree(source.dir, target, ignore=shutil.ignore_patterns(*NOT_CLONED))
@@ -107,6 +290,7 @@ class PartnerCatalog:
         return self.require(partner_id)
 
     def delete(self, partner_id: str) -> Path:
+        self._files_only()
         partner = self.require(partner_id)
         trash = self.root / TRASH
         trash.mkdir(parents=True, exist_ok=True)
@@ -123,6 +307,93 @@ class PartnerCatalog:
         return self.create(EXAMPLE_PARTNER)
 
 
+EDITABLE_OWN_FILES = (PRESET_FILE, CARD_FILE, LOREBOOK_FILE)
+"""A partner's own files that are text (the avatar is a picture)."""
+
+
+def check_own_file(partner_id: str, name: str, data: bytes) -> None:
+    """:class:`PartnerError` (or :class:`partners.card_format.CardError`) naming what is wrong
+    when ``data`` would not load as the partner's ``name``: written that way, the partner
+    would stop loading (preset.yml), lose its greetings or its lorebook."""
+    where = f"{partner_id}'s {name}"
+    if name == PRESET_FILE:
+        parse_preset(data, where, partner_id)
+    elif name == CARD_FILE:
+        if not isinstance(parse_json(data, where, MAX_CARD_JSON_BYTES, "fix it"), dict):
+            raise PartnerError(f"{where}: should be a JSON object; fix it")
+    elif name == LOREBOOK_FILE:
+        parse_book(data, where)
+    else:
+        raise PartnerError(f"{name!r} is not a text file of the partner: {EDITABLE_OWN_FILES}")
+
+
+def catalog_line(count: int, version: int) -> str:
+    """A catalog of rows as status and doctor show it, for one worker."""
+    return f"{count} (catalog version {version})"
+
+
+def _checked_name(name: str | None) -> str | None:
+    if name is None:
+        return None
+    if len(name) > MAX_NAME_CHARS:
+        raise PartnerError(f"name is {len(name)} characters; the limit is {MAX_NAME_CHARS}")
+    if not name.strip():
+        raise PartnerError("a name cannot be empty")
+    return name.strip()
+
+
+def write_directory(root: Path, partner_id: str, files: Mapping[str, bytes]) -> Path:
+    """A new partner directory holding ``files`` (names inside it), with an empty journal
+    folder: written into a scratch directory renamed into place, so a failure leaves nothing
+    behind."""
+    root.mkdir(parents=True, exist_ok=True)
+    target = root / partner_id
+    if target.exists():
+        raise PartnerError(f"a partner {partner_id!r} exists already; choose another id")
+    scratch = Path(tempfile.mkdtemp(dir=root, prefix=".import-"))
+    try:
+        for name, body in files.items():
+            (scratch / name).parent.mkdir(parents=True, exist_ok=True)
+            (scratch / name).write_bytes(body)
+        (scratch / "memory").mkdir(exist_ok=True)
+        os.rename(scratch, target)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return target
+
+
+def _change_on_disk(path: Path, edit: Callable[[bytes | None], bytes]) -> None:
+    try:
+        current: bytes | None = path.read_bytes()
+    except FileNotFoundError:
+        current = None
+    write_atomic(path, edit(current))
+
+
+def template_files() -> dict[str, bytes]:
+    """The template's files by name (blocking)."""
+    root = template_dir()
+    return {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.is_file()}
+
+
+def renamed(files: Mapping[str, bytes], name: str, partner_id: str) -> dict[str, bytes]:
+    """A fresh copy of the template's files with its own name: in preset.yml's ``name`` and
+    wherever the template's name appears in its files (comments and persona text alike)."""
+    preset = files.get(PRESET_FILE, b"")
+    template_name = parse_preset(preset, f"{partner_id}'s {PRESET_FILE}", partner_id).name
+    result = dict(files)
+    if template_name:
+        pattern = re.compile(rf"\b{re.escape(template_name)}\b")
+        for file_name, data in files.items():
+            if file_name.endswith(TEMPLATE_SUFFIXES):
+                text = pattern.sub(lambda _: name, data.decode("utf-8"))
+                result[file_name] = text.encode("utf-8")
+    preset_text = changed_preset(result.get(PRESET_FILE, b""), ("name",), name, partner_id)
+    result[PRESET_FILE] = preset_text.encode("utf-8")
+    return result
+
+
 async def apply_search_languages(store: Store, catalog: PartnerCatalog) -> None:
     """Tell the store each partner's search language (preset.yml ``language:``); a partner
     whose language changed has its history re-indexed, which takes a moment on a long one."""
@@ -135,17 +406,15 @@ async def apply_search_languages(store: Store, catalog: PartnerCatalog) -> None:
 
 
 def rename_template(directory: Path, name: str) -> None:
-    """Give a fresh copy of the template its own name: in preset.yml's ``name`` and wherever
-    the template's name appears in its files (comments and persona text alike)."""
-    preset = directory / "preset.yml"
-    template_name = read_preset(preset, directory.name).name
-    if template_name:
-        pattern = re.compile(rf"\b{re.escape(template_name)}\b")
-        for path in directory.iterdir():
-            if path.is_file() and path.suffix in (".yml", ".md"):
-                text = path.read_text(encoding="utf-8")
-                path.write_text(pattern.sub(lambda _: name, text), encoding="utf-8", newline="")
-    set_preset_value(preset, "name", name)
+    """Give a fresh copy of the template on disk its own name (:func:`renamed`)."""
+    files = {
+        p.name: p.read_bytes()
+        for p in directory.iterdir()
+        if p.is_file() and p.name.endswith(TEMPLATE_SUFFIXES)
+    }
+    for file_name, data in renamed(files, name, directory.name).items():
+        if data != files.get(file_name):
+            write_atomic(directory / file_name, data)
 
 
 def set_preset_value(path: Path, key: str, value: str | bool) -> None:

@@ -264,7 +264,7 @@ class Checkins:
         if not rows:
             return "already handled"
         row = rows[0]
-        partner = self.catalog.get(row["partner_id"])
+        partner = await self.catalog.find(row["partner_id"])
         setting = await self.store.checkin_setting(row["partner_id"], row["user_key"])
         if partner is None or not setting or not setting["enabled"]:
             await self.store.close_reminder(reminder_id, "skipped")

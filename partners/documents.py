@@ -25,7 +25,7 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -38,7 +38,8 @@ logger = logging.getLogger(__name__)
 FILE_VERSION_CHARS = 12
 DOCUMENT_SUFFIXES = (".md", ".jsonl")
 """Memory documents are Markdown, the changelog JSON lines; preset.yml, avatars and lorebooks
-are a partner's files, not its documents."""
+are a partner's own files, not its documents (with rows they are rows of the same namespace,
+which the partner catalog reads: ``partners/partner_rows.py``)."""
 
 
 @dataclass(frozen=True)
@@ -208,6 +209,12 @@ class DocumentRows(Protocol):
 
     async def document_paths(self, namespace: str, folder: str) -> list[str]: ...
 
+    async def document_versions(
+        self, namespace_prefix: str, paths: Sequence[str]
+    ) -> list[tuple[str, str, int]]: ...
+
+    async def move_documents(self, namespace: str, to_namespace: str) -> int: ...
+
     async def delete_document(self, namespace: str, path: str) -> bool: ...
 
     def document_lock(self, namespace: str, path: str) -> AbstractAsyncContextManager[None]: ...
@@ -264,7 +271,9 @@ class DatabaseDocuments:
 
     async def names(self, root: Path, folder: str) -> list[str]:
         folder = _checked_name(folder) if folder else ""
-        return await self._rows.document_paths(self.namespace(root), folder)
+        paths = await self._rows.document_paths(self.namespace(root), folder)
+        # a partner's own files (preset.yml, card.json, ...) are rows beside its documents
+        return [path for path in paths if path.endswith(DOCUMENT_SUFFIXES)]
 
     async def delete(self, root: Path, name: str) -> bool:
         return await self._rows.delete_document(self.namespace(root), _checked_name(name))

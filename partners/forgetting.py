@@ -193,7 +193,7 @@ class Forgetting:
         if operation.status == "done":
             return operation
         if operation.status == "running":
-            partner = self.catalog.get(operation.partner_id)
+            partner = await self.catalog.find(operation.partner_id)
             try:
                 for name in self.step_names(operation.kind):
                     await self.run_step(operation, name, partner)
@@ -211,7 +211,7 @@ class Forgetting:
         self, operation: ForgetOperation, name: str, partner: Partner | None = None
     ) -> None:
         """One named step (see :meth:`step_names`)."""
-        await self.steps[name](operation, partner or self.catalog.get(operation.partner_id))
+        await self.steps[name](operation, partner or await self.catalog.find(operation.partner_id))
 
     async def _memory_file(self, operation: ForgetOperation, partner: Partner | None) -> None:
         if partner is None:

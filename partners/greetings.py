@@ -13,8 +13,7 @@ from collections.abc import Callable
 from typing import Literal
 
 from partners.card_format import MAX_CARD_JSON_BYTES, CardError, parse_json
-from partners.cards import CARD_FILE
-from partners.persona import Partner, fill_placeholders
+from partners.persona import CARD_FILE, Partner, fill_placeholders
 
 GreetingOrder = Literal["in_turn", "random"]
 _PLACEHOLDERS = re.compile(r"\{\{\s*(char|partner|user)\s*\}\}", re.IGNORECASE)
@@ -24,10 +23,12 @@ def greetings_of(partner: Partner) -> list[str]:
     """The partner's greetings, first one first (blocking read; call off-loop). A partner
     without a card, or whose card.json does not read (a hand edit gone wrong: read within the
     cards' bounds), has none; alternates given as one text are one greeting."""
-    path = partner.dir / CARD_FILE
+    raw = partner.file(CARD_FILE)
+    if raw is None:
+        return []
     try:
-        side = parse_json(path.read_bytes(), CARD_FILE, MAX_CARD_JSON_BYTES, "")
-    except (FileNotFoundError, CardError):
+        side = parse_json(raw, CARD_FILE, MAX_CARD_JSON_BYTES, "")
+    except CardError:
         return []
     if not isinstance(side, dict):
         return []

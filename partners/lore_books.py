@@ -1,16 +1,18 @@
 """A partner's lorebook file and what a turn gets from it.
 
-``lorebook.json`` in the partner directory holds the character card spec's ``character_book``
-(V3): the shape a card carries, so a card's book is stored as it came and exported without
-loss, and one the owner can edit by hand or in a front-end's editor. SillyTavern's standalone
-world-info files are converted to it on ``companion lore import``
+``lorebook.json``, one of the partner's own files, holds the character card spec's
+``character_book`` (V3): the shape a card carries, so a card's book is stored as it came and
+exported without loss, and one the owner can edit by hand or in a front-end's editor.
+SillyTavern's standalone world-info files are converted to it on ``companion lore import``
 (``partners/lore_format.py``, which checks every book that comes in).
 
-:class:`LoreLibrary` loads each partner's book when its file changes and gives a turn its note
-after the conversation: the entries that fired (``partners/lore.py``) and the card's
-post-history instructions. A stored book that does not read (a hand edit, or one an older
-version stored unchecked) is skipped with one warning per version of the file, and its entries
-of the wrong shape are left out with one warning: a turn never fails for its lorebook.
+:class:`LoreLibrary` loads each partner's book when its file changes (a file on disk, or a row
+the catalog loaded: :meth:`partners.persona.Partner.file`) and gives a turn its note after the
+conversation: the entries that fired (``partners/lore.py``) and the card's post-history
+instructions (POST_HISTORY.md, read the same way). A stored book
+that does not read (a hand edit, or one an older version stored unchecked) is skipped with one
+warning per version of the file, and its entries of the wrong shape are left out with one
+warning: a turn never fails for its lorebook.
 """
 
 from __future__ import annotations
@@ -26,11 +28,12 @@ from typing import Any
 from partners.card_format import CardError, parse_json
 from partners.lore import Lorebook
 from partners.lore_format import MAX_LOREBOOK_BYTES
+from partners.persona import LOREBOOK_FILE as LOREBOOK_FILE
+from partners.persona import POST_HISTORY_FILE as POST_HISTORY_FILE
 from partners.persona import Partner, fill_placeholders
 
 logger = logging.getLogger(__name__)
 
-LOREBOOK_FILE = "lorebook.json"
 FIX_STORED = "fix it there, or import the book again"
 
 
@@ -39,17 +42,30 @@ def lorebook_path(partner_dir: Path) -> Path:
 
 
 def read_book(path: Path) -> dict[str, Any] | None:
-    """The partner's ``character_book`` as stored (None if it has none): an object with a
-    list of entries, each entry as it is in the file; a broken file names itself."""
+    """The ``character_book`` in a lorebook file (None if there is none)."""
     if not path.exists():
         return None
-    book = parse_json(path.read_bytes(), str(path), MAX_LOREBOOK_BYTES, FIX_STORED)
+    return parse_book(path.read_bytes(), str(path))
+
+
+def book_of(partner: Partner) -> dict[str, Any] | None:
+    """The partner's ``character_book`` as stored (None if it has none); blocking when its
+    files are on disk."""
+    data = partner.file(LOREBOOK_FILE)
+    if data is None:
+        return None
+    return parse_book(data, f"{partner.id}/{LOREBOOK_FILE}")
+
+
+def parse_book(data: bytes, where: str) -> dict[str, Any]:
+    """A stored book: an object with a list of entries, each entry as it is in the file; a
+    broken one names ``where`` it is."""
+    book = parse_json(data, where, MAX_LOREBOOK_BYTES, FIX_STORED)
     if not isinstance(book, dict) or not isinstance(book.get("entries"), list):
-        raise CardError(f"{path}: should be an object with a list of 'entries'; {FIX_STORED}")
+        raise CardError(f"{where}: should be an object with a list of 'entries'; {FIX_STORED}")
     return book
 
 
-POST_HISTORY_FILE = "POST_HISTORY.md"
 _PLACEHOLDERS = re.compile(r"\{\{\s*(char|partner|user)\s*\}\}", re.IGNORECASE)
 
 
@@ -68,36 +84,34 @@ class LoreLibrary:
     the history: the entries that fired and the card's post-history instructions."""
 
     def __init__(self) -> None:
-        self._books: dict[str, tuple[tuple[int, int], Lorebook | None]] = {}
+        self._books: dict[str, tuple[str, Lorebook | None]] = {}
         self.problems: dict[str, tuple[str, ...]] = {}
         """Partner id -> why its book is not used, or which entries were left out."""
         self.last: dict[str, LastTurn] = {}
         self.chance: Callable[[], float] = random.random
         """Rolls for entries with a probability under 100 (tests pin it)."""
 
-    def book(self, partner_id: str, partner_dir: Path) -> Lorebook | None:
+    def book(self, partner: Partner) -> Lorebook | None:
         """The partner's lorebook as its file is now, None if it has none or it does not
-        read (blocking reads; call off-loop)."""
-        path = lorebook_path(partner_dir)
-        try:
-            stat = path.stat()
-        except FileNotFoundError:
-            self._books.pop(partner_id, None)
-            self.problems.pop(partner_id, None)
+        read (blocking reads when its files are on disk; call off-loop)."""
+        stamp = partner.file_stamp(LOREBOOK_FILE)
+        if stamp is None:
+            self._books.pop(partner.id, None)
+            self.problems.pop(partner.id, None)
             return None
-        stamp = (stat.st_mtime_ns, stat.st_size)
-        cached = self._books.get(partner_id)
+        cached = self._books.get(partner.id)
         if cached is not None and cached[0] == stamp:
             return cached[1]
-        loaded = self._load(partner_id, path)
-        self._books[partner_id] = (stamp, loaded)
+        loaded = self._load(partner)
+        self._books[partner.id] = (stamp, loaded)
         return loaded
 
-    def _load(self, partner_id: str, path: Path) -> Lorebook | None:
-        """The book in ``path``, each problem logged once (the caller caches by version)."""
+    def _load(self, partner: Partner) -> Lorebook | None:
+        """The partner's book, each problem logged once (the caller caches by version)."""
+        partner_id = partner.id
         try:
-            where = f"{path.parent.name}/{path.name}"
-            loaded = Lorebook(read_book(path) or {"entries": []}, where, FIX_STORED)
+            where = f"{partner_id}/{LOREBOOK_FILE}"
+            loaded = Lorebook(book_of(partner) or {"entries": []}, where, FIX_STORED)
         except (CardError, OSError) as exc:
             logger.warning("partner %s: lorebook not used: %s", partner_id, exc)
             self.problems[partner_id] = (str(exc),)
@@ -122,9 +136,10 @@ class LoreLibrary:
         chat_key: str,
         now: float,
     ) -> str:
-        """The text placed after the history this turn ("" if none); blocking file reads."""
+        """The text placed after the history this turn ("" if none): what fired, then the
+        post-history instructions; blocking reads of files on disk."""
         parts = []
-        book = self.book(partner.id, partner.dir)
+        book = self.book(partner)
         if book is not None:
             fired = book.fire(messages, self.chance)
             self.last[partner.id] = LastTurn(
@@ -132,10 +147,9 @@ class LoreLibrary:
             )
             if fired.text:
                 parts.append(fired.text)
-        post = partner.dir / POST_HISTORY_FILE
-        if post.exists():
-            instructions = post.read_text(encoding="utf-8").strip()
-            if instructions:
-                parts.append(instructions)
+        post = partner.file(POST_HISTORY_FILE)
+        instructions = post.decode("utf-8", "replace").strip() if post is not None else ""
+        if instructions:
+            parts.append(instructions)
         values = {"char": partner.name, "partner": partner.name, "user": user}
         return fill_placeholders("\n\n".join(parts), _PLACEHOLDERS, values, any_case=True)

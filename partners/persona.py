@@ -23,7 +23,7 @@ from partners.memory import MemoryFile, MemoryStore, read_text, strip_ids
 from partners.preset import MAX_DESCRIPTION_CHARS as MAX_DESCRIPTION_CHARS
 from partners.preset import MAX_NAME_CHARS as MAX_NAME_CHARS
 from partners.preset import MemoryScope as MemoryScope
-from partners.preset import PartnerError, Preset, read_preset
+from partners.preset import PartnerError, Preset, parse_preset, read_preset
 
 logger = logging.getLogger(__name__)
 
@@ -72,19 +72,72 @@ def check_partner_id(partner_id: str) -> str:
     return partner_id
 
 
+PRESET_FILE = "preset.yml"
+CARD_FILE = "card.json"
+LOREBOOK_FILE = "lorebook.json"
 AVATAR_FILE = "avatar.png"
+PARTNER_FILES = (PRESET_FILE, CARD_FILE, LOREBOOK_FILE, AVATAR_FILE)
+"""A partner's own files beside its memory documents (the Markdown files, which the memory
+store reads): what it is called and how it behaves, a character card's side data, its
+lorebook and its picture. A partner is a directory holding a preset.yml, or with rows
+(``partners/catalog.py``) a namespace holding a preset.yml row."""
+POST_HISTORY_FILE = "POST_HISTORY.md"
+"""A character card's post-history instructions, sent after the history every turn: a Markdown
+document the owner edits like the persona files, yet read on every turn, so the catalog holds
+it with the partner's own files (:data:`LOADED_FILES`)."""
+LOADED_FILES = (*PARTNER_FILES, POST_HISTORY_FILE)
+"""What a catalog of rows holds of each partner in memory (:attr:`Partner.stored`): its own
+files and the one document a turn reads besides the frozen prompt. Writing any of them counts
+a change of the catalog, so every worker loads it again."""
 MAX_AVATAR_BYTES = 8 * 1024 * 1024
 """Discord refuses larger webhook avatars; Telegram photos stay well under it too."""
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """One of a partner's own files as the database held it: its bytes and its version."""
+
+    data: bytes
+    version: int
 
 
 @dataclass(frozen=True)
 class Partner:
     id: str
     dir: Path
+    """Its directory, or with rows the root its documents are named under (which need not
+    exist on this worker's disk)."""
     preset: Preset
     avatar_image: bytes | None = None
-    """``avatar.png`` in the partner directory (a character card's picture), read when the
-    partner is loaded: shown by platforms that take an image rather than a URL."""
+    """``avatar.png`` (a character card's picture), read when the partner is loaded: shown by
+    platforms that take an image rather than a URL."""
+    stored: Mapping[str, StoredFile] | None = None
+    """Its own files and post-history instructions (:data:`LOADED_FILES`) as the database held
+    them when the catalog loaded it; None: they are files in :attr:`dir`, read when asked."""
+
+    def file(self, name: str) -> bytes | None:
+        """One of its own files (None if it has none); blocking when it is a file on disk."""
+        if self.stored is not None:
+            found = self.stored.get(name)
+            return found.data if found is not None else None
+        try:
+            return (self.dir / name).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def file_stamp(self, name: str) -> str | None:
+        """What changes when that file does (its version, or a file's time and size); None
+        if it has none. Blocking when it is a file on disk."""
+        if self.stored is not None:
+            found = self.stored.get(name)
+            # the hash too: a partner deleted and made again starts its versions anew (and
+            # CPython keeps a bytes object's hash, so it is computed once per load)
+            return f"v{found.version}:{hash(found.data)}" if found is not None else None
+        try:
+            stat = (self.dir / name).stat()
+        except FileNotFoundError:
+            return None
+        return f"{stat.st_mtime_ns}:{stat.st_size}"
 
     @property
     def name(self) -> str:
@@ -114,8 +167,29 @@ class Partner:
 
 def load_partner(directory: Path) -> Partner:
     partner_id = check_partner_id(directory.name)
-    preset = load_preset(directory / "preset.yml", partner_id)
+    preset = load_preset(directory / PRESET_FILE, partner_id)
     return Partner(partner_id, directory, preset, _avatar(directory))
+
+
+def stored_partner(directory: Path, files: Mapping[str, StoredFile]) -> Partner:
+    """A partner from its own files as the database holds them (``directory``: the root its
+    documents are named under); :class:`PartnerError` if its preset.yml does not read."""
+    partner_id = check_partner_id(directory.name)
+    preset_file = files.get(PRESET_FILE)
+    where = f"partners/{partner_id}/{PRESET_FILE}"
+    preset = parse_preset(preset_file.data if preset_file else b"", where, partner_id)
+    avatar = files.get(AVATAR_FILE)
+    image = avatar.data if avatar is not None else None
+    if image is not None and len(image) > MAX_AVATAR_BYTES:
+        logger.warning(
+            "partners/%s/%s is %d bytes, over %d: not used",
+            partner_id,
+            AVATAR_FILE,
+            len(image),
+            MAX_AVATAR_BYTES,
+        )
+        image = None
+    return Partner(partner_id, directory, preset, image, dict(files))
 
 
 def _avatar(directory: Path) -> bytes | None:
@@ -241,9 +315,10 @@ def _fill(partner: Partner, context: PromptContext, text: str) -> str:
     return fill_placeholders(text, PLACEHOLDER, values)
 
 
-def size_report(partner: Partner, budget: int) -> str:
-    """The start-up log line: how big the persona is against the budget, file by file."""
-    sizes = {n: len(strip_ids(read_text(partner.dir / n)).strip()) for n in PROMPT_FILES}
+def size_report(partner: Partner, budget: int, files: Mapping[str, str]) -> str:
+    """The start-up log line: how big the persona is against the budget, file by file
+    (``files``: as :func:`read_persona` read them)."""
+    sizes = {n: len(strip_ids(files.get(n, "")).strip()) for n in PROMPT_FILES}
     total = sum(sizes.values())
     parts = " ".join(f"{n.removesuffix('.md')} {s}" for n, s in sizes.items() if s)
     share = total * 100 // budget if budget else 0

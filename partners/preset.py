@@ -169,11 +169,17 @@ EXTRA_KEYS = ("proactive", "vision", "voice", "stickers")
 
 def read_preset(path: Path, partner_id: str) -> Preset:
     """preset.yml as a :class:`Preset` (a missing file is an empty one: all defaults)."""
-    raw = _load(path)
+    data = path.read_bytes() if path.exists() else b""
+    return parse_preset(data, str(path), partner_id)
+
+
+def parse_preset(data: bytes, where: str, partner_id: str) -> Preset:
+    """preset.yml's bytes as a :class:`Preset`; errors name ``where`` (its file, or its row)."""
+    raw = _load(data, where)
     try:
         checked = PresetFile.model_validate(raw)
     except ValidationError as exc:
-        raise PartnerError(describe(exc, str(path))) from None
+        raise PartnerError(describe(exc, where)) from None
     extra = {key: raw[key] for key in EXTRA_KEYS if key in raw and raw[key] is not None}
     return Preset(
         name=checked.name or partner_id,
@@ -194,19 +200,19 @@ def read_preset(path: Path, partner_id: str) -> Preset:
     )
 
 
-def _load(path: Path) -> dict[str, Any]:
+def _load(data: bytes, where: str) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8") if path.exists() else ""
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise PartnerError(f"{path}: not UTF-8 text; save it as UTF-8") from None
+        raise PartnerError(f"{where}: not UTF-8 text; save it as UTF-8") from None
     try:
         raw = YAML(typ="safe", pure=True).load(text)
     except YAMLError as exc:
-        raise PartnerError(f"{path}: not valid YAML ({_where(exc)}); fix it there") from None
+        raise PartnerError(f"{where}: not valid YAML ({_where(exc)}); fix it there") from None
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise PartnerError(f"{path}: expected 'key: value' lines, found {type(raw).__name__}")
+        raise PartnerError(f"{where}: expected 'key: value' lines, found {type(raw).__name__}")
     return raw
 
 
@@ -287,13 +293,19 @@ def set_setting(path: Path, key: str, raw: str) -> object:
     """Change one setting from a chat command's text: parsed for its key, checked with the
     whole file, then written in place. Returns the value stored (None: the key was removed,
     its default applies)."""
+    keys, value = parse_setting(key, raw)
+    change_preset(path, keys, value)
+    return value
+
+
+def parse_setting(key: str, raw: str) -> tuple[tuple[str, ...], object]:
+    """A setting from a chat command's text: the keys it sits under and its value (None:
+    remove it, its default applies); :class:`PartnerError` names what is wrong."""
     if key not in SETTABLE:
         close = difflib.get_close_matches(key, list(SETTABLE), n=1, cutoff=0.75)
         hint = f"did you mean {close[0]!r}? " if close else ""
         raise PartnerError(f"{key!r} cannot be set; {hint}settable: {', '.join(SETTABLE)}")
-    value = _parsed(key, raw.strip())
-    change_preset(path, tuple(key.split(".")), value)
-    return value
+    return tuple(key.split(".")), _parsed(key, raw.strip())
 
 
 def _parsed(key: str, raw: str) -> object:
@@ -317,17 +329,26 @@ def _parsed(key: str, raw: str) -> object:
 def change_preset(path: Path, keys: tuple[str, ...], value: object) -> None:
     """Set ``keys`` (a path: ``("proactive", "window")``) to ``value`` (None: remove it) in
     preset.yml, checked against :class:`PresetFile` first; every other byte stays."""
-    raw = _load(path)
+    data = path.read_bytes() if path.exists() else b""
+    _write_atomically(path, changed_preset(data, keys, value, path.parent.name))
+
+
+def changed_preset(data: bytes, keys: tuple[str, ...], value: object, partner_id: str) -> str:
+    """preset.yml's text with ``keys`` set to ``value`` (None: removed), checked against
+    :class:`PresetFile` first (:class:`PartnerError` names what is wrong); every other byte
+    as it was."""
+    where = f"{partner_id}'s preset.yml"
+    raw = _load(data, where)
     _apply(raw, keys, value)
     try:
         PresetFile.model_validate(raw)
     except ValidationError as exc:
-        raise PartnerError(describe(exc, f"{path.parent.name}'s preset.yml")) from None
-    text = path.read_bytes().decode("utf-8") if path.exists() else ""  # line endings as they are
+        raise PartnerError(describe(exc, where)) from None
+    text = data.decode("utf-8")  # line endings as they are
     edited = _edited(text, keys, value)
     if _load_text(edited) != raw:  # a shape the line editor does not handle (flow style)
         edited = _dumped(text, keys, value)
-    _write_atomically(path, edited)
+    return edited
 
 
 def _apply(raw: dict[str, Any], keys: tuple[str, ...], value: object) -> None:

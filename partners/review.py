@@ -258,7 +258,8 @@ class Reviewer:
             return ReviewResult(note="no such partner session")
         if due_by is not None and not still_due(session, due_by):
             return ReviewResult(note="not due any more")
-        partner = self.catalog.get(session.partner_id)
+        # a partner made on another worker a moment ago is looked up, not skipped
+        partner = await self.catalog.find(session.partner_id)
         rows = await self.store.reviewable_messages(session.id, session.reviewed_upto)
         if partner is None or not rows:
             await self.store.review_succeeded(session.id, session.reviewed_upto, claim)

@@ -31,6 +31,9 @@ from bot.store.postgres.copy import (
     copy_to_postgres,
 )
 from bot.store.schema import SCHEMA
+from partners.catalog import PartnerCatalog
+from partners.greetings import greetings_of
+from partners.partner_rows import PartnerRows
 from tests.test_cli import companion
 
 WORDS = (
@@ -391,3 +394,33 @@ async def test_companion_database_copy_moves_files_and_hides_the_password(
     assert code == 2
     assert "was copied into" in err and "s3cret" not in out + err
     assert "s3cret" not in (data / "copied-to-database.txt").read_text()
+
+
+async def test_companion_database_copy_moves_the_partners_too(
+    source: Path, postgres_database: str, tmp_path: Path
+) -> None:
+    luna = source.parent / "partners" / "luna"
+    luna.mkdir(parents=True)
+    (luna / "preset.yml").write_text("name: Luna\n# her own comment\n")
+    (luna / "SOUL.md").write_text("You are {{partner}}, calm as the sea.\n")
+    (luna / "avatar.png").write_bytes(b"\x89PNG\r\n\x1a\n-luna")
+    (luna / "card.json").write_text('{"first_mes": "Hello from the lighthouse"}\n')
+    config = tmp_path / "config.toml"
+    config.write_text(
+        '[llm]\nbase_url = "http://127.0.0.1:9/v1"\napi_key = "sk-test"\nmodel = "m"\n'
+        f'[storage]\ndata_dir = "{source.parent}"\n',
+        encoding="utf-8",
+    )
+    code, _, err = await companion(config, "database", "copy", "--to", postgres_database)
+    assert code == 0, err
+    store = await Store.open(postgres_database)
+    try:
+        catalog = PartnerCatalog(tmp_path / "elsewhere" / "partners", PartnerRows(store))
+        await catalog.refresh()
+        preset = await store.document("partners/luna", "preset.yml")
+    finally:
+        await store.close()
+    partner = catalog.require("luna")
+    assert (partner.name, partner.avatar_image) == ("Luna", b"\x89PNG\r\n\x1a\n-luna")
+    assert greetings_of(partner) == ["Hello from the lighthouse"]
+    assert preset is not None and preset.content == b"name: Luna\n# her own comment\n"

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.app import build_app
 from bot.cli import main
+from bot.config import load_config
 from bot.store import Store
 from tests.fakes.fake_discord import BOT_TOKEN, FakeDiscord, point_discord_at
 from tests.fakes.fake_llm import FAKE_MODEL_ID, FakeLLM
@@ -280,12 +282,40 @@ async def test_a_worker_on_postgresql_is_told_what_it_reads_from_the_database(
     _, out = await run_doctor(capsys)
     assert "hunter2" not in out
     assert "this worker reads messages, sessions, users, bindings and settings" in out
-    assert "memory, journals and the changelog from the database" in out
     assert (
-        f"partners are read from the data directory ({tmp_path / 'data' / 'partners'}): "
-        "every worker needs the same partners/ directory" in out
+        "memory, journals, the changelog and the partners (preset.yml, persona, card, "
+        "lorebook, avatar) from the database" in out
     )
+    assert "partners/ directory" not in out
     assert "needs its data directory only for its lock and status file" in out
+
+
+async def test_doctor_shows_the_partner_catalog_in_the_database_and_each_workers_version(
+    tmp_path: Path,
+    fake_llm: FakeLLM,
+    postgres_database: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    worker_environment(
+        monkeypatch,
+        tmp_path,
+        fake_llm.base_url,
+        COMPANION_STORAGE__DATABASE_URL=postgres_database,
+        COMPANION_WORKERS__ID="w1",
+    )
+    config = load_config(None)
+    app = await build_app(config, {})
+    try:
+        await app.start()
+        await app.catalog.new("luna", "Luna")
+        _, out = await run_doctor(capsys)
+    finally:
+        await app.stop()
+    version = app.catalog.version
+    assert f"ok  partners: example, luna — 2 (catalog version {version}) in the database" in out
+    assert f"worker w1 has loaded partners: 2 (catalog version {version})" in out
+    assert not (tmp_path / "data" / "partners").exists()
 
 
 async def test_memory_kept_as_files_on_postgresql_is_named_as_not_shared(

@@ -11,9 +11,11 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from bot.store import Store
 from bot.store.postgres.connection import create_pool
 from bot.store.postgres.documents import Documents as PostgresDocuments
 from bot.store.postgres.migrations import migrate
+from partners.catalog import template_dir
 from partners.changelog import CHANGELOG
 from partners.documents import DatabaseDocuments, DocumentConflict
 from partners.memory import FileChanged, MemoryFile, MemoryStore, fingerprint
@@ -65,6 +67,43 @@ async def test_documents_are_listed_by_folder(
     assert names == ["users/telegram_1.md", "users/telegram_2.md"]
     assert await memory_backend.documents.delete(file.root, "users/telegram_1.md")
     assert await memory_backend.documents.names(file.root, "users") == ["users/telegram_2.md"]
+
+
+async def test_a_partners_own_files_are_not_listed_among_its_documents(
+    file: MemoryFile, memory_backend: MemoryBackend
+) -> None:
+    await memory_backend.put(file, b"- a fact\n")
+    await memory_backend.put(MemoryFile(file.root, "preset.yml"), b"name: Luna\n")
+    await memory_backend.put(MemoryFile(file.root, "avatar.png"), b"\x89PNG\r\n")
+    assert await memory_backend.documents.names(file.root, "") == ["MEMORY.md"]
+
+
+async def test_document_versions_list_the_named_files_of_every_namespace_under_a_prefix(
+    store: Store,
+) -> None:
+    for namespace, path in (
+        ("partners/luna", "preset.yml"),
+        ("partners/luna", "SOUL.md"),
+        ("partners/mira", "preset.yml"),
+        ("partners/mira", "avatar.png"),
+        ("owner", "preset.yml"),
+    ):
+        assert await store.save_document(namespace, path, b"\x00bytes\xff", 0) == 1
+    assert await store.save_document("partners/mira", "avatar.png", b"\x89PNG", 1) == 2
+    assert await store.document_versions("partners/", ("preset.yml", "avatar.png")) == [
+        ("partners/luna", "preset.yml", 1),
+        ("partners/mira", "avatar.png", 2),
+        ("partners/mira", "preset.yml", 1),
+    ]
+
+
+async def test_moved_documents_keep_their_bytes_and_versions(store: Store) -> None:
+    await store.save_document("partners/luna", "avatar.png", b"\x89PNG\x00", 0)
+    await store.append_document("partners/luna", "changelog/changes.jsonl", b"{}\n")
+    assert await store.move_documents("partners/luna", "partners/.trash/luna-1") == 2
+    assert await store.document_paths("partners/luna", "") == []
+    moved = await store.document("partners/.trash/luna-1", "avatar.png")
+    assert moved is not None and (moved.content, moved.version) == (b"\x89PNG\x00", 1)
 
 
 async def test_forgetting_leaves_no_copy_in_the_documents(
@@ -122,14 +161,14 @@ async def test_a_gateway_keeping_rows_prompts_from_them_and_writes_memory_to_the
     harness = await harness_factory(storage={"documents": "database"})
     app = harness.app
     partner = app.catalog.require("example")
-    # the template's files were copied into rows at start; from now on the rows count
+    # the example was made from the template as rows, never as files
     soul = MemoryFile(partner.dir, "SOUL.md")
     stored = await app.memory.stored(soul)
-    assert stored.data == await asyncio.to_thread((partner.dir / "SOUL.md").read_bytes)
+    assert stored.data == await asyncio.to_thread((template_dir() / "SOUL.md").read_bytes)
+    assert not await asyncio.to_thread(partner.dir.exists)
     await app.memory.documents.write(
         soul.root, soul.name, b"You speak like a lighthouse keeper.\n", stored.version
     )
-    await asyncio.to_thread((partner.dir / "SOUL.md").unlink)
     harness.llm.script(
         Reply(tool_calls=[ToolCallSpec("partner_memorize", {"op": "add", "text": "Likes tea"})]),
         Reply(text="noted"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
@@ -75,6 +76,30 @@ class Documents(SqliteBase):
             (namespace, len(prefix), prefix, len(prefix) + 1),
         )
         return [str(row[0]) for row in rows]
+
+    async def document_versions(
+        self, namespace_prefix: str, paths: Sequence[str]
+    ) -> list[tuple[str, str, int]]:
+        """(namespace, path, version) of the documents named one of ``paths`` in every
+        namespace that starts with ``namespace_prefix``, without their bytes."""
+        if not paths:
+            return []
+        marks = ", ".join("?" for _ in paths)
+        rows = await self._all(
+            "SELECT namespace, path, version FROM documents WHERE substr(namespace, 1, ?) = ?"
+            f" AND path IN ({marks}) ORDER BY namespace, path",
+            (len(namespace_prefix), namespace_prefix, *paths),
+        )
+        return [(str(row[0]), str(row[1]), int(row[2])) for row in rows]
+
+    async def move_documents(self, namespace: str, to_namespace: str) -> int:
+        """Every document of ``namespace`` renamed into ``to_namespace`` (which must hold
+        none of their names); how many."""
+        cursor = await self._write(
+            "UPDATE documents SET namespace = ?, updated_at = ? WHERE namespace = ?",
+            (to_namespace, time.time(), namespace),
+        )
+        return cursor.rowcount
 
     async def delete_document(self, namespace: str, path: str) -> bool:
         cursor = await self._write(

@@ -60,6 +60,7 @@ class OwnerActions:
     async def reply(self, *args: str) -> CommandReply:
         """``/admin <args>`` as the owner: the whole answer, its file included."""
         inbound = Inbound(WEB_CHAT, WEB_OWNER, "web", " ".join(args), datetime.now(UTC))
+        await self.catalog.refresh()  # it may name a partner another worker just made
         ctx = CommandContext(
             config=self.config,
             store=self.store,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from bot.store.postgres.base import PostgresBase, translated
@@ -90,6 +90,30 @@ class Documents(PostgresBase):
             prefix,
         )
         return [str(row[0]) for row in rows]
+
+    async def document_versions(
+        self, namespace_prefix: str, paths: Sequence[str]
+    ) -> list[tuple[str, str, int]]:
+        """(namespace, path, version) of the documents named one of ``paths`` in every
+        namespace that starts with ``namespace_prefix``, without their bytes."""
+        rows = await self._all(
+            "SELECT namespace, path, version FROM documents WHERE left(namespace, $1) = $2"
+            " AND path = ANY($3::text[]) ORDER BY namespace, path",
+            len(namespace_prefix),
+            namespace_prefix,
+            list(paths),
+        )
+        return [(str(row[0]), str(row[1]), int(row[2])) for row in rows]
+
+    async def move_documents(self, namespace: str, to_namespace: str) -> int:
+        """Every document of ``namespace`` renamed into ``to_namespace`` (which must hold
+        none of their names); how many."""
+        return await self._write(
+            "UPDATE documents SET namespace = $1, updated_at = $2 WHERE namespace = $3",
+            to_namespace,
+            time.time(),
+            namespace,
+        )
 
     async def delete_document(self, namespace: str, path: str) -> bool:
         return (

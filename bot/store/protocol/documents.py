@@ -8,6 +8,7 @@ Part of :class:`bot.store.Store`; SQLite implements it in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
@@ -32,6 +33,17 @@ class DocumentsStore(Protocol):
 
     async def document_paths(self, namespace: str, folder: str) -> list[str]:
         """The documents directly inside ``folder`` of the namespace, sorted."""
+
+    async def document_versions(
+        self, namespace_prefix: str, paths: Sequence[str]
+    ) -> list[tuple[str, str, int]]:
+        """(namespace, path, version) of the documents named one of ``paths`` in every
+        namespace that starts with ``namespace_prefix`` (a partner's files in every
+        ``partners/<id>``), without their bytes, sorted."""
+
+    async def move_documents(self, namespace: str, to_namespace: str) -> int:
+        """Every document of ``namespace`` renamed into ``to_namespace`` (a deleted
+        partner's, into the trash); how many."""
 
     async def delete_document(self, namespace: str, path: str) -> bool: ...
 
