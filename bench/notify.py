@@ -2,14 +2,14 @@
 second that 1, 8 and 64 concurrent writers store through the store's own ``add_message`` (the
 gateway's call for an addressed message: one pending row with a queue key), four ways:
 
-a. ``trigger``: as schema steps 17-21 did it, a trigger ``pg_notify`` inside the insert's
+a. ``trigger``: as schema steps 17-21 did it, a trigger's ``pg_notify`` inside the insert's
    transaction (sent at its commit), the store sending nothing itself;
 b. ``none``: no notification at all: the floor;
-c. ``after``: the store as it is (schema step 22 on): once the insert committed, the writer
-   sends ``SELECT pg_notify(…)`` as a statement of its own;
-d. ``batched``: not what the store does, for comparison: as c, but a writer that finds
-   another's wake-up in flight leaves its key to the next one, sent with every key gathered
-   meanwhile in one statement (fewer statements when writers are many).
+c. ``after``: no trigger; once the insert committed, each writer sends ``SELECT pg_notify(…)``
+   in a statement of its own (the store sends nothing itself);
+d. ``grouped``: the store as it is (schema step 22 on, bot/store/postgres/wakeups.py): as c,
+   but the writers whose wake-ups come while one is in flight send theirs together in the
+   next statement.
 
 NOTIFY takes a database-wide lock at commit and holds it until the commit is over, flushing
 the commit record included, so notifying transactions commit one at a time; a transaction
@@ -50,7 +50,7 @@ from bot.store.postgres.liveness import PENDING_CHANNEL  # noqa: E402
 from bot.store.postgres.store import PostgresStore  # noqa: E402
 from tests.postgres_server import PostgresServer  # noqa: E402
 
-WAYS = ("trigger", "none", "after", "batched")
+WAYS = ("trigger", "none", "after", "grouped")
 WARMUP_PER_WRITER = 2
 HEAR_TIMEOUT_SECONDS = 30.0
 TEXT = "I finally finished the book you told me about, the ending surprised me"
@@ -79,7 +79,7 @@ SERVERS: dict[str, type[PostgresServer]] = {"durable": DurableServer, "tests": P
 
 
 class SilentStore(PostgresStore):
-    """The store, sending no wake-up itself (ways a, b and d)."""
+    """The store, sending no wake-up itself (ways a, b and c)."""
 
     async def _wake_workers(self, stored: Sequence[NewMessage]) -> None:
         del stored
@@ -118,8 +118,6 @@ class Writers:
         self.pool = pool
         self.way = way
         self._serial = 0
-        self._gathered: list[str] = []
-        self._sending = False
 
     async def store_one(self, writer: int) -> None:
         self._serial += 1
@@ -139,22 +137,8 @@ class Writers:
                 speaker="Tim",
             )
         )
-        if stored is not None and self.way == "batched":
-            await self._batched(queue_key)
-
-    async def _batched(self, queue_key: str) -> None:
-        self._gathered.append(queue_key)
-        if self._sending:
-            return  # the wake-up in flight is followed by one for this key
-        self._sending = True
-        try:
-            while self._gathered:
-                keys, self._gathered = list(dict.fromkeys(self._gathered)), []
-                await self.pool.execute(
-                    "SELECT pg_notify($1, k) FROM unnest($2::text[]) k", PENDING_CHANNEL, keys
-                )
-        finally:
-            self._sending = False
+        if stored is not None and self.way == "after":
+            await self.pool.execute("SELECT pg_notify($1, $2)", PENDING_CHANNEL, queue_key)
 
     async def run(self, writers: int, each: int) -> float:
         """Seconds for every writer to store ``each`` messages, one after the other."""
@@ -180,12 +164,12 @@ async def one_run(server: PostgresServer, template: str, way: str, writers: int,
             await pool.execute(STEP_17_TRIGGER)
         listener = Listener()
         await listener_connection.add_listener(PENDING_CHANNEL, listener.notified)
-        store = PostgresStore(pool, url) if way == "after" else SilentStore(pool, url)
+        store = PostgresStore(pool, url) if way == "grouped" else SilentStore(pool, url)
         bench = Writers(store, pool, way)
         each = max(1, messages // writers)
         await bench.run(writers, WARMUP_PER_WRITER)
         seconds = await bench.run(writers, each)
-        if way == "batched":  # a key's wake-ups gathered into one: at least one per writer
+        if way == "grouped":  # a key's wake-ups gathered into one: at least one per writer
             heard = await listener.until(writers) or listener.heard > writers
         else:
             heard = await listener.until(
@@ -227,7 +211,7 @@ def _summary(writers: int, rates: dict[str, list[float]]) -> None:
     print(
         f"   {writers:>2} writers: median msg/s {medians}\n"
         f"      against none: trigger {ratio('trigger')}, after {ratio('after')},"
-        f" batched {ratio('batched')}; after against trigger {ratio('after', 'trigger')}",
+        f" grouped {ratio('grouped')}; grouped against trigger {ratio('grouped', 'trigger')}",
         flush=True,
     )
 

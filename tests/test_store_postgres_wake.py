@@ -144,3 +144,11 @@ async def test_a_duplicate_pending_message_wakes_nobody_again(
     assert await store.add_message(_message("tg:8|ava", dedup_key="telegram:8:1")) is not None
     assert await store.add_message(_message("tg:8|ava", dedup_key="telegram:8:1")) is None
     assert await listener.until_marker() == ["tg:8|ava"]
+
+
+async def test_concurrent_stores_wake_listeners_for_every_queue_key_before_they_return(
+    store: Store, listener: Listener
+) -> None:
+    keys = [f"tg:{n}|ava" for n in range(100, 130)]
+    await asyncio.gather(*(store.add_message(_message(key)) for key in keys))
+    assert sorted(await listener.until_marker()) == sorted(keys)

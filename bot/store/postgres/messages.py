@@ -5,16 +5,14 @@ reading history back."""
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from bot.store.errors import StoreUnavailable
 from bot.store.messages import MESSAGE_COLUMNS
 from bot.store.postgres.base import Transaction
-from bot.store.postgres.liveness import PENDING_CHANNEL
 from bot.store.postgres.search import SearchIndex
+from bot.store.postgres.wakeups import WakeUps
 from bot.store.rows import MessageRow, NewMessage
 from bot.store.searchable import SEARCHABLE_ROLES, THREAD_ROLES, audience_token
 
@@ -46,9 +44,6 @@ INSERT_MESSAGE = (
 )
 """One message, its "before" context read in the same statement; the insert trigger makes it
 that message's "after"."""
-WAKE_WORKERS = "SELECT pg_notify($1, queue_key) FROM unnest($2::text[]) AS queue_key"
-"""Tell the listening workers (their liveness connections) which queue keys have messages
-waiting: one notification per key, in a transaction of its own."""
 INSERT_MEDIA = (
     "INSERT INTO media (message_id, kind, ref, mime, seconds, bytes, filename)"
     " VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING"
@@ -57,6 +52,10 @@ INSERT_MEDIA = (
 
 class Messages(SearchIndex):
     """Recording messages and reading them back."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._wake_ups = WakeUps(self._write)
 
     async def update_seen(self, platform: str, update_id: str) -> bool:
         """Whether :meth:`seen_update` recorded this platform update id (read only)."""
@@ -132,19 +131,11 @@ class Messages(SearchIndex):
         return message_ids
 
     async def _wake_workers(self, stored: Sequence[NewMessage]) -> None:
-        """Wake the workers listening for pending messages, once the insert has committed.
-
-        Not from inside the insert's transaction: a NOTIFY there takes PostgreSQL's
-        database-wide notification lock at the commit and holds it through the commit's
-        flush, so concurrent inserts commit one at a time (bench/notify.py: 0.41-0.62x the
-        messages per second at 64 writers); sent on its own, the lock is held for a commit
-        that writes nothing to the disk. A wake-up only, worth its round trip: the rows are
-        the truth, and a wake-up that cannot be sent is not the insert's failure (the
-        message is stored; the heartbeat's sweep finds it)."""
-        keys = dict.fromkeys(m.queue_key for m in stored if m.status == "pending" and m.queue_key)
-        if keys:
-            with contextlib.suppress(StoreUnavailable):
-                await self._write(WAKE_WORKERS, PENDING_CHANNEL, list(keys))
+        """Wake the workers listening for pending messages, once the insert has committed
+        (:mod:`bot.store.postgres.wakeups` says why not inside it)."""
+        await self._wake_ups.wake(
+            m.queue_key for m in stored if m.status == "pending" and m.queue_key
+        )
 
     async def _insert_message(self, tx: Transaction, m: NewMessage) -> int | None:
         """Record one message (and its media) inside the caller's transaction."""
