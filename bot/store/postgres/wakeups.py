@@ -3,13 +3,14 @@
 
 Not from inside the insert: NOTIFY in a transaction takes PostgreSQL's database-wide
 notification lock at the commit and holds it through the commit's flush to disk, so every
-inbound insert committed one at a time (``bench/notify.py``, durable server, 64 writers:
-0.44x the messages per second of inserts that notify nobody). Sent in a transaction of its
-own, the lock is held for a commit that writes nothing and waits for no disk.
+inbound insert committed one at a time (``bench/notify.py``, PostgreSQL's default
+durability, 64 writers: 0.41x the messages per second of inserts that notify nobody). Sent
+in a transaction of its own, the lock is held for a commit that writes nothing and waits for
+no disk.
 
 Concurrent writers share their wake-ups, as a database's group commit does: one statement is
 in flight at a time, and the writers whose wake-ups come meanwhile wait for it and then send
-theirs together, in one statement (the same bench: 0.89x instead of 0.68x with a statement
+theirs together, in one statement (the same bench: 0.93x, against 0.78x with a statement
 per writer). A writer's call returns once a statement that held its keys was sent, so a
 worker that stored a message has woken the others before it goes on, and waits for two
 statements at most. A wake-up only: the rows are the truth, and a wake-up that cannot be sent
