@@ -16,7 +16,7 @@ from bot.store.connection import Connection
 from tests.conftest import Harness, StoreBackend, dm
 from tests.fakes.fake_llm import Reply
 
-TURN_ROUND_TRIPS = 7
+TURN_ROUND_TRIPS = {"sqlite": 7, "postgres": 8}
 """Round trips to the database of a DM turn in a running session, everything included: the
 chat and sender, the inbound row, the turn's context (queue, session, history, media,
 reactions), the reply with its usage, the check for older replies waiting, the last chunk,
@@ -24,8 +24,10 @@ and the queue found empty. The same on every backend (on PostgreSQL every statem
 BEGIN and COMMIT included, so each of these is one statement there), with the turn under its
 chat's lease: the writes it fences check it in their own transaction (statement), and the
 lease is renewed only when less than half of it is left, which a turn's time never comes near
-here (its lease lasts an hour). Issue #16's goal is 8 at most. Measured; a change that adds
-trips must say why here, one that saves some lowers the figure."""
+here (its lease lasts an hour). PostgreSQL's one more: it wakes the other workers once the
+inbound row has committed, in a statement of its own (a NOTIFY inside the insert made
+concurrent inserts commit one at a time: bench/notify.py). Issue #16's goal is 8 at most.
+Measured; a change that adds trips must say why here, one that saves some lowers the figure."""
 
 
 def public_methods(cls: type) -> set[str]:
@@ -107,4 +109,4 @@ async def test_round_trips_of_a_turn(
     used = store.round_trips - before
     print(f"store round trips for one DM turn on {store_backend.name}: {used}")
     assert len(harness.channel.texts()) == 2
-    assert used <= TURN_ROUND_TRIPS
+    assert used <= TURN_ROUND_TRIPS[store_backend.name]

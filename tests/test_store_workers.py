@@ -26,6 +26,7 @@ from bot.store import (
     StoreUnavailable,
 )
 from bot.store.postgres.connection import create_pool
+from bot.store.postgres.messages import Messages as PostgresMessages
 from bot.store.postgres.migrations import migrate
 from bot.store.postgres.workers import Workers as PostgresWorkers
 from bot.store.workers import Liveness
@@ -48,23 +49,16 @@ class SqliteSide:
 
 
 class PostgresSide:
-    """The PostgreSQL workers concern, with pending messages inserted as rows (the messages
-    concern is another module's)."""
+    """The PostgreSQL workers concern, with pending messages stored by the messages concern
+    (which also wakes the listening workers)."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
         self.workers = PostgresWorkers(pool)
+        self._messages = PostgresMessages(pool)
 
     async def add_pending(self, queue_key: str) -> None:
-        message = _pending(queue_key)
-        await self.pool.execute(
-            "INSERT INTO messages (dedup_key, queue_key, chat_key, role, text, audience,"
-            " status, created_at) VALUES ($1, $2, $3, 'user', $4, 'dm', 'pending', 0)",
-            message.dedup_key,
-            queue_key,
-            message.chat_key,
-            message.text,
-        )
+        await self._messages.add_message(_pending(queue_key))
 
 
 Side = SqliteSide | PostgresSide

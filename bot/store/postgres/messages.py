@@ -1,6 +1,7 @@
 """Messages on PostgreSQL (see :mod:`bot.store.messages`, whose SQLite twin this is): recording
-them (deduplicated by platform message id, indexed for search in the same statement),
-platform update ids seen, and reading history back."""
+them (deduplicated by platform message id, indexed for search in the same statement), waking
+the workers that listen when a stored message waits for a turn, platform update ids seen, and
+reading history back."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from bot.store.messages import MESSAGE_COLUMNS
 from bot.store.postgres.base import Transaction
 from bot.store.postgres.search import SearchIndex
+from bot.store.postgres.wakeups import WakeUps
 from bot.store.rows import MessageRow, NewMessage
 from bot.store.searchable import SEARCHABLE_ROLES, THREAD_ROLES, audience_token
 
@@ -50,6 +52,10 @@ INSERT_MEDIA = (
 
 class Messages(SearchIndex):
     """Recording messages and reading them back."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._wake_ups = WakeUps(self._write)
 
     async def update_seen(self, platform: str, update_id: str) -> bool:
         """Whether :meth:`seen_update` recorded this platform update id (read only)."""
@@ -97,20 +103,39 @@ class Messages(SearchIndex):
             return await self.add_message_with_media(message)
         row = await self._one(INSERT_MESSAGE, *self._message_values(message))
         self._stored([message])
-        return int(row[0]) if row else None
+        if row is None:
+            return None
+        await self._wake_workers([message])
+        return int(row[0])
 
     async def add_message_with_media(self, message: NewMessage) -> int | None:
         """:meth:`add_message` for a message with media: both in one transaction."""
         async with self._transaction() as tx:
             message_id = await self._insert_message(tx, message)
         self._stored([message])
+        if message_id is not None:
+            await self._wake_workers([message])
         return message_id
 
     async def add_messages(self, messages: Sequence[NewMessage]) -> list[int | None]:
         async with self._transaction() as tx:
             message_ids = [await self._insert_message(tx, message) for message in messages]
         self._stored(messages)
+        await self._wake_workers(
+            [
+                m
+                for m, message_id in zip(messages, message_ids, strict=True)
+                if message_id is not None
+            ]
+        )
         return message_ids
+
+    async def _wake_workers(self, stored: Sequence[NewMessage]) -> None:
+        """Wake the workers listening for pending messages, once the insert has committed
+        (:mod:`bot.store.postgres.wakeups` says why not inside it)."""
+        await self._wake_ups.wake(
+            m.queue_key for m in stored if m.status == "pending" and m.queue_key
+        )
 
     async def _insert_message(self, tx: Transaction, m: NewMessage) -> int | None:
         """Record one message (and its media) inside the caller's transaction."""
