@@ -7,7 +7,7 @@ a. ``trigger``: as schema steps 17-21 did it, a trigger's ``pg_notify`` inside t
 b. ``none``: no notification at all: the floor;
 c. ``after``: no trigger; once the insert committed, each writer sends ``SELECT pg_notify(…)``
    in a statement of its own (the store sends nothing itself);
-d. ``grouped``: the store as it is (schema step 22 on, bot/store/postgres/wakeups.py): as c,
+d. ``grouped``: the store as it is (schema step 23 on, bot/store/postgres/wakeups.py): as c,
    but the writers whose wake-ups come while one is in flight send theirs together in the
    next statement.
 
@@ -64,7 +64,7 @@ CREATE TRIGGER pending_stored AFTER INSERT ON messages FOR EACH ROW
 WHEN (NEW.status = 'pending' AND NEW.queue_key IS NOT NULL)
 EXECUTE FUNCTION pending_stored();
 """
-"""The trigger schema step 17 created and step 22 dropped, word for word."""
+"""The trigger schema step 17 created and step 23 dropped, word for word."""
 
 
 class DurableServer(PostgresServer):
