@@ -95,7 +95,10 @@ async def test_a_statement_that_hangs_ends_as_store_unavailable_and_the_pool_goe
 ) -> None:
     """A statement waiting on something that never comes (here a table another session
     keeps locked) ends after the pool's statement timeout as the store's error, instead of
-    stalling its turn for ever; the server stops it too, and the pool serves the next call."""
+    stalling its turn for ever, and the pool serves the next call. (The driver also asks the
+    server to cancel the statement; that request is its own best effort: a reset of the
+    connection that fails meanwhile aborts it, and the statement then waits on the server
+    until the lock is free, so this test does not hold the driver to it.)"""
     pool = await create_pool(postgres_database, statement_timeout_seconds=0.5)
     rival = await asyncpg.connect(postgres_database)
     try:
@@ -108,12 +111,6 @@ async def test_a_statement_that_hangs_ends_as_store_unavailable_and_the_pool_goe
         async with asyncio.timeout(HANG_GUARD_SECONDS):  # the test fails, never hangs
             with pytest.raises(StoreUnavailable):
                 await store.put_setting("k", "v")
-            # cancelled on the server while the lock is still held: nothing waits for it
-            while await rival.fetchval(  # noqa: ASYNC110 - the server's state has no event
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND wait_event_type = 'Lock'"
-            ):
-                await asyncio.sleep(0.01)
             await hold.rollback()
             await store.put_setting("k", "again")
             assert await store.settings() == {"k": "again"}
