@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import itertools
 
-from bot.config import DeliveryConfig, WorkersConfig
-from bot.delivery import Delivery, PendingReply
+from bot.config.model import DeliveryConfig, WorkersConfig
+from bot.delivery.sender import Delivery, PendingReply
 from bot.store import NewMessage, Store
-from bot.workers import Worker
+from bot.workers.worker import Worker
 from tests.conftest import RecordingChannel
 from tests.test_store_retry_claims import KEY, refused_reply
 
