@@ -1,4 +1,5 @@
-"""Forgetting as a recorded operation (DESIGN.md "Decisions": "Forgetting is forgetting" and
+"""Forgetting as a recorded operation (docs/architecture.md "Decisions": "Forgetting is forgetting"
+and
 "Forgetting is an operation, not a loop").
 
 ``/forget`` first stores its intent: whose, which partner, what kind (one ``entry``, ``all`` the

@@ -1,10 +1,10 @@
 """Review: one LLM call turns a new part of a conversation into a journal entry and memory edits.
 
-Triggers (DESIGN.md "Review, consolidation and journals"): the end of a turn once enough new
-human turns or characters piled up (debounced 5 s), before turns would leave the history
+Triggers (docs/architecture.md "Review, consolidation and journals"): the end of a turn once enough
+new human turns or characters piled up (debounced 5 s), before turns would leave the history
 window, an idle session, ``/new``, and the nightly job. The watermark (last reviewed message)
-advances only after a review succeeded; after 3 failed attempts it is forced forward, an audit
-row is written and the owner is told (at most once per session per 10 minutes).
+advances only after a review succeeded; after 3 failed attempts it is forced forward, an audit row
+is written and the owner is told (at most once per session per 10 minutes).
 
 A trigger only marks the review due (a row, so a restart or another worker still runs it).
 A review runs under a claim (:class:`ReviewClaims`, a lease in the store renewed by the

@@ -1,4 +1,5 @@
-"""The layers of DESIGN.md ("Layout"), checked on every import of bot/, partners/ and adapters/:
+"""The layers of docs/architecture.md ("Layers"), checked on every import of bot/, partners/ and
+adapters/:
 a module imports only from its own layer or below; the store is the only one to speak SQL,
 the channels the only ones to speak a chat SDK, and channels reach the gateway only through
 the command table. Imports inside functions count too.
@@ -66,7 +67,8 @@ KNOWN_COMMAND_TABLE_IMPORTS = {
     "bot.commands.memory",
     "partners.checkins",
 }
-"""What bot/commands/table.py imports beyond Foundation today: DESIGN.md wants the command table a
+"""What bot/commands/table.py imports beyond Foundation today: docs/architecture.md wants the
+command table a
 leaf (declarations only) with the handlers elsewhere, so that the channels importing it do not
 pull in partners. The types moved to bot/commands/types.py and the memory commands to
 bot/commands/memory.py; the table still imports them, so its imports may only shrink."""
@@ -151,7 +153,7 @@ def test_every_import_follows_the_layers() -> None:
         for a, b in import_pairs()
         if breaks_layers(a, b) and (a, b) not in KNOWN_VIOLATIONS
     }
-    assert not broken, "imports across DESIGN.md's layers:\n" + "\n".join(sorted(broken))
+    assert not broken, "imports across docs/architecture.md's layers:\n" + "\n".join(sorted(broken))
 
 
 def test_the_store_imports_nothing_of_ours_outside_itself() -> None:

@@ -1,12 +1,11 @@
 """Owner commands about memory and conversations: read and edit memories, journals, reviews,
 undo, consults, referenced transcripts and the list of sessions.
 
-``/admin memory`` is administration: any partner's memory and the owner's own. It is not the
-user command ``/memory``, which shows anyone — the owner too — what the current partner keeps
-about them. Forgetting here is forgetting (DESIGN.md "Decisions"): the entry's text leaves the
+``/admin memory`` is administration: any partner's memory and the owner's own. It is not the user
+command ``/memory``, which shows anyone — the owner too — what the current partner keeps about
+them. Forgetting here is forgetting (docs/architecture.md "Decisions"): the entry's text leaves the
 file, the journals and the changelog, ``/admin undo`` cannot bring it back, and its tombstone
-(``file:<name>``, see :mod:`partners.forgetting`) keeps a review from writing it back.
-"""
+(``file:<name>``, see :mod:`partners.forgetting`) keeps a review from writing it back."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ share nothing but the database find them. The SQLite file is left as it was; the
 not be running (the data directory's lock), or what it wrote meanwhile would be missing from
 the copy.
 
-From then on the database is the only truth (DESIGN.md "Several workers (PostgreSQL)"): the
+From then on the database is the only truth (docs/architecture.md "Several workers"): the
 copy records in it that each namespace's files were read, so no worker reads them again
 (:mod:`bot.gateway.memory_documents`), and writes :data:`COPIED_NOTE` into the data directory, which
 stops a second copy of this directory — into any database — from bringing back what was

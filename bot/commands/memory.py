@@ -1,5 +1,5 @@
-"""The commands about what a partner keeps about you: ``/memory``, ``/forget`` and
-``/export`` (DESIGN.md "Decisions": per-user memory). A user sees and removes only their own
+"""The commands about what a partner keeps about you: ``/memory``, ``/forget`` and ``/export``
+(docs/architecture.md "Decisions": per-user memory). A user sees and removes only their own
 entries; the owner is shown the partner's own memory, which their conversations shape."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def _your_partner(ctx: CommandContext) -> tuple[Partner, UserMemory] | CommandRe
 
 async def memory(ctx: CommandContext) -> CommandReply:
     """Only the caller's own per-user entries: never anyone else's, never the owner's. The
-    owner's own conversations shape the partner itself (DESIGN.md "Decisions": per-user
+    owner's own conversations shape the partner itself (docs/architecture.md "Decisions": per-user
     writes), so the owner is shown the partner's own memory, whatever its scope."""
     if ctx.is_owner and ctx.partner is not None and ctx.user_memory is not None:
         return await _owner_memory(ctx.partner, ctx.user_memory, ctx.inbound.sender.key)

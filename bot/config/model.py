@@ -166,7 +166,7 @@ class DispatchConfig(Section):
 
 
 class WorkersConfig(Section):
-    """This process as one of several workers on one database (DESIGN.md "Several
+    """This process as one of several workers on one database (docs/architecture.md "Several
     workers"); with SQLite there is one worker and these only pace its bookkeeping."""
 
     id: str | None = Field(None, min_length=1, max_length=100)
@@ -191,7 +191,7 @@ class WorkersConfig(Section):
 
 
 class LeaderConfig(Section):
-    """The leading worker (DESIGN.md "Several workers"): when it lets another one try."""
+    """The leading worker (docs/architecture.md "Several workers"): when it lets another one try."""
 
     give_up_seconds: float = Field(60, gt=0, le=24 * 3600)
     """How long the leader's duties (Telegram's long poll) may fail without one success

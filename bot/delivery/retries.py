@@ -11,10 +11,8 @@ looked at again after the shortest pause. The loop runs on the leading worker on
 (:mod:`bot.workers.leadership`); other workers' refusals do not wake it, so it looks for due
 retries at least every ``delivery.first_pause_seconds``, which no retry is due sooner than. A reply
 refused for good (blocked, chat not found, a bad request) or still refused when its time is up is
-marked undeliverable, written to the audit log and reported to the owner (DESIGN.md "Decisions":
-nothing stays
-pending forever).
-"""
+marked undeliverable, written to the audit log and reported to the owner (docs/architecture.md
+"Decisions": nothing stays pending forever)."""
 
 from __future__ import annotations
 

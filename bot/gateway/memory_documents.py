@@ -1,7 +1,7 @@
 """Which backend keeps a gateway's memory documents (``[storage] documents``): files under the
 data directory, or rows in the store's database. "auto" keeps files on SQLite (one process,
 the owner edits them in place) and rows on PostgreSQL, where workers share nothing but the
-database (DESIGN.md "Several workers (PostgreSQL)").
+database (docs/architecture.md "Several workers").
 
 With rows the database is the only truth, and files are read into it once per namespace (the
 owner's folder, each partner's), never again:

@@ -838,7 +838,7 @@ SCHEMA: list[Step] = [
     Dialects(
         sqlite="-- nothing: FTS5 and rowid already do this", postgres=_postgres_search_index()
     ),
-    # 17: several workers on one database (DESIGN.md "Several workers"): the registry of
+    # 17: several workers on one database (docs/architecture.md "Several workers"): the registry of
     # running workers, the leader row (the poller, the scheduler and command sync run on one
     # worker; its epoch fences leader-only writes), a lease with a fencing epoch per queue key
     # (kept after release, so an epoch never repeats), and the scheduled job runs recorded
@@ -910,11 +910,11 @@ SCHEMA: list[Step] = [
         END $$;
         """,
     ),
-    # 22: leases on the Discord bot's shards, divided among the workers through the database
-    # as queue keys are (DESIGN.md "Several workers": Discord shards are leases too). A bot
-    # with another shard count has other shards, so the count is part of the key. A worker
-    # that takes a share of them names the bot's shard count in its registry row (NULL: it
-    # takes none, e.g. a worker without Discord or one given its shards by the operator).
+    # 22: leases on the Discord bot's shards, divided among the workers through the database as
+    # queue keys are (docs/architecture.md "Several workers": Discord shards are leases too). A bot
+    # with another shard count has other shards, so the count is part of the key. A worker that
+    # takes a share of them names the bot's shard count in its registry row (NULL: it takes none,
+    # e.g. a worker without Discord or one given its shards by the operator).
     """
     ALTER TABLE workers ADD COLUMN shard_count INTEGER;
     CREATE TABLE shard_leases (

@@ -1,7 +1,7 @@
 """Working one queue key: pending messages -> session -> chat loop -> recorded reply -> delivery.
 
 Every inbound message that calls for an answer belongs to exactly one turn, and every turn
-records exactly one reply (DESIGN.md "Decisions": one turn, one reply). The reply and the
+records exactly one reply (docs/architecture.md "Decisions": one turn, one reply). The reply and the
 closing of its inbound messages are one transaction, so a crash before it re-runs the turn
 (nothing was sent yet) and a crash after it only re-delivers the remaining chunks.
 
@@ -478,8 +478,8 @@ class TurnRunner:
 
     @staticmethod
     def _write_file(partner: Partner, speaker: Speaker) -> MemoryFile:
-        """per_user: what a user says lands in that user's file; only the owner's own
-        conversations change the partner's MEMORY.md (DESIGN.md "Decisions": per-user writes)."""
+        """per_user: what a user says lands in that user's file; only the owner's own conversations
+        change the partner's MEMORY.md (docs/architecture.md "Decisions": per-user writes)."""
         if partner.per_user and not speaker.is_owner:
             return user_memory_file(partner, speaker.user_key)
         return MemoryFile(partner.dir, "MEMORY.md")

@@ -1,5 +1,5 @@
 """Session lifecycle: which session a message belongs to, when sessions end, and the frozen
-system prompt each one carries (DESIGN.md "Decisions": sessions end).
+system prompt each one carries (docs/architecture.md "Decisions": sessions end).
 
 A session ends after ``memory.session_idle_hours`` of silence, at ``/new``, or at the first
 message after its prompt is older than ``memory.session_max_hours``. The next session carries

@@ -1,4 +1,5 @@
-"""This process as one worker among several on one database (DESIGN.md "Several workers").
+"""This process as one worker among several on one database (docs/architecture.md "Several
+workers").
 
 A worker registers itself, holds its liveness (on PostgreSQL a connection of its own whose
 advisory lock goes when the process dies, so another worker takes its chats and leadership
