@@ -1,9 +1,9 @@
-"""Step 17: several workers on one database (DESIGN.md "Several workers"): the registry of
-running workers, the leader row (the poller, the scheduler and command sync run on one worker;
-its epoch fences leader-only writes), a lease with a fencing epoch per queue key (kept after
-release, so an epoch never repeats), and the scheduled job runs recorded under the leader's
-epoch so no job runs twice across a failover. PostgreSQL also woke listening workers from a
-trigger when a pending message was stored (dropped again by step 23)."""
+"""Step 17: several workers on one database (docs/architecture.md "Several workers"): the
+registry of running workers, the leader row (the poller, the scheduler and command sync run on
+one worker; its epoch fences leader-only writes), a lease with a fencing epoch per queue key
+(kept after release, so an epoch never repeats), and the scheduled job runs recorded under the
+leader's epoch so no job runs twice across a failover. PostgreSQL also woke listening workers
+from a trigger when a pending message was stored (dropped again by step 23)."""
 
 from bot.store.migrations.step import Dialects, Step
 

@@ -1,7 +1,7 @@
 """Step 22: leases on the Discord bot's shards, divided among the workers through the database
-as queue keys are (DESIGN.md "Several workers": Discord shards are leases too). A bot with
-another shard count has other shards, so the count is part of the key. A worker that takes a
-share of them names the bot's shard count in its registry row (NULL: it takes none, e.g. a
+as queue keys are (docs/architecture.md "Several workers": Discord shards are leases too). A bot
+with another shard count has other shards, so the count is part of the key. A worker that takes
+a share of them names the bot's shard count in its registry row (NULL: it takes none, e.g. a
 worker without Discord or one given its shards by the operator)."""
 
 from bot.store.migrations.step import Dialects, Step
