@@ -1,7 +1,7 @@
 """The PostgreSQL backend, on asyncpg (one database shared by several gateway workers; see
 docs/architecture.md, "Several workers"), chosen by ``[storage] database_url``. It mirrors the
 SQLite backend's layout: ``connection`` (opening a pool, the URL's password kept out of every
-message), ``migrations`` (the one list of steps in :mod:`bot.store.schema`, applied in PostgreSQL's
+message), ``migrations`` (the steps of :mod:`bot.store.migrations`, applied in PostgreSQL's
 words, one worker at a time), ``base`` (the pool, round trips, outages as the store's errors), one
 module per concern — ``audit`` (and settings), ``chats`` (and bindings), ``checkins`` (and
 reminders), ``messages``, ``queue`` (pending turns and delivery; a turn's outcome in one
