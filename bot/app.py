@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import functools
 import logging
 import os
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from bot.admin.services import AdminServices
 from bot.config.memory_settings import Settings
 from bot.config.model import Config
 from bot.delivery.greeter import Greeter
-from bot.delivery.proactive import ProactiveSender
+from bot.delivery.proactive import ProactiveSender, stop_checkins
 from bot.delivery.sender import Delivery
 from bot.gateway.access import Access, OwnerCheck, owner_keys
 from bot.gateway.claims import OwnerClaims
@@ -319,6 +320,7 @@ async def build_app(
         voice,
         ensure_lease=worker.ensure,
         retry_lease=worker.retry_lease,
+        on_unreachable=functools.partial(stop_checkins, store),
     )
     owner_zone = config.owner_timezone()
 
@@ -351,7 +353,6 @@ async def build_app(
     )
     budget = Budget(store, config)
     proactive = ProactiveSender(store, delivery)
-    delivery.on_unreachable = proactive.unreachable
     checkins = Checkins(
         store=store,
         catalog=catalog,

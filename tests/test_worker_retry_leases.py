@@ -9,7 +9,8 @@ from __future__ import annotations
 import itertools
 
 from bot.config.model import DeliveryConfig, WorkersConfig
-from bot.delivery.sender import Delivery, PendingReply
+from bot.delivery.reply import PendingReply
+from bot.delivery.sender import Delivery
 from bot.store import NewMessage, Store
 from bot.workers.worker import Worker
 from tests.conftest import RecordingChannel

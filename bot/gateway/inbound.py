@@ -30,13 +30,9 @@ from adapters.base import (
 )
 from bot.admin.services import AdminServices
 from bot.cli.terminal import printable
-from bot.commands.table import (
-    CommandContext,
-    CommandReply,
-    is_user_command,
-    parse_command,
-    run_command,
-)
+from bot.commands.handlers import run_command
+from bot.commands.table import is_user_command, parse_command
+from bot.commands.types import CommandContext, CommandReply
 from bot.config.model import Config
 from bot.delivery.greeter import Greeter
 from bot.events import ChatRef, Choice, Inbound, Outbound, Reaction, Sender

@@ -22,7 +22,8 @@ from dataclasses import replace
 
 from adapters.base import Channel, MediaChannel, ReplyStream
 from bot.config.model import Config, MemoryConfig
-from bot.delivery.sender import Delivery, PendingReply, chat_ref
+from bot.delivery.reply import PendingReply, chat_ref
+from bot.delivery.sender import Delivery
 from bot.gateway.access import OwnerCheck
 from bot.services.llm import LLMError
 from bot.store import (

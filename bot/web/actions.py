@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from bot.admin.services import AdminServices
 from bot.admin.table import run_admin
-from bot.commands.table import CommandContext, CommandReply
+from bot.commands.types import CommandContext, CommandReply
 from bot.config.model import Config
 from bot.events import ChatRef, Inbound, Sender
 from bot.gateway.access import Access
