@@ -32,8 +32,8 @@ import aiohttp
 import discord
 
 from adapters.base import DeliveryError
-from adapters.chunking import utf16_len
 from bot.events import ChatRef, Outbound
+from bot.text.utf16 import utf16_len
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from datetime import date, datetime, tzinfo
 
 from bot.admin.args import AdminError, need, services, user_key_arg
 from bot.commands.paging import paged, pop_page
-from bot.commands.table import CommandContext, CommandReply
+from bot.commands.types import CommandContext, CommandReply
 from bot.store import MessageRow, SessionRow, Store
 from bot.text.literal import literal, literal_line
 from bot.turn.sessions import OWNER_AUDIENCE, Speaker

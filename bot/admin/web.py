@@ -4,7 +4,7 @@ ends every session (a phone left logged in, a link sent by mistake)."""
 from __future__ import annotations
 
 from bot.admin.args import AdminError, services
-from bot.commands.table import CommandContext, CommandReply
+from bot.commands.types import CommandContext, CommandReply
 from bot.web.auth import LOGIN_TTL_SECONDS
 
 WEB_OFF = (

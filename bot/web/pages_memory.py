@@ -188,15 +188,7 @@ async def search(parts: WebParts, partner: Partner, query: str) -> list[str]:
     """The partner's history as ``partner_search`` finds it, over everything the owner may
     read (every audience)."""
     admin = parts.actions.admin
-    ctx = ToolContext(
-        store=parts.store,
-        memory=admin.memory,
-        owner_file=admin.owner_file,
-        session_id="",
-        actor=WEB_ACTOR,
-        partner=partner,
-        audiences=None,
-    )
+    ctx = ToolContext.for_search(parts.store, admin.memory, admin.owner_file, WEB_ACTOR, partner)
     try:
         answer = await partner_search(ctx, {"query": query, "limit": SEARCH_LIMIT})
     except ToolError as exc:
