@@ -94,7 +94,7 @@ docs: $(STAMP_DEV)
 	$(MKDOCS_STRICT)
 	@echo "the site is in site/ (open site/index.html, or run $(BIN)/mkdocs serve)"
 
-# The long whole-process runs (README, "Development"): kill -9 at random points of a turn
+# The long whole-process runs (docs/development.md): kill -9 at random points of a turn
 # SOAK_KILLS times, then SOAK_MESSAGES messages over SOAK_CHATS chats against `companion run`,
 # and PostgreSQL restarted under one gateway and under two workers.
 # `make test` runs the same tests with 5 kills and 500 messages over 50 chats.
