@@ -87,8 +87,9 @@ test: $(STAMP_DEV) postgresql browser
 	$(BIN)/pytest -q
 
 # The documentation site (docs/, mkdocs.yml) in site/. --strict turns every warning into a
-# failure: a link to a missing page or heading, a page left out of the nav.
-MKDOCS_STRICT = NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
+# failure: a link to a missing page or heading, a page left out of the nav. (Not --quiet: it
+# hides the warnings --strict counts, and the build would pass.)
+MKDOCS_STRICT = NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 docs: $(STAMP_DEV)
 	$(MKDOCS_STRICT)
