@@ -73,7 +73,7 @@ def cmd_reindex(config: Config, args: argparse.Namespace) -> int:
     if not config.embeddings.enabled:
         raise CLIError(
             "semantic recall is off: set [embeddings] base_url and model in config.toml first "
-            '(README, "Recall")'
+            '(docs/search.md, "Semantic recall")'
         )
     partner_id = load_catalog(config).require(args.partner).id if args.partner else None
     lock = lock_data_dir(config)
