@@ -1,4 +1,4 @@
-"""Character cards in and out of a partner directory (README "Character cards").
+"""Character cards in and out of a partner directory (docs/cards.md).
 
 A card's fields land in the files the owner already edits: ``system_prompt`` in SYSTEM.md,
 ``personality`` in SOUL.md, ``description`` in IDENTITY.md, ``scenario`` in SCENARIO.md,

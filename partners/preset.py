@@ -83,7 +83,7 @@ class ProactiveSettings(_Strict):
 
 
 class PresetFile(_Strict):
-    """Every key preset.yml may hold (README, "Partners")."""
+    """Every key preset.yml may hold (docs/partners.md)."""
 
     name: str | None = None
     description: str = ""

@@ -2,7 +2,7 @@
 
 A chunk the platform confirmed is never sent again, also after a restart. A crash between the
 platform's confirmation and our record can repeat that one chunk: platforms offer no
-idempotency key (README, "Delivery guarantees").
+idempotency key (docs/delivery.md).
 
 Short flood waits are waited out on the spot. A reply the platform refuses for now (a 5xx, a
 timeout, a long flood wait) waits for a retry, and one refused for good is given up and
