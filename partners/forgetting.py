@@ -40,7 +40,9 @@ from bot.store import ForgetOperation, NewMessage, Store
 from partners.catalog import PartnerCatalog
 from partners.entry_text import comparable, quotes
 from partners.journal import count_forgotten_in_journals, forget_in_journals
-from partners.memory import BOM, BULLET, ENTRY_ID, MemoryInputError, MemoryStore, text_hash
+from partners.memory import MemoryStore
+from partners.memory_errors import MemoryInputError
+from partners.memory_format import BOM, BULLET, ENTRY_ID, text_hash
 from partners.persona import Partner
 from partners.tools import user_memory_file, user_memory_name
 

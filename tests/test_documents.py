@@ -18,7 +18,9 @@ from bot.store.postgres.migrations import migrate
 from partners.catalog import template_dir
 from partners.changelog import CHANGELOG
 from partners.documents import DatabaseDocuments, DocumentConflict
-from partners.memory import FileChanged, MemoryFile, MemoryStore, fingerprint
+from partners.memory import MemoryFile, MemoryStore
+from partners.memory_errors import FileChanged
+from partners.memory_format import fingerprint
 from tests.admin_support import admin
 from tests.conftest import HarnessFactory, dm
 from tests.document_backends import MemoryBackend, memory_backend, no_recompute

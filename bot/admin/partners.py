@@ -30,7 +30,9 @@ from bot.store import MessageRow, SessionRow
 from bot.text.literal import literal_line
 from partners.catalog import apply_search_languages
 from partners.lore_books import POST_HISTORY_FILE
-from partners.memory import FileChanged, MemoryFile, MemoryStore, fingerprint
+from partners.memory import MemoryFile, MemoryStore
+from partners.memory_errors import FileChanged
+from partners.memory_format import fingerprint
 from partners.persona import (
     PARTNER_FILES,
     PRESET_FILE,

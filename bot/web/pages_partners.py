@@ -16,7 +16,9 @@ from typing import Any
 from aiohttp import web
 
 from bot.web.pages import WebParts, form
-from partners.memory import FileChanged, MemoryFile, fingerprint
+from partners.memory import MemoryFile
+from partners.memory_errors import FileChanged
+from partners.memory_format import fingerprint
 from partners.persona import PROMPT_FILES, Partner
 from partners.preset import SETTABLE
 
