@@ -62,7 +62,8 @@ from partners.persona import (
     load_partner,
     stored_partner,
 )
-from partners.preset import change_preset, changed_preset, parse_preset
+from partners.preset import parse_preset
+from partners.preset_edit import change_preset, changed_preset
 
 logger = logging.getLogger(__name__)
 
@@ -419,5 +420,5 @@ def rename_template(directory: Path, name: str) -> None:
 
 def set_preset_value(path: Path, key: str, value: str | bool) -> None:
     """Change one top-level key of preset.yml, checked, keeping every other byte of the file
-    (``partners/preset.py``)."""
+    (``partners/preset_edit.py``)."""
     change_preset(path, (key,), value)
