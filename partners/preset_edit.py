@@ -99,6 +99,11 @@ def change_preset(path: Path, keys: tuple[str, ...], value: object) -> None:
     _write_atomically(path, changed_preset(data, keys, value, path.parent.name))
 
 
+def set_preset_value(path: Path, key: str, value: str | bool) -> None:
+    """Change one top-level key of preset.yml, checked, keeping every other byte of the file."""
+    change_preset(path, (key,), value)
+
+
 def changed_preset(data: bytes, keys: tuple[str, ...], value: object, partner_id: str) -> str:
     """preset.yml's text with ``keys`` set to ``value`` (None: removed), checked against
     :class:`PresetFile` first (:class:`PartnerError` names what is wrong); every other byte
