@@ -21,13 +21,13 @@ from bot.text.literal import literal, literal_line
 from bot.turn.sessions import OWNER_AUDIENCE, Speaker
 from bot.turn.transcripts import MAX_REFERENCES, transcript_label
 from partners.changelog import Change
-from partners.forgetting import file_key
 from partners.journal import forget_in_journals, journal_file, journal_files
 from partners.memory import MemoryFile, MemoryStore
 from partners.memory_format import text_hash
 from partners.memory_undo import undo
 from partners.persona import Partner
 from partners.review import ReviewResult
+from partners.tombstones import file_key
 from partners.tools import user_memory_file
 
 ENTRY_ID = re.compile(r"^m_[0-9a-z]+$")
