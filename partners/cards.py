@@ -40,10 +40,10 @@ from partners.card_format import (
     read_card,
     write_png,
 )
-from partners.catalog import write_directory
 from partners.lore_books import LOREBOOK_FILE as LOREBOOK_FILE
 from partners.lore_books import book_of
 from partners.lore_format import check_book
+from partners.partner_directories import write_directory
 from partners.persona import (
     AVATAR_FILE,
     MAX_DESCRIPTION_CHARS,

@@ -18,7 +18,9 @@ from typing import Any
 
 from bot.store import SearchHit, Store
 from bot.store.search_terms import DEFAULT_LANGUAGE, snippet
-from partners.memory import MAX_ENTRY_CHARS, MemoryFile, MemoryInputError, MemoryStore, text_hash
+from partners.memory import MemoryFile, MemoryStore
+from partners.memory_errors import MemoryInputError
+from partners.memory_format import MAX_ENTRY_CHARS, text_hash
 from partners.persona import Partner
 from partners.recall import Recall
 

@@ -52,7 +52,7 @@ from bot.commands.paging import PageError
 from bot.commands.types import CommandContext, CommandReply, Handler
 from bot.config.memory_settings import SettingError
 from bot.gateway.access import AccessError
-from partners.memory import MemoryInputError
+from partners.memory_errors import MemoryInputError
 from partners.persona import PartnerError
 from partners.tools import ToolError
 

@@ -40,7 +40,6 @@ from bot.store import Store
 from bot.store.sqlite import SqliteStore
 from partners.catalog import PartnerCatalog, apply_search_languages
 from partners.documents import DatabaseDocuments, Documents, FileDocuments, adopt_files
-from partners.forgetting import Tombstones, namespace_partner
 from partners.memory import MemoryStore
 from partners.partner_rows import (
     MEMORY_FILES_READ_KEY,
@@ -50,6 +49,7 @@ from partners.partner_rows import (
     is_loaded_file,
 )
 from partners.persona import PARTNER_FILES, PARTNER_ID, PRESET_FILE
+from partners.tombstones import Tombstones, namespace_partner
 
 logger = logging.getLogger(__name__)
 

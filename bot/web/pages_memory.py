@@ -16,7 +16,8 @@ from bot.web import query
 from bot.web.actions import WEB_ACTOR
 from bot.web.pages import WebParts, form
 from bot.web.security import site_path
-from partners.memory import MemoryFile, MemoryInputError
+from partners.memory import MemoryFile
+from partners.memory_errors import MemoryInputError
 from partners.persona import Partner
 from partners.tools import ToolContext, ToolError, partner_search
 
