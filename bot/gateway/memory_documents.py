@@ -17,7 +17,7 @@ owner's folder, each partner's), never again:
   row at all; an emptied row is a document someone emptied), so a reading cut off halfway is
   finished by the next start, and two workers starting together write each document once.
 - What is read leaves out every entry a tombstone of that document matches
-  (:meth:`partners.forgetting.Tombstones.strip`).
+  (:meth:`partners.tombstones.Tombstones.strip`).
 
 The record is a row of the settings table per namespace (:data:`FILES_READ_KEY`). Edit a
 document with ``companion memory edit`` or the ``/admin`` commands, not on disk.
