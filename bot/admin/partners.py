@@ -1,5 +1,5 @@
 """Owner commands about partners: cards, create/clone/delete, show, edit files from the DM,
-set preset.yml values, reload and export (seed 003's settings page, in IM form).
+set preset.yml values (a model only one the endpoint serves), reload and export.
 
 Editing is a round trip of documents: ``partner edit`` sends a file whose caption carries its
 fingerprint; the owner sends the edited copy back with ``/admin partner put <id> <FILE>
@@ -26,6 +26,7 @@ from bot.admin.args import AdminError, file_reply, need, sent_file, services
 from bot.commands.paging import paged, pop_page
 from bot.commands.types import CommandContext, CommandReply
 from bot.events import Choice
+from bot.services.llm_check import MODEL, check_model
 from bot.store import MessageRow, SessionRow
 from bot.text.literal import literal_line
 from partners.catalog import apply_search_languages
@@ -45,6 +46,7 @@ EDITABLE_FILES = (*PROMPT_FILES, POST_HISTORY_FILE)
 CONFIRM = "confirm"
 MAX_EDIT_BYTES = 512 * 1024
 MAX_AVATAR_CHARS = 500
+FORCE = "--force"  # a partner's model the endpoint does not list (yet)
 NEW_SESSIONS_NOTE = "It takes effect in new conversations; running ones keep their prompt."
 
 
@@ -259,13 +261,16 @@ async def _uploaded(ctx: CommandContext) -> tuple[bytes, str]:
 async def partner_set(ctx: CommandContext) -> CommandReply:
     """One preset.yml setting, checked with the whole file and written in place (every
     other byte kept: ``partners/preset.py``)."""
+    force = FORCE in ctx.args
+    args = [arg for arg in ctx.args if arg != FORCE]
     need(ctx, 3, "partner set <id> <key> <value> (keys: " + ", ".join(SETTABLE) + ")")
-    partner = ctx.catalog.require(ctx.args[0])
-    key = ctx.args[1].lower()
-    raw = " ".join(ctx.args[2:])
+    partner = ctx.catalog.require(args[0])
+    key = args[1].lower()
+    raw = " ".join(args[2:])
     if key == "avatar" and raw.lower() not in ("none", "default"):
         _check_avatar(raw)
     keys, value = parse_setting(key, raw)
+    note = await _model_note(ctx, partner.id, value) if key == "model" and not force else ""
 
     def edit(data: bytes | None) -> bytes:
         return changed_preset(data or b"", keys, value, partner.id).encode("utf-8")
@@ -276,12 +281,26 @@ async def partner_set(ctx: CommandContext) -> CommandReply:
         return CommandReply(
             f"Saved, but {partner.id} no longer loads: {ctx.catalog.errors[partner.id]}"
         )
-    shown = (
-        "(default)" if value is None else str(value).lower() if isinstance(value, bool) else value
-    )
+    shown = str(value).lower() if isinstance(value, bool) else value
     if value is None:
         shown = "back to its default"
-    return CommandReply(f"{partner.id}: {key} is now {shown}. {NEW_SESSIONS_NOTE}")
+    return CommandReply(f"{partner.id}: {key} is now {shown}.{note} {NEW_SESSIONS_NOTE}")
+
+
+async def _model_note(ctx: CommandContext, partner_id: str, model: object) -> str:
+    """A partner's model must be one the endpoint serves (refused with the list it serves);
+    a note when the endpoint could not say."""
+    if not isinstance(model, str):
+        return ""  # back to llm.model
+    checked = await check_model(ctx.config.llm, model)
+    if checked.setting == MODEL:
+        raise AdminError(
+            f"{checked.problem}. Pick one of them, or set it anyway: "
+            f"/admin partner set {partner_id} model {model} {FORCE}"
+        )
+    if checked.problem is not None:
+        return f" (Not checked against the endpoint: {checked.problem}.)"
+    return "" if checked.models is not None else " (Not checked: the endpoint lists no models.)"
 
 
 def _check_avatar(value: str) -> None:
