@@ -127,6 +127,17 @@ async def test_only_keys_with_pending_messages_are_claimed(side: Side) -> None:
     assert len(await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 1)) == 1
 
 
+async def test_keys_are_claimed_longest_waiting_first(side: Side) -> None:
+    """A worker with room for fewer keys than wait takes those whose oldest pending message
+    is oldest: a busy worker's sweep must not serve the same few chats (the lowest keys)
+    over and over while the others' first messages wait for ever."""
+    for key in ("tg:9|ava", "tg:5|ava", "tg:1|ava"):
+        await side.add_pending(key)
+    await side.add_pending("tg:9|ava")  # a newer message does not move its key back
+    first = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 2)
+    assert {lease.queue_key for lease in first} == {"tg:9|ava", "tg:5|ava"}
+
+
 async def test_an_expired_lease_is_taken_over_with_a_new_epoch(side: Side) -> None:
     await side.add_pending("tg:1|ava")
     [old] = await side.workers.claim_queue_keys("w1", 0, 10)

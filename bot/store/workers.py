@@ -78,6 +78,12 @@ CLAIMABLE = (
     f" AND m.status = 'pending') OR EXISTS ({unfinished_replies('l.queue_key')}))"
 )
 """A lease row ``l`` whose key has work: pending messages or an unfinished reply."""
+LONGEST_WAITING = (
+    "coalesce((SELECT min(m.id) FROM messages m WHERE m.queue_key = l.queue_key"
+    " AND m.status = 'pending'), 0), l.queue_key"
+)
+"""The order keys are claimed in: oldest pending message first (a key with only an unfinished
+reply before all), so a worker with room for fewer keys than wait serves them in turn."""
 REVIEW_PREFIX = "review:"
 
 HOLDS_LEASE = "SELECT 1 FROM chat_leases WHERE queue_key = ? AND worker_id = ? AND epoch = ?"
@@ -245,7 +251,7 @@ class Workers(SqliteBase):
                 f"  SELECT l.queue_key FROM chat_leases l WHERE (l.expires_at <= {NOW}"
                 "   OR (? IS NOT NULL AND l.worker_id = ?))"
                 f"   AND l.queue_key = coalesce(?, l.queue_key) AND {CLAIMABLE}"
-                "  ORDER BY l.queue_key LIMIT ?)"
+                f"  ORDER BY {LONGEST_WAITING} LIMIT ?)"
                 " RETURNING queue_key, worker_id, epoch, expires_at",
                 (worker_id, lease_seconds, queue_key, worker_id, queue_key, limit),
             ).fetchall()
