@@ -53,6 +53,7 @@ from bot.settings import Settings
 from bot.shards import ShardKeeper, shard_keeper
 from bot.speech import SpeechClient
 from bot.store import Store
+from bot.store.opening import open_store
 from bot.tools import default_registry
 from bot.turns import TurnRunner
 from bot.voice_replies import VoiceReplies
@@ -269,7 +270,7 @@ async def build_app(
     lock = DataDirLock(config.data_dir)
     lock.acquire()
     try:
-        store = await Store.open(config.database)
+        store = await open_store(config.database)
     except BaseException:
         lock.release()
         raise

@@ -26,7 +26,8 @@ from pathlib import Path
 from bot.cli_data import CLIError, lock_data_dir
 from bot.config import Config
 from bot.memory_documents import files_read_key, files_read_record
-from bot.store.postgres.connection import is_database_url, redacted
+from bot.store.opening import is_database_url
+from bot.store.postgres.connection import redacted
 from bot.store.postgres.copy import NewDocument, copy_to_postgres, read_tombstones
 from partners.documents import ADOPTED_FOLDERS, FileDocuments
 from partners.forgetting import Tombstones, namespace_partner

@@ -19,7 +19,7 @@ from bot.app import owner_memory_file
 from bot.cli_data import CLIError
 from bot.config import Config
 from bot.memory_documents import memory_store
-from bot.store import Store
+from bot.store.opening import open_store
 from partners.memory import FileChanged, MemoryFile, MemoryStore, StoredDocument, fingerprint
 from partners.persona import PARTNER_FILES, check_partner_id
 from partners.tools import user_memory_name
@@ -31,7 +31,7 @@ EXPORTED_FOLDERS = ("", "users", "memory", "changelog")
 
 def _with_memory(config: Config, work: Callable[[MemoryStore], Awaitable[T]]) -> T:
     async def go() -> T:
-        store = await Store.open(config.database)
+        store = await open_store(config.database)
         try:
             return await work(memory_store(config, store))
         finally:

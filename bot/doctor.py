@@ -27,7 +27,8 @@ from bot.embeddings_check import check_embeddings
 from bot.llm import configuration_problem
 from bot.llm_check import check_endpoint, is_local_endpoint
 from bot.memory_documents import loaded_catalogs, partner_catalog, rows_configured
-from bot.store import SCHEMA, Store, StoreError
+from bot.store import SCHEMA, StoreError
+from bot.store.opening import open_store
 from bot.store.postgres.connection import database_schema, redacted
 from partners.catalog import PartnerCatalog, catalog_line
 
@@ -178,7 +179,7 @@ async def claimed_owners(config: Config) -> list[tuple[str, str, str]]:
     schema (doctor neither creates nor migrates it)."""
     if not await database_ready(config):
         return []
-    store = await Store.open(config.database)
+    store = await open_store(config.database)
     try:
         rows = await store.claimed_owners()
     finally:
@@ -281,7 +282,7 @@ async def database_partner_findings(config: Config) -> list[Finding]:
     none = "none yet (`companion run` makes the example)"
     if not await database_ready(config):
         return [Finding(None, f"partners: {none}")]
-    store = await Store.open(config.database)
+    store = await open_store(config.database)
     try:
         catalog = partner_catalog(config, store)
         await catalog.refresh()

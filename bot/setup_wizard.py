@@ -30,7 +30,7 @@ from bot.claims import OwnerClaims, claim_notice
 from bot.config import Config, ConfigError, parse_config
 from bot.config_file import ConfigFile
 from bot.llm_check import check_endpoint, is_local_endpoint
-from bot.store import Store
+from bot.store.opening import open_store
 from bot.terminal import announce, ask, ask_secret, confirm, say
 
 TokenCheckers = Mapping[str, Callable[[Config], Awaitable[TokenCheck]]]
@@ -274,7 +274,7 @@ class Wizard:
     async def offer_claims(self) -> None:
         """A claim code for each enabled platform that still has no owner."""
         config = self.config()
-        store = await Store.open(config.database)
+        store = await open_store(config.database)
         try:
             claimed = {row["user_key"] for row in await store.claimed_owners()}
             configured = {f"{p}:{i}" for p in PLATFORMS for i in owner_ids(config, p)}

@@ -11,6 +11,8 @@ module and a new one would go unchecked; here any bot module not named Foundatio
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -191,3 +193,21 @@ def test_the_known_violations_still_occur() -> None:
     pairs = import_pairs()
     assert {pair for pair in KNOWN_VIOLATIONS if pair not in pairs} == set()
     assert {b for a, b in pairs if a == COMMAND_TABLE} >= KNOWN_COMMAND_TABLE_IMPORTS
+
+
+def test_the_store_interface_loads_no_database_driver() -> None:
+    # code written against Store (most of the gateway) must not pay for a driver it may
+    # never use: a fresh interpreter shows what the import really loads, deferred ones too
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, bot.store.protocol, bot.store;"
+            " print(' '.join(m for m in ('asyncpg', 'aiosqlite') if m in sys.modules))",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert loaded == [], f"importing the store interface loads {loaded}"

@@ -2,8 +2,10 @@
 
 A newcomer's map:
 - :mod:`bot.store.protocol` — :class:`Store`, the interface the rest of the code is written
-  against; ``await Store.open(path)`` opens the database. It is composed from one protocol
-  per concern (below).
+  against, composed from one protocol per concern (below); importing it loads no driver.
+- :mod:`bot.store.opening` — ``await open_store(path_or_url)`` opens the database.
+- :mod:`bot.store.base` — the primitives every concern's SQL runs through, written once for
+  both backends (``?`` parameters, numbered for PostgreSQL).
 - :mod:`bot.store.rows` — the typed rows its methods take and return.
 - :mod:`bot.store.errors` — :class:`StoreUnavailable` and its family, the only database errors
   that leave the store.
@@ -31,6 +33,7 @@ restart recovery is a query and a second backend can offer failover with the sam
 """
 
 from bot.store.errors import LeaseLost, StoreError, StoreFull, StoreUnavailable
+from bot.store.leases import review_key, reviewed_session
 from bot.store.protocol import Store
 from bot.store.rows import (
     AuditRow,
@@ -67,7 +70,6 @@ from bot.store.rows import (
     new_session_id,
 )
 from bot.store.schema import SCHEMA, Dialects, Migration, for_dialect
-from bot.store.workers import review_key, reviewed_session
 
 __all__ = [
     "SCHEMA",

@@ -15,7 +15,7 @@ class Audit(SqliteBase):
     """The audit log and the owner's stored settings."""
 
     async def audit(self, actor: str, action: str, **detail: Any) -> None:
-        await self._write(
+        await self._sqlite_write(
             "INSERT INTO audit (time, actor, action, detail) VALUES (?, ?, ?, ?)",
             (time.time(), actor, action, json.dumps(detail, ensure_ascii=False, default=str)),
         )
@@ -26,17 +26,17 @@ class Audit(SqliteBase):
         if action is not None:
             sql += " WHERE action = ?"
             params = (action,)
-        rows = await self._all(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))
+        rows = await self._sqlite_all(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))
         return [
             AuditRow(time=time, actor=actor, action=action, detail=json.loads(detail))
             for time, actor, action, detail in rows
         ]
 
     async def settings(self) -> dict[str, str]:
-        return {row[0]: row[1] for row in await self._all("SELECT key, value FROM settings")}
+        return {row[0]: row[1] for row in await self._sqlite_all("SELECT key, value FROM settings")}
 
     async def put_setting(self, key: str, value: str) -> None:
-        await self._write(
+        await self._sqlite_write(
             "INSERT INTO settings (key, value, updated_at) VALUES (?, ?, ?)"
             " ON CONFLICT (key) DO UPDATE SET value = excluded.value,"
             " updated_at = excluded.updated_at",
@@ -44,7 +44,7 @@ class Audit(SqliteBase):
         )
 
     async def delete_setting(self, key: str) -> bool:
-        cursor = await self._write("DELETE FROM settings WHERE key = ?", (key,))
+        cursor = await self._sqlite_write("DELETE FROM settings WHERE key = ?", (key,))
         return cursor.rowcount > 0
 
     async def audit_page(
@@ -62,7 +62,7 @@ class Audit(SqliteBase):
             params.append(before_id)
         rows = [
             dict(row)
-            for row in await self._all(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))
+            for row in await self._sqlite_all(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))
         ]
         for row in rows:
             row["detail"] = json.loads(row["detail"])

@@ -39,7 +39,7 @@ class Chats(SqliteBase):
         if self._written_chats.get(chat_key) == (kind, title):
             return
         now = time.time()
-        await self._write(
+        await self._sqlite_write(
             "INSERT INTO chats (chat_key, platform, platform_chat_id, thread_id, kind, title,"
             " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (chat_key) DO UPDATE SET title = excluded.title,"
@@ -49,7 +49,7 @@ class Chats(SqliteBase):
         self._written_chats[chat_key] = (kind, title)
 
     async def chat(self, chat_key: str) -> ChatRow | None:
-        row = await self._one(CHAT_BY_KEY, (chat_key,))
+        row = await self._sqlite_one(CHAT_BY_KEY, (chat_key,))
         return ChatRow(*row) if row else None
 
     async def chat_and_user(
@@ -68,17 +68,19 @@ class Chats(SqliteBase):
         return await self._db.run(read)
 
     async def selected_partner(self, chat_key: str) -> str | None:
-        row = await self._one("SELECT selected_partner FROM chats WHERE chat_key = ?", (chat_key,))
+        row = await self._sqlite_one(
+            "SELECT selected_partner FROM chats WHERE chat_key = ?", (chat_key,)
+        )
         return row[0] if row else None
 
     async def select_partner(self, chat_key: str, partner_id: str | None) -> None:
-        await self._write(
+        await self._sqlite_write(
             "UPDATE chats SET selected_partner = ?, updated_at = ? WHERE chat_key = ?",
             (partner_id, time.time(), chat_key),
         )
 
     async def bind(self, platform: str, chat_id: str, partner_id: str, source: str) -> bool:
-        cursor = await self._write(
+        cursor = await self._sqlite_write(
             "INSERT OR IGNORE INTO bindings (platform, chat_id, partner_id, source, created_at)"
             " VALUES (?, ?, ?, ?, ?)",
             (platform, chat_id, partner_id, source, time.time()),
@@ -91,7 +93,7 @@ class Chats(SqliteBase):
         if partner_id is not None:
             sql += " AND partner_id = ?"
             params += (partner_id,)
-        cursor = await self._write(sql, params)
+        cursor = await self._sqlite_write(sql, params)
         return cursor.rowcount
 
     async def bindings(
@@ -107,7 +109,7 @@ class Chats(SqliteBase):
             params.append(chat_id)
         return [
             cast(BindingRow, dict(row))
-            for row in await self._all(sql + " ORDER BY created_at", params)
+            for row in await self._sqlite_all(sql + " ORDER BY created_at", params)
         ]
 
     async def replace_config_bindings(self, rows: Iterable[tuple[str, str, str]]) -> None:

@@ -22,7 +22,7 @@ class Documents(SqliteBase):
         self._document_locks: dict[tuple[str, str], asyncio.Lock] = {}
 
     async def document(self, namespace: str, path: str) -> DocumentRow | None:
-        row = await self._one(
+        row = await self._sqlite_one(
             "SELECT content, version, updated_at FROM documents WHERE namespace = ? AND path = ?",
             (namespace, path),
         )
@@ -40,13 +40,13 @@ class Documents(SqliteBase):
         version, or None when it is not."""
         now = time.time()
         if expected_version == 0:
-            cursor = await self._write(
+            cursor = await self._sqlite_write(
                 "INSERT INTO documents (namespace, path, content, version, updated_at)"
                 " VALUES (?, ?, ?, 1, ?) ON CONFLICT (namespace, path) DO NOTHING",
                 (namespace, path, content, now),
             )
         else:
-            cursor = await self._write(
+            cursor = await self._sqlite_write(
                 "UPDATE documents SET content = ?, version = version + 1, updated_at = ?"
                 " WHERE namespace = ? AND path = ? AND version = ?",
                 (content, now, namespace, path, expected_version),
@@ -70,7 +70,7 @@ class Documents(SqliteBase):
     async def document_paths(self, namespace: str, folder: str) -> list[str]:
         """The documents directly inside ``folder`` (not in folders below it), sorted."""
         prefix = folder.rstrip("/") + "/" if folder else ""
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT path FROM documents WHERE namespace = ? AND substr(path, 1, ?) = ?"
             " AND instr(substr(path, ?), '/') = 0 ORDER BY path",
             (namespace, len(prefix), prefix, len(prefix) + 1),
@@ -85,7 +85,7 @@ class Documents(SqliteBase):
         if not paths:
             return []
         marks = ", ".join("?" for _ in paths)
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT namespace, path, version FROM documents WHERE substr(namespace, 1, ?) = ?"
             f" AND path IN ({marks}) ORDER BY namespace, path",
             (len(namespace_prefix), namespace_prefix, *paths),
@@ -95,14 +95,14 @@ class Documents(SqliteBase):
     async def move_documents(self, namespace: str, to_namespace: str) -> int:
         """Every document of ``namespace`` renamed into ``to_namespace`` (which must hold
         none of their names); how many."""
-        cursor = await self._write(
+        cursor = await self._sqlite_write(
             "UPDATE documents SET namespace = ?, updated_at = ? WHERE namespace = ?",
             (to_namespace, time.time(), namespace),
         )
         return cursor.rowcount
 
     async def delete_document(self, namespace: str, path: str) -> bool:
-        cursor = await self._write(
+        cursor = await self._sqlite_write(
             "DELETE FROM documents WHERE namespace = ? AND path = ?", (namespace, path)
         )
         return cursor.rowcount > 0

@@ -28,21 +28,21 @@ class Media(SqliteBase):
         if not message_ids:
             return {}
         marks = ", ".join("?" for _ in message_ids)
-        rows = await self._all(
+        rows = await self._sqlite_all(
             f"SELECT {MEDIA_COLUMNS} FROM media WHERE message_id IN ({marks}) ORDER BY rowid",
             tuple(message_ids),
         )
         return by_message(rows)
 
     async def add_media(self, message_id: int, media: Sequence[NewMedia]) -> None:
-        await self._write_many(
+        await self._sqlite_write_many(
             "INSERT OR IGNORE INTO media (message_id, kind, ref, mime, seconds, bytes, filename)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
             [(message_id, x.kind, x.ref, x.mime, x.seconds, x.bytes, x.filename) for x in media],
         )
 
     async def set_media_state(self, message_id: int, kind: str, ref: str, state: str) -> None:
-        await self._write(
+        await self._sqlite_write(
             "UPDATE media SET state = ? WHERE message_id = ? AND kind = ? AND ref = ?",
             (state, message_id, kind, ref),
         )

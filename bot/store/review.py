@@ -21,7 +21,7 @@ class ReviewState(Sessions):
 
     async def mark_review_due(self, session_id: str, at: float) -> None:
         """Ask for a review at ``at``; an earlier request stands (that is the debounce)."""
-        await self._write(
+        await self._sqlite_write(
             "UPDATE sessions SET review_due_at = ? WHERE id = ?"
             " AND (review_due_at IS NULL OR review_due_at > ?)",
             (at, session_id, at),
@@ -81,7 +81,7 @@ class ReviewState(Sessions):
 
     async def last_reviews(self) -> dict[str, float]:
         """When each partner's sessions were last reviewed."""
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT partner_id, MAX(reviewed_at) FROM sessions WHERE reviewed_at IS NOT NULL"
             " AND partner_id IS NOT NULL GROUP BY partner_id"
         )

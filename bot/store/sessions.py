@@ -53,7 +53,7 @@ class Sessions(SqliteBase):
     ) -> SessionRow:
         now = time.time()
         session_id = session_id or new_session_id()
-        await self._write(
+        await self._sqlite_write(
             "INSERT INTO sessions (id, partner_id, chat_key, user_key, audience, kind,"
             " carry_from, title, system_prompt, created_at, last_active_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -80,12 +80,12 @@ class Sessions(SqliteBase):
         return rows[0] if rows else None
 
     async def set_session_title(self, session_id: str, title: str) -> None:
-        await self._write(
+        await self._sqlite_write(
             "UPDATE sessions SET title = ? WHERE id = ? AND title = ''", (title, session_id)
         )
 
     async def end_session(self, session_id: str, reason: str) -> None:
-        await self._write(
+        await self._sqlite_write(
             "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL",
             (time.time(), reason, session_id),
         )
@@ -124,7 +124,7 @@ class Sessions(SqliteBase):
 
     async def partner_session_count(self, partner_id: str, user_key: str | None = None) -> int:
         where, params = _of_partner(partner_id, user_key)
-        row = await self._one(f"SELECT COUNT(*) FROM sessions {where}", params)
+        row = await self._sqlite_one(f"SELECT COUNT(*) FROM sessions {where}", params)
         return int(row[0]) if row else 0
 
     async def message_counts(self, session_ids: Sequence[str]) -> dict[str, int]:
@@ -132,7 +132,7 @@ class Sessions(SqliteBase):
         if not session_ids:
             return {}
         marks = ", ".join("?" for _ in session_ids)
-        rows = await self._all(
+        rows = await self._sqlite_all(
             f"SELECT session_id, COUNT(*) FROM messages WHERE session_id IN ({marks})"
             " AND role IN ('user', 'assistant') GROUP BY session_id",
             tuple(session_ids),
@@ -141,7 +141,7 @@ class Sessions(SqliteBase):
 
     async def last_activity(self) -> dict[str, float]:
         """When each partner last had a conversation."""
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT partner_id, MAX(last_active_at) FROM sessions WHERE partner_id IS NOT NULL"
             " GROUP BY partner_id"
         )
@@ -165,7 +165,7 @@ class Sessions(SqliteBase):
 
     async def transcript_refs(self, session_id: str) -> list[str]:
         """The sessions referenced from ``session_id``, oldest first."""
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT referenced_id FROM transcript_refs WHERE session_id = ? ORDER BY created_at",
             (session_id,),
         )
@@ -174,13 +174,15 @@ class Sessions(SqliteBase):
     async def _sessions(self, where: str, params: Sequence[Any]) -> list[SessionRow]:
         return [
             SessionRow(*row)
-            for row in await self._all(f"SELECT {SESSION_COLUMNS} FROM sessions {where}", params)
+            for row in await self._sqlite_all(
+                f"SELECT {SESSION_COLUMNS} FROM sessions {where}", params
+            )
         ]
 
     async def count_sessions(self, chat_key: str, partner_id: str) -> int:
         """How many conversations this chat has had with this partner (which greeting is
         next, ``partners/greetings.py``)."""
-        row = await self._one(
+        row = await self._sqlite_one(
             "SELECT COUNT(*) AS n FROM sessions WHERE chat_key = ? AND partner_id = ?",
             (chat_key, partner_id),
         )

@@ -106,7 +106,7 @@ class SqliteStore(
             await self._db.execute(statement)
 
     async def schema_version(self) -> int:
-        row = await self._one("PRAGMA user_version")
+        row = await self._sqlite_one("PRAGMA user_version")
         return int(row[0]) if row else 0
 
     async def backup_to(self, target: Path) -> None:

@@ -14,12 +14,12 @@ from typing import Any, cast
 
 from bot.store.chats import CHAT_BY_KEY
 from bot.store.connection import SqliteBase
+from bot.store.leases import unfinished_replies
 from bot.store.media import MEDIA_COLUMNS, by_message
 from bot.store.messages import MESSAGE_COLUMNS, RECENT_REACTIONS
 from bot.store.rows import ChatRow, MediaRow, MessageRow, SessionRow, TurnContext, UserRow
 from bot.store.sessions import OPEN_SESSION, SESSION_COLUMNS
 from bot.store.users import USER_BY_KEY
-from bot.store.workers import unfinished_replies
 
 CONVERSATION = (
     "WHERE session_id = ? AND role IN ('user', 'assistant') AND status != 'pending' ORDER BY id"

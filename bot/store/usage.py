@@ -25,13 +25,13 @@ class Usage(SqliteBase):
     async def add_usage(
         self, day: str, partner_id: str, kind: str, model: str, prompt: int, completion: int
     ) -> None:
-        await self._write(ADD_USAGE, (day, partner_id, kind, model, prompt, completion))
+        await self._sqlite_write(ADD_USAGE, (day, partner_id, kind, model, prompt, completion))
 
     async def add_units(
         self, day: str, partner_id: str, kind: str, model: str, units: float
     ) -> None:
         """Usage that is not tokens: transcribed seconds, spoken characters, images."""
-        await self._write(
+        await self._sqlite_write(
             "INSERT INTO usage (day, partner_id, kind, model, calls, units)"
             " VALUES (?, ?, ?, ?, 1, ?)"
             " ON CONFLICT (day, partner_id, kind, model) DO UPDATE SET calls = calls + 1,"
@@ -41,7 +41,7 @@ class Usage(SqliteBase):
 
     async def units_on(self, day: str) -> dict[str, dict[str, float]]:
         """Units (seconds, characters, images) used on one day, per partner and kind."""
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT partner_id, kind, SUM(units) FROM usage WHERE day = ? AND units > 0"
             " GROUP BY partner_id, kind",
             (day,),
@@ -54,14 +54,14 @@ class Usage(SqliteBase):
     async def usage(self, since_day: str) -> list[UsageRow]:
         return [
             cast(UsageRow, dict(row))
-            for row in await self._all(
+            for row in await self._sqlite_all(
                 "SELECT * FROM usage WHERE day >= ? ORDER BY day, partner_id, kind", (since_day,)
             )
         ]
 
     async def tokens_on(self, day: str) -> dict[str, int]:
         """Tokens (prompt + completion) used on one day, per partner."""
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT partner_id, SUM(prompt_tokens + completion_tokens) FROM usage"
             " WHERE day = ? GROUP BY partner_id",
             (day,),
@@ -69,7 +69,7 @@ class Usage(SqliteBase):
         return {row[0]: int(row[1] or 0) for row in rows}
 
     async def user_messages_since(self, user_key: str, since: float) -> int:
-        row = await self._one(
+        row = await self._sqlite_one(
             "SELECT COUNT(*) FROM messages WHERE user_key = ? AND created_at >= ?"
             " AND role = 'user'",
             (user_key, since),
@@ -77,19 +77,19 @@ class Usage(SqliteBase):
         return int(row[0]) if row else 0
 
     async def last_rest_notice(self, kind: str, subject: str) -> float | None:
-        row = await self._one(
+        row = await self._sqlite_one(
             "SELECT sent_at FROM rest_notices WHERE kind = ? AND subject = ?", (kind, subject)
         )
         return float(row[0]) if row else None
 
     async def note_rest_notice(self, kind: str, subject: str) -> None:
-        await self._write(
+        await self._sqlite_write(
             "INSERT OR REPLACE INTO rest_notices (kind, subject, sent_at) VALUES (?, ?, ?)",
             (kind, subject, time.time()),
         )
 
     async def rest_notices_since(self, since: float) -> list[RestNoticeRow]:
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT kind, subject, sent_at FROM rest_notices WHERE sent_at >= ? ORDER BY sent_at",
             (since,),
         )

@@ -27,7 +27,7 @@ class Users(SqliteBase):
         if self._written_users.get(user_key) == (name, username):
             return
         now = time.time()
-        await self._write(
+        await self._sqlite_write(
             "INSERT INTO users (user_key, platform, platform_user_id, display_name, username,"
             " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (user_key) DO UPDATE SET display_name = excluded.display_name,"
@@ -39,35 +39,35 @@ class Users(SqliteBase):
         self._written_users[user_key] = (name, username)
 
     async def user(self, user_key: str) -> UserRow | None:
-        row = await self._one(USER_BY_KEY, (user_key,))
+        row = await self._sqlite_one(USER_BY_KEY, (user_key,))
         return cast(UserRow, dict(row)) if row else None
 
     async def set_user_access(self, user_key: str, access: str) -> bool:
-        cursor = await self._write(
+        cursor = await self._sqlite_write(
             "UPDATE users SET access = ?, updated_at = ? WHERE user_key = ?",
             (access, time.time(), user_key),
         )
         return cursor.rowcount > 0
 
     async def voice_mode(self, user_key: str) -> str | None:
-        row = await self._one("SELECT voice_mode FROM users WHERE user_key = ?", (user_key,))
+        row = await self._sqlite_one("SELECT voice_mode FROM users WHERE user_key = ?", (user_key,))
         return row[0] if row else None
 
     async def set_voice_mode(self, user_key: str, mode: str) -> None:
-        await self._write(
+        await self._sqlite_write(
             "UPDATE users SET voice_mode = ?, updated_at = ? WHERE user_key = ?",
             (mode, time.time(), user_key),
         )
 
     async def set_user_timezone(self, user_key: str, timezone: str) -> None:
-        await self._write(
+        await self._sqlite_write(
             "UPDATE users SET timezone = ?, updated_at = ? WHERE user_key = ?",
             (timezone, time.time(), user_key),
         )
 
     async def create_pairing(self, code: str, user_key: str, ttl_seconds: float) -> None:
         now = time.time()
-        await self._write(
+        await self._sqlite_write(
             "INSERT INTO pairing_requests (code, user_key, created_at, expires_at)"
             " VALUES (?, ?, ?, ?)",
             (code, user_key, now, now + ttl_seconds),
@@ -81,19 +81,21 @@ class Users(SqliteBase):
             params += (user_key,)
         return [
             cast(PairingRow, dict(row))
-            for row in await self._all(sql + " ORDER BY created_at", params)
+            for row in await self._sqlite_all(sql + " ORDER BY created_at", params)
         ]
 
     async def pairing(self, code: str) -> PairingRow | None:
-        row = await self._one("SELECT * FROM pairing_requests WHERE code = ?", (code,))
+        row = await self._sqlite_one("SELECT * FROM pairing_requests WHERE code = ?", (code,))
         return cast(PairingRow, dict(row)) if row else None
 
     async def close_pairing(self, code: str, status: str) -> None:
-        await self._write("UPDATE pairing_requests SET status = ? WHERE code = ?", (status, code))
+        await self._sqlite_write(
+            "UPDATE pairing_requests SET status = ? WHERE code = ?", (status, code)
+        )
 
     async def unannounced_approvals(self) -> list[PairingRow]:
         """Pairing requests approved (from the terminal) whose user has not been told yet."""
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT * FROM pairing_requests WHERE status = 'approved' AND announced_at IS NULL"
             " ORDER BY created_at"
         )
@@ -101,7 +103,7 @@ class Users(SqliteBase):
 
     async def take_announcement(self, code: str) -> bool:
         """Claim the telling of an approval: True for exactly one caller."""
-        cursor = await self._write(
+        cursor = await self._sqlite_write(
             "UPDATE pairing_requests SET announced_at = ? WHERE code = ?"
             " AND status = 'approved' AND announced_at IS NULL",
             (time.time(), code),
@@ -110,7 +112,7 @@ class Users(SqliteBase):
 
     async def add_claim_code(self, code_hash: str, platform: str, ttl_seconds: float) -> None:
         now = time.time()
-        await self._write(
+        await self._sqlite_write(
             "INSERT INTO claim_codes (code_hash, platform, created_at, expires_at)"
             " VALUES (?, ?, ?, ?)",
             (code_hash, platform, now, now + ttl_seconds),
@@ -118,7 +120,7 @@ class Users(SqliteBase):
 
     async def live_claim_codes(self, platform: str) -> list[str]:
         """Hashes of the codes that may still claim ``platform`` (unused, unexpired)."""
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT code_hash FROM claim_codes WHERE platform = ? AND used_at IS NULL"
             " AND expires_at > ?",
             (platform, time.time()),
@@ -154,20 +156,20 @@ class Users(SqliteBase):
         return True
 
     async def claimed_owners(self) -> list[ClaimedOwnerRow]:
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT user_key, platform, claimed_at FROM claimed_owners ORDER BY claimed_at"
         )
         return [cast(ClaimedOwnerRow, dict(row)) for row in rows]
 
     async def live_pairing_count(self) -> int:
-        row = await self._one(
+        row = await self._sqlite_one(
             "SELECT COUNT(*) FROM pairing_requests WHERE status = 'pending' AND expires_at > ?",
             (time.time(),),
         )
         return int(row[0]) if row else 0
 
     async def web_pairings(self, limit: int) -> list[dict[str, Any]]:
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT p.*, u.display_name FROM pairing_requests p"
             " LEFT JOIN users u ON u.user_key = p.user_key"
             " WHERE p.status = 'pending' AND p.expires_at > ? ORDER BY p.created_at LIMIT ?",
@@ -176,11 +178,11 @@ class Users(SqliteBase):
         return [dict(row) for row in rows]
 
     async def user_count(self) -> int:
-        row = await self._one("SELECT COUNT(*) FROM users")
+        row = await self._sqlite_one("SELECT COUNT(*) FROM users")
         return int(row[0]) if row else 0
 
     async def web_users(self, limit: int, offset: int = 0) -> list[dict[str, Any]]:
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT * FROM users ORDER BY updated_at DESC, user_key LIMIT ? OFFSET ?",
             (limit, offset),
         )
@@ -188,7 +190,7 @@ class Users(SqliteBase):
         if not users:
             return users
         marks = ", ".join("?" for _ in users)
-        checkins = await self._all(
+        checkins = await self._sqlite_all(
             f"SELECT * FROM checkins WHERE user_key IN ({marks}) ORDER BY partner_id",
             [user["user_key"] for user in users],
         )

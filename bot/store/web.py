@@ -14,7 +14,7 @@ class WebLogins(SqliteBase):
 
     async def add_web_login(self, token_hash: str, ttl_seconds: float) -> None:
         now = time.time()
-        await self._write(
+        await self._sqlite_write(
             "INSERT INTO web_logins (token_hash, created_at, expires_at) VALUES (?, ?, ?)",
             (token_hash, now, now + ttl_seconds),
         )
@@ -44,7 +44,7 @@ class WebLogins(SqliteBase):
 
     async def web_session(self, session_hash: str) -> dict[str, Any] | None:
         """A live session (with its CSRF token), or None."""
-        row = await self._one(
+        row = await self._sqlite_one(
             "SELECT * FROM web_sessions WHERE session_hash = ? AND expires_at > ?",
             (session_hash, time.time()),
         )
@@ -53,7 +53,7 @@ class WebLogins(SqliteBase):
     async def end_web_sessions(self, session_hash: str | None = None) -> int:
         """End one session, or (None) every session and every unused link."""
         if session_hash is not None:
-            cursor = await self._write(
+            cursor = await self._sqlite_write(
                 "DELETE FROM web_sessions WHERE session_hash = ?", (session_hash,)
             )
             return cursor.rowcount
