@@ -10,7 +10,7 @@ from pathlib import Path
 from bot.store.audit import Audit
 from bot.store.chats import Chats
 from bot.store.checkins import Checkins
-from bot.store.connection import Connection, statements
+from bot.store.connection import Connection, SqliteBase, statements
 from bot.store.documents import Documents
 from bot.store.errors import StoreError, StoreUnavailable
 from bot.store.forgetting import Forgetting
@@ -41,6 +41,7 @@ class SqliteStore(
     WebLogins,
     Workers,
     Documents,
+    SqliteBase,
 ):
     """The :class:`bot.store.Store` interface on SQLite (the standard library's sqlite3 on a
     thread of its own, see :mod:`bot.store.connection`)."""

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import asyncpg
 
+from bot.store.audit import Audit
 from bot.store.errors import StoreError
-from bot.store.postgres.audit import Audit
-from bot.store.postgres.chats import Chats
+from bot.store.postgres.base import PostgresBase
+from bot.store.postgres.chats import PostgresChats
 from bot.store.postgres.checkins import Checkins
 from bot.store.postgres.connection import connect, create_pool, redacted
 from bot.store.postgres.documents import Documents
@@ -21,11 +22,11 @@ from bot.store.postgres.migrations import migrate, schema_version
 from bot.store.postgres.queue import Queue
 from bot.store.postgres.review import ReviewState
 from bot.store.postgres.turn_context import TurnContexts
-from bot.store.postgres.usage import Usage
 from bot.store.postgres.users import Users
 from bot.store.postgres.vectors import Vectors
-from bot.store.postgres.web import WebLogins
 from bot.store.postgres.workers import Workers
+from bot.store.usage import Usage
+from bot.store.web import WebLogins
 
 BACKUP_ADVICE = (
     "the database is on PostgreSQL: back it up with pg_dump (for example"
@@ -36,7 +37,7 @@ BACKUP_ADVICE = (
 
 class PostgresStore(
     Users,
-    Chats,
+    PostgresChats,
     Queue,
     TurnContexts,
     Media,
@@ -49,6 +50,7 @@ class PostgresStore(
     WebLogins,
     Workers,
     Documents,
+    PostgresBase,
 ):
     """The :class:`bot.store.Store` interface on PostgreSQL (asyncpg, a pool per process)."""
 

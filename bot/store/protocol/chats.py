@@ -1,8 +1,9 @@
 """Chats: a DM, group, channel, thread or forum topic with the partner selected in it, and the
 bindings of groups and channels to partners (from config.toml or ``/admin bind``).
 
-Part of :class:`bot.store.Store`; SQLite implements it in :class:`bot.store.chats.Chats`,
-PostgreSQL in :class:`bot.store.postgres.chats.Chats`."""
+Part of :class:`bot.store.Store`; implemented once for both backends in
+:class:`bot.store.chats.Chats` (PostgreSQL reads a chat and its person in one statement:
+:mod:`bot.store.postgres.chats`)."""
 
 from __future__ import annotations
 
