@@ -2,14 +2,14 @@
 and delete them.
 
 Where partners live follows where memory documents do (``[storage] documents``,
-:mod:`bot.memory_documents`):
+:mod:`bot.gateway.memory_documents`):
 
 - **Files** (SQLite, the default; ``make run`` needs nothing else): a partner is a directory
   under ``data/partners`` holding a preset.yml. The directory is the truth: the owner may edit
   it by hand, and ``/admin reload`` reads it again. Deleting moves the directory to
   ``data/partners/.trash``.
 - **Rows** (PostgreSQL, where workers share nothing but the database): the database is the only
-  truth (DESIGN.md "Several workers (PostgreSQL)"). Every file of a partner is a row of the
+  truth (docs/architecture.md "Several workers"). Every file of a partner is a row of the
   ``documents`` table in the namespace ``partners/<id>``: preset.yml, card.json, lorebook.json
   and avatar.png (bytes as they came) beside its Markdown persona and memory documents; the
   partners are the namespaces holding a preset.yml row (:mod:`partners.partner_rows`). No

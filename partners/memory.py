@@ -6,7 +6,7 @@ to lines it did not write. Every write to one document waits its turn on that do
 re-reads it (hand edits are never overwritten by a stale copy), appends a changelog record
 *before* the change, and writes it back whole, keeping its BOM and CRLF line endings.
 
-Namespaces (DESIGN.md "Split memory model") are roots: ``data/owner`` for the owner and
+Namespaces (docs/architecture.md "Split memory model") are roots: ``data/owner`` for the owner and
 ``data/partners/<id>`` for a partner, whose per-user files live in ``users/``. Where the
 documents are kept — files (the default) or rows of the database — is the
 :class:`partners.documents.Documents` the store is given; the changelog

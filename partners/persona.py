@@ -1,5 +1,5 @@
 """Partners as the owner writes them: preset.yml plus six Markdown files, and the system prompt
-assembled from them (DESIGN.md "Prompt").
+assembled from them (docs/architecture.md "Prompt").
 
 The prompt is SYSTEM, SOUL, IDENTITY, (a card's SCENARIO and EXAMPLES,) USER, AGENTS and MEMORY
 (then the current user's memory in ``per_user`` scope) in that order, empty or missing files

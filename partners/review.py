@@ -1,10 +1,10 @@
 """Review: one LLM call turns a new part of a conversation into a journal entry and memory edits.
 
-Triggers (DESIGN.md "Review, consolidation and journals"): the end of a turn once enough new
-human turns or characters piled up (debounced 5 s), before turns would leave the history
+Triggers (docs/architecture.md "Review, consolidation and journals"): the end of a turn once enough
+new human turns or characters piled up (debounced 5 s), before turns would leave the history
 window, an idle session, ``/new``, and the nightly job. The watermark (last reviewed message)
-advances only after a review succeeded; after 3 failed attempts it is forced forward, an audit
-row is written and the owner is told (at most once per session per 10 minutes).
+advances only after a review succeeded; after 3 failed attempts it is forced forward, an audit row
+is written and the owner is told (at most once per session per 10 minutes).
 
 A trigger only marks the review due (a row, so a restart or another worker still runs it).
 A review runs under a claim (:class:`ReviewClaims`, a lease in the store renewed by the
@@ -33,10 +33,10 @@ from datetime import datetime
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
-from bot.config import MemoryConfig
-from bot.literal import literal_line
-from bot.llm import LLMClient, LLMError, storable
+from bot.config.model import MemoryConfig
+from bot.services.llm import LLMClient, LLMError, storable
 from bot.store import Lease, LeaseLost, MessageRow, SessionRow, Store, reviewed_session
+from bot.text.literal import literal_line
 from partners.catalog import PartnerCatalog
 from partners.memory import MemoryStore
 from partners.persona import Partner
@@ -78,7 +78,7 @@ Notify = Callable[[str, str], Awaitable[None]]
 
 
 class ReviewClaims(Protocol):
-    """Where reviews are claimed (:class:`bot.workers.Worker`, under its id and leases)."""
+    """Where reviews are claimed (:class:`bot.workers.worker.Worker`, under its id and leases)."""
 
     async def claim_review(self, session_id: str) -> Lease | None:
         """Claim one session's review; None while another review of it runs."""

@@ -1,11 +1,10 @@
 """The tools a model can call: the partner's three always-on memory tools and the owner's.
 
 ``partner_read``, ``partner_memorize`` and ``partner_search`` are force-mounted on every partner
-turn (DESIGN.md "Split memory model"). Where they may read and write is decided here from the
-turn's :class:`ToolContext`, never from the model's arguments: a partner writes only its own
-namespace (or the current user's file in ``per_user`` scope), reads the owner's memory but
-never writes it, and searches only history the current user may see.
-"""
+turn (docs/architecture.md "Split memory model"). Where they may read and write is decided here
+from the turn's :class:`ToolContext`, never from the model's arguments: a partner writes only its
+own namespace (or the current user's file in ``per_user`` scope), reads the owner's memory but
+never writes it, and searches only history the current user may see."""
 
 from __future__ import annotations
 

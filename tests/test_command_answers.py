@@ -1,4 +1,4 @@
-"""Every command answers (DESIGN.md "Decisions": nothing stays pending forever): whatever
+"""Every command answers (docs/architecture.md "Decisions": nothing stays pending forever): whatever
 breaks inside a command, the sender gets a short apology, the owner is told and an audit row
 says what failed. The failure here is real: a per-user memory file that is a directory."""
 

@@ -1,6 +1,6 @@
-"""A database outage under a running worker is one episode for each loop that meets it: the
-loop's first failure is logged with its traceback, the failures after it only at DEBUG, and one
-line says when the loop recovered (DESIGN.md: a fault is logged once per episode, not once per
+"""A database outage under a running worker is one episode for each loop that meets it: the loop's
+first failure is logged with its traceback, the failures after it only at DEBUG, and one line says
+when the loop recovered (docs/architecture.md: a fault is logged once per episode, not once per
 attempt). The session's throwaway PostgreSQL server is really stopped under the gateway, and
 started again once every loop has failed at least twice."""
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bot.scheduler import Scheduler
+from bot.workers.scheduler import Scheduler
 from tests.conftest import Harness, HarnessFactory, dm
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.postgres_server import PostgresServer
@@ -22,13 +22,13 @@ from tests.test_recall_embeddings import embeddings
 from tests.test_workers import until
 
 LOOPS = {
-    "the heartbeat": "bot.workers",
-    "the dispatcher": "bot.dispatcher",
-    "delivery retries": "bot.delivery_retries",
-    "embedding": "bot.embedder",
+    "the heartbeat": "bot.workers.worker",
+    "the dispatcher": "bot.workers.dispatcher",
+    "delivery retries": "bot.delivery.retries",
+    "embedding": "bot.workers.embedder",
     "pairing approvals": "bot.app",
     "the partner catalog": "bot.app",
-    "review sweep": "bot.scheduler",
+    "review sweep": "bot.workers.scheduler",
 }
 """Each loop that meets the outage here, and the logger it writes to."""
 FAST = {

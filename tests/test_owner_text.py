@@ -1,4 +1,5 @@
-"""What a user or the model wrote reaches the owner as literal text (DESIGN.md "Decisions":
+"""What a user or the model wrote reaches the owner as literal text (docs/architecture.md
+"Decisions":
 owner-facing text is literal): no live links, no emphasis, no right-to-left override that
 reorders the line — in pairing notices and in ``/admin`` answers, as Telegram renders them."""
 
@@ -10,7 +11,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from adapters.telegram_format import render
-from bot.literal import BIDI_CONTROLS, literal, literal_line, unescape
+from bot.text.literal import BIDI_CONTROLS, literal, literal_line, unescape
 from partners.tools import user_memory_file
 from tests.conftest import OWNER_ID, Harness, dm
 from tests.fakes.fake_llm import Reply

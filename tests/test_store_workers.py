@@ -25,12 +25,12 @@ from bot.store import (
     Store,
     StoreUnavailable,
 )
+from bot.store.leases import Liveness
 from bot.store.opening import open_store
 from bot.store.postgres.connection import create_pool
 from bot.store.postgres.messages import Messages as PostgresMessages
 from bot.store.postgres.migrations import migrate
 from bot.store.postgres.workers import Workers as PostgresWorkers
-from bot.store.workers import Liveness
 from tests.liveness_support import drop_liveness_connection, liveness_holder
 from tests.postgres_server import PostgresServer
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-import bot.access
-from bot.commands import COMMANDS
+import bot.gateway.access
+from bot.commands.table import COMMANDS
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.fakes.fake_telegram import FakeTelegram
 from tests.telegram_harness import (
@@ -114,6 +114,15 @@ async def test_command_menu_shows_admin_only_in_the_owners_chat(
     assert fake.sent("deleteWebhook")
 
 
+async def test_a_discord_owners_id_gets_no_admin_menu_on_telegram(
+    gateways: TelegramGateways, fake: FakeTelegram
+) -> None:
+    # ids are per platform: the Discord owner 555 and the Telegram user 555 are two people
+    await gateways.start(owner={"discord_ids": [555]})
+    scopes = {json.loads(scope)["chat_id"] for scope, _ in fake.commands if "chat_id" in scope}
+    assert scopes == {OWNER}
+
+
 async def test_partner_picker_offers_buttons_and_a_press_selects(
     gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
 ) -> None:
@@ -201,7 +210,7 @@ async def test_pairing_code_reaches_the_owner_and_approval_lets_the_user_in(
 async def test_an_expired_pairing_code_is_refused(
     gateways: TelegramGateways, fake: FakeTelegram, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bot.access, "PAIRING_TTL_SECONDS", -1)  # born expired: no waiting
+    monkeypatch.setattr(bot.gateway.access, "PAIRING_TTL_SECONDS", -1)  # born expired: no waiting
     gateway = await gateways.start(access={"dm_policy": "pairing"})
     fake.send_user_message(chat_id=ALICE, text="hi!")
     [notice] = await fake.wait_for_sent(chat_id=OWNER)

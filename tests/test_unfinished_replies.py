@@ -1,4 +1,5 @@
-"""A reply recorded but not delivered belongs to its chat's queue (DESIGN.md "Nothing stays
+"""A reply recorded but not delivered belongs to its chat's queue (docs/architecture.md "Nothing
+stays
 pending forever"; README "Delivery guarantees"): when an outage, a lost lease or a dead worker
 cuts its delivery off, its queue key stays claimable by any worker's sweep, and whoever works
 the key next finishes the reply under the key's lease — chunks already recorded not sent again

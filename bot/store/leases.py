@@ -30,11 +30,11 @@ class Liveness(Protocol):
 
 
 def unfinished_replies(queue_key: str) -> str:
-    """The ids of the replies of a queue key (``queue_key``: SQL naming it) that were recorded
-    but not delivered and wait for no retry of their own: a delivery that an outage, a lost
-    lease or a dead worker cut off. They keep their key claimable, and its holder finishes
-    them first (DESIGN.md "Nothing stays pending forever"); a reply the platform refused has
-    a retry row and is the retry loop's."""
+    """The ids of the replies of a queue key (``queue_key``: SQL naming it) that were recorded but
+    not delivered and wait for no retry of their own: a delivery that an outage, a lost lease or a
+    dead worker cut off. They keep their key claimable, and its holder finishes them first
+    (docs/architecture.md "Nothing stays pending forever"); a reply the platform refused has a
+    retry row and is the retry loop's."""
     return (
         f"SELECT u.id FROM messages u WHERE u.queue_key = {queue_key}"
         " AND u.status = 'delivering'"

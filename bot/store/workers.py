@@ -1,4 +1,5 @@
-"""Workers on one database (DESIGN.md "Several workers"): the registry of running workers, the
+"""Workers on one database (docs/architecture.md "Several workers"): the registry of running
+workers, the
 elected leader, the leases on queue keys and on the Discord bot's shards, each with a fencing
 epoch, and the scheduled job runs recorded under the leader's epoch.
 

@@ -1,5 +1,5 @@
 """Several workers on one PostgreSQL: killing any of them at any time loses nothing and doubles
-nothing (issue 16; DESIGN.md "Decisions", "Several workers"). A paused worker is
+nothing (docs/architecture.md "Decisions", "Several workers"). A paused worker is
 ``test_paused_worker.py``'s.
 
 Two and four ``companion run`` workers share one database, the fake Bot API and the scripted

@@ -1,6 +1,6 @@
-"""Workers, the leader and leases: the registry of running workers, the elected leader, the
-leases on queue keys and review claims with their fencing epochs, the leases on the Discord
-bot's shards, scheduled job runs, and each worker's liveness (DESIGN.md "Several workers").
+"""Workers, the leader and leases: the registry of running workers, the elected leader, the leases
+on queue keys and review claims with their fencing epochs, the leases on the Discord bot's shards,
+scheduled job runs, and each worker's liveness (docs/architecture.md "Several workers").
 
 Part of :class:`bot.store.Store`; SQLite implements it in :class:`bot.store.workers.Workers`,
 PostgreSQL in :class:`bot.store.postgres.workers.Workers`."""
@@ -60,7 +60,7 @@ class WorkersStore(Protocol):
         that wrote it; for a reply outside every queue, a key of its chat), if no live lease
         holds the key — this worker's own neither: one of its turns may be working it. Such
         a key may have nothing pending, so :meth:`claim_queue_keys` leaves it alone; this is
-        the claim of a retry (:meth:`bot.workers.Worker.retry_lease`). None when the reply
+        the claim of a retry (:meth:`bot.workers.worker.Worker.retry_lease`). None when the reply
         waits for no retry or the key is held."""
 
     async def claim_review(
