@@ -59,6 +59,11 @@ def _strpos(text: str | None, part: str | None) -> int | None:
     return text.find(part) + 1
 
 
+def _reads(sql: str) -> bool:
+    """Whether a statement only reads (anything else takes the write lock)."""
+    return sql.lstrip()[:6].upper() in ("SELECT", "PRAGMA")
+
+
 class Connection:
     """The aiosqlite connection, its errors translated."""
 
@@ -138,6 +143,7 @@ class SqliteBase(StoreBase):
     that keeps one task's statement out of another's transaction, and the primitives."""
 
     def __init__(self, db: Connection, path: Path) -> None:
+        super().__init__()  # a concern after this one in the store's MRO starts too
         self._db = db
         self.path = path
         # One connection is shared by every task: writes take turns so that one task's
@@ -157,10 +163,13 @@ class SqliteBase(StoreBase):
             await self._db.execute("COMMIT")
 
     async def _all(self, sql: str, *args: Any) -> list[sqlite3.Row]:
-        return await self._db.execute_fetchall(sql, args)
+        if _reads(sql):
+            return await self._db.execute_fetchall(sql, args)
+        async with self._write_lock:  # a write that returns rows (RETURNING)
+            return await self._db.execute_fetchall(sql, args)
 
     async def _one(self, sql: str, *args: Any) -> sqlite3.Row | None:
-        rows = await self._db.execute_fetchall(sql, args)
+        rows = await self._all(sql, *args)
         return rows[0] if rows else None
 
     async def _write(self, sql: str, *args: Any) -> int:

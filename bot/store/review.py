@@ -11,12 +11,13 @@ import sqlite3
 import time
 from typing import Any
 
+from bot.store.connection import SqliteBase
 from bot.store.rows import Lease, SessionRow
 from bot.store.sessions import Sessions
 from bot.store.workers import check_lease
 
 
-class ReviewState(Sessions):
+class ReviewState(SqliteBase, Sessions):
     """When sessions are due for review, and how their reviews went."""
 
     async def mark_review_due(self, session_id: str, at: float) -> None:
@@ -29,8 +30,7 @@ class ReviewState(Sessions):
 
     async def due_reviews(self, now: float) -> list[SessionRow]:
         return await self._sessions(
-            "WHERE review_due_at IS NOT NULL AND review_due_at <= ? ORDER BY review_due_at",
-            (now,),
+            "WHERE review_due_at IS NOT NULL AND review_due_at <= ? ORDER BY review_due_at", now
         )
 
     async def sessions_to_review(
@@ -48,7 +48,7 @@ class ReviewState(Sessions):
         if partner_id is not None:
             where += " AND partner_id = ?"
             params.append(partner_id)
-        return await self._sessions(where + " ORDER BY last_active_at", params)
+        return await self._sessions(where + " ORDER BY last_active_at", *params)
 
     async def review_succeeded(
         self, session_id: str, upto: int, claim: Lease | None = None

@@ -14,7 +14,7 @@ from bot.store.connection import Connection, SqliteBase, statements
 from bot.store.documents import Documents
 from bot.store.errors import StoreError, StoreUnavailable
 from bot.store.forgetting import Forgetting
-from bot.store.media import Media
+from bot.store.media import SqliteMedia
 from bot.store.migrations import SCHEMA, Migration, for_dialect
 from bot.store.queue import Queue
 from bot.store.review import ReviewState
@@ -31,7 +31,7 @@ class SqliteStore(
     Chats,
     Queue,
     TurnContexts,
-    Media,
+    SqliteMedia,
     ReviewState,
     Forgetting,
     Checkins,

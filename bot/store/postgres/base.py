@@ -45,6 +45,7 @@ class PostgresBase(StoreBase):
     (a statement's ``?`` marks become ``$1``, ``$2``, see :func:`numbered`)."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
+        super().__init__()  # a concern after this one in the store's MRO starts too
         self._pool = pool
         self._round_trips = 0
 

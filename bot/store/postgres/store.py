@@ -10,14 +10,14 @@ from pathlib import Path
 import asyncpg
 
 from bot.store.audit import Audit
+from bot.store.checkins import Checkins
 from bot.store.errors import StoreError
 from bot.store.postgres.base import PostgresBase
 from bot.store.postgres.chats import PostgresChats
-from bot.store.postgres.checkins import Checkins
 from bot.store.postgres.connection import connect, create_pool, redacted
 from bot.store.postgres.documents import Documents
 from bot.store.postgres.forgetting import Forgetting
-from bot.store.postgres.media import Media
+from bot.store.postgres.media import PostgresMedia
 from bot.store.postgres.migrations import migrate, schema_version
 from bot.store.postgres.queue import Queue
 from bot.store.postgres.review import ReviewState
@@ -40,7 +40,7 @@ class PostgresStore(
     PostgresChats,
     Queue,
     TurnContexts,
-    Media,
+    PostgresMedia,
     ReviewState,
     Forgetting,
     Checkins,
