@@ -20,13 +20,9 @@ SIMILAR = 0.8
 """Bodies more alike than this (difflib's ratio) count as one query written twice."""
 KNOWN_TWINS = frozenset(
     {
-        "add_claim_code",
         "answered_message",
         "chats_with_due_retries",
-        "claimed_owners",
         "close",
-        "close_pairing",
-        "create_pairing",
         "delete_document",
         "delivered_chunks",
         "delivery_retry",
@@ -48,15 +44,12 @@ KNOWN_TWINS = frozenset(
         "lead",
         "leader",
         "lease",
-        "live_claim_codes",
-        "live_pairing_count",
         "mark_delivered",
         "mark_review_due",
         "media_for",
         "message",
         "move_documents",
         "next_delivery_retry_at",
-        "pairing",
         "partner_messages",
         "partner_tombstones",
         "pending",
@@ -74,33 +67,22 @@ KNOWN_TWINS = frozenset(
         "sessions_titled_by",
         "set_message_text",
         "set_status",
-        "set_user_access",
-        "set_user_timezone",
-        "set_voice_mode",
         "shard_leases",
         "shard_workers",
-        "take_announcement",
         "tombstones",
         "turn_attempts",
-        "unannounced_approvals",
         "unembedded",
         "update_seen",
-        "upsert_user",
-        "user",
-        "user_count",
         "user_message_ids",
         "user_messages",
         "user_reminders",
         "vector_log_position",
-        "voice_mode",
         "waiting_replies",
-        "web_pairings",
-        "web_users",
         "workers",
     }
 )
-"""Methods of the concerns not yet written once (users, queue, forgetting, messages, workers,
-documents, vectors, review), and two short ones whose few lines differ where the drivers do
+"""Methods of the concerns not yet written once (queue, forgetting, messages, workers, documents,
+vectors, review), and two short ones whose few lines differ where the drivers do
 (``close``; ``media_for``: an array parameter and ``seq`` order against one mark per id and
 rowid order). The list only shrinks."""
 

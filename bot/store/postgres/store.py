@@ -22,10 +22,10 @@ from bot.store.postgres.migrations import migrate, schema_version
 from bot.store.postgres.queue import Queue
 from bot.store.postgres.review import ReviewState
 from bot.store.postgres.turn_context import TurnContexts
-from bot.store.postgres.users import Users
 from bot.store.postgres.vectors import Vectors
 from bot.store.postgres.workers import Workers
 from bot.store.usage import Usage
+from bot.store.users import Users
 from bot.store.web import WebLogins
 
 BACKUP_ADVICE = (
