@@ -31,7 +31,7 @@ class ChatsStore(Protocol):
     async def chat_and_user(
         self, chat_key: str, user_key: str
     ) -> tuple[ChatRow | None, UserRow | None]:
-        """A chat and one of its people, read in one round trip (a turn needs both)."""
+        """A chat and one of its people (a turn needs both; one round trip on PostgreSQL)."""
 
     async def selected_partner(self, chat_key: str) -> str | None: ...
 
