@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from partners.memory import MemoryFile, MemoryStore, read_text, strip_ids
+from partners.memory import MemoryFile, MemoryStore
+from partners.memory_format import read_text, strip_ids
 from partners.preset import MAX_DESCRIPTION_CHARS as MAX_DESCRIPTION_CHARS
 from partners.preset import MAX_NAME_CHARS as MAX_NAME_CHARS
 from partners.preset import MemoryScope as MemoryScope

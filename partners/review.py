@@ -111,6 +111,7 @@ class Reviewer:
         timezone: Callable[[Partner | None], ZoneInfo],
         usage_day: Callable[[float], str],
         claims: ReviewClaims,
+        on_reminders: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         """``timezone`` names a partner's calendar (journals); ``usage_day`` the day a
         moment's tokens are booked on (the owner's, like every other kind of usage);
@@ -127,7 +128,7 @@ class Reviewer:
         self.timezone = timezone
         self.usage_day = usage_day
         self.clock: Callable[[], float] = time.time
-        self.on_reminders: Callable[[], Awaitable[object]] | None = None
+        self.on_reminders = on_reminders
         """Called after a review stored new dated reminders (the scheduler plans them)."""
         self.timeout_seconds = REVIEW_TIMEOUT_SECONDS
         self._noticed: dict[str, float] = {}

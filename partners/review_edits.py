@@ -21,10 +21,12 @@ from datetime import datetime
 from typing import Any
 
 from bot.store import NewMessage, SessionRow, Store
-from partners.forgetting import file_key
 from partners.journal import JournalEntry, day_header, journal_file, render, user_marker
-from partners.memory import MemoryFile, MemoryInputError, MemoryStore, text_hash
+from partners.memory import MemoryFile, MemoryStore
+from partners.memory_errors import MemoryInputError
+from partners.memory_format import text_hash
 from partners.persona import MEMORY_FILES, Partner
+from partners.tombstones import file_key
 from partners.tools import user_memory_file
 
 logger = logging.getLogger(__name__)

@@ -26,8 +26,8 @@ LOOPS = {
     "the dispatcher": "bot.workers.dispatcher",
     "delivery retries": "bot.delivery.retries",
     "embedding": "bot.workers.embedder",
-    "pairing approvals": "bot.app",
-    "the partner catalog": "bot.app",
+    "pairing approvals": "bot.app.lifecycle",
+    "the partner catalog": "bot.app.lifecycle",
     "review sweep": "bot.workers.scheduler",
 }
 """Each loop that meets the outage here, and the logger it writes to."""

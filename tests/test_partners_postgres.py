@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from bot.app import build_app
-from partners.memory import MemoryFile, fingerprint
+from partners.memory import MemoryFile
+from partners.memory_format import fingerprint
 from tests import card_fixtures as cards
 from tests.admin_support import admin, admin_messages
 from tests.conftest import OWNER_ID, Harness, RecordingChannel, dm, make_config

@@ -30,9 +30,9 @@ from bot.store.opening import is_database_url
 from bot.store.postgres.connection import redacted
 from bot.store.postgres.copy import NewDocument, copy_to_postgres, read_tombstones
 from partners.documents import ADOPTED_FOLDERS, FileDocuments
-from partners.forgetting import Tombstones, namespace_partner
 from partners.partner_rows import PARTNER_FILES_READ_KEY, namespace_of
 from partners.persona import PARTNER_FILES, PARTNER_ID, PRESET_FILE
+from partners.tombstones import Tombstones, namespace_partner
 
 COPIED_NOTE = "copied-to-database.txt"
 """Written into the data directory by a copy that succeeded; its first line says where to."""

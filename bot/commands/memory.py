@@ -11,7 +11,9 @@ from bot.events import Choice, Inbound
 from bot.store import ForgetOperation
 from bot.text.literal import literal, literal_line
 from partners.forgetting import ALL, ENTRY, HISTORY, ForgetInterrupted
-from partners.memory import Entry, MemoryFile, UnreadableFile
+from partners.memory import MemoryFile
+from partners.memory_errors import UnreadableFile
+from partners.memory_format import Entry
 from partners.persona import Partner
 from partners.user_memory import UserMemory
 

@@ -21,17 +21,14 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from adapters.base import DeliveryError
 from bot.config.model import DeliveryConfig
+from bot.delivery.reply import PendingReply
 from bot.events import storable
 from bot.services.fault_log import FaultLog
 from bot.store import DeliveryRetry, Store
 from bot.text.literal import literal_line
-
-if TYPE_CHECKING:  # bot.delivery.sender imports this module: importing it back would be a cycle
-    from bot.delivery.sender import PendingReply
 
 logger = logging.getLogger(__name__)
 

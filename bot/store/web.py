@@ -1,6 +1,6 @@
 """The owner's web page's logins: one-time login links and browser sessions, both kept only as
-hashes of their secrets, so a copy of the database logs nobody in (README "The web page").
-One query text for both backends."""
+hashes of their secrets, so a copy of the database logs nobody in (docs/web.md). One query
+text for both backends."""
 
 from __future__ import annotations
 

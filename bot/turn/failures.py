@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import logging
 
-from bot.delivery.sender import Delivery, PendingReply
+from bot.delivery.reply import PendingReply
+from bot.delivery.sender import Delivery
 from bot.events import storable
 from bot.store import Lease, MessageRow, NewMessage, Store
 from partners.catalog import PartnerCatalog
