@@ -12,7 +12,7 @@ import pytest
 
 from bot.store.opening import open_store
 from bot.store.postgres.connection import create_pool
-from bot.store.postgres.documents import Documents as PostgresDocuments
+from bot.store.postgres.documents import PostgresDocuments
 from bot.store.postgres.migrations import migrate
 from partners.documents import DatabaseDocuments, Documents, FileDocuments
 from partners.memory import MemoryFile, MemoryStore

@@ -23,11 +23,8 @@ KNOWN_TWINS = frozenset(
         "answered_message",
         "chats_with_due_retries",
         "close",
-        "delete_document",
         "delivered_chunks",
         "delivery_retry",
-        "document_paths",
-        "document_versions",
         "due_reviews",
         "embedding_backlog",
         "embedding_watermark",
@@ -48,7 +45,6 @@ KNOWN_TWINS = frozenset(
         "mark_review_due",
         "media_for",
         "message",
-        "move_documents",
         "next_delivery_retry_at",
         "partner_messages",
         "partner_tombstones",
@@ -61,7 +57,6 @@ KNOWN_TWINS = frozenset(
         "rejected_updates",
         "reply_counts",
         "reply_for_platform_message",
-        "save_document",
         "search_hits",
         "seen_update",
         "sessions_titled_by",
@@ -81,8 +76,8 @@ KNOWN_TWINS = frozenset(
         "workers",
     }
 )
-"""Methods of the concerns not yet written once (queue, forgetting, messages, workers, documents,
-vectors, review), and two short ones whose few lines differ where the drivers do
+"""Methods of the concerns not yet written once (queue, forgetting, messages, workers, vectors,
+review), and two short ones whose few lines differ where the drivers do
 (``close``; ``media_for``: an array parameter and ``seq`` order against one mark per id and
 rowid order). The list only shrinks."""
 

@@ -21,7 +21,7 @@ A newcomer's map:
 
 Each concern has one name: its interface is ``bot/store/protocol/<name>.py`` and its SQL
 ``bot/store/<name>.py``, written once for both backends where it is (``users``, ``chats``,
-``sessions``, ``media``, ``checkins``, ``usage``, ``audit``, ``web``), with
+``sessions``, ``media``, ``checkins``, ``usage``, ``audit``, ``web``, ``documents``), with
 ``bot/store/postgres/<name>.py`` holding only what PostgreSQL says otherwise; the other
 concerns still have a SQLite body there and a PostgreSQL one in ``bot/store/postgres/``
 (tests/test_store_written_once.py lists what is left). The concerns: ``users`` (users,

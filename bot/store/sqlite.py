@@ -11,7 +11,7 @@ from bot.store.audit import Audit
 from bot.store.chats import Chats
 from bot.store.checkins import Checkins
 from bot.store.connection import Connection, SqliteBase, statements
-from bot.store.documents import Documents
+from bot.store.documents import SqliteDocuments
 from bot.store.errors import StoreError, StoreUnavailable
 from bot.store.forgetting import Forgetting
 from bot.store.media import SqliteMedia
@@ -40,7 +40,7 @@ class SqliteStore(
     Vectors,
     WebLogins,
     Workers,
-    Documents,
+    SqliteDocuments,
     SqliteBase,
 ):
     """The :class:`bot.store.Store` interface on SQLite (the standard library's sqlite3 on a

@@ -15,7 +15,7 @@ from bot.store.errors import StoreError
 from bot.store.postgres.base import PostgresBase
 from bot.store.postgres.chats import PostgresChats
 from bot.store.postgres.connection import connect, create_pool, redacted
-from bot.store.postgres.documents import Documents
+from bot.store.postgres.documents import PostgresDocuments
 from bot.store.postgres.forgetting import Forgetting
 from bot.store.postgres.media import PostgresMedia
 from bot.store.postgres.migrations import migrate, schema_version
@@ -49,7 +49,7 @@ class PostgresStore(
     Vectors,
     WebLogins,
     Workers,
-    Documents,
+    PostgresDocuments,
     PostgresBase,
 ):
     """The :class:`bot.store.Store` interface on PostgreSQL (asyncpg, a pool per process)."""
