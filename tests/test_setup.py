@@ -143,8 +143,7 @@ async def test_the_interactive_first_run_asks_again_after_a_wrong_answer(
     refused = f"http://127.0.0.1:{refused_port()}/v1"
     answers = "\n".join(
         [
-            refused,  # LLM endpoint (local: no key asked)
-            FAKE_MODEL_ID,  # model -> connection refused, asked again
+            refused,  # LLM endpoint (local: no key asked) -> connection refused, asked again
             fake_llm.base_url,  # LLM endpoint
             "",  # model: keep fake-model
             "$TG_TOKEN",  # Telegram token from the environment

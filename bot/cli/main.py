@@ -228,6 +228,11 @@ def add_setup_command(sub: Any) -> None:
     setup.add_argument(
         "--telegram-token-env", metavar="VAR", help='write telegram.token = "${VAR}"'
     )
+    setup.add_argument(
+        "--telegram-base-url",
+        metavar="URL",
+        help="telegram.base_url: a self-hosted Bot API server (default: Telegram's own)",
+    )
     setup.add_argument("--discord-token-env", metavar="VAR", help='write discord.token = "${VAR}"')
     setup.add_argument(
         "--telegram-owner", metavar="ID", type=int, help="add your Telegram user id as owner"
