@@ -433,12 +433,13 @@ async def round_trips(data_dir: Path, llm_url: str, database_url: str | None) ->
 
 
 async def trips(server: PostgresServer | None) -> None:
-    print("4. store round trips per turn in a running session (goal <= 8)")
+    print("4. store round trips per turn in a running session on PostgreSQL (goal <= 8)")
     with tempfile.TemporaryDirectory(prefix="bench-trips-") as tmp:
         async with llm_process(0.0) as llm_url:
-            sqlite = await round_trips(Path(tmp) / "sqlite", llm_url, None)
-            print(f"   SQLite     {sqlite:.1f}")
             if server is None:
+                print(
+                    "   (PostgreSQL only: SQLite's hand-offs stay in the process; no server here)"
+                )
                 return
             database = await server.create_database()
             try:

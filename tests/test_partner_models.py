@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli.main import main
-from bot.store import Store
+from bot.store.opening import open_store
 from tests.admin_support import admin, say
 from tests.conftest import Harness
 from tests.fakes.fake_llm import FAKE_MODEL_ID, FakeLLM
@@ -105,7 +105,7 @@ async def test_doctor_right_after_setup_says_the_claim_is_waiting_not_bad(
         fake_llm.base_url,
         f'[telegram]\ntoken = "{TOKEN}"\nbase_url = "{telegram.base_url}"\n',
     )
-    store = await Store.open(tmp_path / "data" / "gateway.db")
+    store = await open_store(tmp_path / "data" / "gateway.db")
     await store.add_claim_code("hash", "telegram", 600)  # what setup leaves behind
     await store.close()
     code, lines = await doctor(config, capsys)

@@ -17,7 +17,7 @@ import pytest
 from bot.cli.main import main
 from bot.config.model import load_config
 from bot.gateway.claims import code_hash
-from bot.store import Store
+from bot.store.opening import open_store
 from tests.fakes.fake_discord import BOT_TOKEN, FakeDiscord, point_discord_at
 from tests.fakes.fake_llm import FAKE_MODEL_ID, FakeLLM
 from tests.fakes.fake_telegram import TOKEN, FakeTelegram
@@ -70,7 +70,7 @@ def claim_code(stderr: str) -> str:
 
 
 async def live_claims(tmp_path: Path, platform: str) -> list[str]:
-    store = await Store.open(tmp_path / "data" / "gateway.db")
+    store = await open_store(tmp_path / "data" / "gateway.db")
     try:
         return await store.live_claim_codes(platform)
     finally:

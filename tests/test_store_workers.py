@@ -25,11 +25,12 @@ from bot.store import (
     Store,
     StoreUnavailable,
 )
+from bot.store.leases import Liveness
+from bot.store.opening import open_store
 from bot.store.postgres.connection import create_pool
 from bot.store.postgres.messages import Messages as PostgresMessages
 from bot.store.postgres.migrations import migrate
 from bot.store.postgres.workers import Workers as PostgresWorkers
-from bot.store.workers import Liveness
 from tests.liveness_support import drop_liveness_connection, liveness_holder
 from tests.postgres_server import PostgresServer
 
@@ -83,7 +84,7 @@ async def _no_recompute(method: str) -> None:
 @pytest.fixture(params=("sqlite", "postgres"))
 async def side(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Side]:
     if request.param == "sqlite":
-        store = await Store.open(tmp_path / "db.sqlite")
+        store = await open_store(tmp_path / "db.sqlite")
         yield SqliteSide(store)
         await store.close()
         return
@@ -466,7 +467,7 @@ async def test_postgres_refuses_a_finish_turn_whose_lease_was_taken_over_while_i
     """The statement that records a turn's outcome locks the lease row: a takeover that
     commits while it waits for that lock is seen, not the older snapshot, and nothing of the
     turn is written."""
-    store = await Store.open(postgres_database)
+    store = await open_store(postgres_database)
     rival = await asyncpg.connect(postgres_database)
     watcher = await asyncpg.connect(postgres_database)
     try:

@@ -34,7 +34,8 @@ from bot.services.llm_check import (
     list_models,
     shown_models,
 )
-from bot.store import SCHEMA, Store, StoreError
+from bot.store import SCHEMA, StoreError
+from bot.store.opening import open_store
 from bot.store.postgres.connection import database_schema, redacted
 from partners.catalog import PartnerCatalog, catalog_line
 
@@ -174,7 +175,7 @@ async def claim_waiting(config: Config, platform: str) -> bool:
     it; the owner has not sent it yet)."""
     if not await database_ready(config):
         return False
-    store = await Store.open(config.database)
+    store = await open_store(config.database)
     try:
         return bool(await store.live_claim_codes(platform))
     finally:
@@ -208,7 +209,7 @@ async def claimed_owners(config: Config) -> list[tuple[str, str, str]]:
     schema (doctor neither creates nor migrates it)."""
     if not await database_ready(config):
         return []
-    store = await Store.open(config.database)
+    store = await open_store(config.database)
     try:
         rows = await store.claimed_owners()
     finally:
@@ -350,7 +351,7 @@ async def database_partner_findings(config: Config) -> tuple[list[Finding], dict
     none = f"none yet (`{command('run')}` makes the example)"
     if not await database_ready(config):
         return [Finding(None, f"partners: {none}")], {}
-    store = await Store.open(config.database)
+    store = await open_store(config.database)
     try:
         catalog = partner_catalog(config, store)
         await catalog.refresh()

@@ -20,7 +20,7 @@ from bot.cli.data import CLIError
 from bot.cli.invocation import program
 from bot.config.model import Config
 from bot.gateway.memory_documents import memory_store
-from bot.store import Store
+from bot.store.opening import open_store
 from partners.documents import StoredDocument
 from partners.memory import MemoryFile, MemoryStore
 from partners.memory_errors import FileChanged
@@ -35,7 +35,7 @@ EXPORTED_FOLDERS = ("", "users", "memory", "changelog")
 
 def _with_memory(config: Config, work: Callable[[MemoryStore], Awaitable[T]]) -> T:
     async def go() -> T:
-        store = await Store.open(config.database)
+        store = await open_store(config.database)
         try:
             return await work(memory_store(config, store))
         finally:

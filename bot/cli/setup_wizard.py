@@ -40,7 +40,7 @@ from bot.services.llm_check import (
     is_local_endpoint,
     list_models,
 )
-from bot.store import Store
+from bot.store.opening import open_store
 
 TokenCheckers = Mapping[str, Callable[[Config], Awaitable[TokenCheck]]]
 PLATFORMS = {"telegram": "Telegram", "discord": "Discord"}
@@ -306,7 +306,7 @@ class Wizard:
     async def offer_claims(self) -> None:
         """A claim code for each enabled platform that still has no owner."""
         config = self.config()
-        store = await Store.open(config.database)
+        store = await open_store(config.database)
         try:
             claimed = {row["user_key"] for row in await store.claimed_owners()}
             configured = {f"{p}:{i}" for p in PLATFORMS for i in owner_ids(config, p)}

@@ -330,7 +330,7 @@ class Config(Section):
 
     @property
     def database(self) -> Path | str:
-        """What :meth:`bot.store.Store.open` opens: the PostgreSQL URL when
+        """What :func:`bot.store.opening.open_store` opens: the PostgreSQL URL when
         ``storage.database_url`` is set, else SQLite's file in the data directory."""
         if self.storage.database_url is not None:
             return self.storage.database_url.get_secret_value()

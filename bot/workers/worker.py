@@ -63,7 +63,7 @@ from typing import Protocol
 from bot.config.model import WorkersConfig
 from bot.services.fault_log import FaultLog
 from bot.store import Leader, Lease, LeaseLost, Store, StoreError, StoreUnavailable
-from bot.store.workers import Liveness
+from bot.store.leases import Liveness
 from bot.workers.dispatcher import Dispatcher
 
 logger = logging.getLogger(__name__)

@@ -26,19 +26,19 @@ from collections.abc import Callable, Sequence
 import asyncpg
 
 from bot.store.errors import LeaseLost
-from bot.store.postgres.base import PostgresBase, Transaction
-from bot.store.postgres.liveness import GONE, HELD, LivenessConnection
-from bot.store.rows import Leader, Lease, ShardLease, WorkerRow
-from bot.store.workers import (
+from bot.store.leases import (
     CLAIMABLE,
     LEADER,
     LONGEST_WAITING,
     REVIEW_PREFIX,
-    SHARD_COLUMNS,
     Liveness,
     review_key,
     waits_for_retry,
 )
+from bot.store.postgres.base import PostgresBase, Transaction
+from bot.store.postgres.liveness import GONE, HELD, LivenessConnection
+from bot.store.rows import Leader, Lease, ShardLease, WorkerRow
+from bot.store.workers import SHARD_COLUMNS
 
 NOW = "extract(epoch FROM clock_timestamp())::double precision"
 
