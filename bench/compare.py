@@ -30,6 +30,7 @@ import contextlib
 import hashlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -295,8 +296,27 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * share))]
 
 
-async def closed_loop(revision: Revision) -> dict[str, float]:
-    async with serving(revision, 0.0) as (fake, pid):
+@contextlib.asynccontextmanager
+async def sampled(pid: int, output: Path | None) -> AsyncIterator[None]:
+    """py-spy samples the gateway into ``output`` (collapsed stacks) while the block runs."""
+    if output is None:
+        yield
+        return
+    spy = await asyncio.create_subprocess_exec(
+        str(Path(PYTHON).parent / "py-spy"), "record", "--format", "raw", "--rate", "250",
+        "--nonblocking", "--pid", str(pid), "--output", str(output),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        await asyncio.sleep(0.5)  # py-spy attaches
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)
+        await spy.wait()
+
+
+async def closed_loop(revision: Revision, profile: Path | None) -> dict[str, float]:
+    async with serving(revision, 0.0) as (fake, pid), sampled(pid, profile):
         messages = CLOSED_CHATS * CLOSED_MESSAGES
         cpu, own_cpu = cpu_seconds(pid), time.process_time()
         started = time.perf_counter()
@@ -350,8 +370,8 @@ def help_timing(revision: Revision) -> dict[str, float]:
     return {"--help s": statistics.median(walls), "--help MiB": statistics.median(peaks)}
 
 
-async def one_round(revision: Revision) -> dict[str, float]:
-    figures = await closed_loop(revision)
+async def one_round(revision: Revision, profile: Path | None) -> dict[str, float]:
+    figures = await closed_loop(revision, profile)
     figures |= await burst(revision)
     figures |= await idle_latency(revision)
     figures |= help_timing(revision)
@@ -376,12 +396,17 @@ def table(revisions: list[Revision], results: dict[str, list[dict[str, float]]])
     return "\n".join(lines)
 
 
-async def run(revisions: list[Revision], rounds: int) -> dict[str, list[dict[str, float]]]:
+async def run(
+    revisions: list[Revision], rounds: int, profile: Path | None
+) -> dict[str, list[dict[str, float]]]:
     results: dict[str, list[dict[str, float]]] = defaultdict(list)
     for number in range(rounds):
         shift = number % len(revisions)
-        for revision in revisions[shift:] + revisions[:shift]:
-            figures = await one_round(revision)
+        for place, revision in enumerate(revisions[shift:] + revisions[:shift]):
+            output = None
+            if profile is not None:
+                output = profile / f"{(shift + place) % len(revisions)}-round{number + 1}.txt"
+            figures = await one_round(revision, output)
             results[revision.label].append(figures)
             summary = ", ".join(f"{k} {v:.4g}" for k, v in figures.items())
             print(f"round {number + 1} {revision.label}: {summary}", flush=True)
@@ -392,9 +417,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("refs", nargs="+", help="git revisions or directories; ratios vs the first")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="folder for py-spy's collapsed stacks of each closed loop (N-roundR.txt, N: the "
+        "REF's position); sampling slows the gateway, so figures of such a run do not count",
+    )
     args = parser.parse_args()
+    if args.profile is not None:
+        args.profile.mkdir(parents=True, exist_ok=True)
     with checked_out(args.refs) as revisions:
-        results = asyncio.run(run(revisions, args.rounds))
+        results = asyncio.run(run(revisions, args.rounds, args.profile))
     print(f"\nmedian [range] and ratio to {revisions[0].label}, {args.rounds} rounds:")
     print(table(revisions, results))
 
