@@ -229,7 +229,8 @@ class LeadingChannel(Protocol):
 @runtime_checkable
 class ShardedChannel(Protocol):
     """A channel whose platform connection is split into shards, and whose shards the gateway
-    may assign (Discord's, when several workers divide the bot among them, bot/shards.py)."""
+    may assign (Discord's, when several workers divide the bot among them,
+    bot/workers/shards.py)."""
 
     @property
     def assigned_shards(self) -> int | None:

@@ -28,7 +28,7 @@ from typing import TextIO
 from adapters.base import Receiver
 from adapters.console_terminal import Terminal, logs_to_file
 from bot.events import ChatRef, Inbound, Outbound, Sender
-from bot.literal import unescape
+from bot.text.literal import unescape
 
 CONSOLE_CHAT = ChatRef("console", "console", "dm", title="console")
 CONSOLE_USER = Sender("console", "console", "you")
@@ -160,7 +160,8 @@ class ConsoleChannel:
         if self._terminal is not None:
             await self._terminal.show(name, message.text, choices)
         else:
-            # Markdown is printed as written, so only its escapes need resolving (bot/literal.py)
+            # Markdown is printed as written, so only its escapes need resolving
+            # (bot/text/literal.py)
             self._write(f"{name}: {unescape(message.text)}")
             for label, command in choices:
                 self._write(f"  [{label}] {command}")

@@ -61,8 +61,8 @@ from adapters.discord_shards import (
     ShardConnections,
     gateway_ended,
 )
-from bot.config import ConfigError
-from bot.config_platforms import DiscordConfig
+from bot.config.model import ConfigError
+from bot.config.platforms import DiscordConfig
 from bot.events import ChatRef, Outbound
 
 logger = logging.getLogger(__name__)
@@ -178,7 +178,7 @@ class DiscordChannel(DiscordReceiving):
             return self._connected and not self.client.is_closed()
         return self._logged_in and not self.client.is_closed() and shards.assigned <= {*shards.up}
 
-    # ---- assigned shards (bot/shards.py decides) ---------------------------------------
+    # ---- assigned shards (bot/workers/shards.py decides) ---------------------------------------
 
     @property
     def assigned_shards(self) -> int | None:

@@ -9,7 +9,7 @@ import discord
 
 from adapters.base import TokenCheck
 from adapters.discord_channel import apply_endpoints
-from bot.config_platforms import DiscordConfig
+from bot.config.platforms import DiscordConfig
 
 INVITE_PERMISSIONS = 277562330112
 """View Channels, Send Messages, Send Messages in Threads, Read Message History, Manage

@@ -1,6 +1,6 @@
 """The gateway's commands as Discord application (slash) commands.
 
-Every user command of :data:`bot.commands.COMMANDS` becomes a slash command of the same name;
+Every user command of :data:`bot.commands.table.COMMANDS` becomes a slash command of the same name;
 one that takes arguments gets an optional ``args`` option (its usage as the description), and
 ``/partner`` offers the public partners as choices of its ``id`` option. The owner's commands
 are one ``/admin`` whose ``command`` option is the rest of the line (``approve ABC123``). It is
@@ -29,7 +29,7 @@ from discord import app_commands
 from adapters.base import Receiver
 from adapters.chat_locks import ChatLocks
 from adapters.discord_events import interaction_event
-from bot.commands import COMMANDS, Command
+from bot.commands.table import COMMANDS, Command
 from bot.events import ChatRef, Outbound
 
 logger = logging.getLogger(__name__)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import discord
 
 from adapters.discord_media import attachment_kind, media_of, sticker_text
-from bot.commands import is_user_command, parse_command
+from bot.commands.table import is_user_command, parse_command
 from bot.events import Attachment, ChatRef, Inbound, Sender
 
 PLATFORM = "discord"
@@ -151,7 +151,7 @@ def message_text(message: discord.Message) -> str:
 
 def addresses_bot(message: discord.Message, me: BotIdentity, own_webhooks: Container[int]) -> bool:
     """An @mention of the bot, a reply to one of its messages, or a user command (not an
-    unknown one, nor ``/admin``: see :func:`bot.commands.is_user_command`)."""
+    unknown one, nor ``/admin``: see :func:`bot.commands.table.is_user_command`)."""
     if me.user_id in message.raw_mentions or any(u.id == me.user_id for u in message.mentions):
         return True
     command = parse_command(message.content)

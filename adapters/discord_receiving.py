@@ -38,8 +38,8 @@ from adapters.discord_events import (
     message_event,
 )
 from adapters.discord_shards import ShardConnections
-from bot.commands import parse_command
-from bot.config_platforms import DiscordConfig
+from bot.commands.table import parse_command
+from bot.config.platforms import DiscordConfig
 from bot.events import ChatRef, Inbound, Outbound, Reaction
 
 logger = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ CommonMark with GitHub's tables and strikethrough, and three departures chosen f
   chat client writes code in fences.
 * Whitespace is kept. CommonMark drops the spaces that start a line inside a paragraph and the
   ones that end it; a chat message shows them, and text made literal for the owner
-  (``bot/literal.py``) must come out exactly as it went in. So the newline rule keeps them as
+  (``bot/text/literal.py``) must come out exactly as it went in. So the newline rule keeps them as
   text, and :func:`top_level_blocks` hands back each block's place in the source, from which a
   renderer restores the blank lines between blocks and the edges of a paragraph.
 

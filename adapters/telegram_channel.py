@@ -53,9 +53,9 @@ from adapters.telegram_receiving import TelegramReceiving
 from adapters.telegram_streams import DraftStream, EditStream, retry_after_seconds
 from adapters.telegram_updates import PLATFORM, BotIdentity
 from adapters.telegram_webhook import WebhookServer
-from bot.commands import COMMANDS
-from bot.config import ConfigError
-from bot.config_platforms import TelegramConfig
+from bot.commands.table import COMMANDS
+from bot.config.model import ConfigError
+from bot.config.platforms import TelegramConfig
 from bot.events import ChatRef, Choice, Outbound
 
 logger = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from telegram import Bot
 from telegram.error import InvalidToken, NetworkError, TelegramError
 
 from adapters.base import TokenCheck
-from bot.config_platforms import TelegramConfig
+from bot.config.platforms import TelegramConfig
 
 PRIVACY_NOTE = (
     "privacy mode is on: in groups only commands, mentions and replies reach the bot "

@@ -7,7 +7,7 @@ other link shows its text and address), quotes as ``<blockquote>``, fenced code 
 ``<pre><code class="language-x">``, headings in bold, lists with bullets and numbers, tables as
 lined-up preformatted text (``adapters/markdown_table.py``). Everything else is text, escaped:
 raw HTML shows as the characters it is, and so does a CommonMark backslash escape (``\\*``),
-which is how text a user wrote reaches the owner unchanged (``bot/literal.py``).
+which is how text a user wrote reaches the owner unchanged (``bot/text/literal.py``).
 
 Telegram forbids some nesting (nothing inside code, no quote in a quote, no code inside a
 link), so code in a link is shown as text and a quote in a quote joins the outer one. Text

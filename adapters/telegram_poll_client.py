@@ -17,7 +17,7 @@ from typing import Any
 from telegram import Bot
 from telegram.request import HTTPXRequest
 
-from bot.config_platforms import TelegramConfig
+from bot.config.platforms import TelegramConfig
 
 
 class PollClient:

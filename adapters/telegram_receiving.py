@@ -11,7 +11,7 @@ within ``watchdog_seconds``; network errors and flood waits back off and retry. 
 cut off (by the watchdog, or the leadership lost) or failed on the network leaves its HTTP
 client behind: the next one goes out on a fresh client (``adapters/telegram_poll_client.py``).
 How long polling has failed without a success in between is kept for the leader, which gives
-the leadership up when it fails too long (``bot/leadership.py``).
+the leadership up when it fails too long (``bot/workers/leadership.py``).
 
 :class:`TelegramReceiving` is the part of :class:`~adapters.telegram_channel.TelegramChannel`
 that does this; the channel holds the state it reads.
@@ -45,7 +45,7 @@ from adapters.telegram_updates import (
     update_event,
 )
 from adapters.telegram_webhook import WebhookServer
-from bot.config_platforms import TelegramConfig
+from bot.config.platforms import TelegramConfig
 from bot.events import Inbound, Outbound, Reaction
 
 logger = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ class TelegramReceiving:
     def duties_failing(self) -> tuple[float, str] | None:
         """Since when polling has failed without a success in between, and how it last
         failed; None while it works or this worker does not poll (see
-        :class:`bot.leadership.FallibleDuties`)."""
+        :class:`bot.workers.leadership.FallibleDuties`)."""
         return self._poll_failure if self._poller is not None else None
 
     async def _poll_loop(self) -> None:

@@ -42,7 +42,7 @@ from telegram import (
 )
 from telegram.warnings import PTBDeprecationWarning
 
-from bot.commands import is_user_command, parse_command
+from bot.commands.table import is_user_command, parse_command
 from bot.events import Attachment, ChatRef, Inbound, Media, Reaction, Sender
 
 PLATFORM = "telegram"
@@ -234,7 +234,7 @@ def update_event(
 def addresses_bot(message: Message, me: BotIdentity) -> bool:
     """An @mention, a reply to the bot, a command naming it (``/cmd@thisbot``) or a user
     command without a name (not an unknown one, nor ``/admin``: see
-    :func:`bot.commands.is_user_command`)."""
+    :func:`bot.commands.table.is_user_command`)."""
     handle = f"@{me.username}".casefold()
     entities = [
         *_fragments(message.text, message.entities),

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.channels import CountingChannel  # noqa: E402
 from bot.app import build_app  # noqa: E402
-from bot.config import Config  # noqa: E402
+from bot.config.model import Config  # noqa: E402
 from bot.store import NewMessage  # noqa: E402
 from partners.checkins import KIND_CHECKIN  # noqa: E402
 from tests.fakes.fake_llm import FakeLLM, Reply  # noqa: E402

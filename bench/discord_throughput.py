@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from adapters.discord_channel import DiscordChannel  # noqa: E402
 from bench.llm_process import llm_process  # noqa: E402
 from bot.app import build_app  # noqa: E402
-from bot.config import Config  # noqa: E402
+from bot.config.model import Config  # noqa: E402
 from tests.fakes.fake_discord import BOT_TOKEN, FakeDiscord, point_discord_at  # noqa: E402
 
 GUILD = 10

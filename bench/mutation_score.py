@@ -20,7 +20,7 @@ _RESULT = re.compile(r"^\s*(?P<name>\S+?)__mutmut_\d+: (?P<status>.+)$")
 
 
 def module_of(mutant: str) -> str:
-    """``bot.access.xǁAccessǁcheck_dm`` -> ``bot/access.py``."""
+    """``bot.gateway.access.xǁAccessǁcheck_dm`` -> ``bot/gateway/access.py``."""
     module = mutant.split(".x", 1)[0]
     return module.replace(".", "/") + ".py"
 

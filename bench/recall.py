@@ -54,10 +54,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from aiohttp import web  # noqa: E402
 
-from bot.config import EmbeddingsConfig, LLMConfig  # noqa: E402
-from bot.embedder import reindex  # noqa: E402
-from bot.embeddings import EmbeddingsClient  # noqa: E402
+from bot.config.model import EmbeddingsConfig, LLMConfig  # noqa: E402
+from bot.services.embeddings import EmbeddingsClient  # noqa: E402
 from bot.store import NewMessage, Store  # noqa: E402
+from bot.workers.embedder import reindex  # noqa: E402
 from partners.recall import Recall  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.channels import CountingChannel  # noqa: E402
 from bot.app import build_app  # noqa: E402
-from bot.config import Config  # noqa: E402
+from bot.config.model import Config  # noqa: E402
 from bot.events import ChatRef, Inbound, Sender  # noqa: E402
 from tests.fakes.fake_llm import FakeLLM, Reply  # noqa: E402
 

@@ -30,7 +30,7 @@ from telegram.ext import Application, ContextTypes, MessageHandler, filters  # n
 from adapters.telegram_channel import TelegramChannel  # noqa: E402
 from bench.llm_process import llm_process  # noqa: E402
 from bot.app import build_app  # noqa: E402
-from bot.config import Config  # noqa: E402
+from bot.config.model import Config  # noqa: E402
 from tests.fakes.fake_telegram import TOKEN, FakeTelegram  # noqa: E402
 
 FIRST_CHAT = 100_001

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.llm_process import llm_process  # noqa: E402
 from bot.app import build_app  # noqa: E402
-from bot.config import Config  # noqa: E402
+from bot.config.model import Config  # noqa: E402
 from bot.events import ChatRef, Inbound, Outbound, Sender  # noqa: E402
 from tests.postgres_server import PostgresServer, PostgresUnavailable  # noqa: E402
 

@@ -3,8 +3,8 @@
 What a search with ``[embeddings]`` on adds to the lexical query: the store reads the vectors
 the asker may see (SQL filter, newest first, at most ``max_scan``), and they are compared with
 the query's vector. Compared here two ways on the same candidates: numpy (one matrix product,
-bot/vectors.py) and pure Python (a dot product per vector), to decide whether numpy is worth a
-dependency. Then the same search through the in-memory vector cache
+bot/services/vectors.py) and pure Python (a dot product per vector), to decide whether numpy is
+worth a dependency. Then the same search through the in-memory vector cache
 (partners/vector_cache.py): its first load, and a warm search (the vector log read included).
 Vectors are random unit vectors of 384 dimensions (all-MiniLM-L6-v2's size; 1024
 for bge-m3 scales the scoring linearly), all in one audience so every one is scanned.
@@ -27,8 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bot.services.vectors import FLOAT32, nearest, pack, unit  # noqa: E402
 from bot.store import NewMessage, NewVector, Store  # noqa: E402
-from bot.vectors import FLOAT32, nearest, pack, unit  # noqa: E402
 from partners.vector_cache import VectorCache, VectorFilter  # noqa: E402
 
 MODEL = "bench-model"

@@ -1,7 +1,7 @@
 """Process lifecycle: build the gateway from its parts, start it, stop it cleanly.
 
-The process is one worker (``bot/workers.py``): it answers the chats it holds leases on and,
-while it leads, runs the leader-only services (``bot/leadership.py``). With SQLite it is the
+The process is one worker (``bot/workers/worker.py``): it answers the chats it holds leases on and,
+while it leads, runs the leader-only services (``bot/workers/leadership.py``). With SQLite it is the
 only worker, leads from its start and recovers everything itself.
 
 One process holds an OS lock on the data directory while it writes; a second writer (``companion
@@ -23,40 +23,40 @@ from typing import IO, TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from adapters.base import Channel
-from bot.access import Access, OwnerCheck, owner_keys
-from bot.admin_services import AdminServices
-from bot.budget import Budget
-from bot.chat import ChatLoop
-from bot.claims import OwnerClaims
-from bot.config import Config
-from bot.delivery import Delivery
-from bot.dispatcher import Dispatcher
-from bot.embedder import Embedder
-from bot.embeddings import EmbeddingsClient
-from bot.fault_log import FaultLog
-from bot.gateway import Announce, Gateway
-from bot.greeter import Greeter
-from bot.health import STATUS_INTERVAL_SECONDS, remove_status, write_status
-from bot.leadership import LeaderDuties
-from bot.llm import LLMClient
-from bot.media import MediaReader
-from bot.memory_documents import (
+from bot.admin.services import AdminServices
+from bot.config.memory_settings import Settings
+from bot.config.model import Config
+from bot.delivery.greeter import Greeter
+from bot.delivery.proactive import ProactiveSender
+from bot.delivery.sender import Delivery
+from bot.gateway.access import Access, OwnerCheck, owner_keys
+from bot.gateway.claims import OwnerClaims
+from bot.gateway.inbound import Announce, Gateway
+from bot.gateway.memory_documents import (
     adopt_local_files,
     adopt_local_partners,
     memory_store,
     partner_catalog,
 )
-from bot.proactive import ProactiveSender
-from bot.scheduler import Scheduler
-from bot.sessions import Sessions
-from bot.settings import Settings
-from bot.shards import ShardKeeper, shard_keeper
-from bot.speech import SpeechClient
+from bot.services.embeddings import EmbeddingsClient
+from bot.services.fault_log import FaultLog
+from bot.services.llm import LLMClient
+from bot.services.speech import SpeechClient
 from bot.store import Store
-from bot.tools import default_registry
-from bot.turns import TurnRunner
-from bot.voice_replies import VoiceReplies
-from bot.workers import Worker
+from bot.turn.budget import Budget
+from bot.turn.chat import ChatLoop
+from bot.turn.media import MediaReader
+from bot.turn.runner import TurnRunner
+from bot.turn.sessions import Sessions
+from bot.turn.tools import default_registry
+from bot.turn.voice_replies import VoiceReplies
+from bot.workers.dispatcher import Dispatcher
+from bot.workers.embedder import Embedder
+from bot.workers.health import STATUS_INTERVAL_SECONDS, remove_status, write_status
+from bot.workers.leadership import LeaderDuties
+from bot.workers.scheduler import Scheduler
+from bot.workers.shards import ShardKeeper, shard_keeper
+from bot.workers.worker import Worker
 from partners.catalog import PartnerCatalog, apply_search_languages
 from partners.checkins import Checkins
 from partners.consolidate import Consolidator
@@ -150,7 +150,8 @@ class App:
     catalog_task: asyncio.Task[None] | None = None
     web: WebServer | None = None
     shards: ShardKeeper | None = None
-    """Which Discord shards this worker connects, when workers divide them (bot/shards.py)."""
+    """Which Discord shards this worker connects, when workers divide them
+    (bot/workers/shards.py)."""
 
     @property
     def owner_file(self) -> MemoryFile:

@@ -111,7 +111,7 @@ class Media:
 class Attachment:
     """A document that came with a message, by reference: the platform's file id (Telegram)
     or attachment URL (Discord), never its bytes. Only an owner command that reads it fetches
-    it (``bot/admin_args.py``), after the gateway has decided who sent it: a file from anyone
+    it (``bot/admin/args.py``), after the gateway has decided who sent it: a file from anyone
     else is never downloaded, whatever its caption says."""
 
     filename: str

@@ -2,7 +2,7 @@
 and delete them.
 
 Where partners live follows where memory documents do (``[storage] documents``,
-:mod:`bot.memory_documents`):
+:mod:`bot.gateway.memory_documents`):
 
 - **Files** (SQLite, the default; ``make run`` needs nothing else): a partner is a directory
   under ``data/partners`` holding a preset.yml. The directory is the truth: the owner may edit

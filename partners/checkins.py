@@ -33,9 +33,9 @@ from datetime import time as clock_time
 from importlib import resources
 from zoneinfo import ZoneInfo
 
-from bot.llm import LLMClient, LLMError
-from bot.markers import SILENCE, strip
+from bot.services.llm import LLMClient, LLMError
 from bot.store import CheckinCandidate, Store
+from bot.text.markers import SILENCE, strip
 from partners.catalog import PartnerCatalog
 from partners.memory import MemoryFile, MemoryStore, strip_ids
 from partners.persona import Partner

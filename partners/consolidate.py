@@ -24,8 +24,8 @@ from importlib import resources
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.config import MemoryConfig
-from bot.llm import LLMClient, LLMError
+from bot.config.model import MemoryConfig
+from bot.services.llm import LLMClient, LLMError
 from bot.store import Store
 from partners.catalog import PartnerCatalog
 from partners.journal import DAY_LINE, clip, journal_file

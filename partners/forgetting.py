@@ -24,7 +24,7 @@ database (:meth:`Tombstones.strip`: at start-up, and by ``companion database cop
 imported histories (:func:`unforgotten`). A hash matches a whole entry or a whole message, the
 way :func:`partners.entry_text.comparable` compares them, never a passage inside a longer text:
 journal passages are kept out by never reading a file over a document the database has (see
-:mod:`bot.memory_documents`).
+:mod:`bot.gateway.memory_documents`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ ENTRY, ALL, HISTORY = "entry", "all", "history"
 JOURNALS = "memory/"
 MESSAGE_ROLES = ("user", "assistant", "notice", "context", "journal", "reaction")
 KEPT_AUDIO = "audio"
-"""Where ``speech.keep_audio`` keeps voice notes in a partner's directory (bot/media.py)."""
+"""Where ``speech.keep_audio`` keeps voice notes in a partner's directory (bot/turn/media.py)."""
 """What ``/forget history`` removes: the conversation, and the journal rows search finds."""
 
 

@@ -15,7 +15,7 @@ one text. An automaton reports every key ending at each place, and keys are at m
 ``MAX_KEY_CHARS`` long (``partners/lore_format.py``), so overlapping keys ("w", "w w", …) cost
 a bounded number of reports per character. :class:`ScanWork` counts it.
 
-What fires goes into the turn after the frozen system prompt (``bot/chat.py``), never into it,
+What fires goes into the turn after the frozen system prompt (``bot/turn/chat.py``), never into it,
 so the prompt stays byte-identical and provider prompt caches keep hitting.
 """
 

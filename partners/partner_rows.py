@@ -26,7 +26,7 @@ CATALOG_PATH = ".catalog"
 TRASH = ".trash"
 MEMORY_FILES_READ_KEY = "documents.files_read:{namespace}"
 """The settings row recording that a namespace's memory files were read into the database
-(:mod:`bot.memory_documents`)."""
+(:mod:`bot.gateway.memory_documents`)."""
 PARTNER_FILES_READ_KEY = "partners.files_read:{namespace}"
 """The settings row recording that a partner directory's own files (:data:`PARTNER_FILES`)
 were read into the database: never again, whatever that directory holds later."""

@@ -37,7 +37,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from bot.config import check_timezone
+from bot.config.model import check_timezone
 from bot.store.search_terms import DEFAULT_LANGUAGE, search_language
 
 MAX_NAME_CHARS = 60
@@ -99,7 +99,7 @@ class PresetFile(_Strict):
     resting_message: str | None = None
     proactive: ProactiveSettings | None = None
     vision: bool | None = None
-    """The partner's model takes images (else ``llm.vision``; ``bot/media.py``)."""
+    """The partner's model takes images (else ``llm.vision``; ``bot/turn/media.py``)."""
     voice: str | None = None
     """The speech engine's voice for this partner's spoken replies."""
     stickers: dict[str, Any] | None = None

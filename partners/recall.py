@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bot.config import EmbeddingsConfig
-from bot.embeddings import EmbeddingsClient, EmbeddingsError
+from bot.config.model import EmbeddingsConfig
+from bot.services.embeddings import EmbeddingsClient, EmbeddingsError
 from bot.store import SearchHit, Store
 
 if TYPE_CHECKING:  # numpy and the cache are loaded only when [embeddings] is set
@@ -162,7 +162,7 @@ class Recall:
             until=only.until,
             speaker=only.speaker,
         )
-        from bot.vectors import nearest
+        from bot.services.vectors import nearest
 
         return await asyncio.to_thread(nearest, vector, candidates, depth)
 

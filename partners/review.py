@@ -33,10 +33,10 @@ from datetime import datetime
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
-from bot.config import MemoryConfig
-from bot.literal import literal_line
-from bot.llm import LLMClient, LLMError, storable
+from bot.config.model import MemoryConfig
+from bot.services.llm import LLMClient, LLMError, storable
 from bot.store import Lease, LeaseLost, MessageRow, SessionRow, Store, reviewed_session
+from bot.text.literal import literal_line
 from partners.catalog import PartnerCatalog
 from partners.memory import MemoryStore
 from partners.persona import Partner
@@ -78,7 +78,7 @@ Notify = Callable[[str, str], Awaitable[None]]
 
 
 class ReviewClaims(Protocol):
-    """Where reviews are claimed (:class:`bot.workers.Worker`, under its id and leases)."""
+    """Where reviews are claimed (:class:`bot.workers.worker.Worker`, under its id and leases)."""
 
     async def claim_review(self, session_id: str) -> Lease | None:
         """Claim one session's review; None while another review of it runs."""

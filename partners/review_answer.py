@@ -10,7 +10,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from bot.llm import LLMClient, storable
+from bot.services.llm import LLMClient, storable
 from bot.store import Store
 from partners.journal import JournalEntry
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bot.services.vectors import FLOAT32
 from bot.store import Store, StoredVector
-from bot.vectors import FLOAT32
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ class PartnerVectors:
 
     def nearest(self, query: np.ndarray, rows: np.ndarray, top: int) -> list[tuple[int, float]]:
         """The ``top`` of ``rows`` most similar to ``query``, best first (as
-        :func:`bot.vectors.nearest` ranks them)."""
+        :func:`bot.services.vectors.nearest` ranks them)."""
         if len(rows) == 0 or top < 1:
             return []
         if len(rows) < self.count // 2:

@@ -15,7 +15,7 @@ import pytest
 
 from adapters.base import DeliveryError, Receiver
 from bot.app import App, build_app
-from bot.config import Config
+from bot.config.model import Config
 from bot.events import Attachment, ChatRef, Inbound, Outbound, Sender
 from bot.store import Store
 from tests.fakes.fake_llm import FakeLLM

@@ -18,8 +18,8 @@ import pytest
 
 from adapters.discord_channel import DiscordChannel
 from bot.app import App, build_app
-from bot.config import Config
-from bot.shards import shards_leased
+from bot.config.model import Config
+from bot.workers.shards import shards_leased
 from partners.catalog import PartnerCatalog
 from tests.conftest import make_config
 from tests.fakes.fake_discord import (

@@ -28,7 +28,7 @@ from pathlib import Path
 import asyncpg
 
 from bot.store import Store
-from bot.workers import process_alive
+from bot.workers.worker import process_alive
 
 INSTALL_HINT = (
     "install the PostgreSQL server: the distribution's `postgresql` package"

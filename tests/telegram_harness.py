@@ -19,7 +19,7 @@ import pytest
 
 from adapters.telegram_channel import TelegramChannel
 from bot.app import App, build_app
-from bot.config import Config
+from bot.config.model import Config
 from partners.catalog import PartnerCatalog
 from tests.conftest import make_config
 from tests.fakes.fake_llm import FakeLLM

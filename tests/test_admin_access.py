@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.admin import ADMIN
-from bot.commands import UNKNOWN
-from bot.paging import PAGE_CHARS, split_pages
+from bot.admin.table import ADMIN
+from bot.commands.paging import PAGE_CHARS, split_pages
+from bot.commands.table import UNKNOWN
 from tests.admin_support import admin, admin_messages, partner_dir, snapshot
 from tests.conftest import OWNER_ID, Harness, dm, group_message
 

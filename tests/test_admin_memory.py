@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from bot.literal import unescape
+from bot.text.literal import unescape
 from partners.memory import MemoryFile
 from partners.tools import user_memory_file
 from tests.admin_support import admin, partner_dir, say
@@ -97,7 +97,7 @@ async def test_journal_shows_a_day_without_chat_markers(harness: Harness) -> Non
     journal.write_text(
         "# 2024-03-05\n\n## 10:00 · Tea club <!-- chat:test:g1 -->\n> Summary: tea\n"
     )
-    # the journal is the model's text: shown as written, its Markdown escaped (bot/literal.py)
+    # the journal is the model's text: shown as written, its Markdown escaped (bot/text/literal.py)
     shown = unescape(await admin(harness, "/admin journal example 2024-03-05"))
     assert "## 10:00 · Tea club" in shown and "> Summary: tea" in shown and "chat:" not in shown
     missing = await admin(harness, "/admin journal example 2024-03-06")

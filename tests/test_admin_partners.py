@@ -8,7 +8,7 @@ import json
 import re
 import tarfile
 
-from bot.admin_partners import MAX_EDIT_BYTES
+from bot.admin.partners import MAX_EDIT_BYTES
 from bot.events import Attachment
 from partners.memory import MemoryFile, fingerprint
 from tests.admin_support import admin, admin_messages, partner_dir, say

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.budget import DEFAULT_RESTING_LINE
+from bot.turn.budget import DEFAULT_RESTING_LINE
 from partners.memory import MemoryFile
 from tests.admin_support import admin, partner_dir
 from tests.conftest import OWNER_ID, Harness, dm

@@ -13,7 +13,7 @@ from bot.store import Store
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.fakes.fake_telegram import FakeTelegram
 
-COMPANION = [sys.executable, "-m", "bot.cli"]
+COMPANION = [sys.executable, "-m", "bot.cli.main"]
 ROOT = Path(__file__).parent.parent
 
 

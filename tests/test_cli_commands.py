@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import build_parser, main
+from bot.cli.main import build_parser, main
 
 
 def write_config(tmp_path: Path) -> Path:

@@ -8,8 +8,8 @@ import stat
 import sys
 from pathlib import Path
 
-from bot.config import load_config
-from bot.memory_documents import memory_store
+from bot.config.model import load_config
+from bot.gateway.memory_documents import memory_store
 from bot.store import Store
 from partners.memory import MemoryFile
 from tests.test_cli import companion

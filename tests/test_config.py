@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main
-from bot.config import Config, ConfigError, config_path, load_config, parse_config
+from bot.cli.main import main
+from bot.config.model import Config, ConfigError, config_path, load_config, parse_config
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from bot.literal import unescape
+from bot.text.literal import unescape
 from tests.admin_support import admin, partner_dir
 from tests.conftest import OWNER_ID, Harness, dm
 from tests.fakes.fake_llm import Reply, ToolCallSpec

@@ -46,7 +46,7 @@ async def start_chat(config: Path, *args: str) -> pexpect.spawn:
     env.update(TERM="xterm-256color", PROMPT_TOOLKIT_NO_CPR="1")
     child = pexpect.spawn(
         sys.executable,
-        ["-m", "bot.cli", "--config", str(config), *args, "chat"],
+        ["-m", "bot.cli.main", "--config", str(config), *args, "chat"],
         cwd=str(ROOT),
         env=env,
         encoding="utf-8",

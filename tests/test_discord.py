@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bot.commands import COMMANDS
+from bot.commands.table import COMMANDS
 from tests.discord_harness import (
     ALICE,
     BOB,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.commands import UNKNOWN
+from bot.commands.table import UNKNOWN
 from tests.discord_harness import (
     ALICE,
     CHANNEL,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.dispatcher import Dispatcher, Worked
 from bot.store import Lease
+from bot.workers.dispatcher import Dispatcher, Worked
 
 KEY = "test:1|example"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tests.fakes.fake_llm import FakeLLM, Reply
 
-COMPANION = [sys.executable, "-m", "bot.cli"]
+COMPANION = [sys.executable, "-m", "bot.cli.main"]
 ROOT = Path(__file__).parent.parent
 TIMEOUT_SECONDS = 60.0
 

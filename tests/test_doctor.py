@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from bot.app import build_app
-from bot.cli import main
-from bot.config import load_config
+from bot.cli.main import main
+from bot.config.model import load_config
 from bot.store import Store
 from tests.fakes.fake_discord import BOT_TOKEN, FakeDiscord, point_discord_at
 from tests.fakes.fake_llm import FAKE_MODEL_ID, FakeLLM

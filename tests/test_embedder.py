@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bot.embedder import Embedder
-from bot.embeddings import EmbeddingsClient
+from bot.services.embeddings import EmbeddingsClient
 from bot.store import NewMessage, Store
+from bot.workers.embedder import Embedder
 from tests.conftest import StoreBackend
 from tests.fakes.fake_llm import FakeLLM
 from tests.store_support import execute

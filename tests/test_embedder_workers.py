@@ -13,9 +13,9 @@ from typing import Any
 import asyncpg
 import pytest
 
-from bot.embedder import Embedder
-from bot.embeddings import EmbeddingsClient
+from bot.services.embeddings import EmbeddingsClient
 from bot.store import NewMessage, Store
+from bot.workers.embedder import Embedder
 from tests.conftest import Harness, HarnessFactory
 from tests.fakes.fake_llm import FakeLLM
 from tests.postgres_server import PostgresServer

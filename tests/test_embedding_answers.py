@@ -1,4 +1,5 @@
-"""What the embeddings endpoint answers is checked where it comes in (:mod:`bot.embeddings`).
+"""What the embeddings endpoint answers is checked where it comes in
+(:mod:`bot.services.embeddings`).
 
 A vector that is no vector (NaN, infinity, strings, nested lists, another size than the
 others) costs its own message its vector and nothing more: the embedder stores the rest of the
@@ -16,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from bot.embedder import Embedder
-from bot.embeddings import EmbeddingsClient
+from bot.services.embeddings import EmbeddingsClient
 from bot.store import NewMessage, Store
+from bot.workers.embedder import Embedder
 from partners.recall import Recall
 from tests.fakes.fake_llm import EMBEDDING_DIMENSIONS, FakeLLM, fake_embedding
 from tests.test_recall_embeddings import client

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from bot.config import EmbeddingsConfig, LLMConfig
-from bot.embeddings_check import TEST_INPUT, check_embeddings
+from bot.config.model import EmbeddingsConfig, LLMConfig
+from bot.services.embeddings_check import TEST_INPUT, check_embeddings
 from tests.fakes.fake_llm import FAKE_MODEL_ID, FakeLLM
 from tests.test_doctor import bad, doctor, no_openai_key, write_config  # noqa: F401
 from tests.test_llm_check import refused_port

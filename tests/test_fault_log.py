@@ -1,4 +1,4 @@
-"""A loop that retries logs its faults once per episode (:mod:`bot.fault_log`): the first
+"""A loop that retries logs its faults once per episode (:mod:`bot.services.fault_log`): the first
 failure with its traceback, the ones after it at DEBUG only, and one line with the count and
 the time when the loop next succeeds."""
 
@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from bot.fault_log import FaultLog
+from bot.services.fault_log import FaultLog
 
 LOGGER = "tests.fault_log"
 

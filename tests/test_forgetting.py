@@ -19,9 +19,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bot.backup import write_backup
-from bot.commands_memory import request_key
+from bot.commands.memory import request_key
 from bot.events import Inbound
+from bot.store.backup import write_backup
 from partners.memory import MemoryFile, text_hash
 from tests.conftest import OWNER_ID, Harness, dm
 from tests.fakes.fake_llm import FakeLLM, Reply, ToolCallSpec

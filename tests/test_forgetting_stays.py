@@ -14,7 +14,7 @@ from typing import Any
 
 import asyncpg
 
-from bot.config import Config
+from bot.config.model import Config
 from partners.memory import MemoryFile
 from partners.review import ReviewResult
 from tests.conftest import OWNER_ID, Harness, HarnessFactory, dm

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import main
-from bot.health import STALE_AFTER_SECONDS, check_health, write_status
+from bot.cli.main import main
+from bot.workers.health import STALE_AFTER_SECONDS, check_health, write_status
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Photos are bounded before they are decoded (bot/images.py): a file whose header claims too
+"""Photos are bounded before they are decoded (bot/turn/images.py): a file whose header claims too
 many pixels is refused before a pixel is decoded, a large JPEG is decoded at a reduced scale,
 one image is decoded at a time, and whatever Pillow cannot or will not read is refused as
 NotAnImage, never another error; in a turn, a refused photo is named to the model as one that
@@ -23,9 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image, PngImagePlugin
 
-from bot.images import MAX_IMAGE_PIXELS, ImageTooLarge, NotAnImage, downscale, image_url
-from bot.media import UNOPENED_PHOTO_NOTE
-from bot.turn_failures import TURN_FAILED
+from bot.turn.failures import TURN_FAILED
+from bot.turn.images import MAX_IMAGE_PIXELS, ImageTooLarge, NotAnImage, downscale, image_url
+from bot.turn.media import UNOPENED_PHOTO_NOTE
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.fakes.fake_telegram import FakeTelegram
 from tests.image_support import (
@@ -55,7 +55,7 @@ what was alive at once."""
 
 MEASURE = """
 import json, re, sys, threading
-from bot.images import NotAnImage, downscale
+from bot.turn.images import NotAnImage, downscale
 
 def resident_kb(field):
     status = open("/proc/self/status").read()

@@ -7,8 +7,8 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from bot.config import LLMConfig
-from bot.llm_check import check_endpoint, is_local_endpoint
+from bot.config.model import LLMConfig
+from bot.services.llm_check import check_endpoint, is_local_endpoint
 from tests.fakes.fake_llm import FAKE_MODEL_ID, FakeLLM
 
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from bot.turns import APOLOGY
+from bot.turn.runner import APOLOGY
 from partners.memory import BULLET, ENTRY_ID, MemoryFile
 from tests.conftest import Harness, HarnessFactory, dm
 from tests.fakes.fake_llm import Malformed, Reply, ToolCallSpec

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bot import markers
-from bot.speech import speakable
+from bot.services.speech import speakable
+from bot.text import markers
 
 
 def test_markers_are_parsed_once_each_and_removed_from_the_text() -> None:

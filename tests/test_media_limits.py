@@ -1,10 +1,10 @@
 """What a user is told when a voice note or photo is over what the gateway fetches
-(bot/media_limits.py): the limit, what they sent, and what to do instead."""
+(bot/turn/media_limits.py): the limit, what they sent, and what to do instead."""
 
 from __future__ import annotations
 
 from bot.events import Media
-from bot.media_limits import duration, over_limit
+from bot.turn.media_limits import duration, over_limit
 
 MB = 1024 * 1024
 

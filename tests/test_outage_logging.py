@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from bot.scheduler import Scheduler
+from bot.workers.scheduler import Scheduler
 from tests.conftest import Harness, HarnessFactory, dm
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.postgres_server import PostgresServer
@@ -22,13 +22,13 @@ from tests.test_recall_embeddings import embeddings
 from tests.test_workers import until
 
 LOOPS = {
-    "the heartbeat": "bot.workers",
-    "the dispatcher": "bot.dispatcher",
-    "delivery retries": "bot.delivery_retries",
-    "embedding": "bot.embedder",
+    "the heartbeat": "bot.workers.worker",
+    "the dispatcher": "bot.workers.dispatcher",
+    "delivery retries": "bot.delivery.retries",
+    "embedding": "bot.workers.embedder",
     "pairing approvals": "bot.app",
     "the partner catalog": "bot.app",
-    "review sweep": "bot.scheduler",
+    "review sweep": "bot.workers.scheduler",
 }
 """Each loop that meets the outage here, and the logger it writes to."""
 FAST = {

@@ -10,7 +10,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from adapters.telegram_format import render
-from bot.literal import BIDI_CONTROLS, literal, literal_line, unescape
+from bot.text.literal import BIDI_CONTROLS, literal, literal_line, unescape
 from partners.tools import user_memory_file
 from tests.conftest import OWNER_ID, Harness, dm
 from tests.fakes.fake_llm import Reply

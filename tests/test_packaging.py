@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ruamel.yaml import YAML
 
-from bot.config import load_config
+from bot.config.model import load_config
 from tests.compose_file import load_compose, rendered_compose, worker_environment
 
 ROOT = Path(__file__).parent.parent
@@ -162,7 +162,7 @@ def test_optional_parts_cost_no_memory_until_they_are_turned_on() -> None:
     """numpy (semantic recall) and the web page's templates are loaded only when
     ``[embeddings]`` or ``[web]`` is set: a gateway without them stays small."""
     probe = (
-        "import sys, bot.app, bot.cli, bot.turns, partners.tools;"
+        "import sys, bot.app, bot.cli.main, bot.turn.runner, partners.tools;"
         "print(' '.join(m for m in ('numpy', 'jinja2') if m in sys.modules))"
     )
     loaded = subprocess.run(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bot.access import CODE_ALPHABET, CODE_LENGTH
+from bot.gateway.access import CODE_ALPHABET, CODE_LENGTH
 from tests.admin_support import admin
 from tests.conftest import OWNER_ID, Harness, dm
 

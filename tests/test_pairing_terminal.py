@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bot.app import App, build_app
-from bot.cli import main
+from bot.cli.main import main
 from tests.conftest import OWNER_ID, Harness, RecordingChannel, dm, make_config
 from tests.fakes.fake_llm import FakeLLM, Reply
 

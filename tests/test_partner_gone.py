@@ -3,8 +3,8 @@ answers in its place (the choice is not silently moved to another partner)."""
 
 from __future__ import annotations
 
-from bot.queue_keys import queue_key
 from bot.store import NewMessage
+from bot.workers.queue_keys import queue_key
 from tests.admin_support import admin, say
 from tests.conftest import Harness, dm
 

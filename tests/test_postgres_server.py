@@ -18,7 +18,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from bot.workers import process_alive
+from bot.workers.worker import process_alive
 from tests.postgres_server import (
     PostgresServer,
     PostgresUnavailable,

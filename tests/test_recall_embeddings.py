@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from bot.config import EmbeddingsConfig, LLMConfig, parse_config
-from bot.embedder import Embedder, reindex
-from bot.embeddings import EmbeddingsClient
+from bot.config.model import EmbeddingsConfig, LLMConfig, parse_config
+from bot.services.embeddings import EmbeddingsClient
 from bot.store import NewMessage, Store
+from bot.workers.embedder import Embedder, reindex
 from partners.recall import Recall, fuse
 from tests.admin_support import admin
 from tests.conftest import Harness, HarnessFactory, dm, group_message

@@ -186,7 +186,7 @@ def chunks(text: str) -> list[str]:
 async def test_a_retry_due_while_another_worker_runs_the_chats_turn_is_shown_once_in_order(
     pair: Pair, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="bot.delivery")
+    caplog.set_level(logging.DEBUG, logger="bot.delivery.sender")
     pair.channel(pair.leader).gate.clear()  # whatever the leader sends to Alice is slow
     await pair.holder.send(dm(ALICE, "second-question"))
     await asyncio.wait_for(pair.model.second_asked.wait(), WAIT_SECONDS)
@@ -203,7 +203,7 @@ async def test_a_retry_due_while_another_worker_runs_the_chats_turn_is_shown_onc
 async def test_the_retry_loop_leaves_the_reply_to_the_keys_holder_and_it_is_still_delivered(
     pair: Pair, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="bot.delivery")
+    caplog.set_level(logging.DEBUG, logger="bot.delivery.sender")
     await until(loop_had_its_chance(pair, caplog), "the leader's retry loop to reach Alice")
     assert pair.screen.shown == []  # the holder keeps the key: the loop left the reply alone
     await pair.holder.app.stop()  # the holder lets its keys go

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from bot.commands import UNKNOWN
-from bot.tools import MAX_ARGUMENT_CHARS
+from bot.commands.table import UNKNOWN
+from bot.turn.tools import MAX_ARGUMENT_CHARS
 from partners.memory import MAX_ENTRY_CHARS, MemoryFile
 from tests.conftest import OWNER_ID, Harness, dm
 from tests.fakes.fake_llm import Reply, ToolCallSpec

@@ -10,11 +10,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bot.config import LLMConfig, SpeechConfig
-from bot.media import kept_suffix
-from bot.media_limits import CUT_NOTE, MAX_INBOUND_CHARS
-from bot.quiet_turns import VOICE_UNHEARD
-from bot.speech import SpeechClient, SpeechError
+from bot.config.model import LLMConfig, SpeechConfig
+from bot.services.speech import SpeechClient, SpeechError
+from bot.turn.media import kept_suffix
+from bot.turn.media_limits import CUT_NOTE, MAX_INBOUND_CHARS
+from bot.turn.quiet import VOICE_UNHEARD
 from tests.fakes.fake_llm import Cut, FakeLLM, Malformed, Reply
 from tests.fakes.fake_telegram import FakeTelegram
 from tests.fakes.ogg_opus import make_ogg_opus

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-import bot.access
-from bot.commands import COMMANDS
+import bot.gateway.access
+from bot.commands.table import COMMANDS
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.fakes.fake_telegram import FakeTelegram
 from tests.telegram_harness import (
@@ -201,7 +201,7 @@ async def test_pairing_code_reaches_the_owner_and_approval_lets_the_user_in(
 async def test_an_expired_pairing_code_is_refused(
     gateways: TelegramGateways, fake: FakeTelegram, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bot.access, "PAIRING_TTL_SECONDS", -1)  # born expired: no waiting
+    monkeypatch.setattr(bot.gateway.access, "PAIRING_TTL_SECONDS", -1)  # born expired: no waiting
     gateway = await gateways.start(access={"dm_policy": "pairing"})
     fake.send_user_message(chat_id=ALICE, text="hi!")
     [notice] = await fake.wait_for_sent(chat_id=OWNER)

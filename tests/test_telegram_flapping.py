@@ -1,6 +1,6 @@
 """Telegram's long poll across changes of leadership (adapters/telegram_receiving.py,
-adapters/telegram_poll_client.py, bot/leadership.py, bot/workers.py; DESIGN.md "Several
-workers"): a worker may lose and regain the leadership any number of times, and each regain
+adapters/telegram_poll_client.py, bot/workers/leadership.py, bot/workers/worker.py; DESIGN.md
+"Several workers"): a worker may lose and regain the leadership any number of times, and each regain
 polls again from a fresh client, however the getUpdates in flight was cut off; a leader that
 cannot poll gives the leadership up to another worker. The gateways run the real
 python-telegram-bot against the fake Bot API; several of them share one PostgreSQL database.
@@ -199,7 +199,7 @@ async def test_a_leader_that_cannot_poll_gives_the_leadership_to_another_worker(
     """The first worker's Bot API answers every getUpdates with 502 (a broken proxy in front
     of it): after ``leader.give_up_seconds`` it gives the leadership up, says so once, and
     the second worker takes it over and hears Telegram."""
-    caplog.set_level(logging.WARNING, logger="bot.workers")
+    caplog.set_level(logging.WARNING, logger="bot.workers.worker")
     leader = {"give_up_seconds": 1}
     async with FakeTelegram(bot_username=BOT_USERNAME, can_read_all_group_messages=True) as broken:
         first = await worker(

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from adapters.telegram_channel import TelegramChannel
-from bot.config_platforms import TelegramConfig
+from bot.config.platforms import TelegramConfig
 from bot.events import ChatRef, Outbound
 from tests.fakes.fake_telegram import TOKEN, FakeTelegram, utf16_len
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bot.literal import unescape
+from bot.text.literal import unescape
 from partners.memory import MemoryFile, MemoryInputError
 from tests.conftest import OWNER_ID, Harness, dm
 from tests.fakes.fake_llm import Reply, ToolCallSpec

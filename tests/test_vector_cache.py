@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bot.embedder import reindex
+from bot.services.vectors import pack, unit
 from bot.store import NewMessage, NewVector, Store
-from bot.vectors import pack, unit
+from bot.workers.embedder import reindex
 from partners.recall import Recall
 from partners.vector_cache import VectorCache, VectorFilter
 from tests.conftest import StoreBackend

@@ -9,8 +9,8 @@ import socket
 import aiohttp
 import pytest
 
-from bot.commands import UNKNOWN
-from bot.config import ConfigError
+from bot.commands.table import UNKNOWN
+from bot.config.model import ConfigError
 from bot.web.auth import COOKIE_NAME, secret_hash
 from bot.web.security import CONTENT_SECURITY_POLICY
 from tests.admin_support import admin, partner_dir

@@ -8,7 +8,7 @@ import time
 
 from playwright.async_api import Browser, expect
 
-from bot.access import APPROVED_WELCOME
+from bot.gateway.access import APPROVED_WELCOME
 from partners.memory import MemoryFile
 from tests.admin_support import partner_dir
 from tests.browser_support import PHONE, Tab, chromium, log_in, open_tab

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import aiohttp
 
-from bot.access import APPROVED_WELCOME
+from bot.gateway.access import APPROVED_WELCOME
 from partners.memory import fingerprint
 from partners.tools import user_memory_file
 from tests.admin_support import admin, partner_dir, say

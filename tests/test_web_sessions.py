@@ -9,7 +9,7 @@ import re
 
 from markupsafe import escape
 
-from bot.transcripts import CUT_MARKER, END_MARKER, transcript_label
+from bot.turn.transcripts import CUT_MARKER, END_MARKER, transcript_label
 from tests.admin_support import partner_dir, say
 from tests.conftest import HarnessFactory
 from tests.fakes.fake_llm import Reply

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.commands import UNKNOWN
+from bot.commands.table import UNKNOWN
 from tests.fakes.fake_llm import FakeLLM
 from tests.fakes.fake_telegram import FakeTelegram
 from tests.telegram_harness import BOT_USERNAME, OWNER, TelegramGateways

@@ -1,5 +1,5 @@
-"""Several workers on one database (bot/workers.py, bot/dispatcher.py): two workers in this
-process share one store (SQLite, and PostgreSQL, where NOTIFY wakes them too), each with its
+"""Several workers on one database (bot/workers/worker.py, bot/workers/dispatcher.py): two workers
+in this process share one store (SQLite, and PostgreSQL, where NOTIFY wakes them too), each with its
 own dispatcher and the real delivery, and work its chats under leases. A lease of 2 seconds
 (the shortest allowed) lets a test see one lapse; every wait is for a condition, with a
 timeout."""
@@ -17,11 +17,11 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from bot.config import DeliveryConfig, WorkersConfig
-from bot.delivery import Delivery, PendingReply
-from bot.dispatcher import Dispatcher, Worked
+from bot.config.model import DeliveryConfig, WorkersConfig
+from bot.delivery.sender import Delivery, PendingReply
 from bot.store import Leader, Lease, LeaseLost, NewMessage, Store, StoreError
-from bot.workers import Worker
+from bot.workers.dispatcher import Dispatcher, Worked
+from bot.workers.worker import Worker
 from tests.conftest import RecordingChannel
 from tests.liveness_support import drop_liveness_connection, until_liveness_holder
 from tests.postgres_server import PostgresServer
@@ -313,7 +313,7 @@ async def test_a_leader_whose_duties_keep_failing_gives_the_leadership_to_anothe
     one = await cluster.start(cluster.node("one"))
     two = await cluster.start(cluster.node("two"))
     assert one.duties.led == [1] and two.duties.led == []
-    caplog.set_level(logging.WARNING, logger="bot.workers")
+    caplog.set_level(logging.WARNING, logger="bot.workers.worker")
     one.duties.failing = "telegram has failed for 60 s (Bad Gateway)"
     await until(lambda: two.duties.led, "two leading")
     assert one.duties.followed == 1 and one.worker.leader is None
@@ -401,7 +401,7 @@ async def test_a_worker_says_once_that_its_liveness_was_lost_and_takes_it_again_
     server = cluster.server
     assert server is not None and cluster.url is not None
     await cluster.start(cluster.node("one"))
-    caplog.set_level(logging.DEBUG, logger="bot.workers")  # a failed beat after the first
+    caplog.set_level(logging.DEBUG, logger="bot.workers.worker")  # a failed beat after the first
     await asyncio.to_thread(server.stop_serving)
     try:
         await until(lambda: _logged(caplog, "heartbeat failed") >= 3, "three failed heartbeats")

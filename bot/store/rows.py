@@ -270,7 +270,7 @@ class UserRow(TypedDict):
     display_name: str
     username: str | None
     access: str
-    """unknown, allowed, blocked (bot/access.py)"""
+    """unknown, allowed, blocked (bot/gateway/access.py)"""
     timezone: str | None
     created_at: float
     updated_at: float

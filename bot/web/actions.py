@@ -2,7 +2,7 @@
 
 The page has no rules of its own: approving a pairing, forgetting an entry, undoing a change,
 creating or deleting a partner all run the very handler the chat command runs, through
-:func:`bot.admin.run_admin`, which checks the arguments, writes the one audit row and answers.
+:func:`bot.admin.table.run_admin`, which checks the arguments, writes the one audit row and answers.
 The owner appears there as ``web:owner`` — the audit log's record that a change came from the
 web page.
 """
@@ -12,15 +12,15 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-from bot.access import Access
-from bot.admin import run_admin
-from bot.admin_services import AdminServices
-from bot.commands import CommandContext, CommandReply
-from bot.config import Config
+from bot.admin.services import AdminServices
+from bot.admin.table import run_admin
+from bot.commands.table import CommandContext, CommandReply
+from bot.config.model import Config
 from bot.events import ChatRef, Inbound, Sender
-from bot.gateway import Gateway
-from bot.literal import unescape
+from bot.gateway.access import Access
+from bot.gateway.inbound import Gateway
 from bot.store import Store
+from bot.text.literal import unescape
 from partners.catalog import PartnerCatalog
 
 logger = logging.getLogger(__name__)

@@ -11,9 +11,9 @@ from typing import Any
 import jinja2
 from aiohttp import web
 
-from bot.config import Config
-from bot.literal import BIDI_CONTROLS
+from bot.config.model import Config
 from bot.store import Store
+from bot.text.literal import BIDI_CONTROLS
 from bot.web.actions import OwnerActions
 from bot.web.query import MAX_TEXT_CHARS
 from bot.web.security import session_of

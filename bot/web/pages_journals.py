@@ -10,7 +10,7 @@ from datetime import date, datetime
 
 from aiohttp import web
 
-from bot.admin_memory import CHAT_MARKER
+from bot.admin.memory import CHAT_MARKER
 from bot.web import query
 from bot.web.journal_html import journal_html
 from bot.web.pages import WebParts

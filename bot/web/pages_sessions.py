@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from bot.admin_args import AdminError
-from bot.admin_memory import SHORT_ID, find_session
-from bot.transcripts import render_transcript
+from bot.admin.args import AdminError
+from bot.admin.memory import SHORT_ID, find_session
+from bot.turn.transcripts import render_transcript
 from bot.web import query
 from bot.web.pages import WebParts
 

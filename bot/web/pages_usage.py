@@ -11,14 +11,14 @@ from typing import Any
 
 from aiohttp import web
 
-from bot.admin_status import (
+from bot.admin.status import (
     DEFAULT_USAGE_DAYS,
     MAX_USAGE_DAYS,
     MEDIA_UNITS,
     TOKENS_PER_PRICE_UNIT,
 )
-from bot.config import Config
-from bot.sessions import OWNER_AUDIENCE
+from bot.config.model import Config
+from bot.turn.sessions import OWNER_AUDIENCE
 from bot.web import query
 from bot.web.charts import color_of, stacked_bars
 from bot.web.pages import WebParts

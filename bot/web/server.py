@@ -8,7 +8,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from bot.config import Config, ConfigError
+from bot.config.model import Config, ConfigError
 from bot.web import (
     pages_audit,
     pages_journals,

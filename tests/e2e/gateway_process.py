@@ -1,4 +1,5 @@
-"""The gateway as its owner runs it: ``python -m bot.cli --config <file> run`` in a child process.
+"""The gateway as its owner runs it: ``python -m bot.cli.main --config <file> run`` in a child
+process.
 
 The fakes (Telegram, Discord, the LLM) run inside the test's own event loop on 127.0.0.1 and
 the child reaches them through its config file, like a self-hosted Bot API server or a local
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[2]
-COMPANION = [sys.executable, "-m", "bot.cli"]
+COMPANION = [sys.executable, "-m", "bot.cli.main"]
 READY_LINE = "gateway running on"
 START_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 60.0

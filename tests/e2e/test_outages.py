@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from bot.turns import APOLOGY
+from bot.turn.runner import APOLOGY
 from tests.e2e.conftest import World, assert_no_secrets
 
 CHATS = 8

@@ -82,7 +82,7 @@ async def create_pool(
 
     The pool keeps no floor of connections (``min_size=0``): asyncpg would restore a floor
     in the background during an outage and log a traceback on each of its retries, while
-    the gateway's own loops already log the outage once (``bot/fault_log.py``)."""
+    the gateway's own loops already log the outage once (``bot/services/fault_log.py``)."""
     try:
         pool = await asyncpg.create_pool(
             url,

@@ -60,7 +60,7 @@ class WorkersStore(Protocol):
         that wrote it; for a reply outside every queue, a key of its chat), if no live lease
         holds the key — this worker's own neither: one of its turns may be working it. Such
         a key may have nothing pending, so :meth:`claim_queue_keys` leaves it alone; this is
-        the claim of a retry (:meth:`bot.workers.Worker.retry_lease`). None when the reply
+        the claim of a retry (:meth:`bot.workers.worker.Worker.retry_lease`). None when the reply
         waits for no retry or the key is held."""
 
     async def claim_review(

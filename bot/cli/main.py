@@ -1,0 +1,310 @@
+"""The ``companion`` command: set up, run the gateway, chat in the terminal, look after the data.
+
+``setup`` writes config.toml (``bot/cli/setup_wizard.py``). ``run``, ``chat``, ``import``,
+``reindex`` and ``database copy`` take the data directory's lock; ``search``, ``memory``,
+``pairing``, ``doctor``, ``backup`` and ``health`` work beside a running gateway (``pairing``
+writes its decisions to the shared database, ``memory edit`` saves only onto the version it
+copied).
+Problems the owner can fix (config, a busy data directory, no LLM) end with one clear message
+and exit status 2.
+
+This module is the argument parser and its dispatch; each group of subcommands lives in
+``bot/cli_<group>.py`` (run, partners, memory, cards, pairing, history, upkeep,
+database).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from bot.app import DataDirBusy
+from bot.cli.cards import CardCommandError, add_card_commands
+from bot.cli.data import CLIError
+from bot.cli.database import cmd_database_copy
+from bot.cli.history import cmd_import, cmd_reindex, cmd_search
+from bot.cli.memory import cmd_memory_edit, cmd_memory_export, cmd_memory_show
+from bot.cli.pairing import cmd_pairing_approve, cmd_pairing_deny, cmd_pairing_list
+from bot.cli.partners import (
+    cmd_partners_clone,
+    cmd_partners_delete,
+    cmd_partners_edit,
+    cmd_partners_list,
+    cmd_partners_new,
+)
+from bot.cli.run import cmd_chat, cmd_run
+from bot.cli.setup_wizard import SetupError
+from bot.cli.upkeep import cmd_backup, cmd_doctor, cmd_health, cmd_setup
+from bot.config.model import ConfigError, load_config
+from bot.store import StoreError
+from partners.persona import PartnerError
+
+EXIT_PROBLEM = 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    setup_logging(args.verbose if "verbose" in args else 0, quiet=args.command == "chat")
+    try:
+        if args.command == "setup":  # writes the config: it may not exist or load yet
+            return cmd_setup(args)
+        config = load_config(Path(args.config) if args.config else None)
+        return int(args.handler(config, args) or 0)
+    except (
+        ConfigError,
+        CLIError,
+        CardCommandError,
+        DataDirBusy,
+        StoreError,
+        PartnerError,
+        SetupError,
+    ) as exc:
+        print(f"companion: {exc}", file=sys.stderr)
+        return EXIT_PROBLEM
+    except KeyboardInterrupt:
+        return 130
+
+
+def setup_logging(verbose: int, quiet: bool) -> None:
+    level = logging.DEBUG if verbose > 1 else logging.INFO
+    if quiet and not verbose:
+        level = logging.WARNING
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # httpx logs every request URL at INFO, and Telegram URLs carry the bot token (PTB's
+    # own debug log names its API URL too, so all of "telegram" stays at WARNING). The
+    # openai client 3.x brings its own fork, httpx2/httpcore2, which logs the same way.
+    noisy_loggers = ("httpx", "httpcore", "httpx2", "httpcore2", "openai", "telegram", "discord")
+    for noisy in (*noisy_loggers, "apscheduler"):
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+
+
+IMPORT_FORMAT = """\
+FILE holds one JSON object per line:
+  session  any text that groups lines into one conversation (required)
+  user     who spoke with the partner: "telegram:123", "discord:456" or any name (required)
+  role     "user" or "assistant" (required)
+  text     what was said (required)
+  time     ISO 8601 ("2026-01-02T10:00:00Z") or epoch seconds (required)
+  title    the conversation's title (optional; default: its first text)
+  id       a stable id for the line, returned by `search --json` (optional)
+Example line:
+  {"session": "s1", "user": "telegram:5", "role": "user", "text": "We fly to Tokyo next week", \
+"time": "2026-01-02T10:00:00Z", "id": "old-1"}
+Importing the same file twice adds nothing.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="companion",
+        description="AI companions with private long-term memory on Telegram, Discord and "
+        "this terminal. New here? Start with `companion setup`.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="config file (default: $COMPANION_CONFIG, else ./config.toml)",
+    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-vv: debug)")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", help="what to do (COMMAND --help: more)"
+    )
+
+    add_setup_command(sub)
+
+    run = sub.add_parser("run", help="run the gateway on every configured channel")
+    run.set_defaults(handler=cmd_run)
+
+    chat = sub.add_parser("chat", help="talk to a partner in this terminal, as the owner")
+    chat.add_argument(
+        "partner", nargs="?", help="partner id (default: [partners] default, else the first)"
+    )
+    chat.set_defaults(handler=cmd_chat)
+
+    add_partner_commands(sub)
+
+    pairing = sub.add_parser("pairing", help="decide pairing requests from this terminal")
+    pairsub = pairing.add_subparsers(
+        dest="action", required=True, metavar="ACTION", help="list, approve or deny"
+    )
+    pairsub.add_parser("list", help="the requests waiting, with their codes").set_defaults(
+        handler=cmd_pairing_list
+    )
+    papprove = pairsub.add_parser("approve", help="let a user in (they are told at once)")
+    papprove.add_argument("code", help="the code the user was given (case does not matter)")
+    papprove.set_defaults(handler=cmd_pairing_approve)
+    pdeny = pairsub.add_parser("deny", help="refuse a request")
+    pdeny.add_argument("code", help="the code the user was given (case does not matter)")
+    pdeny.set_defaults(handler=cmd_pairing_deny)
+
+    memory = sub.add_parser("memory", help="show, export or edit a partner's memory")
+    msub = memory.add_subparsers(
+        dest="action", required=True, metavar="ACTION", help="show | export | edit"
+    )
+    mshow = msub.add_parser("show", help="the owner's shared memory and the partner's own")
+    mshow.add_argument("partner", help="partner id")
+    mshow.add_argument("--user", metavar="PLATFORM:ID", help="also show this user's file")
+    mshow.set_defaults(handler=cmd_memory_show)
+    mexport = msub.add_parser("export", help="write a partner's documents as Markdown files")
+    mexport.add_argument("partner", help="partner id")
+    mexport.add_argument("dir", help="the folder to write them to (created if missing)")
+    mexport.set_defaults(handler=cmd_memory_export)
+    medit = msub.add_parser(
+        "edit", help="edit one document in $EDITOR; saved only if nothing wrote it meanwhile"
+    )
+    medit.add_argument("partner", help="partner id")
+    medit.add_argument("file", help="the document, as export names it: MEMORY.md, users/…")
+    medit.set_defaults(handler=cmd_memory_edit)
+
+    search = sub.add_parser("search", help="search a partner's past conversations")
+    search.add_argument("partner", help="partner id")
+    search.add_argument("query", nargs="?", help="omit to read one query per line from stdin")
+    search.add_argument("--user", metavar="PLATFORM:ID", help="only what this user may see")
+    search.add_argument("--limit", type=int, default=30, help="most hits to show (1-100)")
+    search.add_argument("--json", action="store_true", help="print JSON instead of text")
+    search.set_defaults(handler=cmd_search)
+
+    reindex = sub.add_parser(
+        "reindex",
+        help="embed past messages for semantic recall (after [embeddings] is set or its model"
+        " changed)",
+    )
+    reindex.add_argument("partner", nargs="?", help="partner id (default: every partner)")
+    reindex.set_defaults(handler=cmd_reindex)
+
+    imp = sub.add_parser(
+        "import",
+        help="import past conversations from a JSONL file",
+        epilog=IMPORT_FORMAT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    imp.add_argument("partner", help="partner id the conversations were with")
+    imp.add_argument("file", help="the JSONL file (format below)")
+    imp.set_defaults(handler=cmd_import)
+
+    add_database_command(sub)
+
+    sub.add_parser(
+        "doctor", help="check config, data, partners, the LLM endpoint and chat tokens"
+    ).set_defaults(handler=cmd_doctor)
+    backup = sub.add_parser("backup", help="write a consistent archive of the data")
+    backup.add_argument("file", nargs="?", help="the .tar.gz to write (default: in data/backups)")
+    backup.set_defaults(handler=cmd_backup)
+    sub.add_parser(
+        "health", help="exit 0 if a running gateway is alive and connected (for healthchecks)"
+    ).set_defaults(handler=cmd_health)
+    return parser
+
+
+SETUP_EXAMPLES = """\
+With no setting given, setup asks (answers may be piped in). With any, it asks nothing:
+  companion setup --llm-base-url http://127.0.0.1:11434/v1 --model llama3.2 \\
+      --telegram-token-env TELEGRAM_BOT_TOKEN
+  companion setup --data-dir /data --llm-base-url https://api.openai.com/v1 \\
+      --model gpt-4o-mini --api-key-env OPENAI_API_KEY --discord-token-env DISCORD_BOT_TOKEN
+Every value is checked live before the file is written; comments in it are kept.
+"""
+
+
+def add_setup_command(sub: Any) -> None:
+    setup = sub.add_parser(
+        "setup",
+        help="write or update config.toml, checking the endpoint and tokens live",
+        epilog=SETUP_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    setup.add_argument("--llm-base-url", metavar="URL", help="the OpenAI-compatible endpoint")
+    setup.add_argument("--model", help="the model for chat turns")
+    setup.add_argument(
+        "--api-key-env", metavar="VAR", help='write llm.api_key = "${VAR}" (hosted endpoints)'
+    )
+    setup.add_argument(
+        "--telegram-token-env", metavar="VAR", help='write telegram.token = "${VAR}"'
+    )
+    setup.add_argument("--discord-token-env", metavar="VAR", help='write discord.token = "${VAR}"')
+    setup.add_argument(
+        "--telegram-owner", metavar="ID", type=int, help="add your Telegram user id as owner"
+    )
+    setup.add_argument(
+        "--discord-owner", metavar="ID", type=int, help="add your Discord user id as owner"
+    )
+    setup.add_argument("--data-dir", metavar="DIR", help="storage.data_dir (in Docker: /data)")
+    setup.add_argument(
+        "--web",
+        action="store_const",
+        const=True,
+        help="turn on the owner's web page ([web] enabled = true; /admin web logs you in)",
+    )
+    setup.add_argument(
+        "--no-check", action="store_true", help="write without checking (an offline build)"
+    )
+
+
+def add_database_command(sub: Any) -> None:
+    database = sub.add_parser("database", help="move a SQLite gateway onto PostgreSQL")
+    dsub = database.add_subparsers(dest="action", required=True, metavar="ACTION", help="copy")
+    dcopy = dsub.add_parser(
+        "copy",
+        help="copy data/gateway.db (and memory files) into an empty PostgreSQL database",
+        description="Copies every conversation, memory and setting of the SQLite database into"
+        " an empty PostgreSQL database in one transaction (a failure leaves it empty) and"
+        " checks the row counts. The SQLite file is never changed. Stop the gateway first.",
+    )
+    dcopy.add_argument(
+        "--to",
+        metavar="URL",
+        help="postgresql://user:password@host/name (default: [storage] database_url)",
+    )
+    dcopy.set_defaults(handler=cmd_database_copy)
+
+
+def add_partner_commands(sub: Any) -> None:
+    partners = sub.add_parser(
+        "partners", help="list, create, clone, delete, import or export partners"
+    )
+    psub = partners.add_subparsers(
+        dest="action",
+        required=True,
+        metavar="ACTION",
+        help="list, new, clone, delete, edit, import (a character card) or export (as one)",
+    )
+    psub.add_parser("list", help="every partner, and those that did not load").set_defaults(
+        handler=cmd_partners_list
+    )
+    pnew = psub.add_parser("new", help="create a partner from the template")
+    pnew.add_argument("id", help="its id: a-z, 0-9, - and _, up to 32 characters")
+    pnew.add_argument("--name", help="the name it goes by (asked if not given)")
+    pnew.set_defaults(handler=cmd_partners_new)
+    pclone = psub.add_parser("clone", help="copy a partner without journals or user memory")
+    pclone.add_argument("source", help="id of the partner to copy")
+    pclone.add_argument("id", help="id of the new partner")
+    pclone.set_defaults(handler=cmd_partners_clone)
+    pdel = psub.add_parser("delete", help="move a partner to data/partners/.trash")
+    pdel.add_argument("id", help="id of the partner to delete")
+    pdel.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    pdel.set_defaults(handler=cmd_partners_delete)
+    pedit = psub.add_parser(
+        "edit", help="edit preset.yml, card.json or lorebook.json in $EDITOR (checked first)"
+    )
+    pedit.add_argument("id", help="id of the partner")
+    pedit.add_argument("file", help="preset.yml, card.json or lorebook.json")
+    pedit.set_defaults(handler=cmd_partners_edit)
+    add_card_commands(psub, sub)
+
+
+def package_version() -> str:
+    try:
+        return metadata.version("companion-gateway")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed; run make)"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

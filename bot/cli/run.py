@@ -1,0 +1,177 @@
+"""``companion run`` and ``companion chat``: the gateway on every configured channel, or a
+conversation in this terminal; the claim codes shown while nobody owns a platform."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import stat
+import sys
+
+from adapters.base import Channel
+from adapters.console_channel import CONSOLE_CHAT, ConsoleChannel
+from bot.app import App, build_app
+from bot.cli import terminal
+from bot.cli.data import CLIError
+from bot.config.model import Config
+from bot.gateway.claims import claim_notice
+from bot.services.llm import configuration_problem
+from bot.services.llm_check import check_endpoint
+from bot.workers.shards import shards_leased
+
+logger = logging.getLogger("companion")
+
+
+def platform_channels(config: Config) -> dict[str, Channel]:
+    channels: dict[str, Channel] = {}
+    if config.telegram.token is not None:
+        from adapters.telegram_channel import TelegramChannel
+
+        channels["telegram"] = TelegramChannel(config.telegram, config.owner.telegram_ids)
+    if config.discord.token is not None:
+        from adapters.discord_channel import DiscordChannel
+
+        channels["discord"] = DiscordChannel(config.discord, shards_assigned=shards_leased(config))
+    return channels
+
+
+NO_CHANNEL = (
+    "no chat token is set (telegram.token, discord.token) and stdin is not a terminal, so there "
+    "is nobody to talk to: run `companion setup` to add a token, or start with a terminal "
+    "(docker run -it) to chat in the console"
+)
+
+
+def cmd_run(config: Config, args: argparse.Namespace) -> int:
+    del args
+    channels = platform_channels(config)
+    if not channels:
+        if not stdin_can_carry_input():
+            raise CLIError(NO_CHANNEL)
+        print(
+            "No Telegram or Discord token is set: opening the console so you can talk to a "
+            "partner here. (Add a token to config.toml to go online.)",
+            file=sys.stderr,
+        )
+        return asyncio.run(console_session(config, None))
+    return asyncio.run(serve(config, channels))
+
+
+def stdin_can_carry_input() -> bool:
+    """Whether the console could ever read a line: a terminal, a pipe or a file with text.
+
+    A container started without ``-it`` and a service manager give the process /dev/null (or
+    no stdin at all): the console would end at once, exit 0, and a restart policy would start
+    it again forever. Pipes stay accepted, so ``echo hi | companion run`` still works."""
+    try:
+        descriptor = sys.stdin.fileno()
+        info = os.fstat(descriptor)
+    except (AttributeError, OSError, ValueError):
+        return False  # stdin closed or absent
+    if os.isatty(descriptor):
+        return True
+    if stat.S_ISCHR(info.st_mode):  # a device that is not a terminal: /dev/null
+        return False
+    if stat.S_ISREG(info.st_mode):
+        return info.st_size > 0
+    return True
+
+
+def cmd_chat(config: Config, args: argparse.Namespace) -> int:
+    return asyncio.run(console_session(config, args.partner))
+
+
+async def check_llm(config: Config, fatal: bool) -> None:
+    """The endpoint's model list, without spending a call: enough to find a wrong address,
+    a missing /v1, an unknown model or a refused key before anyone writes."""
+    problem = (
+        configuration_problem(config.llm) or (await check_endpoint(config.llm, call=False)).problem
+    )
+    if problem is None:
+        return
+    if fatal:
+        raise CLIError(problem)
+    logger.warning("%s (the gateway keeps running and apologises until it is fixed)", problem)
+
+
+async def console_session(config: Config, partner_id: str | None) -> int:
+    await check_llm(config, fatal=True)
+    console = ConsoleChannel(exports=config.data_dir / "exports")
+    console.keep_logs_off_the_terminal()
+    app = await build_app(config, {"console": console})
+    try:
+        partner = app.catalog.require(partner_id).id if partner_id else default_partner(app)
+        await app.store.upsert_chat(CONSOLE_CHAT.key, "console", "console", None, "dm", "console")
+        if partner is not None and await app.store.selected_partner(CONSOLE_CHAT.key) != partner:
+            await app.store.select_partner(CONSOLE_CHAT.key, partner)
+            await app.sessions.end_chat(CONSOLE_CHAT.key, "partner changed")
+        name = app.catalog.require(partner).name if partner else "your assistant"
+        print(f"Talking with {name}. /help lists commands; Ctrl-D ends.", file=sys.stderr)
+        await app.start()
+        # at a terminal, Ctrl-C stops the partner's turn (the console's), not the session
+        stops = (signal.SIGTERM,) if console.interactive else (signal.SIGINT, signal.SIGTERM)
+        await wait_for_stop(console.finished, stops)
+        await app.dispatcher.idle()
+    finally:
+        await app.stop()
+    return 0
+
+
+def default_partner(app: App) -> str | None:
+    wanted = app.config.partners.default
+    if wanted and app.catalog.get(wanted):
+        return wanted
+    partners = app.catalog.all()
+    return partners[0].id if partners else None
+
+
+async def serve(config: Config, channels: dict[str, Channel]) -> int:
+    await check_llm(config, fatal=False)
+    app = await build_app(config, channels, show_on_terminal)
+    try:
+        await app.start()
+        logger.info("gateway running on %s", ", ".join(channels))
+        await offer_claims(app)
+        await wait_for_stop(asyncio.Event())
+    finally:
+        logger.info("stopping")
+        await app.stop()
+    return 0
+
+
+def show_on_terminal(lines: list[str]) -> None:
+    terminal.announce(*lines)
+
+
+async def offer_claims(app: App) -> None:
+    """A claim code on the terminal for each connected platform that nobody owns yet."""
+    claims = app.gateway.claims
+    for platform in app.channels:
+        if claims.unclaimed(platform):
+            code = await claims.issue(platform)
+            username = app.gateway.bot_usernames.get(platform)
+            terminal.announce(*claim_notice(platform, code, username))
+
+
+async def wait_for_stop(
+    done: asyncio.Event, signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
+) -> None:
+    """Until ``done`` is set or one of ``signals`` arrives."""
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in signals:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    waiters = [asyncio.create_task(stop.wait()), asyncio.create_task(done.wait())]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+        for sig in signals:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)

@@ -1,0 +1,326 @@
+"""``companion setup``: from nothing to a config.toml that works, checked live.
+
+Interactive (no setting given on the command line): it asks for the LLM endpoint (listing the
+models it serves, then one tiny call; a wrong answer is explained and asked again), an optional
+Telegram token (checked with getMe: the bot's @username) and Discord token (checked: the
+invite URL), the owner — an id if you know it, else a one-time claim code printed at the
+end — and whether to turn on the owner's web page. Answers come from stdin line by line, so
+a script may pipe them.
+
+Non-interactive (``--llm-base-url … --model … --telegram-token-env …``, for scripts and
+Docker): the flags are applied to the file's current values and checked the same way; if a
+check fails nothing is written and the command exits 2, each problem on one line.
+
+Either way the file is edited in place with its comments kept (``bot/config/file.py``), and
+values the owner did not touch stay as they were. Tokens and keys may be given as ``$NAME``,
+written as ``"${NAME}"`` so the secret stays in the environment.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from adapters.base import TokenCheck
+from bot.cli.terminal import announce, ask, ask_secret, confirm, say
+from bot.config.file import ConfigFile
+from bot.config.model import Config, ConfigError, parse_config
+from bot.gateway.access import OwnerCheck
+from bot.gateway.claims import OwnerClaims, claim_notice
+from bot.services.llm_check import check_endpoint, is_local_endpoint
+from bot.store import Store
+
+TokenCheckers = Mapping[str, Callable[[Config], Awaitable[TokenCheck]]]
+PLATFORMS = {"telegram": "Telegram", "discord": "Discord"}
+DEFAULT_LLM_URL = "http://127.0.0.1:11434/v1"
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SECRET_HINT = "paste it, or $NAME to read the environment variable NAME"
+NO_ANSWERS = (
+    "setup stopped: it needs answers on stdin. To set up without questions pass the settings, "
+    "e.g. companion setup --llm-base-url URL --model NAME --telegram-token-env VAR "
+    "(companion setup --help lists them)"
+)
+
+
+class SetupError(Exception):
+    """Setup cannot finish; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class SetupOptions:
+    """The command line's settings; with none given, setup asks."""
+
+    llm_base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    telegram_token_env: str | None = None
+    discord_token_env: str | None = None
+    telegram_owner: int | None = None
+    discord_owner: int | None = None
+    data_dir: str | None = None
+    web: bool | None = None
+    check: bool = True
+
+    @property
+    def interactive(self) -> bool:
+        return all(getattr(self, f.name) is None for f in fields(self) if f.name != "check")
+
+
+@dataclass
+class Wizard:
+    file: ConfigFile
+    options: SetupOptions
+    checkers: TokenCheckers
+    literal_secret: bool = False
+    bot_usernames: dict[str, str] = field(default_factory=dict)
+
+    # ---- the document as it would be written --------------------------------------------
+
+    def config(self) -> Config:
+        return parse_config(self.file.text(), self.file.path)
+
+    def set_secret(self, section: str, key: str, answer: str) -> None:
+        """``$NAME`` becomes a reference to the environment; anything else is the secret."""
+        if answer.startswith("$"):
+            self.file.set(section, key, env_reference(answer.lstrip("$").strip("{}")))
+        else:
+            self.file.set(section, key, answer)
+            self.literal_secret = True
+
+    # ---- non-interactive ----------------------------------------------------------------
+
+    async def apply_options(self) -> None:
+        o = self.options
+        for section, key, value in (
+            ("storage", "data_dir", o.data_dir),
+            ("llm", "base_url", o.llm_base_url),
+            ("llm", "model", o.model),
+        ):
+            if value is not None:
+                self.file.set(section, key, value)
+        for section, name in (
+            ("llm", o.api_key_env),
+            ("telegram", o.telegram_token_env),
+            ("discord", o.discord_token_env),
+        ):
+            if name is not None:
+                self.file.set(
+                    section, "api_key" if section == "llm" else "token", env_reference(name)
+                )
+        for platform, user_id in (("telegram", o.telegram_owner), ("discord", o.discord_owner)):
+            if user_id is not None:
+                self.add_owner(platform, user_id)
+        if o.web is not None:
+            self.file.set("web", "enabled", o.web)
+        config = self.config()
+        if o.check:
+            problems = await self.check_all(config)
+            if problems:
+                raise SetupError("\n".join([*problems, f"nothing written to {self.file.path}"]))
+
+    async def check_all(self, config: Config) -> list[str]:
+        problems = []
+        if (problem := await self.llm_problem(config)) is not None:
+            problems.append(problem)
+        for platform in self.enabled(config):
+            result = await self.check_token(platform, config)
+            if result.problem is not None:
+                problems.append(result.problem)
+        return problems
+
+    # ---- interactive --------------------------------------------------------------------
+
+    def check_loads(self) -> None:
+        """The questions cannot mend everything (a variable that is not set, an unknown
+        key): a file that does not load is named before anything is asked."""
+        if not self.file.existed:
+            return
+        try:
+            self.config()
+        except ConfigError as exc:
+            raise SetupError(f"{exc}; fix that first (setup keeps the rest of the file)") from None
+
+    async def interview(self) -> None:
+        say(f"Setting up {self.file.path}. Enter keeps the value in [brackets].")
+        await self.ask_llm()
+        for platform in PLATFORMS:
+            await self.ask_token(platform)
+        await self.ask_owners()
+        self.ask_web()
+
+    async def ask_llm(self) -> None:
+        while True:
+            url = need(ask("LLM endpoint (OpenAI-compatible base URL)", self.current_url()))
+            if not url.startswith(("http://", "https://")):
+                say(f"  problem: {url!r} is not a URL; it starts with http:// or https://")
+                continue
+            self.file.set("llm", "base_url", url)
+            if not is_local_endpoint(url):
+                keep = (
+                    "Enter keeps the one set" if self.file.get("llm", "api_key") else "Enter: none"
+                )
+                key = need(ask_secret(f"API key for {url}: {SECRET_HINT}; {keep}"))
+                if key:
+                    self.set_secret("llm", "api_key", key)
+            models = await self.models_listed()
+            if models:
+                say(f"  it serves: {', '.join(models[:20])}")
+            default = self.file.get("llm", "model")
+            if models and default not in models and f"{default}:latest" not in models:
+                default = models[0]
+            self.file.set("llm", "model", need(ask("Model", default)))
+            problem = await self.llm_problem_or_config_error()
+            if problem is None:
+                say(f"  ok: {url} answers with model {self.file.get('llm', 'model')}")
+                return
+            say(f"  problem: {problem}")
+
+    def current_url(self) -> str:
+        current = self.file.get("llm", "base_url")
+        return str(current) if current else DEFAULT_LLM_URL
+
+    async def models_listed(self) -> tuple[str, ...]:
+        try:
+            return (await check_endpoint(self.config().llm, call=False)).models or ()
+        except ConfigError:
+            return ()
+
+    async def llm_problem_or_config_error(self) -> str | None:
+        try:
+            return await self.llm_problem(self.config())
+        except ConfigError as exc:
+            return str(exc)
+
+    async def llm_problem(self, config: Config) -> str | None:
+        if not self.options.check:
+            return None
+        result = await check_endpoint(config.llm)
+        return result.problem
+
+    async def ask_token(self, platform: str) -> None:
+        label = PLATFORMS[platform]
+        while True:
+            previous = self.file.get(platform, "token")
+            keep = "Enter keeps the one set" if previous else "Enter skips"
+            answer = need(ask_secret(f"{label} bot token: {SECRET_HINT}; {keep}"))
+            if not answer:
+                return
+            self.set_secret(platform, "token", answer)
+            try:
+                result = await self.check_token(platform, self.config())
+            except ConfigError as exc:
+                result = TokenCheck(str(exc))
+            if result.problem is None:
+                return
+            say(f"  problem: {result.problem}")
+            if previous is None:
+                self.file.remove(platform, "token")
+            else:
+                self.file.set(platform, "token", previous)
+
+    async def ask_owners(self) -> None:
+        config = self.config()
+        for platform in self.enabled(config):
+            if owner_ids(config, platform):
+                continue
+            label = PLATFORMS[platform]
+            answer = need(
+                ask(f"Your own {label} user id, if you know it (Enter: claim the bot with a code)")
+            )
+            if answer:
+                if not answer.isdigit():
+                    raise SetupError(f"{answer!r} is not a {label} user id (digits only)")
+                self.add_owner(platform, int(answer))
+
+    def ask_web(self) -> None:
+        """The owner's web page (README "The web page"); the end of input leaves it as it
+        is, so scripts written before the question existed still finish."""
+        if self.file.get("web", "enabled"):
+            return
+        answer = confirm(
+            "Turn on the web page for you (on 127.0.0.1; /admin web sends you a login link)?"
+        )
+        if answer:
+            self.file.set("web", "enabled", True)
+            say("  ok: send /admin web in your direct chat with the bot once it runs")
+
+    # ---- shared -------------------------------------------------------------------------
+
+    def enabled(self, config: Config) -> list[str]:
+        tokens = {"telegram": config.telegram.token, "discord": config.discord.token}
+        return [platform for platform, token in tokens.items() if token is not None]
+
+    async def check_token(self, platform: str, config: Config) -> TokenCheck:
+        if not self.options.check:
+            return TokenCheck(None)
+        result = await self.checkers[platform](config)
+        if result.problem is None:
+            say(f"  ok: {PLATFORMS[platform]} knows this bot as {result.identity}")
+            if result.username:
+                self.bot_usernames[platform] = result.username
+        for note in result.notes:
+            say(f"  {note}")
+        return result
+
+    def add_owner(self, platform: str, user_id: int) -> None:
+        key = f"{platform}_ids"
+        current = list(self.file.get("owner", key) or [])
+        if user_id not in current:
+            self.file.set("owner", key, [*current, user_id])
+
+    async def offer_claims(self) -> None:
+        """A claim code for each enabled platform that still has no owner."""
+        config = self.config()
+        store = await Store.open(config.database)
+        try:
+            claimed = {row["user_key"] for row in await store.claimed_owners()}
+            configured = {f"{p}:{i}" for p in PLATFORMS for i in owner_ids(config, p)}
+            claims = OwnerClaims(store, OwnerCheck(claimed | configured))
+            for platform in self.enabled(config):
+                if claims.unclaimed(platform):
+                    code = await claims.issue(platform)
+                    announce(*claim_notice(platform, code, self.bot_usernames.get(platform)))
+        finally:
+            await store.close()
+
+
+def owner_ids(config: Config, platform: str) -> list[int]:
+    return {"telegram": config.owner.telegram_ids, "discord": config.owner.discord_ids}.get(
+        platform, []
+    )
+
+
+def env_reference(name: str) -> str:
+    if not ENV_NAME.match(name):
+        raise SetupError(
+            f"{name!r} is not an environment variable name (letters, digits and _, e.g. "
+            "TELEGRAM_BOT_TOKEN)"
+        )
+    return "${" + name + "}"
+
+
+def need(answer: Any) -> Any:
+    """An answer, or stop: the end of input means nobody is there to answer."""
+    if answer is None:
+        raise SetupError(NO_ANSWERS)
+    return answer
+
+
+async def run_setup(path: Path, options: SetupOptions, checkers: TokenCheckers) -> None:
+    """Ask (or take the options), check, write the file, then offer claim codes."""
+    wizard = Wizard(ConfigFile(path), options, checkers)
+    if options.interactive:
+        wizard.check_loads()
+        await wizard.interview()
+    else:
+        await wizard.apply_options()
+    wizard.file.save(private=wizard.literal_secret)
+    say(
+        f"wrote {path}"
+        + (" (readable by you only: it holds a secret)" if wizard.literal_secret else "")
+    )
+    await wizard.offer_claims()
+    say("Next: `companion run` starts the gateway; `companion doctor` checks everything again.")
