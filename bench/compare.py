@@ -304,7 +304,7 @@ async def sampled(pid: int, output: Path | None) -> AsyncIterator[None]:
         return
     spy = await asyncio.create_subprocess_exec(
         str(Path(PYTHON).parent / "py-spy"), "record", "--format", "raw", "--rate", "250",
-        "--nonblocking", "--pid", str(pid), "--output", str(output),
+        "--nonblocking", "--gil", "--pid", str(pid), "--output", str(output),
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
     )  # fmt: skip
     try:
@@ -350,23 +350,32 @@ async def idle_latency(revision: Revision) -> dict[str, float]:
         return {"one chat p50 ms": statistics.median(latencies) * 1000}
 
 
+PEAK_AT_EXIT = (
+    "import atexit, sys; atexit.register(lambda: sys.stderr.write([l for l in "
+    "open('/proc/self/status') if l.startswith('VmHWM:')][0]))"
+)
+"""The child reports its own peak memory: ru_maxrss from wait4 would count this process's,
+which the child's memory map replaced at exec."""
+
+
 def help_timing(revision: Revision) -> dict[str, float]:
     """``companion --help`` through the revision's own entry point (pyproject's script)."""
     scripts = tomllib.loads((revision.tree / "pyproject.toml").read_text())["project"]["scripts"]
     module, function = scripts["companion"].split(":")
-    code = f"import sys; sys.argv = ['companion', '--help']; import {module} as m; m.{function}()"
+    code = (
+        f"{PEAK_AT_EXIT}; sys.argv = ['companion', '--help']; import {module} as m; m.{function}()"
+    )
     walls, peaks = [], []
     for _ in range(HELP_RUNS):
         started = time.perf_counter()
-        process = subprocess.Popen(
+        done = subprocess.run(
             [PYTHON, "-P", "-c", code], env=child_env(revision), cwd=revision.tree,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
-        _, status, usage = os.wait4(process.pid, 0)
         walls.append(time.perf_counter() - started)
-        peaks.append(usage.ru_maxrss / 1024)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise RuntimeError(f"{revision.label}: companion --help failed")
+        if done.returncode != 0 or "VmHWM:" not in done.stderr:
+            raise RuntimeError(f"{revision.label}: companion --help failed: {done.stderr}")
+        peaks.append(int(done.stderr.split("VmHWM:")[1].split()[0]) / 1024)
     return {"--help s": statistics.median(walls), "--help MiB": statistics.median(peaks)}
 
 
@@ -413,6 +422,11 @@ async def run(
     return results
 
 
+def stop_on_term(signum: int, frame: object) -> None:
+    del signum, frame
+    raise KeyboardInterrupt
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("refs", nargs="+", help="git revisions or directories; ratios vs the first")
@@ -424,6 +438,7 @@ def main() -> None:
         "REF's position); sampling slows the gateway, so figures of such a run do not count",
     )
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, stop_on_term)  # kill PID: worktrees and gateways still go
     if args.profile is not None:
         args.profile.mkdir(parents=True, exist_ok=True)
     with checked_out(args.refs) as revisions:
