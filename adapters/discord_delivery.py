@@ -32,8 +32,8 @@ import aiohttp
 import discord
 
 from adapters.base import DeliveryError
-from adapters.chunking import utf16_len
 from bot.events import ChatRef, Outbound
+from bot.text.utf16 import utf16_len
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def webhook_username(name: str) -> str:
 
 
 def avatar_url(avatar: str | None) -> str | None:
-    """preset.yml ``avatar`` as a webhook avatar: only an http(s) URL works (README)."""
+    """preset.yml ``avatar`` as a webhook avatar: only an http(s) URL works (docs/discord.md)."""
     if avatar and avatar.startswith(("https://", "http://")):
         return avatar
     return None

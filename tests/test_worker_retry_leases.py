@@ -11,7 +11,8 @@ import itertools
 import pytest
 
 from bot.config.model import DeliveryConfig, WorkersConfig
-from bot.delivery.sender import Delivery, PendingReply
+from bot.delivery.reply import PendingReply
+from bot.delivery.sender import Delivery
 from bot.store import LeaseLost, NewMessage, Store
 from bot.workers.worker import Worker
 from tests.conftest import RecordingChannel

@@ -30,15 +30,12 @@ from adapters.base import (
 )
 from bot.admin.services import AdminServices
 from bot.cli.terminal import printable
-from bot.commands.table import (
-    CommandContext,
-    CommandReply,
-    is_user_command,
-    parse_command,
-    run_command,
-)
+from bot.commands.handlers import run_command
+from bot.commands.table import is_user_command, parse_command
+from bot.commands.types import CommandContext, CommandReply
 from bot.config.model import Config
 from bot.delivery.greeter import Greeter
+from bot.delivery.notices import Notices
 from bot.events import ChatRef, Choice, Inbound, Outbound, Reaction, Sender
 from bot.gateway.access import APPROVED_WELCOME, Access
 from bot.gateway.claims import CLAIM_COMMANDS, CLAIM_REFUSED, CLAIMED, OwnerClaims
@@ -93,7 +90,9 @@ class Gateway:
         claims: OwnerClaims,
         announce: Announce,
         stop_turn: Callable[[str], bool],
+        notices: Notices,
         greeter: Greeter | None = None,
+        admin: AdminServices | None = None,
     ) -> None:
         self.config = config
         self.claims = claims
@@ -111,8 +110,10 @@ class Gateway:
         """Opens a conversation with a character card's greeting; None: no greetings."""
         self.bot_usernames: dict[str, str] = {}
         self.can_read_groups: dict[str, bool] = {}
-        self.admin: AdminServices | None = None
-        """Set by build_app: what the owner's /admin commands reach."""
+        self.notices = notices
+        """Command answers and notices, sent directly (``bot/delivery/notices.py``)."""
+        self.admin = admin
+        """What the owner's /admin commands reach; None: no owner commands beyond the table."""
 
     def note_bot_identity(
         self, platform: str, username: str | None, can_read_groups: bool | None
@@ -517,20 +518,7 @@ class Gateway:
     async def reply(
         self, chat: ChatRef, text: str, reply_to: str | None = None, choices: tuple = ()
     ) -> None:
-        channel = self.channels.get(chat.platform)
-        if channel is None:
-            return
-        chunks = channel.split(text)
-        for index, chunk in enumerate(chunks):
-            last = index == len(chunks) - 1
-            outbound = Outbound(
-                chat, chunk, reply_to if index == 0 else None, choices=choices if last else ()
-            )
-            try:
-                await channel.send(outbound)
-            except DeliveryError as exc:
-                logger.warning("notice to %s not delivered: %s", chat.key, exc)
-                return
+        await self.notices.reply(chat, text, reply_to, choices)
 
     async def announce_approvals(self) -> None:
         """Tell each user approved elsewhere (the terminal) that they are in, exactly once."""
@@ -539,15 +527,7 @@ class Gateway:
                 await self.notify_user(request["user_key"], APPROVED_WELCOME)
 
     async def notify_user(self, user_key: str, text: str) -> None:
-        platform, _, user_id = user_key.partition(":")
-        await self.reply(ChatRef(platform, user_id, "dm"), text)
+        await self.notices.notify_user(user_key, text)
 
     async def notify_owner(self, platform: str, text: str) -> None:
-        """Tell the owner in a DM: on this platform if they have an id there, else on the
-        first connected platform where they do."""
-        keys = sorted(self.access.is_owner.keys, key=lambda k: not k.startswith(f"{platform}:"))
-        for key in keys:
-            if key.partition(":")[0] in self.channels:
-                await self.notify_user(key, text)
-                return
-        logger.warning("owner notice not delivered (no owner id configured): %s", text)
+        await self.notices.notify_owner(platform, text)
