@@ -128,6 +128,18 @@ class LoreLibrary:
             )
         return loaded
 
+    def without_note(self, partner: Partner) -> bool:
+        """Whether the partner has neither a lorebook nor post-history instructions, so its
+        turn note is "" (a book it had is forgotten). Only the files' metadata is looked at
+        (none when the partner is held in memory, one ``stat`` per file on disk, which the
+        kernel answers from its cache), so a turn asks this on the event loop and goes to a
+        thread only to read and fire what is there (:meth:`turn_note`)."""
+        if partner.file_stamp(LOREBOOK_FILE) is not None:
+            return False
+        self._books.pop(partner.id, None)
+        self.problems.pop(partner.id, None)
+        return partner.file_stamp(POST_HISTORY_FILE) is None
+
     def turn_note(
         self,
         partner: Partner,

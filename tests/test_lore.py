@@ -179,6 +179,36 @@ async def test_fired_entries_go_after_the_frozen_prompt_and_the_prefix_stays(
     assert second[-2]["content"].endswith("and the weather?")
 
 
+async def test_files_added_and_removed_by_hand_count_from_the_next_turn(
+    harness: Harness,
+) -> None:
+    """A turn with neither a lorebook nor POST_HISTORY.md sends no note (and skips reading
+    them); one written by hand between turns is used on the next turn, and a book deleted
+    is forgotten with its problems."""
+    partner = harness.app.catalog.require("example")
+    lore = harness.app.runner.lore
+    assert lore is not None
+    harness.llm.script(*(Reply(text=f"r{i}") for i in range(4)))
+    await harness.send(dm(42, "the lighthouse?"))
+    await harness.settle()
+    assert lore.without_note(partner)
+    assert harness.llm.requests[-1]["messages"][-1]["content"].endswith("the lighthouse?")
+    (partner.dir / "POST_HISTORY.md").write_text("Stay in character.", encoding="utf-8")
+    await harness.send(dm(42, "again?"))
+    await harness.settle()
+    assert harness.llm.requests[-1]["messages"][-1]["content"] == "Stay in character."
+    (partner.dir / "POST_HISTORY.md").unlink()
+    (partner.dir / "lorebook.json").write_text('{"entries": 5}', encoding="utf-8")
+    await harness.send(dm(42, "the lighthouse?"))
+    await harness.settle()
+    assert lore.problems.get("example")
+    (partner.dir / "lorebook.json").unlink()
+    await harness.send(dm(42, "and now?"))
+    await harness.settle()
+    assert "example" not in lore.problems
+    assert harness.llm.requests[-1]["messages"][-1]["content"].endswith("and now?")
+
+
 async def test_a_broken_lorebook_file_does_not_stop_the_partner(harness: Harness) -> None:
     partner = harness.app.catalog.require("example")
     (partner.dir / "lorebook.json").write_text('{"entries": [', encoding="utf-8")

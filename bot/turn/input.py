@@ -142,8 +142,8 @@ class TurnPrompt:
     ) -> str:
         """What the partner's lorebook brings in this turn, with its post-history note."""
         partner = conversation.partner
-        if self.lore is None or partner is None:
-            return ""
+        if self.lore is None or partner is None or self.lore.without_note(partner):
+            return ""  # most partners have neither file: no hop to a thread for nothing
         scanned = [row.text for row in (*history, *pending) if row.role in ("user", "assistant")]
         return await asyncio.to_thread(
             self.lore.turn_note,
