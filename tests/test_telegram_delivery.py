@@ -249,6 +249,24 @@ async def test_a_reply_held_back_by_an_outage_goes_out_before_the_next_one(
     assert [call.text for call in sent] == ["first answer", "second answer"]
 
 
+async def test_a_chat_answered_before_its_outage_still_gets_the_held_back_reply_first(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    """A send skips asking for waiting replies in a chat known to have none; a refusal
+    stored afterwards must make the next send ask again."""
+    await gateways.start(delivery={"first_pause_seconds": 30, "max_pause_seconds": 30})
+    fake_llm.script(Reply(text="zeroth"), Reply(text="first answer"), Reply(text="second"))
+    fake.send_user_message(chat_id=ALICE, text="zero")
+    await fake.wait_for_sent(chat_id=ALICE, count=1, timeout=10)
+    fake.failing_chats[ALICE] = 502
+    fake.send_user_message(chat_id=ALICE, text="first")
+    await fake.wait_until(lambda: len(sends_to(fake, ALICE)) == 2, timeout=10)
+    del fake.failing_chats[ALICE]
+    fake.send_user_message(chat_id=ALICE, text="second")
+    sent = await fake.wait_for_sent(chat_id=ALICE, count=3, timeout=10)
+    assert [call.text for call in sent] == ["zeroth", "first answer", "second"]
+
+
 async def test_a_reply_the_platform_refuses_for_good_is_not_tried_again(
     gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
 ) -> None:

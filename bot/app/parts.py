@@ -30,6 +30,7 @@ from bot.services.embeddings import EmbeddingsClient
 from bot.services.llm import LLMClient
 from bot.services.speech import SpeechClient
 from bot.store import Store
+from bot.store.sqlite import SqliteStore
 from bot.turn.budget import Budget
 from bot.turn.runner import TurnRunner
 from bot.turn.sessions import Sessions
@@ -171,5 +172,6 @@ def sending_parts(
         ensure_lease=data.worker.ensure,
         retry_lease=data.worker.retry_lease,
         on_unreachable=functools.partial(stop_checkins, store),
+        sole_gateway=isinstance(store, SqliteStore),  # one gateway per SQLite file
     )
     return Sending(voice, delivery, ProactiveSender(store, delivery))

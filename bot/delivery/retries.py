@@ -41,6 +41,43 @@ SendWaiting = Callable[[str], Awaitable[None]]
 """Sends the replies of one chat that wait for a retry, oldest first."""
 
 
+class ClearChats:
+    """Chats this process knows have no reply waiting for a retry, so a send need not ask the
+    database before it goes out (most never have one).
+
+    Trusted only where this process is the one gateway writing the database (SQLite: the data
+    directory's lock lets one run, and every retry it holds was stored by this process or
+    before its start); where workers share a database, another worker may store a retry this
+    one hears nothing of, so every send asks. A chat becomes known clear when a look at all
+    its waiting replies (whatever their id) found none and no retry was stored here while
+    that look was under way; storing a retry forgets every chat (refusals are rare, and the
+    stored reply's chat need not be looked up). Nothing adds a retry row but a refusal
+    stored here; rows that go (a reply sent or given up, a chat forgotten) only make a look
+    find less."""
+
+    def __init__(self, trusted: bool) -> None:
+        self.trusted = trusted
+        self._clear: set[str] = set()
+        self._stored = 0
+        """Retries stored by this process: a look that saw it change saw too little."""
+
+    def known_clear(self, chat_key: str) -> bool:
+        return chat_key in self._clear
+
+    def looking(self) -> int:
+        """Call before a look at a chat's waiting replies; hand the result to :meth:`found`."""
+        return self._stored
+
+    def found(self, chat_key: str, looked_at: int, waiting: int) -> None:
+        if self.trusted and waiting == 0 and looked_at == self._stored:
+            self._clear.add(chat_key)
+
+    def stored(self) -> None:
+        """A retry was stored (or may have been): no chat is known clear any more."""
+        self._stored += 1
+        self._clear.clear()
+
+
 class DeliveryRetries:
     """The schedule of refused replies and the task that works it."""
 
@@ -50,8 +87,13 @@ class DeliveryRetries:
         settings: DeliveryConfig,
         notify_owner: NotifyOwner,
         send_waiting: SendWaiting,
+        *,
+        sole_gateway: bool = False,
     ) -> None:
         self.store = store
+        self.clear_chats = ClearChats(sole_gateway)
+        """What this process knows of chats without waiting replies (``sole_gateway``: it
+        is the only gateway on the database, so its own knowledge is the whole truth)."""
         self.settings = settings
         self.notify_owner = notify_owner
         self.send_waiting = send_waiting
@@ -127,9 +169,12 @@ class DeliveryRetries:
         if exc.retry_after is not None:
             pause = max(pause, exc.retry_after)
         next_at = min(now + pause, deadline)  # the last try falls on the deadline itself
-        await self.store.schedule_delivery_retry(
-            DeliveryRetry(message_id, attempts, since, next_at, error), lease=reply.lease
-        )
+        try:
+            await self.store.schedule_delivery_retry(
+                DeliveryRetry(message_id, attempts, since, next_at, error), lease=reply.lease
+            )
+        finally:  # after the row is in: a look at its chat that began before sees it changed
+            self.clear_chats.stored()
         self._wake.set()
         logger.warning(
             "reply %d chunk %d not delivered (%s); attempt %d, next in %.1f s",

@@ -48,7 +48,7 @@ from bot.delivery.actions import ReplyActions
 from bot.delivery.reply import PartnerFace, PendingReply, outbound, record
 from bot.delivery.retries import DeliveryRetries, NotifyOwner
 from bot.events import Outbound
-from bot.store import ChatRow, Lease, LeaseLost, Store
+from bot.store import ChatRow, Lease, LeaseLost, Store, WaitingReply
 from bot.text import markers
 from bot.turn.voice_replies import VoiceReplies
 from bot.workers.queue_keys import queue_key
@@ -80,6 +80,7 @@ class Delivery:
         retry_lease: RetryLease,
         ensure_lease: EnsureLease | None = None,
         on_unreachable: Unreachable | None = None,
+        sole_gateway: bool = False,
     ) -> None:
         self.store = store
         self.ensure_lease = ensure_lease
@@ -88,8 +89,12 @@ class Delivery:
         """The lease of a queue key to retry one of its replies under."""
         self.channels = channels
         self.partner_face = partner_face
-        self.retries = DeliveryRetries(store, settings, notify_owner, self._send_waiting)
-        """Refused replies: their schedule, and the loop that sends them when due."""
+        self.retries = DeliveryRetries(
+            store, settings, notify_owner, self._send_waiting, sole_gateway=sole_gateway
+        )
+        """Refused replies: their schedule, and the loop that sends them when due
+        (``sole_gateway``: no other process stores any; see
+        :class:`bot.delivery.retries.ClearChats`)."""
         self.on_unreachable = on_unreachable
         self.actions = ReplyActions(store, voice, partner_face, self._ensure)
         self._sending: set[int] = set()
@@ -188,7 +193,7 @@ class Delivery:
         key: the ``lease`` of the turn that sends them when it is that key's, else one taken
         for the retry (:attr:`retry_lease`). The pass stops at a reply whose key another
         worker holds: that worker's next turn sends it first (or a later pass does)."""
-        waiting = await self.store.waiting_replies(chat_key, before_id)
+        waiting = await self._waiting(chat_key, before_id)
         async with contextlib.AsyncExitStack() as taken:
             leases: dict[str, Lease | None] = {}
             if lease is not None:
@@ -201,6 +206,19 @@ class Delivery:
                     )
                 if not await self._retry_under(reply.message_id, key, leases[key], lease):
                     return
+
+    async def _waiting(self, chat_key: str, before_id: int | None) -> list[WaitingReply]:
+        """The chat's replies waiting for a retry older than ``before_id``; none without
+        asking when this process knows the chat has none
+        (:class:`bot.delivery.retries.ClearChats`). The look is at all of them, so that
+        finding none tells of the whole chat."""
+        clear = self.retries.clear_chats
+        if clear.known_clear(chat_key):
+            return []
+        looked_at = clear.looking()
+        waiting = await self.store.waiting_replies(chat_key)
+        clear.found(chat_key, looked_at, len(waiting))
+        return [r for r in waiting if before_id is None or r.message_id < before_id]
 
     async def _retry_under(
         self, message_id: int, key: str, held: Lease | None, turn_lease: Lease | None
