@@ -324,3 +324,23 @@ def test_the_store_interface_loads_no_database_driver() -> None:
         check=True,
     ).stdout.split()
     assert loaded == [], f"importing the store interface loads {loaded}"
+
+
+def test_the_composition_root_loads_no_postgresql_until_a_database_url_asks() -> None:
+    # a gateway on SQLite (the default) must not carry asyncpg and the PostgreSQL backend in
+    # its memory: opening a store loads the backend its configuration names, nothing before
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    found = subprocess.run(
+        [sys.executable, "-c", LOADED, "bot.app.build"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+    )
+    loaded = json.loads(found.stdout)
+    postgres = [
+        n for n in loaded if n == "asyncpg" or n.startswith(("asyncpg.", "bot.store.postgres"))
+    ]
+    assert postgres == [], f"importing bot.app.build loads {postgres}"

@@ -3,7 +3,7 @@
 The database is copied with SQLite's online backup, which is consistent while the gateway keeps
 writing; the other files of the data directory go in as they are. Earlier backups, exports and
 the lock file are left out. A database on PostgreSQL is not copied into a file here: the
-backup is refused, naming pg_dump (:data:`bot.store.postgres.store.BACKUP_ADVICE`), rather
+backup is refused, naming pg_dump (:data:`bot.store.errors.BACKUP_ADVICE`), rather
 than writing an archive without the database in it.
 
 There is no restore command: an archive is restored by unpacking it over the data directory
@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 from bot.store import Store, StoreError
+from bot.store.errors import BACKUP_ADVICE
 from bot.store.opening import is_database_url, open_store
-from bot.store.postgres.store import BACKUP_ADVICE
 
 DATABASE = "gateway.db"
 SKIPPED = {DATABASE, "gateway.db-wal", "gateway.db-shm", "gateway.lock", "backups", "exports"}

@@ -24,3 +24,12 @@ class LeaseLost(Exception):
     another worker took it over, so the write was refused and nothing was written. Not an
     outage: the caller stops working on that queue key (or stops its leader-only services)
     and leaves the rest to the new holder."""
+
+
+BACKUP_ADVICE = (
+    "the database is on PostgreSQL: back it up with pg_dump (for example"
+    ' `pg_dump --format=custom --file=companion.dump "$DATABASE_URL"`) or the server\'s own'
+    " backups; `companion backup` copies only a SQLite database"
+)
+"""Why a PostgreSQL database gets no backup file, and what backs it up instead (here, away
+from the driver, so that a module that only names it loads no PostgreSQL code)."""

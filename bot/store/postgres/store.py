@@ -11,7 +11,7 @@ import asyncpg
 
 from bot.store.audit import Audit
 from bot.store.checkins import Checkins
-from bot.store.errors import StoreError
+from bot.store.errors import BACKUP_ADVICE, StoreError
 from bot.store.postgres.base import PostgresBase
 from bot.store.postgres.chats import PostgresChats
 from bot.store.postgres.connection import connect, create_pool, redacted
@@ -27,12 +27,6 @@ from bot.store.postgres.workers import Workers
 from bot.store.usage import Usage
 from bot.store.users import Users
 from bot.store.web import WebLogins
-
-BACKUP_ADVICE = (
-    "the database is on PostgreSQL: back it up with pg_dump (for example"
-    ' `pg_dump --format=custom --file=companion.dump "$DATABASE_URL"`) or the server\'s own'
-    " backups; `companion backup` copies only a SQLite database"
-)
 
 
 class PostgresStore(
