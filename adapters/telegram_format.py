@@ -20,6 +20,7 @@ measures each chunk by that (``adapters/chunking.py`` does the cutting).
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 from dataclasses import dataclass, field
@@ -35,6 +36,9 @@ from bot.text.utf16 import utf16_len as utf16_len  # how Telegram counts; used b
 MAX_MESSAGE_UTF16 = 4096
 NAME_PREFIX_RESERVE = 64
 """Room kept in every chunk for a partner's name ("Name: ", names are <= 60 characters)."""
+RENDERS_KEPT = 64
+"""Texts whose rendering :func:`render` keeps: a reply's chunks and pieces, for the few turns
+that send at once (a pure function of the text, so a kept one is the same as a new one)."""
 CHUNK_UTF16 = MAX_MESSAGE_UTF16 - NAME_PREFIX_RESERVE
 SAFE_SCHEMES = ("http://", "https://", "tg://", "mailto:")
 BULLET = "•"
@@ -54,8 +58,11 @@ class Rendered:
     """The same visible text without formatting, for when Telegram rejects the HTML."""
 
 
+@functools.lru_cache(maxsize=RENDERS_KEPT)
 def render(markdown: str) -> Rendered:
-    """Markdown -> Telegram HTML (and its plain-text twin)."""
+    """Markdown -> Telegram HTML (and its plain-text twin). Kept for the last few texts:
+    a reply is rendered to measure it while it is split, then again to send each chunk,
+    and most replies are one chunk."""
     source = markdown.replace("\x00", "")
     tokens = parse(source)
     parts: list[str] = []
