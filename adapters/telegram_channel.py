@@ -94,6 +94,7 @@ class TelegramChannel(TelegramReceiving):
         self._stopping = asyncio.Event()
         self._poller: asyncio.Task[None] | None = None
         self._offset: int | None = None
+        self._unseen_from: int | None = None
         self._webhook: WebhookServer | None = None
         self._last_poll_at: float | None = None
         self._not_storing = False

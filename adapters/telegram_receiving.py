@@ -88,6 +88,7 @@ class TelegramReceiving:
     _stopping: asyncio.Event
     _poller: asyncio.Task[None] | None
     _offset: int | None
+    _unseen_from: int | None  # ids from here on were in no batch of this poll loop yet
     _webhook: WebhookServer | None
     _last_poll_at: float | None
     _not_storing: bool
@@ -108,6 +109,7 @@ class TelegramReceiving:
     async def _poll_loop(self) -> None:
         backoff = unstored_wait = BACKOFF_SECONDS
         self._poll_failure = None
+        self._unseen_from = None  # a previous poller (here or elsewhere) may have recorded any
         while not self._stopping.is_set():
             wait = 0.0
             try:
@@ -180,15 +182,26 @@ class TelegramReceiving:
             chat = update.effective_chat
             by_chat[chat.id if chat is not None else None].append(update)
         rejected = [await self._reject(payload) for payload in unreadable]
+        unseen = self._unseen(payloads)
 
         async def in_order(chat_updates: list[Update]) -> bool:
             for update in chat_updates:
-                if not await self.handle_update(update):
+                if not await self.handle_update(update, unseen):
                     return False
             return True
 
         stored = await asyncio.gather(*(in_order(updates) for updates in by_chat.values()))
         return all(rejected) and all(stored)
+
+    def _unseen(self, payloads: Sequence[dict[str, Any]]) -> set[int]:
+        """Ids of a batch no one can have recorded: past every batch of this poll loop (ids
+        grow, and a batch given again is below). A loop's first batch is checked whole: a
+        poller before it may have handled it unconfirmed."""
+        ids = {i for p in payloads if (i := _update_id(p)) is not None}
+        known_from = self._unseen_from
+        if ids:
+            self._unseen_from = max(max(ids) + 1, known_from or 0)
+        return set() if known_from is None else {i for i in ids if i >= known_from}
 
     async def _poll(self) -> list[dict[str, Any]] | None:
         """One long poll; None when stopping. Raises PollStalled past the watchdog time."""
@@ -298,7 +311,7 @@ class TelegramReceiving:
             return False
         return True
 
-    async def handle_update(self, update: Update) -> bool:
+    async def handle_update(self, update: Update, unseen: set[int] | None = None) -> bool:
         """Deduplicate, convert and hand over one update. Never raises: one bad update must
         not stop the ones after it. False only if it could not be stored: it must then stay
         with Telegram (not confirmed), to be offered again.
@@ -306,11 +319,13 @@ class TelegramReceiving:
         The update id is recorded only once the update is handled (its message stored): a
         crash in between must leave it unrecorded, or the copy Telegram delivers again after
         the restart would be skipped and the message lost. That copy's message is then
-        deduplicated by its message id."""
+        deduplicated by its message id. An id in ``unseen`` (:meth:`_unseen`) is not looked up."""
         assert self.receiver is not None
         update_id = str(update.update_id)
         try:
-            if await self.receiver.update_seen(PLATFORM, update_id):
+            if unseen is not None and update.update_id in unseen:
+                unseen.discard(update.update_id)  # its second copy, if any, is checked
+            elif await self.receiver.update_seen(PLATFORM, update_id):
                 logger.info("telegram: update %s seen before; skipped", update_id)
                 return True
             event = await self.event_of(update)

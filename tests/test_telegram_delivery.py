@@ -300,6 +300,28 @@ async def test_an_update_delivered_twice_gets_one_reply(
     assert len(fake.sent("sendMessage", ALICE)) == 1
 
 
+async def test_a_command_delivered_twice_in_a_later_batch_is_answered_once(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    """Past a poll loop's first batch, an update id is new without asking the store; its
+    second copy in the same batch is still looked up (a command is not deduplicated by
+    its message id the way a stored message is)."""
+    gateway = await gateways.start()
+    fake_llm.script(Reply(text="hi"))
+    fake.send_user_message(chat_id=ALICE, text="first batch")
+    await fake.wait_for_sent(chat_id=ALICE)
+    await fake.wait_for_pending_polls()
+    fake.stalled = True  # hold the poll so both copies arrive in one batch
+    update = fake.message_update(chat_id=ALICE, text="/help", update_id=500)
+    fake.push_update(dict(update))
+    fake.push_update(dict(update))
+    fake.stalled = False
+    await fake.wait_for_sent(chat_id=ALICE, count=2)
+    await settled(fake, gateway)
+    assert fake.delivered_update_ids.count(500) == 2
+    assert len(fake.sent("sendMessage", ALICE)) == 2  # "hi" and one answer to /help
+
+
 async def test_an_update_that_cannot_be_parsed_is_rejected_and_its_batch_goes_on(
     gateways: TelegramGateways,
     fake: FakeTelegram,
