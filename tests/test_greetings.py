@@ -19,6 +19,7 @@ GREETING = "*looks up from the easel* Oh, hello Alice! I'm Ŝirin 🌙."
 def add_card_partner(harness: Harness) -> None:
     root = Path(harness.config.data_dir) / "partners"
     write_import(plan_import(cards.as_json(cards.v2()), "c.json", "sirin", root), root)
+    cards.publish(root / "sirin")  # user 42 is not the owner
     harness.app.catalog.reload()
 
 
