@@ -17,7 +17,7 @@ from bot.store.forgetting import Forgetting
 from bot.store.media import SqliteMedia
 from bot.store.migrations import SCHEMA, Migration, for_dialect
 from bot.store.queue import Queue
-from bot.store.review import ReviewState
+from bot.store.review import SqliteReviewState
 from bot.store.turn_context import TurnContexts
 from bot.store.usage import Usage
 from bot.store.users import Users
@@ -32,7 +32,7 @@ class SqliteStore(
     Queue,
     TurnContexts,
     SqliteMedia,
-    ReviewState,
+    SqliteReviewState,
     Forgetting,
     Checkins,
     Usage,

@@ -20,7 +20,7 @@ from bot.store.postgres.forgetting import Forgetting
 from bot.store.postgres.media import PostgresMedia
 from bot.store.postgres.migrations import migrate, schema_version
 from bot.store.postgres.queue import Queue
-from bot.store.postgres.review import ReviewState
+from bot.store.postgres.review import PostgresReviewState
 from bot.store.postgres.turn_context import TurnContexts
 from bot.store.postgres.vectors import Vectors
 from bot.store.postgres.workers import Workers
@@ -41,7 +41,7 @@ class PostgresStore(
     Queue,
     TurnContexts,
     PostgresMedia,
-    ReviewState,
+    PostgresReviewState,
     Forgetting,
     Checkins,
     Usage,
