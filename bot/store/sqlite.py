@@ -16,7 +16,7 @@ from bot.store.errors import StoreError, StoreUnavailable
 from bot.store.forgetting import Forgetting
 from bot.store.media import SqliteMedia
 from bot.store.migrations import SCHEMA, Migration, for_dialect
-from bot.store.queue import Queue
+from bot.store.queue import SqliteQueue
 from bot.store.review import SqliteReviewState
 from bot.store.turn_context import TurnContexts
 from bot.store.usage import Usage
@@ -29,7 +29,7 @@ from bot.store.workers import Workers
 class SqliteStore(
     Users,
     Chats,
-    Queue,
+    SqliteQueue,
     TurnContexts,
     SqliteMedia,
     SqliteReviewState,

@@ -19,7 +19,7 @@ from bot.store.postgres.documents import PostgresDocuments
 from bot.store.postgres.forgetting import Forgetting
 from bot.store.postgres.media import PostgresMedia
 from bot.store.postgres.migrations import migrate, schema_version
-from bot.store.postgres.queue import Queue
+from bot.store.postgres.queue import PostgresQueue
 from bot.store.postgres.review import PostgresReviewState
 from bot.store.postgres.turn_context import TurnContexts
 from bot.store.postgres.vectors import Vectors
@@ -38,7 +38,7 @@ BACKUP_ADVICE = (
 class PostgresStore(
     Users,
     PostgresChats,
-    Queue,
+    PostgresQueue,
     TurnContexts,
     PostgresMedia,
     PostgresReviewState,
