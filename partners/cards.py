@@ -40,8 +40,9 @@ from partners.card_format import (
     read_card,
     write_png,
 )
+from partners.lore import DEFAULT_BUDGET, Lorebook
 from partners.lore_books import LOREBOOK_FILE as LOREBOOK_FILE
-from partners.lore_books import book_of
+from partners.lore_books import book_of, too_large_notes
 from partners.lore_format import check_book
 from partners.partner_directories import write_directory
 from partners.persona import (
@@ -126,10 +127,16 @@ class ImportPlan:
 
 
 def plan_import(
-    raw: bytes, filename: str, partner_id: str | None, taken: Path | Callable[[str], bool]
+    raw: bytes,
+    filename: str,
+    partner_id: str | None,
+    taken: Path | Callable[[str], bool],
+    lore_budget: int = DEFAULT_BUDGET,
 ) -> ImportPlan:
     """Read a card and lay out the partner it becomes; nothing is written. ``taken`` says
-    whether an id is in use: a directory of partners, or a question to the catalog."""
+    whether an id is in use: a directory of partners, or a question to the catalog;
+    ``lore_budget`` is what its lorebook's entries may take a turn (an entry that never fits
+    is named)."""
     card = read_card(raw, filename)
     data = card.data
     chosen = partner_id or slug(data["name"])
@@ -160,6 +167,7 @@ def plan_import(
         files[LOREBOOK_FILE] = dump_book(book.book)
         entries = len(book.entries)
         notes += book.notes
+        notes += too_large_notes(Lorebook(book.book), lore_budget)
     if card.image is not None:
         files[AVATAR_FILE] = card.image
     notes += [f"kept, not used: {label}" for key, label in UNUSED_FIELDS.items() if data.get(key)]

@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.config.model import Config
 from partners.card_format import CardError, parse_json
 from partners.lore import Lorebook
-from partners.lore_format import MAX_LOREBOOK_BYTES
+from partners.lore_format import MAX_LOREBOOK_BYTES, MAX_TOKEN_BUDGET
 from partners.persona import LOREBOOK_FILE as LOREBOOK_FILE
 from partners.persona import POST_HISTORY_FILE as POST_HISTORY_FILE
 from partners.persona import Partner, fill_placeholders
@@ -66,6 +67,35 @@ def parse_book(data: bytes, where: str) -> dict[str, Any]:
     return book
 
 
+DEFAULT_CONTEXT_TOKENS = 8192
+"""The model's context window when neither ``[llm] context_tokens`` nor the partner's
+``context_tokens`` says: small enough for any chat model in use."""
+DEFAULT_BUDGET_PERCENT = 25
+"""SillyTavern's default share of the context for world info."""
+
+
+@dataclass(frozen=True)
+class LoreBudget:
+    """How many tokens a turn's lorebook entries may take, measured as SillyTavern measures
+    it: a share of the model's context window, at most ``cap`` (0: no cap). A book's own
+    ``token_budget`` plays no part, as in SillyTavern."""
+
+    context_tokens: int = DEFAULT_CONTEXT_TOKENS
+    percent: int = DEFAULT_BUDGET_PERCENT
+    cap: int = MAX_TOKEN_BUDGET
+
+    @classmethod
+    def configured(cls, config: Config) -> LoreBudget:
+        shares = config.partners
+        return cls(config.llm.context_tokens, shares.lore_budget_percent, shares.lore_budget_cap)
+
+    def tokens(self, partner: Partner | None = None) -> int:
+        """The budget for ``partner``'s turns (its own ``context_tokens`` if it sets one)."""
+        own = partner.preset.context_tokens if partner is not None else None
+        budget = max(1, round(self.percent * (own or self.context_tokens) / 100))
+        return min(budget, self.cap) if self.cap > 0 else budget
+
+
 _PLACEHOLDERS = re.compile(r"\{\{\s*(char|partner|user)\s*\}\}", re.IGNORECASE)
 
 
@@ -79,11 +109,21 @@ class LastTurn:
     scanned: int
 
 
+def too_large_notes(book: Lorebook, budget: int) -> list[str]:
+    """A line for each entry of ``book`` that can never come into a turn."""
+    return [
+        f"entry {entry.label!r} ({entry.tokens:,} tokens) never fits the budget of "
+        f"{budget:,} tokens; shorten it, or set its ignore_budget"
+        for entry in book.too_large(budget)
+    ]
+
+
 class LoreLibrary:
     """Each partner's lorebook, loaded when its file changes, and the note a turn gets after
     the history: the entries that fired and the card's post-history instructions."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: LoreBudget | None = None) -> None:
+        self.budget = budget or LoreBudget()
         self._books: dict[str, tuple[str, Lorebook | None]] = {}
         self.problems: dict[str, tuple[str, ...]] = {}
         """Partner id -> why its book is not used, or which entries were left out."""
@@ -141,7 +181,7 @@ class LoreLibrary:
         parts = []
         book = self.book(partner)
         if book is not None:
-            fired = book.fire(messages, self.chance)
+            fired = book.fire(messages, self.chance, self.budget.tokens(partner))
             self.last[partner.id] = LastTurn(
                 chat_key, now, tuple(e.label for e in fired.entries), len(book.entries)
             )

@@ -28,6 +28,7 @@ _WORLD_INFO_EXTENSIONS = {
     "position": "position",
     "exclude_recursion": "excludeRecursion",
     "prevent_recursion": "preventRecursion",
+    "ignore_budget": "ignoreBudget",
     "probability": "probability",
     "useProbability": "useProbability",
     "depth": "depth",

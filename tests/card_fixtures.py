@@ -122,3 +122,24 @@ def deep_card(levels: int) -> bytes:
     nested = '{"a": ' * (levels - 1) + "{}" + "}" * (levels - 1)
     head = '{"spec": "chara_card_v2", "spec_version": "2.0", "data": {"name": "Deep", '
     return f'{head}"extensions": {nested}}}}}'.encode()
+
+
+def large_world_book(entries: int = 27, chars: int = 860) -> dict[str, Any]:
+    """A book that holds a whole world in large entries, as some cards do: the first constant,
+    every one about ``chars`` tokens of CJK text (a token a character), each with its own key."""
+    places = ["港口", "灯塔", "市场", "山谷", "森林", "城堡", "河流", "寺庙", "码头"]
+    return {
+        "name": "Big world",
+        "entries": [
+            {
+                "keys": [] if i == 0 else [f"{places[i % len(places)]}{i}"],
+                "content": f"第{i}条。" + "风" * chars,
+                "constant": i == 0,
+                "insertion_order": 100 + i,
+                "enabled": True,
+                "comment": f"part {i}",
+                "extensions": {},
+            }
+            for i in range(entries)
+        ],
+    }

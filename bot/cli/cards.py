@@ -32,7 +32,7 @@ from partners.cards import (
     write_import,
 )
 from partners.catalog import PartnerCatalog
-from partners.lore_books import LOREBOOK_FILE, parse_book
+from partners.lore_books import LOREBOOK_FILE, LoreBudget, parse_book
 from partners.lore_format import MAX_LORE_ENTRIES, MAX_LOREBOOK_BYTES, CheckedBook, check_book
 from partners.memory import MemoryFile
 from partners.persona import Partner
@@ -59,7 +59,8 @@ def cmd_partners_import(config: Config, args: argparse.Namespace) -> int:
     raw, name = _read(args.file)
     root = config.data_dir / "partners"
     rows = rows_configured(config)
-    plan = plan_import(raw, name, args.id, _known_partner(config) if rows else root)
+    taken = _known_partner(config) if rows else root
+    plan = plan_import(raw, name, args.id, taken, LoreBudget.configured(config).tokens())
     print(f"{terminal.printable(plan.name)} from {name}:")
     for line in plan.summary():
         print(f"  {terminal.printable(line)}")

@@ -89,7 +89,9 @@ def history_window(rows: Sequence[MessageRow], max_chars: int) -> list[MessageRo
 
 
 def build_messages(turn: TurnInput) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [{"role": "system", "content": turn.system_prompt}]
+    messages: list[dict[str, Any]] = []
+    if turn.system_prompt.strip():  # a card that keeps its all in its lorebook has none
+        messages.append({"role": "system", "content": turn.system_prompt})
     for row in turn.history:
         if row.role == "user":
             content = envelope(row, turn.timezone, turn.is_group, turn.notes.get(row.id))
