@@ -143,3 +143,15 @@ def large_world_book(entries: int = 27, chars: int = 860) -> dict[str, Any]:
             for i in range(entries)
         ],
     }
+
+
+def png_with_chunks(*chunks: tuple[str, dict[str, Any]]) -> bytes:
+    """A PNG carrying each (keyword, card) as base64 JSON in its own tEXt chunk, in order, as
+    a site that adds its copy of the card beside the one already there writes it."""
+    info = PngInfo()
+    for keyword, document in chunks:
+        encoded = base64.b64encode(json.dumps(document, ensure_ascii=False).encode()).decode()
+        info.add_text(keyword, encoded)
+    out = io.BytesIO()
+    image().save(out, format="PNG", pnginfo=info)
+    return out.getvalue()

@@ -38,6 +38,9 @@ from partners.memory import MemoryFile
 from partners.persona import Partner
 from partners.world_info import FIX_WORLD_INFO, from_world_info
 
+BOM = b"\xef\xbb\xbf"
+"""What some editors write before UTF-8 text; JSON files are read with or without it."""
+
 
 class CardCommandError(Exception):
     """A problem with the owner's file or request; printed as one line."""
@@ -176,7 +179,7 @@ def _merged(data: bytes | None, where: str, incoming: CheckedBook) -> tuple[byte
 
 def lore_from_file(raw: bytes, name: str) -> CheckedBook:
     """A lorebook from world-info JSON, a ``character_book``, or a card that carries one."""
-    if not raw.startswith(b"{"):
+    if not raw.removeprefix(BOM).lstrip().startswith(b"{"):
         return _card_book(raw, name)
     document = parse_json(raw, name, MAX_LOREBOOK_BYTES, FIX_WORLD_INFO)
     if isinstance(document, dict) and "spec" in document:
