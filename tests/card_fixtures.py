@@ -155,3 +155,70 @@ def png_with_chunks(*chunks: tuple[str, dict[str, Any]]) -> bytes:
     out = io.BytesIO()
     image().save(out, format="PNG", pnginfo=info)
     return out.getvalue()
+
+
+def novelai_lorebook() -> dict[str, Any]:
+    """A NovelAI ``.lorebook``: entries with ``text`` and ``displayName``."""
+    return {
+        "lorebookVersion": 5,
+        "entries": [
+            {
+                "text": "The harbour freezes in winter.",
+                "keys": ["harbour"],
+                "displayName": "Harbour",
+                "enabled": True,
+                "contextConfig": {"budgetPriority": 400},
+            },
+            {"text": "Unused.", "keys": ["attic"], "displayName": "Attic", "enabled": False},
+        ],
+        "settings": {"orderByKeyLocations": False},
+    }
+
+
+def agnai_memory_book() -> dict[str, Any]:
+    """An Agnai memory book: ``kind: memory``, entries with ``keywords`` and ``entry``."""
+    return {
+        "kind": "memory",
+        "name": "Harbour town",
+        "description": "",
+        "entries": [
+            {
+                "name": "Harbour",
+                "entry": "The harbour freezes in winter.",
+                "keywords": ["harbour"],
+                "priority": 1,
+                "weight": 7,
+                "enabled": True,
+            }
+        ],
+    }
+
+
+def risu_lorebook() -> dict[str, Any]:
+    """A RisuAI lorebook export: ``type: risu``, keys as one comma-separated text."""
+    return {
+        "type": "risu",
+        "ver": 1,
+        "data": [
+            {
+                "key": "harbour, port",
+                "secondkey": "",
+                "comment": "Harbour",
+                "content": "The harbour freezes in winter.",
+                "mode": "normal",
+                "insertorder": 100,
+                "alwaysActive": False,
+                "selective": False,
+            },
+            {
+                "key": "",
+                "secondkey": "",
+                "comment": "Always",
+                "content": "Gulls everywhere.",
+                "mode": "normal",
+                "insertorder": 90,
+                "alwaysActive": True,
+                "selective": False,
+            },
+        ],
+    }
