@@ -185,8 +185,10 @@ def slug(name: str) -> str:
 
 
 def _preset(name: str, data: dict[str, Any]) -> bytes:
-    notes = data.get("creator_notes", "")
-    tagline = next((line.strip() for line in notes.splitlines() if line.strip()), "")
+    """preset.yml of an imported partner; the picker's line is the first line of the card's
+    description (its creator notes, often markup or a note to other users, never)."""
+    text = _USER.sub("you", _CHAR.sub(name, data.get("description", "")))
+    tagline = next((" ".join(line.split()) for line in text.splitlines() if line.strip()), "")
     if len(tagline) > MAX_DESCRIPTION_CHARS:
         tagline = tagline[: MAX_DESCRIPTION_CHARS - 1].rstrip() + "…"
     lines = [f"name: {json.dumps(name, ensure_ascii=False)}"]

@@ -45,3 +45,14 @@ def test_json_with_a_byte_order_mark_is_read_everywhere() -> None:
     assert [e.content for e in book.entries] == ["Boats."]
     card_book = lore_from_file(bom + cards.as_json(cards.v3()), "card.json")
     assert len(card_book.entries) == 2
+
+
+def test_the_picker_line_is_the_description_never_the_creator_notes(tmp_path: Path) -> None:
+    data = cards.card_data(
+        description="\n  {{char}} paints   lighthouses for {{user}}.\nMore.",
+        creator_notes="<div><style>.x{}</style>",
+    )
+    plan = plan_import(cards.as_json(cards.v2(data)), "c.json", "p", tmp_path)
+    preset = plan.files["preset.yml"].decode()
+    assert 'description: "Ŝirin 🌙 paints lighthouses for you."' in preset
+    assert "style" not in preset
