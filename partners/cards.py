@@ -171,8 +171,9 @@ def plan_import(
     if card.image is not None:
         files[AVATAR_FILE] = card.image
     notes += [f"kept, not used: {label}" for key, label in UNUSED_FIELDS.items() if data.get(key)]
-    if data.get("extensions"):
-        notes.append(f"kept, not used: extensions ({', '.join(sorted(data['extensions']))})")
+    unused = sorted(key for key in data.get("extensions", {}) if key != "depth_prompt")
+    if unused:
+        notes.append(f"kept, not used: extensions ({', '.join(unused)})")
     greetings = (1 if data["first_mes"].strip() else 0) + len(data["alternate_greetings"])
     return ImportPlan(chosen, name, card.spec, files, entries, greetings, notes)
 
