@@ -30,10 +30,30 @@ from bot.config.model import load_config  # noqa: E402
 from bot.store.opening import open_store  # noqa: E402
 from partners.recall import Recall  # noqa: E402
 
-WORDS = (
-    "lighthouse puffin sourdough tortoise garden tomato balcony harbour train museum violin "
-    "mountain river bicycle library coffee winter festival lantern market ferry island"
-).split()
+WORDS = [
+    "lighthouse",
+    "puffin",
+    "sourdough",
+    "tortoise",
+    "garden",
+    "tomato",
+    "balcony",
+    "harbour",
+    "train",
+    "museum",
+    "violin",
+    "mountain",
+    "river",
+    "bicycle",
+    "library",
+    "coffee",
+    "winter",
+    "festival",
+    "lantern",
+    "market",
+    "ferry",
+    "island",
+]
 
 
 def write_export(path: Path, count: int, rng: random.Random) -> None:
