@@ -71,8 +71,9 @@ def write_export(path: Path, count: int, rng: random.Random) -> None:
 def _message(number: int, when: int, rng: random.Random) -> dict[str, object]:
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(when))
     if number % 50 == 0:
+        service = {"actor": "Ana", "actor_id": "user5", "action": "pin_message", "text": ""}
         return {"id": number, "type": "service", "date": stamp, "date_unixtime": str(when),
-                "actor": "Ana", "actor_id": "user5", "action": "pin_message", "text": ""}  # fmt: skip
+                **service}  # fmt: skip
     sender = ("Ana", "user5") if number % 2 else ("Mira Bot", "user777")
     words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 20)))
     text: object = words
