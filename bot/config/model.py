@@ -66,6 +66,9 @@ class LLMConfig(Section):
     price_completion_per_million: float = Field(0.0, ge=0)
     price_per_image: float = Field(0.0, ge=0)
     budget_tokens_per_image: int = Field(1000, ge=0)
+    # the model's context window; a partner's lorebook takes a share of it (preset.yml
+    # context_tokens for a partner whose model differs)
+    context_tokens: int = Field(8192, ge=512, le=10_000_000)
 
 
 DATABASE_URL_SCHEMES = ("postgresql://", "postgres://")
@@ -99,6 +102,8 @@ class OwnerConfig(Section):
     discord_ids: list[int] = Field(default_factory=list)
     timezone: str | None = None
     consult_budget: int = Field(5, ge=1, le=12)
+    name: str | None = None
+    """What partners call the owner in the console (``{{user}}``); unset: the login name."""
 
     @field_validator("timezone")
     @classmethod
@@ -277,6 +282,10 @@ class EmbeddingsConfig(Section):
 
 class PartnersConfig(Section):
     default: str | None = None
+    # what lorebook entries may take per turn: a share of the model's context, at most the cap
+    # (0: none), as SillyTavern measures it (docs/cards.md)
+    lore_budget_percent: int = Field(25, ge=1, le=100)
+    lore_budget_cap: int = Field(8000, ge=0)
 
 
 class WebConfig(Section):
