@@ -239,13 +239,20 @@ class LoreLibrary:
         values = {"char": partner.name, "partner": partner.name, "user": user}
         return fill_placeholders("\n\n".join(parts), _PLACEHOLDERS, values, any_case=True)
 
+    def depth_read(self, partner: Partner) -> bool:
+        """Whether :meth:`depth_note` has card.json as it is now and so reads nothing (only
+        the file's metadata is looked at, as in :meth:`without_note`): a turn then asks on
+        the event loop, and goes to a thread only when the card must be read again."""
+        cached = self._depths.get(partner.id)
+        return cached is not None and cached[0] == (partner.file_stamp(CARD_FILE) or "")
+
     def depth_note(self, partner: Partner, user: str) -> DepthNote | None:
         """The card's depth prompt, its placeholders filled (None if it has none); read when
         card.json changes, blocking when it is a file on disk."""
-        stamp = partner.file_stamp(CARD_FILE)
+        stamp = partner.file_stamp(CARD_FILE) or ""  # "": none (kept so, not read each turn)
         cached = self._depths.get(partner.id)
         if cached is None or cached[0] != stamp:
-            cached = (stamp or "", self._read_depth(partner))
+            cached = (stamp, self._read_depth(partner))
             self._depths[partner.id] = cached
         if cached[1] is None:
             return None

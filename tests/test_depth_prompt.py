@@ -62,3 +62,26 @@ async def test_a_cards_depth_prompt_reaches_the_model_with_its_role(harness: Har
     assert placed["content"].startswith(f"{partner.name} has green eyes; ")
     assert "{{" not in placed["content"]
     assert messages[-1]["content"].endswith("how are you?")
+
+
+async def test_a_card_written_between_turns_counts_from_the_next_turn(harness: Harness) -> None:
+    """A turn asks for the depth prompt without a thread while card.json is as it was read
+    (no card included); one written by hand is read on the next turn."""
+    partner = harness.app.catalog.require("example")
+    lore = harness.app.runner.lore
+    assert lore is not None
+    (partner.dir / "card.json").unlink(missing_ok=True)
+    harness.llm.script(Reply(text="one"), Reply(text="two"), Reply(text="three"))
+    await harness.send(dm(42, "hello"))
+    await harness.settle()
+    assert lore.depth_read(partner)  # no card, and that is known without reading again
+    note = {"prompt": "{{char}} hums.", "depth": 1, "role": "system"}
+    card = {"name": partner.name, "extensions": {"depth_prompt": note}}
+    (partner.dir / "card.json").write_text(json.dumps(card), encoding="utf-8")
+    assert not lore.depth_read(partner)
+    await harness.send(dm(42, "and now?"))
+    await harness.settle()
+    await harness.send(dm(42, "still?"))
+    await harness.settle()
+    for request in harness.llm.requests[1:]:
+        assert request["messages"][-2]["content"] == f"{partner.name} hums."

@@ -139,6 +139,8 @@ class TurnPrompt:
         partner = conversation.partner
         if self.lore is None or partner is None:
             return None
+        if self.lore.depth_read(partner):  # the card as read before: nothing to wait for
+            return self.lore.depth_note(partner, conversation.speaker.name)
         return await asyncio.to_thread(self.lore.depth_note, partner, conversation.speaker.name)
 
     async def _after_history(
