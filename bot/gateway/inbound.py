@@ -1,11 +1,14 @@
-"""The gateway's front door: every channel hands each inbound message to :meth:`receive`.
+"""The gateway's front door: every channel hands each event to :meth:`Gateway.receive`, once.
 
-receive -> who is it (user and chat rows kept current) -> access (owner, DM policy, bound
-groups) -> command, or: which partner -> persisted (deduplicated by platform message id) ->
-the dispatcher's queue for that chat and partner. Group messages that do not address a
-partner are stored as context for the next answered turn, never answered; so are commands
-the sender may not run there (an unknown one, ``/admin`` from anyone but the owner), even
-addressed to the bot.
+An update id is checked and recorded here (the platform's repeats are skipped). A message:
+who is it (user and chat rows kept current) -> command, addressing and partner decided once
+(``bot/gateway/addressing.py``) -> access (owner, DM policy, bound groups) -> a command run
+(``bot/gateway/command_runs.py``), or: which partner (``bot/gateway/partner_choice.py``) ->
+persisted (deduplicated by platform message id) -> the dispatcher's queue for that chat and
+partner. Group messages that do not address a partner are stored as context for the next
+answered turn, never answered; so are commands the sender may not run there (an unknown one,
+``/admin`` from anyone but the owner), even addressed to the bot. What a channel must know
+goes to it as a view (``bot/gateway/views.py``), never asked per message.
 
 Nothing is fetched from a platform for a message before this decides who sent it: channels
 hand files in by reference, and only a turn (voice, photos) or an owner command (a document)
