@@ -42,7 +42,6 @@ from adapters.discord_delivery import (
     CANNOT_MESSAGE_USER,
     MAX_MESSAGE_CHARS,
     NO_PINGS,
-    EditStream,
     PersonaWebhooks,
     Poster,
     delivery_error,
@@ -53,6 +52,7 @@ from adapters.discord_events import (
 )
 from adapters.discord_receiving import DiscordReceiving
 from adapters.discord_shards import IDENTIFY_INTERVAL_SECONDS, ShardConnections, gateway_ended
+from adapters.discord_streams import EditStream
 from bot.config.model import ConfigError
 from bot.config.platforms import DiscordConfig
 from bot.events import ChannelView, ChatRef, Outbound
