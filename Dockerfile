@@ -1,5 +1,5 @@
 # companion-gateway for a server: `companion run` as an unprivileged user, data in the /data
-# volume, the config at /config/config.toml (README, "Deploying with Docker"; compose.yaml) —
+# volume, the config at /config/config.toml (docs/docker.md; compose.yaml) —
 # or no file at all: COMPANION_CONFIG= (empty) and COMPANION_<SECTION>__<KEY> variables, as
 # compose.yaml's workers run it.
 #

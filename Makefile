@@ -1,5 +1,5 @@
 # Quick start: `make setup` (write config.toml, checked live), `make run` (start the gateway) and
-# `make test` (set up and run every check).
+# `make test` (set up and run every check); `make docs` builds the documentation site in site/.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -7,7 +7,7 @@ STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 STAMP_MUTATION := $(VENV)/.installed-mutation
 
-.PHONY: setup run test lint typecheck pytest bench soak mutation clean lock postgresql browser
+.PHONY: setup run test lint typecheck pytest bench soak mutation clean lock postgresql browser docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -83,9 +83,19 @@ test: $(STAMP_DEV) postgresql browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(MKDOCS_STRICT)
 	$(BIN)/pytest -q
 
-# The long whole-process runs (README, "Development"): kill -9 at random points of a turn
+# The documentation site (docs/, mkdocs.yml) in site/. --strict turns every warning into a
+# failure: a link to a missing page or heading, a page left out of the nav. (Not --quiet: it
+# hides the warnings --strict counts, and the build would pass.)
+MKDOCS_STRICT = NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+docs: $(STAMP_DEV)
+	$(MKDOCS_STRICT)
+	@echo "the site is in site/ (open site/index.html, or run $(BIN)/mkdocs serve)"
+
+# The long whole-process runs (docs/development.md): kill -9 at random points of a turn
 # SOAK_KILLS times, then SOAK_MESSAGES messages over SOAK_CHATS chats against `companion run`,
 # and PostgreSQL restarted under one gateway and under two workers.
 # `make test` runs the same tests with 5 kills and 500 messages over 50 chats.
@@ -120,4 +130,4 @@ mutation: $(STAMP_MUTATION)
 	$(BIN)/python bench/mutation_score.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache mutants
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache mutants site

@@ -185,7 +185,8 @@ class MediaChannel(FileSource, Protocol):
 
 @runtime_checkable
 class LeadingChannel(Protocol):
-    """A channel with duties only one worker may do at a time (DESIGN.md "Several workers"):
+    """A channel with duties only one worker may do at a time (docs/architecture.md "Several
+    workers"):
     Telegram's long poll (two pollers would steal each other's updates) and command sync
     (rate limited). The gateway calls :meth:`lead` when this worker becomes leader and
     :meth:`follow` when it stops leading; a lone worker leads from its start."""

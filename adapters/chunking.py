@@ -25,16 +25,12 @@ from markdown_it.token import Token
 from adapters.markdown_inline import Span, cut, spans_of, to_markdown
 from adapters.markdown_parse import parse, top_level_blocks
 from adapters.markdown_table import table_text
+from bot.text.utf16 import utf16_len
 
 Measure = Callable[[str], int]
 """The size of a message as the platform counts it."""
 SpansMeasure = Callable[[list[Span]], int]
 """The same for a paragraph not yet written as Markdown (cheaper than parsing it again)."""
-
-
-def utf16_len(text: str) -> int:
-    """Length in UTF-16 code units (an emoji is usually two): how Telegram counts."""
-    return len(text.encode("utf-16-le")) // 2
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The Discord channel: discord.py's gateway client and REST API, driven by the gateway.
 
 * **Connection.** Intents: guilds, guild messages, DMs and message content (the last must be
-  switched on in the Developer Portal, README "Discord"). ``discord.api_base`` and
+  switched on in the Developer Portal, docs/discord.md). ``discord.api_base`` and
   ``discord.gateway_url`` point discord.py elsewhere (proxies, tests) before the client is
   built; ``discord.shards = "auto"`` runs an AutoShardedClient, a number of shards runs that
   many, and ``discord.shard_ids`` only those of them (one worker's part of the bot: Discord

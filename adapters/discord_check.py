@@ -13,7 +13,7 @@ from bot.config.platforms import DiscordConfig
 
 INVITE_PERMISSIONS = 277562330112
 """View Channels, Send Messages, Send Messages in Threads, Read Message History, Manage
-Webhooks (partner names and avatars) and Use Application Commands (README, "Discord")."""
+Webhooks (partner names and avatars) and Use Application Commands (docs/discord.md)."""
 INVITE_SCOPES = ("bot", "applications.commands")
 INTENT_OFF = (
     "the Message Content Intent is off, and Discord refuses the connection without it: "

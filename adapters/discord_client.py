@@ -1,7 +1,7 @@
 """Building discord.py's client: intents, endpoints, sharding.
 
 Intents: guilds, guild messages, DMs and message content (the last must be switched on in the
-Developer Portal, README "Discord"), and reactions. ``discord.api_base`` and
+Developer Portal, docs/discord.md), and reactions. ``discord.api_base`` and
 ``discord.gateway_url`` point discord.py elsewhere (proxies, tests) before the client is
 built; ``discord.shards = "auto"`` runs an AutoShardedClient, a number of shards runs that
 many, and ``discord.shard_ids`` only those of them; with shards assigned by the gateway, a

@@ -2,11 +2,11 @@
 
 Every user command of :data:`bot.commands.table.COMMANDS` becomes a slash command of the same name;
 one that takes arguments gets an optional ``args`` option (its usage as the description), and
-``/partner`` offers the public partners as choices of its ``id`` option. The owner's commands
-are one ``/admin`` whose ``command`` option is the rest of the line (``approve ABC123``). It is
-registered with no default member permissions, so in servers only administrators see it; in
-DMs Discord cannot hide a command from one user, so the gateway's refusal (the unknown-command
-answer) is the guarantee (DESIGN.md "Commands"). In a server channel the gateway answers a
+``/partner`` offers the public partners as choices of its ``id`` option. The owner's commands are
+one ``/admin`` whose ``command`` option is the rest of the line (``approve ABC123``). It is
+registered with no default member permissions, so in servers only administrators see it; in DMs
+Discord cannot hide a command from one user, so the gateway's refusal (the unknown-command answer)
+is the guarantee (docs/architecture.md "Commands"). In a server channel the gateway answers a
 command the sender may not run with silence, as it does typed ones there: the deferral (which
 Discord requires within 3 s) is then removed, the same end as in an unbound channel.
 

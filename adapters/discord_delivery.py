@@ -92,7 +92,7 @@ def webhook_username(name: str) -> str:
 
 
 def avatar_url(avatar: str | None) -> str | None:
-    """preset.yml ``avatar`` as a webhook avatar: only an http(s) URL works (README)."""
+    """preset.yml ``avatar`` as a webhook avatar: only an http(s) URL works (docs/discord.md)."""
     if avatar and avatar.startswith(("https://", "http://")):
         return avatar
     return None

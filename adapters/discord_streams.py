@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Callable
 
 import discord
 
-from adapters.chunking import utf16_len
 from adapters.discord_delivery import MAX_MESSAGE_CHARS, NO_PINGS
+from bot.text.utf16 import utf16_len
 
 logger = logging.getLogger(__name__)
 

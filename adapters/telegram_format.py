@@ -27,10 +27,10 @@ from dataclasses import dataclass, field
 from markdown_it.token import Token
 
 from adapters import chunking
-from adapters.chunking import utf16_len as utf16_len  # how Telegram counts; used beside render
 from adapters.markdown_inline import Mark, Span, spans_of
 from adapters.markdown_parse import parse, top_level_blocks
 from adapters.markdown_table import table_text
+from bot.text.utf16 import utf16_len as utf16_len  # how Telegram counts; used beside render
 
 MAX_MESSAGE_UTF16 = 4096
 NAME_PREFIX_RESERVE = 64

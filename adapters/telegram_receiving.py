@@ -1,18 +1,18 @@
 """Receiving on Telegram: the long poll, the webhook, and the per-update edge.
 
-Either way an update is confirmed to Telegram only after the gateway has stored it (DESIGN.md,
-"Decisions"): polling advances its offset past a batch only once :meth:`Receiver.receive`
-returned for every update in it (chats side by side, each chat in order), and the webhook
-(``adapters/telegram_webhook.py``) answers 200 only then. Every event carries its update id,
-which the gateway records, so an update delivered twice (also across a restart) is handled
-once. Each update is
+Either way an update is confirmed to Telegram only after the gateway has stored it
+(docs/architecture.md, "Decisions"): polling advances its offset past a batch only once
+:meth:`Receiver.receive` returned for every update in it (chats side by side, each chat in order),
+and the webhook (``adapters/telegram_webhook.py``) answers 200 only then. Every event carries its
+update id, which the gateway records, so an update delivered twice (also across a restart) is
+handled once. Each update is
 parsed on its own: one python-telegram-bot cannot read is logged, recorded as rejected and
-confirmed with its batch. A polling watchdog restarts a long poll that has not come back
-within ``watchdog_seconds``; network errors and flood waits back off and retry. A getUpdates
-cut off (by the watchdog, or the leadership lost) or failed on the network leaves its HTTP
-client behind: the next one goes out on a fresh client (``adapters/telegram_poll_client.py``).
-How long polling has failed without a success in between is kept for the leader, which gives
-the leadership up when it fails too long (``bot/workers/leadership.py``).
+confirmed with its batch. A polling watchdog restarts a long poll that has not come back within
+``watchdog_seconds``; network errors and flood waits back off and retry. A getUpdates cut off (by
+the watchdog, or the leadership lost) or failed on the network leaves its HTTP client behind: the
+next one goes out on a fresh client (``adapters/telegram_poll_client.py``). How long polling has
+failed without a success in between is kept for the leader, which gives the leadership up when it
+fails too long (``bot/workers/leadership.py``).
 
 :class:`TelegramReceiving` is the part of :class:`~adapters.telegram_channel.TelegramChannel`
 that does this; the channel holds the state it reads.

@@ -1,10 +1,9 @@
 """The webhook listener: Telegram POSTs each update; it is answered only once it is stored.
 
-python-telegram-bot's own webhook server answers 200 before the handler has run, so a crash
-in between loses the update (DESIGN.md, "Scale-out path"). This small aiohttp server awaits
-the handler first. Every request must carry the secret registered with ``setWebhook`` in
-``X-Telegram-Bot-Api-Secret-Token``; anything else gets 403 and is never looked at.
-"""
+python-telegram-bot's own webhook server answers 200 before the handler has run, so a crash in
+between loses the update (docs/architecture.md, "Several workers"). This small aiohttp server
+awaits the handler first. Every request must carry the secret registered with ``setWebhook`` in
+``X-Telegram-Bot-Api-Secret-Token``; anything else gets 403 and is never looked at."""
 
 from __future__ import annotations
 

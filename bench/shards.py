@@ -1,5 +1,5 @@
-"""Discord shard takeover on several workers (DESIGN.md "Several workers": Discord shards are
-leases too): how long a dead worker's shard stays dark.
+"""Discord shard takeover on several workers (docs/architecture.md "Several workers": Discord
+shards are leases too): how long a dead worker's shard stays dark.
 
 Two ``companion run`` workers (child processes) on one PostgreSQL database divide a bot of two
 shards, with the fake Discord in this process and the default ``[workers]`` timing (heartbeat

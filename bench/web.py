@@ -38,7 +38,7 @@ from bench.llm_process import llm_process  # noqa: E402
 from bench.telegram_throughput import drive  # noqa: E402
 from bot.app import App, build_app  # noqa: E402
 from bot.config.model import Config  # noqa: E402
-from partners.memory import new_entry_id  # noqa: E402
+from partners.memory_format import new_entry_id  # noqa: E402
 from tests.fakes.fake_telegram import TOKEN, FakeTelegram  # noqa: E402
 
 ENTRIES = 5000

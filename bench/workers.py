@@ -1,4 +1,4 @@
-"""Several workers on one PostgreSQL (issue 16): how turns per second scale with workers, what
+"""Several workers on one PostgreSQL: how turns per second scale with workers, what
 PostgreSQL costs against SQLite, how long a failover takes, and store round trips per turn.
 
 1. Scaling: 1, 2 and 4 ``companion run`` workers (child processes) on one PostgreSQL database,

@@ -1,4 +1,4 @@
-"""Character cards in and out of a partner directory (README "Character cards").
+"""Character cards in and out of a partner directory (docs/cards.md).
 
 A card's fields land in the files the owner already edits: ``system_prompt`` in SYSTEM.md,
 ``personality`` in SOUL.md, ``description`` in IDENTITY.md, ``scenario`` in SCENARIO.md,
@@ -40,10 +40,10 @@ from partners.card_format import (
     read_card,
     write_png,
 )
-from partners.catalog import write_directory
 from partners.lore_books import LOREBOOK_FILE as LOREBOOK_FILE
 from partners.lore_books import book_of
 from partners.lore_format import check_book
+from partners.partner_directories import write_directory
 from partners.persona import (
     AVATAR_FILE,
     MAX_DESCRIPTION_CHARS,

@@ -9,7 +9,7 @@ Where partners live follows where memory documents do (``[storage] documents``,
   it by hand, and ``/admin reload`` reads it again. Deleting moves the directory to
   ``data/partners/.trash``.
 - **Rows** (PostgreSQL, where workers share nothing but the database): the database is the only
-  truth (DESIGN.md "Several workers (PostgreSQL)"). Every file of a partner is a row of the
+  truth (docs/architecture.md "Several workers"). Every file of a partner is a row of the
   ``documents`` table in the namespace ``partners/<id>``: preset.yml, card.json, lorebook.json
   and avatar.png (bytes as they came) beside its Markdown persona and memory documents; the
   partners are the namespaces holding a preset.yml row (:mod:`partners.partner_rows`). No
@@ -28,6 +28,9 @@ Where partners live follows where memory documents do (``[storage] documents``,
   Partner directories found on a worker's disk are read into the database once per partner
   (``companion database copy`` or the first start), never again.
 
+Reading and writing the directories is :mod:`partners.partner_directories`; a new partner's
+files come from :mod:`partners.partner_template`.
+
 Deleting never removes anything (conversations with someone are never removed by a command).
 Cloning copies the persona and the partner's own memory, not its journals or what it knows
 about individual users.
@@ -37,44 +40,34 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import re
-import shutil
-import tempfile
-import time
 from collections.abc import Awaitable, Callable, Mapping
-from importlib import resources
 from pathlib import Path
 
 from bot.store import Store
 from partners.card_format import MAX_CARD_JSON_BYTES, parse_json
-from partners.documents import write_atomic
 from partners.lore_books import parse_book
+from partners.partner_directories import (
+    change_file,
+    clone_directory,
+    create_directory,
+    load_directories,
+    trash_directory,
+    write_directory,
+)
 from partners.partner_rows import Edit, PartnerRows
+from partners.partner_template import EXAMPLE_PARTNER, checked_name, renamed, template_files
 from partners.persona import (
     CARD_FILE,
     LOREBOOK_FILE,
-    MAX_NAME_CHARS,
     PRESET_FILE,
     Partner,
     PartnerError,
     check_partner_id,
-    load_partner,
     stored_partner,
 )
-from partners.preset import change_preset, changed_preset, parse_preset
+from partners.preset import parse_preset
 
 logger = logging.getLogger(__name__)
-
-EXAMPLE_PARTNER = "example"
-TRASH = ".trash"
-NOT_CLONED = ("memory", "users", "changelog")
-TEMPLATE_SUFFIXES = (".yml", ".md")
-"""The template's files that carry its name (its preset and persona)."""
-
-
-def template_dir() -> Path:
-    return Path(str(resources.files("partners") / "template" / EXAMPLE_PARTNER))
 
 
 class PartnerCatalog:
@@ -160,7 +153,7 @@ class PartnerCatalog:
         if self.rows is None:
             return await asyncio.to_thread(self.create, partner_id, name)
         check_partner_id(partner_id)
-        checked = _checked_name(name)
+        checked = checked_name(name)
         files = await asyncio.to_thread(template_files)
         if checked is not None or partner_id != EXAMPLE_PARTNER:
             files = renamed(files, checked or partner_id, partner_id)
@@ -193,7 +186,7 @@ class PartnerCatalog:
         The partner as loaded again (None: it no longer loads; :attr:`errors` says why)."""
         partner = self.require(partner_id)
         if self.rows is None:
-            await asyncio.to_thread(_change_on_disk, partner.dir / name, edit)
+            await asyncio.to_thread(change_file, partner.dir / name, edit)
             await asyncio.to_thread(self.reload)
         else:
             await self.rows.change(partner.id, name, edit)
@@ -245,57 +238,26 @@ class PartnerCatalog:
 
     def reload(self) -> None:
         self._files_only()
-        partners: dict[str, Partner] = {}
-        errors: dict[str, str] = {}
-        if self.root.is_dir():
-            for directory in sorted(self.root.iterdir()):
-                if not directory.is_dir() or directory.name.startswith("."):
-                    continue
-                try:
-                    partners[directory.name] = load_partner(directory)
-                except PartnerError as exc:
-                    errors[directory.name] = str(exc)
-                    logger.warning("partner %s not loaded: %s", directory.name, exc)
-        self._partners = partners
-        self.errors = errors
-
-    def _target(self, partner_id: str) -> Path:
-        check_partner_id(partner_id)
-        target = self.root / partner_id
-        if target.exists():
-            raise PartnerError(f"a partner {partner_id!r} exists already; pick another id")
-        return target
+        self._partners, self.errors = load_directories(self.root)
 
     def create(self, partner_id: str, name: str | None = None) -> Partner:
-        """A partner from the template, named ``name`` (default: its id). The template is the
-        example partner; its name is the one thing in it that is not a placeholder."""
+        """A partner from the template, named ``name`` (default: its id)."""
         self._files_only()
-        target = self._target(partner_id)
-        checked = _checked_name(name)
-        self.root.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(template_dir(), target)
-        (target / "memory").mkdir(exist_ok=True)
-        if checked is not None or partner_id != EXAMPLE_PARTNER:
-            rename_template(target, checked or partner_id)
+        create_directory(self.root, partner_id, name)
         self.reload()
         return self.require(partner_id)
 
     def clone(self, source_id: str, partner_id: str) -> Partner:
         self._files_only()
         source = self.require(source_id)
-        target = self._target(partner_id)
-        shutil.copytree(source.dir, target, ignore=shutil.ignore_patterns(*NOT_CLONED))
-        (target / "memory").mkdir(exist_ok=True)
+        clone_directory(source.dir, self.root, partner_id)
         self.reload()
         return self.require(partner_id)
 
     def delete(self, partner_id: str) -> Path:
         self._files_only()
         partner = self.require(partner_id)
-        trash = self.root / TRASH
-        trash.mkdir(parents=True, exist_ok=True)
-        destination = trash / f"{partner_id}-{time.strftime('%Y%m%d-%H%M%S')}"
-        shutil.move(str(partner.dir), destination)
+        destination = trash_directory(self.root, partner.dir, partner_id)
         self.reload()
         return destination
 
@@ -332,68 +294,6 @@ def catalog_line(count: int, version: int) -> str:
     return f"{count} (catalog version {version})"
 
 
-def _checked_name(name: str | None) -> str | None:
-    if name is None:
-        return None
-    if len(name) > MAX_NAME_CHARS:
-        raise PartnerError(f"name is {len(name)} characters; the limit is {MAX_NAME_CHARS}")
-    if not name.strip():
-        raise PartnerError("a name cannot be empty")
-    return name.strip()
-
-
-def write_directory(root: Path, partner_id: str, files: Mapping[str, bytes]) -> Path:
-    """A new partner directory holding ``files`` (names inside it), with an empty journal
-    folder: written into a scratch directory renamed into place, so a failure leaves nothing
-    behind."""
-    root.mkdir(parents=True, exist_ok=True)
-    target = root / partner_id
-    if target.exists():
-        raise PartnerError(f"a partner {partner_id!r} exists already; choose another id")
-    scratch = Path(tempfile.mkdtemp(dir=root, prefix=".import-"))
-    try:
-        for name, body in files.items():
-            (scratch / name).parent.mkdir(parents=True, exist_ok=True)
-            (scratch / name).write_bytes(body)
-        (scratch / "memory").mkdir(exist_ok=True)
-        os.rename(scratch, target)
-    except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
-        raise
-    return target
-
-
-def _change_on_disk(path: Path, edit: Callable[[bytes | None], bytes]) -> None:
-    try:
-        current: bytes | None = path.read_bytes()
-    except FileNotFoundError:
-        current = None
-    write_atomic(path, edit(current))
-
-
-def template_files() -> dict[str, bytes]:
-    """The template's files by name (blocking)."""
-    root = template_dir()
-    return {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.is_file()}
-
-
-def renamed(files: Mapping[str, bytes], name: str, partner_id: str) -> dict[str, bytes]:
-    """A fresh copy of the template's files with its own name: in preset.yml's ``name`` and
-    wherever the template's name appears in its files (comments and persona text alike)."""
-    preset = files.get(PRESET_FILE, b"")
-    template_name = parse_preset(preset, f"{partner_id}'s {PRESET_FILE}", partner_id).name
-    result = dict(files)
-    if template_name:
-        pattern = re.compile(rf"\b{re.escape(template_name)}\b")
-        for file_name, data in files.items():
-            if file_name.endswith(TEMPLATE_SUFFIXES):
-                text = pattern.sub(lambda _: name, data.decode("utf-8"))
-                result[file_name] = text.encode("utf-8")
-    preset_text = changed_preset(result.get(PRESET_FILE, b""), ("name",), name, partner_id)
-    result[PRESET_FILE] = preset_text.encode("utf-8")
-    return result
-
-
 async def apply_search_languages(store: Store, catalog: PartnerCatalog) -> None:
     """Tell the store each partner's search language (preset.yml ``language:``); a partner
     whose language changed has its history re-indexed, which takes a moment on a long one."""
@@ -403,21 +303,3 @@ async def apply_search_languages(store: Store, catalog: PartnerCatalog) -> None:
             logger.info(
                 "re-indexed %d messages of %s for %s", count, partner.id, partner.preset.language
             )
-
-
-def rename_template(directory: Path, name: str) -> None:
-    """Give a fresh copy of the template on disk its own name (:func:`renamed`)."""
-    files = {
-        p.name: p.read_bytes()
-        for p in directory.iterdir()
-        if p.is_file() and p.name.endswith(TEMPLATE_SUFFIXES)
-    }
-    for file_name, data in renamed(files, name, directory.name).items():
-        if data != files.get(file_name):
-            write_atomic(directory / file_name, data)
-
-
-def set_preset_value(path: Path, key: str, value: str | bool) -> None:
-    """Change one top-level key of preset.yml, checked, keeping every other byte of the file
-    (``partners/preset.py``)."""
-    change_preset(path, (key,), value)

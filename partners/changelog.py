@@ -1,7 +1,7 @@
-"""The changelog of a memory namespace: one JSON record per change to any of its documents,
-written before the change, kept to the last ``keep`` records, and scrubbed of forgotten text
-(DESIGN.md "Forgetting is forgetting"). It is itself a document, ``changelog/changes.jsonl``,
-kept wherever the namespace's documents are (a file, or a row)."""
+"""The changelog of a memory namespace: one JSON record per change to any of its documents, written
+before the change, kept to the last ``keep`` records, and scrubbed of forgotten text
+(docs/architecture.md "Forgetting is forgetting"). It is itself a document,
+``changelog/changes.jsonl``, kept wherever the namespace's documents are (a file, or a row)."""
 
 from __future__ import annotations
 

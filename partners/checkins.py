@@ -37,7 +37,8 @@ from bot.services.llm import LLMClient, LLMError
 from bot.store import CheckinCandidate, Store
 from bot.text.markers import SILENCE, strip
 from partners.catalog import PartnerCatalog
-from partners.memory import MemoryFile, MemoryStore, strip_ids
+from partners.memory import MemoryFile, MemoryStore
+from partners.memory_format import strip_ids
 from partners.persona import Partner
 from partners.tools import user_memory_file
 

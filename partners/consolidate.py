@@ -29,7 +29,8 @@ from bot.services.llm import LLMClient, LLMError
 from bot.store import Store
 from partners.catalog import PartnerCatalog
 from partners.journal import DAY_LINE, clip, journal_file
-from partners.memory import MemoryFile, MemoryInputError, MemoryStore
+from partners.memory import MemoryFile, MemoryStore
+from partners.memory_errors import MemoryInputError
 from partners.persona import Partner
 from partners.review import Reviewer
 from partners.review_answer import ReviewOutputError, ask_for_json

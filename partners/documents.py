@@ -3,7 +3,7 @@
 A document is a namespace root (``data/owner``, ``data/partners/<id>``) and a relative name
 inside it (``MEMORY.md``, ``users/<uid>.md``, ``memory/2026-05-01.md``,
 ``changelog/changes.jsonl``), as :class:`partners.memory.MemoryFile` names it. Two backends
-keep them (DESIGN.md "Several workers (PostgreSQL)"):
+keep them (docs/architecture.md "Several workers"):
 
 - :class:`FileDocuments`, the default with SQLite: files under the data directory, replaced
   atomically, one asyncio lock per file; the owner may edit them by hand at any time and the

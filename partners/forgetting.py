@@ -1,4 +1,5 @@
-"""Forgetting as a recorded operation (DESIGN.md "Decisions": "Forgetting is forgetting" and
+"""Forgetting as a recorded operation (docs/architecture.md "Decisions": "Forgetting is forgetting"
+and
 "Forgetting is an operation, not a loop").
 
 ``/forget`` first stores its intent: whose, which partner, what kind (one ``entry``, ``all`` the
@@ -14,34 +15,37 @@ the search index, merged so deleted terms leave its segments, with the WAL check
 older page image keeps them. The texts the steps search for are the only text the operation
 keeps, and only until the steps ran.
 
-What stays is a tombstone per forgotten text: a hash (:func:`partners.memory.text_hash`) kept
-under the partner and a key — the user's key for what a user forgot (each entry of ``entry``
-and ``all``, each message of ``history``), ``file:<name>`` for an entry the owner forgot from
-one of a partner's files with ``/admin forget`` (partner "" for the owner's own memory). Every
-path that writes memory or messages from outside a live conversation checks them, so nothing
-forgotten comes back: the review (:mod:`partners.review_edits`), memory files read into the
-database (:meth:`Tombstones.strip`: at start-up, and by ``companion database copy``) and
-imported histories (:func:`unforgotten`). A hash matches a whole entry or a whole message, the
-way :func:`partners.entry_text.comparable` compares them, never a passage inside a longer text:
-journal passages are kept out by never reading a file over a document the database has (see
-:mod:`bot.gateway.memory_documents`).
+What stays is a tombstone per forgotten text: a hash
+(:func:`partners.memory_format.text_hash`) kept under the partner and a key — the user's key for
+what a user forgot (each entry of ``entry`` and ``all``, each message of ``history``),
+``file:<name>`` for an entry the owner forgot from one of a partner's files with ``/admin
+forget`` (partner "" for the owner's own memory). Every path that writes memory or messages from
+outside a live conversation checks them, so nothing forgotten comes back: the review
+(:mod:`partners.review_edits`), memory files read into the database
+(:meth:`partners.tombstones.Tombstones.strip`: at start-up, and by ``companion database copy``)
+and imported histories (:func:`partners.tombstones.unforgotten`). A hash matches a whole entry
+or a whole message, the way :func:`partners.entry_text.comparable` compares them, never a
+passage inside a longer text: journal passages are kept out by never reading a file over a
+document the database has (see :mod:`bot.gateway.memory_documents`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 
-from bot.store import ForgetOperation, NewMessage, Store
+from bot.store import ForgetOperation, Store
 from partners.catalog import PartnerCatalog
 from partners.entry_text import comparable, quotes
 from partners.journal import count_forgotten_in_journals, forget_in_journals
-from partners.memory import BOM, BULLET, ENTRY_ID, MemoryInputError, MemoryStore, text_hash
+from partners.memory import MemoryStore
+from partners.memory_errors import MemoryInputError
+from partners.memory_format import text_hash
 from partners.persona import Partner
-from partners.tools import user_memory_file, user_memory_name
+from partners.tools import user_memory_file
 
 logger = logging.getLogger(__name__)
 
@@ -175,7 +179,7 @@ class Forgetting:
     async def _plan_history(self, operation: ForgetOperation) -> ForgetOperation:
         """``history``: the messages to remove, the sessions they titled, and a tombstone of
         each message's text, so that a history imported later does not bring it back (see
-        :func:`unforgotten`)."""
+        :func:`partners.tombstones.unforgotten`)."""
         partner_id, user_key = operation.partner_id, operation.user_key
         said = [
             row
@@ -323,90 +327,3 @@ def forget_kept_audio(folder: Path, message_ids: list[int]) -> None:
 def _is_group(audience: str) -> bool:
     """A group's history (``chat:…``), as opposed to someone's DMs (``user:…``, ``owner``)."""
     return audience.startswith("chat:")
-
-
-# ---- tombstones: what keeps forgotten text from coming back --------------------------------
-
-FILE_KEY = "file:"
-"""The tombstone key of an entry the owner forgot from one file: ``file:<name>``."""
-
-
-def file_key(name: str) -> str:
-    return f"{FILE_KEY}{name}"
-
-
-def namespace_partner(namespace: str) -> str:
-    """Whose tombstones a namespace's documents check: the partner's id, "" for the owner's."""
-    return namespace.removeprefix("partners/") if namespace.startswith("partners/") else ""
-
-
-@dataclass(frozen=True)
-class Tombstones:
-    """The tombstones of one partner (or of the owner's memory), hashes by key, as
-    :meth:`bot.store.protocol.forgetting.ForgettingStore.partner_tombstones` gives them."""
-
-    by_key: dict[str, set[str]]
-
-    def of_document(self, name: str) -> set[str]:
-        """The hashes of what was forgotten from the document ``name``: the owner's
-        ``/admin forget`` of it, and for a per-user file what its user forgot."""
-        found = set(self.by_key.get(file_key(name), set()))
-        if name.startswith("users/"):
-            for key, hashes in self.by_key.items():
-                if not key.startswith(FILE_KEY) and _user_file_name(key) == name:
-                    found |= hashes
-        return found
-
-    def strip(self, name: str, data: bytes) -> bytes:
-        """The document's bytes without its forgotten entries (each such line left out,
-        every other byte as it was)."""
-        hashes = self.of_document(name)
-        return without_entries(data, hashes) if hashes else data
-
-
-def _user_file_name(user_key: str) -> str | None:
-    try:
-        return user_memory_name(user_key)
-    except ValueError:  # a key no file can be named after has no file
-        return None
-
-
-def without_entries(data: bytes, hashes: set[str]) -> bytes:
-    """``data`` without the entry lines (list items) whose text hashes to one of ``hashes``."""
-    bom = BOM.encode() if data.startswith(BOM.encode()) else b""
-    lines = data[len(bom) :].splitlines(keepends=True)
-    return bom + b"".join(line for line in lines if not _forgotten_line(line, hashes))
-
-
-def _forgotten_line(line: bytes, hashes: set[str]) -> bool:
-    match = BULLET.match(line.decode("utf-8", errors="replace").rstrip("\r\n"))
-    if match is None:
-        return False
-    text = ENTRY_ID.sub("", match.group(2)).strip()
-    return bool(text) and text_hash(text) in hashes
-
-
-async def unforgotten(store: Store, messages: Sequence[NewMessage]) -> list[NewMessage]:
-    """The messages to store of an imported history: without those a tombstone of their user
-    matches (``/forget history`` left one for each message it removed)."""
-    known: dict[tuple[str, str], set[str]] = {}
-    kept = []
-    for message in messages:
-        forgotten: set[str] = set()
-        for user in _users_of(message):
-            key = (message.partner_id or "", user)
-            if key not in known:
-                known[key] = await store.tombstones(*key)
-            forgotten |= known[key]
-        if not forgotten or text_hash(message.text) not in forgotten:
-            kept.append(message)
-    return kept
-
-
-def _users_of(message: NewMessage) -> set[str]:
-    """Whose forgetting a message falls under, as ``/forget history`` finds it: its sender's,
-    and in a DM (the partner's replies too) that user's."""
-    users = {message.user_key} if message.user_key else set()
-    if message.audience.startswith("user:"):
-        users.add(message.audience.removeprefix("user:"))
-    return users

@@ -35,11 +35,7 @@ from typing import Any, Literal
 import ahocorasick
 
 from bot.store.search_terms import fold
-from partners.lore_format import (
-    FIX_IMPORT,
-    BookEntry,
-    check_book,
-)
+from partners.lore_format import FIX_IMPORT, BookEntry, check_book
 
 MAX_RECURSION_STEPS = 3
 """Rounds of entries activated by other entries' text, when the book scans recursively."""

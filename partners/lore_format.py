@@ -1,8 +1,9 @@
 """The shape of a lorebook, checked where a book comes in: a card's ``character_book`` when the
 card is imported (``partners/cards.py``), a SillyTavern world-info file on ``companion lore
-import`` (:func:`from_world_info`), and ``lorebook.json`` each time it is loaded for a turn
-(``partners/lore_books.py``), since the owner may edit it by hand and older versions stored
-books unchecked. Past this module every value has its type; nothing deeper in a turn checks.
+import`` (converted by :mod:`partners.world_info`), and ``lorebook.json`` each time it is
+loaded for a turn (``partners/lore_books.py``), since the owner may edit it by hand and older
+versions stored books unchecked. Past this module every value has its type; nothing deeper in
+a turn checks.
 
 What a book may hold, decided here once for every door it comes through:
 
@@ -58,7 +59,6 @@ overlap."""
 MAX_LORE_ENTRIES = 20_000
 MAX_LOREBOOK_BYTES = 20 * 1024 * 1024
 """A lorebook's JSON (lorebook.json, a world-info file): as large as a card file may be."""
-FIX_WORLD_INFO = "give a SillyTavern world-info file, a character_book or a card"
 MAX_LABEL_CHARS = 40
 """How much of an entry's comment names it in a note."""
 FIX_IMPORT = "fix the book and import it again"
@@ -210,7 +210,7 @@ def check_book(document: object, where: str, fix: str = FIX_IMPORT) -> CheckedBo
         settings = settings.model_copy(update={"token_budget": MAX_TOKEN_BUDGET})
     entries = []
     for number, raw in enumerate(raw_entries, 1):
-        entry = _entry(BookEntry, raw, f"{where}: entry {number}", notes)
+        entry = checked_entry(BookEntry, raw, f"{where}: entry {number}", notes)
         if entry is not None:
             entries.append(entry)
     book = settings.model_dump(exclude_unset=True)
@@ -228,7 +228,7 @@ def _settings(document: dict[str, Any], where: str, fix: str) -> BookSettings:
 Model = TypeVar("Model", bound=_Lenient)
 
 
-def _entry(model: type[Model], raw: object, where: str, notes: list[str]) -> Model | None:
+def checked_entry(model: type[Model], raw: object, where: str, notes: list[str]) -> Model | None:
     """``raw`` as ``model``, or None with a note naming the entry and what is wrong."""
     if not isinstance(raw, dict):
         notes.append(f"{where} is not an object; left out")
@@ -330,75 +330,3 @@ def _kind(value: object) -> str:
     if isinstance(value, dict):
         return "an object"
     return "null" if value is None else type(value).__name__
-
-
-# ---- SillyTavern world info ----------------------------------------------------------------
-
-
-_WORLD_INFO_EXTENSIONS = {
-    "position": "position",
-    "exclude_recursion": "excludeRecursion",
-    "prevent_recursion": "preventRecursion",
-    "probability": "probability",
-    "useProbability": "useProbability",
-    "depth": "depth",
-    "selectiveLogic": "selectiveLogic",
-    "group": "group",
-    "scan_depth": "scanDepth",
-    "match_whole_words": "matchWholeWords",
-    "case_sensitive": "caseSensitive",
-}
-"""``extensions`` name in a character_book -> the world-info field it comes from."""
-
-
-def from_world_info(document: dict[str, Any], where: str) -> CheckedBook:
-    """A SillyTavern world-info file as a checked ``character_book`` (or a book given as one),
-    converted the way SillyTavern converts a world it embeds in a card."""
-    entries = document.get("entries")
-    if isinstance(entries, list):
-        return check_book(document, where)
-    if not isinstance(entries, dict):
-        raise CardError(f"{where}: not a lorebook: no 'entries'; {FIX_WORLD_INFO}")
-    if len(entries) > MAX_LORE_ENTRIES:
-        raise CardError(
-            f"{where}: {len(entries)} entries is over the limit of {MAX_LORE_ENTRIES}; {FIX_IMPORT}"
-        )
-    notes: list[str] = []
-    book_entries = []
-    for number, raw in enumerate(entries.values(), 1):
-        item = _entry(WorldInfoEntry, raw, f"{where}: entry {number}", notes)
-        if item is not None:
-            book_entries.append(_world_info_entry(item))
-    name = document.get("name")
-    book = {"name": name if isinstance(name, str) else "", "entries": book_entries}
-    checked = check_book(book, where)
-    return CheckedBook(checked.book, checked.settings, checked.entries, (*notes, *checked.notes))
-
-
-def _world_info_entry(item: WorldInfoEntry) -> dict[str, Any]:
-    given = item.model_dump(exclude_unset=True)
-    extensions = {
-        name: given[source]
-        for name, source in _WORLD_INFO_EXTENSIONS.items()
-        if given.get(source) is not None
-    }
-    return {
-        "id": item.uid,
-        "keys": item.key,
-        "secondary_keys": item.keysecondary,
-        "comment": item.comment,
-        "content": item.content,
-        "constant": item.constant,
-        "selective": item.selective,
-        "insertion_order": item.order,
-        "enabled": not item.disable,
-        "position": _after_or_before(item.position),
-        "extensions": extensions,
-    }
-
-
-def _after_or_before(position: int | str) -> str:
-    """Every place of SillyTavern's but the first comes after the persona here."""
-    if isinstance(position, str):
-        return "after_char" if position == "after_char" else "before_char"
-    return "after_char" if position else "before_char"

@@ -1,5 +1,5 @@
 """Partners as the owner writes them: preset.yml plus six Markdown files, and the system prompt
-assembled from them (DESIGN.md "Prompt").
+assembled from them (docs/architecture.md "Prompt").
 
 The prompt is SYSTEM, SOUL, IDENTITY, (a card's SCENARIO and EXAMPLES,) USER, AGENTS and MEMORY
 (then the current user's memory in ``per_user`` scope) in that order, empty or missing files
@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from partners.memory import MemoryFile, MemoryStore, read_text, strip_ids
+from partners.memory import MemoryFile, MemoryStore
+from partners.memory_format import read_text, strip_ids
 from partners.preset import MAX_DESCRIPTION_CHARS as MAX_DESCRIPTION_CHARS
 from partners.preset import MAX_NAME_CHARS as MAX_NAME_CHARS
 from partners.preset import MemoryScope as MemoryScope

@@ -1,10 +1,10 @@
 """Review: one LLM call turns a new part of a conversation into a journal entry and memory edits.
 
-Triggers (DESIGN.md "Review, consolidation and journals"): the end of a turn once enough new
-human turns or characters piled up (debounced 5 s), before turns would leave the history
+Triggers (docs/architecture.md "Review, consolidation and journals"): the end of a turn once enough
+new human turns or characters piled up (debounced 5 s), before turns would leave the history
 window, an idle session, ``/new``, and the nightly job. The watermark (last reviewed message)
-advances only after a review succeeded; after 3 failed attempts it is forced forward, an audit
-row is written and the owner is told (at most once per session per 10 minutes).
+advances only after a review succeeded; after 3 failed attempts it is forced forward, an audit row
+is written and the owner is told (at most once per session per 10 minutes).
 
 A trigger only marks the review due (a row, so a restart or another worker still runs it).
 A review runs under a claim (:class:`ReviewClaims`, a lease in the store renewed by the
@@ -111,6 +111,7 @@ class Reviewer:
         timezone: Callable[[Partner | None], ZoneInfo],
         usage_day: Callable[[float], str],
         claims: ReviewClaims,
+        on_reminders: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         """``timezone`` names a partner's calendar (journals); ``usage_day`` the day a
         moment's tokens are booked on (the owner's, like every other kind of usage);
@@ -127,7 +128,7 @@ class Reviewer:
         self.timezone = timezone
         self.usage_day = usage_day
         self.clock: Callable[[], float] = time.time
-        self.on_reminders: Callable[[], Awaitable[object]] | None = None
+        self.on_reminders = on_reminders
         """Called after a review stored new dated reminders (the scheduler plans them)."""
         self.timeout_seconds = REVIEW_TIMEOUT_SECONDS
         self._noticed: dict[str, float] = {}

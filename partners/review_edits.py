@@ -1,11 +1,11 @@
 """What a review writes: its memory edits, behind their guards, and its journal entry.
 
-What a review may write depends on whose conversation it was (DESIGN.md "Decisions": per-user
-writes): in ``per_user`` scope a user's conversation changes only that user's file and the
-partner's own files change only from the owner's conversations; group conversations of a
-per-user partner write the journal only. SYSTEM.md, AGENTS.md and the owner's memory are never
-reachable. Edits quote text that must appear exactly once; a batch that would remove or replace
-more than a quarter of a file's entries (files of 8 entries or more) is refused.
+What a review may write depends on whose conversation it was (docs/architecture.md "Decisions":
+per-user writes): in ``per_user`` scope a user's conversation changes only that user's file and the
+partner's own files change only from the owner's conversations; group conversations of a per-user
+partner write the journal only. SYSTEM.md, AGENTS.md and the owner's memory are never reachable.
+Edits quote text that must appear exactly once; a batch that would remove or replace more than a
+quarter of a file's entries (files of 8 entries or more) is refused.
 
 Everything one review writes carries its segment in the changelog ``source``
 (:func:`segment_source`): a review cut off before its watermark runs again over the same
@@ -21,10 +21,12 @@ from datetime import datetime
 from typing import Any
 
 from bot.store import NewMessage, SessionRow, Store
-from partners.forgetting import file_key
 from partners.journal import JournalEntry, day_header, journal_file, render, user_marker
-from partners.memory import MemoryFile, MemoryInputError, MemoryStore, text_hash
+from partners.memory import MemoryFile, MemoryStore
+from partners.memory_errors import MemoryInputError
+from partners.memory_format import text_hash
 from partners.persona import MEMORY_FILES, Partner
+from partners.tombstones import file_key
 from partners.tools import user_memory_file
 
 logger = logging.getLogger(__name__)
@@ -45,7 +47,8 @@ class EditsApplied:
 
 
 def removes_too_much(entries: int, removing: int) -> bool:
-    """The removal guard (DESIGN.md "Decisions"): one review or consolidation batch may take
+    """The removal guard (docs/architecture.md "Decisions"): one review or consolidation batch may
+    take
     away at most a quarter of the entries of a file of 8 or more. A replace takes the old text
     away as surely as a remove does, so ``removing`` counts both."""
     return entries >= REMOVAL_GUARD_ENTRIES and removing > entries * REMOVAL_GUARD_SHARE
@@ -60,7 +63,7 @@ def segment_source(session: SessionRow, upto: int) -> str:
 def writable_files(
     partner: Partner, session: SessionRow, is_owner: Callable[[str], bool]
 ) -> dict[str, MemoryFile]:
-    """Which files this session's review may change (DESIGN.md "Decisions"), by the name
+    """Which files this session's review may change (docs/architecture.md "Decisions"), by the name
     the model sees, the user's own file under :data:`USER_FILE`."""
     own = {name: MemoryFile(partner.dir, name) for name in MEMORY_FILES}
     if not partner.per_user:

@@ -11,7 +11,8 @@ from zoneinfo import ZoneInfo
 from bot.config.model import MemoryConfig
 from bot.store import MessageRow, SessionRow
 from partners.journal import summaries_for_chat
-from partners.memory import MemoryFile, MemoryStore, strip_ids
+from partners.memory import MemoryFile, MemoryStore
+from partners.memory_format import strip_ids
 from partners.persona import MEMORY_FILES, Partner
 from partners.review_edits import shown_name
 

@@ -1,25 +1,26 @@
 """The tools a model can call: the partner's three always-on memory tools and the owner's.
 
 ``partner_read``, ``partner_memorize`` and ``partner_search`` are force-mounted on every partner
-turn (DESIGN.md "Split memory model"). Where they may read and write is decided here from the
-turn's :class:`ToolContext`, never from the model's arguments: a partner writes only its own
-namespace (or the current user's file in ``per_user`` scope), reads the owner's memory but
-never writes it, and searches only history the current user may see.
-"""
+turn (docs/architecture.md "Split memory model"). Where they may read and write is decided here
+from the turn's :class:`ToolContext`, never from the model's arguments: a partner writes only its
+own namespace (or the current user's file in ``per_user`` scope), reads the owner's memory but
+never writes it, and searches only history the current user may see."""
 
 from __future__ import annotations
 
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from bot.store import SearchHit, Store
 from bot.store.search_terms import DEFAULT_LANGUAGE, snippet
-from partners.memory import MAX_ENTRY_CHARS, MemoryFile, MemoryInputError, MemoryStore, text_hash
+from partners.memory import MemoryFile, MemoryStore
+from partners.memory_errors import MemoryInputError
+from partners.memory_format import MAX_ENTRY_CHARS, text_hash
 from partners.persona import Partner
 from partners.recall import Recall
 
@@ -42,9 +43,11 @@ class TurnBudget:
     consults_left: int = 0
 
 
-@dataclass
+@dataclass(frozen=True)
 class ToolContext:
-    """Everything a tool may touch on this turn, decided by the gateway, not the model."""
+    """Everything a tool may touch on this turn, decided by the gateway, not the model. Built
+    by one of its constructors, one per use: a partner's turn, the owner assistant's turn, and
+    a history search outside any turn (the web page)."""
 
     store: Store
     memory: MemoryStore
@@ -65,6 +68,56 @@ class ToolContext:
     budget: TurnBudget = field(default_factory=TurnBudget)
     recall: Recall | None = None
     """History search, semantic when embeddings are configured; None: lexical on ``store``."""
+
+    @classmethod
+    def for_partner(
+        cls,
+        turn: TurnTools,
+        partner: Partner,
+        *,
+        write_file: MemoryFile,
+        user_file: MemoryFile | None,
+        audiences: list[str] | None,
+    ) -> ToolContext:
+        """A partner's turn: its memory (or the user's), and the history its audience may see."""
+        return cls(
+            **turn.shared(),
+            partner=partner,
+            write_file=write_file,
+            user_file=user_file,
+            audiences=audiences,
+        )
+
+    @classmethod
+    def for_owner(
+        cls, turn: TurnTools, consult: Callable[[str, str], Awaitable[str]], consults: int
+    ) -> ToolContext:
+        """The owner assistant's turn: the owner's memory, and ``consults`` partner consults."""
+        return cls(**turn.shared(), consult=consult, budget=TurnBudget(consults_left=consults))
+
+    @classmethod
+    def for_search(
+        cls, store: Store, memory: MemoryStore, owner_file: MemoryFile, actor: str, partner: Partner
+    ) -> ToolContext:
+        """A search of ``partner``'s whole history outside a turn, over every audience."""
+        return cls(store, memory, owner_file, "", actor, partner=partner, audiences=None)
+
+
+@dataclass(frozen=True)
+class TurnTools:
+    """What every turn's tools share, whoever talks: the stores, the session and the speaker."""
+
+    store: Store
+    memory: MemoryStore
+    owner_file: MemoryFile
+    session_id: str
+    actor: str
+    user_name: str
+    source_message_id: int
+    recall: Recall | None
+
+    def shared(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 Handler = Callable[[ToolContext, dict[str, Any]], Awaitable[str]]

@@ -18,7 +18,8 @@ from typing import Any
 from bot.store import ForgetOperation, MediaRow, Store
 from partners.forgetting import Forgetting
 from partners.journal import heading_user, journal_files
-from partners.memory import Entry, MemoryFile, MemoryStore
+from partners.memory import MemoryFile, MemoryStore
+from partners.memory_format import Entry
 from partners.persona import Partner
 from partners.tools import user_memory_file
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from partners.catalog import template_dir
-from partners.memory import fingerprint
+from partners.memory_format import fingerprint
+from partners.partner_template import template_dir
 from tests.fakes.fake_llm import FakeLLM
 from tests.test_cli import companion, write_config
 

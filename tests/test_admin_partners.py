@@ -10,7 +10,8 @@ import tarfile
 
 from bot.admin.partners import MAX_EDIT_BYTES
 from bot.events import Attachment
-from partners.memory import MemoryFile, fingerprint
+from partners.memory import MemoryFile
+from partners.memory_format import fingerprint
 from tests.admin_support import admin, admin_messages, partner_dir, say
 from tests.conftest import OWNER_ID, Harness
 

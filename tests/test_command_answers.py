@@ -1,9 +1,11 @@
-"""Every command answers (DESIGN.md "Decisions": nothing stays pending forever): whatever
+"""Every command answers (docs/architecture.md "Decisions": nothing stays pending forever): whatever
 breaks inside a command, the sender gets a short apology, the owner is told and an audit row
 says what failed. The failure here is real: a per-user memory file that is a directory."""
 
 from __future__ import annotations
 
+from bot.commands.handlers import HANDLERS
+from bot.commands.table import COMMANDS
 from partners.tools import user_memory_file
 from tests.conftest import OWNER_ID, Harness, dm
 
@@ -46,3 +48,9 @@ async def test_the_next_command_of_the_same_user_is_served(harness: Harness) -> 
     await harness.send(dm(ALICE, "/help"))
     await harness.settle()
     assert harness.channel.texts(str(ALICE))[-1].startswith("/start")
+
+
+def test_every_declared_command_has_its_handler_and_no_handler_goes_undeclared() -> None:
+    # the table (what the channels show) and the handlers (what answers) are apart: a command
+    # offered as a slash command that nothing answers would be the unknown-command answer
+    assert HANDLERS.keys() == COMMANDS.keys()

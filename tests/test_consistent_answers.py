@@ -1,4 +1,4 @@
-"""Answers that agree with each other (issue 13, "the first hour"): what ``/memory`` shows is
+"""Answers that agree with each other: what ``/memory`` shows is
 what was saved, ``/checkins on`` promises nothing the partner cannot do, every change
 ``/admin undo`` takes can be listed, and a new partner is not another "Mira"."""
 

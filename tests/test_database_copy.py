@@ -23,6 +23,7 @@ from bot.store import (
     Store,
     StoreError,
 )
+from bot.store.migrations import SCHEMA
 from bot.store.postgres.copy import (
     DERIVED_TABLES,
     NewDocument,
@@ -30,7 +31,6 @@ from bot.store.postgres.copy import (
     TargetNotEmpty,
     copy_to_postgres,
 )
-from bot.store.schema import SCHEMA
 from partners.catalog import PartnerCatalog
 from partners.greetings import greetings_of
 from partners.partner_rows import PartnerRows

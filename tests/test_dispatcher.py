@@ -1,6 +1,6 @@
 """The dispatcher's own promises, apart from any store: a queue key whose turn raised before
 it could even be counted (the database went away mid-turn) is worked again by itself, without
-waiting for a new message or a restart (DESIGN.md "Nothing stays pending forever")."""
+waiting for a new message or a restart (docs/architecture.md "Nothing stays pending forever")."""
 
 from __future__ import annotations
 

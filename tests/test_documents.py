@@ -15,10 +15,12 @@ from bot.store import Store
 from bot.store.postgres.connection import create_pool
 from bot.store.postgres.documents import Documents as PostgresDocuments
 from bot.store.postgres.migrations import migrate
-from partners.catalog import template_dir
 from partners.changelog import CHANGELOG
 from partners.documents import DatabaseDocuments, DocumentConflict
-from partners.memory import FileChanged, MemoryFile, MemoryStore, fingerprint
+from partners.memory import MemoryFile, MemoryStore
+from partners.memory_errors import FileChanged
+from partners.memory_format import fingerprint
+from partners.partner_template import template_dir
 from tests.admin_support import admin
 from tests.conftest import HarnessFactory, dm
 from tests.document_backends import MemoryBackend, memory_backend, no_recompute

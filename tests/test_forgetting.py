@@ -22,7 +22,8 @@ from typing import Any
 from bot.commands.memory import request_key
 from bot.events import Inbound
 from bot.store.backup import write_backup
-from partners.memory import MemoryFile, text_hash
+from partners.memory import MemoryFile
+from partners.memory_format import text_hash
 from tests.conftest import OWNER_ID, Harness, dm
 from tests.fakes.fake_llm import FakeLLM, Reply, ToolCallSpec
 

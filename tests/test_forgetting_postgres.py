@@ -2,7 +2,7 @@
 finds the words and the search index's files on disk no longer hold them (a GIN index keeps
 a term as a key after VACUUM emptied its postings, so the index is rebuilt). What VACUUM does
 not reach — freed bytes in a table page until the page is reused, the WAL — is written down in
-bot/store/postgres/forgetting.py and the README, not tested here."""
+bot/store/postgres/forgetting.py and docs/forgetting.md, not tested here."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Forgotten stays forgotten on PostgreSQL: after ``companion database copy`` the database is
-the only truth, so no restart, second copy or file left in the data directory brings back
-what a user or the owner forgot (DESIGN.md "Decisions": "Several workers (PostgreSQL): the
-database is the only truth", "Forgetting is forgetting").
+"""Forgotten stays forgotten on PostgreSQL: after ``companion database copy`` the database is the
+only truth, so no restart, second copy or file left in the data directory brings back what a user
+or the owner forgot (docs/architecture.md "Decisions": "Several workers (PostgreSQL): the database
+is the only truth", "Forgetting is forgetting").
 
 Each test runs a SQLite gateway first, with memory kept as files, copies it with the real
 ``companion database copy``, forgets on the PostgreSQL gateway, and then looks for the text

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from bot.turn.runner import APOLOGY
-from partners.memory import BULLET, ENTRY_ID, MemoryFile
+from partners.memory import MemoryFile
+from partners.memory_format import BULLET, ENTRY_ID
 from tests.conftest import Harness, HarnessFactory, dm
 from tests.fakes.fake_llm import Malformed, Reply, ToolCallSpec
 

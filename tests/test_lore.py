@@ -9,11 +9,8 @@ from typing import Any
 import pytest
 
 from partners.lore import LORE_FRAME, MAX_RECURSION_STEPS, Lorebook, estimate_tokens
-from partners.lore_format import (
-    DEFAULT_TOKEN_BUDGET,
-    MAX_KEY_CHARS,
-    from_world_info,
-)
+from partners.lore_format import DEFAULT_TOKEN_BUDGET, MAX_KEY_CHARS
+from partners.world_info import from_world_info
 from tests.conftest import Harness, dm
 from tests.fakes.fake_llm import Reply
 

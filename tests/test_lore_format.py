@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from partners.card_format import CardError
 from partners.cards import plan_import
 from partners.lore import Lorebook, estimate_tokens
-from partners.lore_format import MAX_TOKEN_BUDGET, from_world_info
+from partners.lore_format import MAX_TOKEN_BUDGET
+from partners.world_info import from_world_info
 from tests import card_fixtures as cards
 from tests.test_lore import entry, fired
 

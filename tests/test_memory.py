@@ -11,13 +11,10 @@ from pathlib import Path
 import pytest
 
 from partners.changelog import CHANGELOG
-from partners.memory import (
-    MAX_ENTRY_CHARS,
-    MemoryFile,
-    MemoryInputError,
-    MemoryStore,
-    strip_ids,
-)
+from partners.memory import MemoryFile, MemoryStore
+from partners.memory_errors import MemoryInputError
+from partners.memory_format import MAX_ENTRY_CHARS, strip_ids
+from partners.memory_undo import undo
 from tests.document_backends import MemoryBackend, memory_backend
 
 __all__ = ["memory_backend"]  # the fixture, imported so that this module's tests use it
@@ -148,11 +145,11 @@ async def test_undo_reverses_an_edit_and_a_remove(file: MemoryFile, backend: Mem
     assert added.entry_id
     edited = await store.edit(file, added.entry_id, "Drinks tea", reason="", source="t")
     assert edited.change_id
-    await store.undo(file.root, edited.change_id, source="owner")
+    await undo(store, file.root, edited.change_id, source="owner")
     assert [e.text for e in await store.entries(file)] == ["Drinks coffee"]
     removed = await store.remove(file, added.entry_id, reason="", source="t")
     assert removed.change_id
-    await store.undo(file.root, removed.change_id, source="owner")
+    await undo(store, file.root, removed.change_id, source="owner")
     entries = await store.entries(file)
     assert [(e.id, e.text) for e in entries] == [(added.entry_id, "Drinks coffee")]
 

@@ -16,14 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from partners.catalog import PartnerCatalog
-from partners.memory import (
-    BOM,
-    MemoryFile,
-    MemoryInputError,
-    MemoryStore,
-    clean_entry_text,
-    read_text,
-)
+from partners.memory import MemoryFile, MemoryStore
+from partners.memory_errors import MemoryInputError
+from partners.memory_format import BOM, clean_entry_text, read_text
 from partners.persona import PromptContext, assemble_prompt, load_partner
 
 LINES = [

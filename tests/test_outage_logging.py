@@ -1,6 +1,6 @@
-"""A database outage under a running worker is one episode for each loop that meets it: the
-loop's first failure is logged with its traceback, the failures after it only at DEBUG, and one
-line says when the loop recovered (DESIGN.md: a fault is logged once per episode, not once per
+"""A database outage under a running worker is one episode for each loop that meets it: the loop's
+first failure is logged with its traceback, the failures after it only at DEBUG, and one line says
+when the loop recovered (docs/architecture.md: a fault is logged once per episode, not once per
 attempt). The session's throwaway PostgreSQL server is really stopped under the gateway, and
 started again once every loop has failed at least twice."""
 
@@ -26,8 +26,8 @@ LOOPS = {
     "the dispatcher": "bot.workers.dispatcher",
     "delivery retries": "bot.delivery.retries",
     "embedding": "bot.workers.embedder",
-    "pairing approvals": "bot.app",
-    "the partner catalog": "bot.app",
+    "pairing approvals": "bot.app.lifecycle",
+    "the partner catalog": "bot.app.lifecycle",
     "review sweep": "bot.workers.scheduler",
 }
 """Each loop that meets the outage here, and the logger it writes to."""

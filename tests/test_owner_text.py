@@ -1,4 +1,5 @@
-"""What a user or the model wrote reaches the owner as literal text (DESIGN.md "Decisions":
+"""What a user or the model wrote reaches the owner as literal text (docs/architecture.md
+"Decisions":
 owner-facing text is literal): no live links, no emphasis, no right-to-left override that
 reorders the line — in pairing notices and in ``/admin`` answers, as Telegram renders them."""
 

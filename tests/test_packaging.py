@@ -103,8 +103,8 @@ def test_every_named_volume_of_compose_is_declared_and_used() -> None:
 
 
 def test_compose_scales_workers_on_one_postgresql() -> None:
-    """`docker compose --profile workers up -d --scale worker=4 worker` (README, "Several
-    workers"): a worker can run in any number (no fixed name), and starts only once the
+    """`docker compose --profile workers up -d --scale worker=4 worker` (docs/workers.md): a worker
+    can run in any number (no fixed name), and starts only once the
     database answers."""
     compose = load_compose()
     worker, database = compose["services"]["worker"], compose["services"]["postgres"]

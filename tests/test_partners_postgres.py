@@ -1,4 +1,5 @@
-"""Partners on PostgreSQL are the database's, not a worker's disk (DESIGN.md "Several workers
+"""Partners on PostgreSQL are the database's, not a worker's disk (docs/architecture.md "Several
+workers
 (PostgreSQL): the database is the only truth"): two workers in this process, each with its
 own empty data directory, share one database and one recording channel (either may answer a
 turn). A partner made, changed, imported or deleted on one is what the other serves, within
@@ -20,7 +21,8 @@ from typing import Any
 import pytest
 
 from bot.app import build_app
-from partners.memory import MemoryFile, fingerprint
+from partners.memory import MemoryFile
+from partners.memory_format import fingerprint
 from tests import card_fixtures as cards
 from tests.admin_support import admin, admin_messages
 from tests.conftest import OWNER_ID, Harness, RecordingChannel, dm, make_config

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from partners.catalog import PartnerCatalog, set_preset_value
+from partners.catalog import PartnerCatalog
 from partners.persona import (
     PartnerError,
     PromptContext,
@@ -14,6 +14,7 @@ from partners.persona import (
     check_partner_id,
     load_partner,
 )
+from partners.preset_edit import set_preset_value
 
 CONTEXT = PromptContext(user="Alice", session="s-1", platform="telegram")
 

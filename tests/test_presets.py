@@ -1,4 +1,4 @@
-"""preset.yml as a typed file (issue 13, "settings that cannot be changed where the owner is"):
+"""preset.yml as a typed file:
 read like config.toml — an unknown key refused with a suggestion, every error naming the file
 and the key — and edited from the chat through a round-trip YAML library, so that everything
 outside the edited key stays as the owner wrote it, byte for byte."""

@@ -1,4 +1,4 @@
-"""Refused replies across workers (README, "Several workers"): two gateways on one
+"""Refused replies across workers (docs/workers.md): two gateways on one
 PostgreSQL database, the leader running the retry loop and the other worker holding the
 chat's queue key and running its turns. The loop sends a refused reply only under the key's
 lease: whatever the timing, the user sees every chunk once and in order; the loop leaves the

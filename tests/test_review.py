@@ -13,6 +13,7 @@ import pytest
 
 from bot.store import NewMessage, SessionRow
 from partners.memory import MemoryFile
+from partners.memory_undo import undo
 from partners.review_edits import segment_source
 from tests.conftest import OWNER_ID, Harness, dm
 from tests.fakes.fake_llm import Failure, Reply, ToolCallSpec
@@ -371,7 +372,7 @@ async def test_undo_of_a_review_change(harness_factory: Any) -> None:
     )
     result = await harness.app.reviewer.review(session.id)
     assert path.read_text() == "- lives in Faro\n"
-    await harness.app.memory.undo(root, result.changes[0], source="owner")
+    await undo(harness.app.memory, root, result.changes[0], source="owner")
     assert path.read_text() == "- lives in Lisbon\n"
 
 

@@ -1,4 +1,4 @@
-"""Reviews claimed and fenced across workers (issue 16; DESIGN.md "Several workers"): a review
+"""Reviews claimed and fenced across workers (docs/architecture.md "Several workers"): a review
 runs under a claim on its session, one at a time across every worker on the database; a
 review whose claim was taken over writes neither memory nor its watermark; a claim whose
 worker died lapses and any worker's heartbeat sweep takes it and runs the review; the

@@ -17,7 +17,8 @@ import pytest
 
 from bot.commands.table import UNKNOWN
 from bot.turn.tools import MAX_ARGUMENT_CHARS
-from partners.memory import MAX_ENTRY_CHARS, MemoryFile
+from partners.memory import MemoryFile
+from partners.memory_format import MAX_ENTRY_CHARS
 from tests.conftest import OWNER_ID, Harness, dm
 from tests.fakes.fake_llm import Reply, ToolCallSpec
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from partners.catalog import PartnerCatalog, set_preset_value
+from partners.catalog import PartnerCatalog
+from partners.preset_edit import set_preset_value
 from tests.discord_harness import ALICE, CHANNEL, GUILD, OWNER, TIMEOUT, DiscordGateways
 from tests.fakes.fake_discord import FakeDiscord, point_discord_at
 from tests.fakes.fake_llm import FakeLLM, Reply

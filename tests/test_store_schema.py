@@ -1,4 +1,4 @@
-"""One list of schema steps for both databases (bot/store/schema.py): a new PostgreSQL database
+"""One list of schema steps for both databases (bot/store/migrations/): a new PostgreSQL database
 gets the tables, columns, indexes and trigger behaviour a new SQLite database has, in
 PostgreSQL's words; several workers may migrate it at once; a newer one is refused."""
 

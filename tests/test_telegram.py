@@ -114,6 +114,15 @@ async def test_command_menu_shows_admin_only_in_the_owners_chat(
     assert fake.sent("deleteWebhook")
 
 
+async def test_a_discord_owners_id_gets_no_admin_menu_on_telegram(
+    gateways: TelegramGateways, fake: FakeTelegram
+) -> None:
+    # ids are per platform: the Discord owner 555 and the Telegram user 555 are two people
+    await gateways.start(owner={"discord_ids": [555]})
+    scopes = {json.loads(scope)["chat_id"] for scope, _ in fake.commands if "chat_id" in scope}
+    assert scopes == {OWNER}
+
+
 async def test_partner_picker_offers_buttons_and_a_press_selects(
     gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
 ) -> None:

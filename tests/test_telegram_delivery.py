@@ -143,7 +143,7 @@ async def test_flood_wait_is_honoured_and_the_reply_still_arrives(
     assert attempts[1].time - attempts[0].time >= 0.9  # waited as told
 
 
-# ---- platform outages (DESIGN.md "Decisions": nothing stays pending forever) ----------
+# ---- platform outages (docs/architecture.md "Decisions": nothing stays pending forever) ----------
 
 FAST_RETRIES = {"retry_minutes": 1, "first_pause_seconds": 0.05, "max_pause_seconds": 0.2}
 """Pauses of tenths of a second instead of seconds to minutes, so a test outage is short."""

@@ -1,10 +1,9 @@
 """Telegram's long poll across changes of leadership (adapters/telegram_receiving.py,
-adapters/telegram_poll_client.py, bot/workers/leadership.py, bot/workers/worker.py; DESIGN.md
-"Several workers"): a worker may lose and regain the leadership any number of times, and each regain
-polls again from a fresh client, however the getUpdates in flight was cut off; a leader that
-cannot poll gives the leadership up to another worker. The gateways run the real
-python-telegram-bot against the fake Bot API; several of them share one PostgreSQL database.
-"""
+adapters/telegram_poll_client.py, bot/workers/leadership.py, bot/workers/worker.py;
+docs/architecture.md "Several workers"): a worker may lose and regain the leadership any number of
+times, and each regain polls again from a fresh client, however the getUpdates in flight was cut
+off; a leader that cannot poll gives the leadership up to another worker. The gateways run the real
+python-telegram-bot against the fake Bot API; several of them share one PostgreSQL database."""
 
 from __future__ import annotations
 

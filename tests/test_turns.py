@@ -226,7 +226,8 @@ async def test_mention_gating_off_answers_every_group_message(harness_factory: A
     assert harness.channel.texts() == ["I heard you"]
 
 
-# ---- nothing stays pending forever (DESIGN.md "Decisions") -----------------------------
+# ---- nothing stays pending forever (docs/architecture.md "Decisions")
+# -----------------------------
 
 NESTING_DEPTH = 5000
 """Deeper than Python's recursion limit: json.loads raises RecursionError, not a decode error."""

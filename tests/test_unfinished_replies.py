@@ -1,5 +1,6 @@
-"""A reply recorded but not delivered belongs to its chat's queue (DESIGN.md "Nothing stays
-pending forever"; README "Delivery guarantees"): when an outage, a lost lease or a dead worker
+"""A reply recorded but not delivered belongs to its chat's queue (docs/architecture.md "Nothing
+stays
+pending forever"; docs/delivery.md): when an outage, a lost lease or a dead worker
 cuts its delivery off, its queue key stays claimable by any worker's sweep, and whoever works
 the key next finishes the reply under the key's lease — chunks already recorded not sent again
 — before it answers anything newer. Nothing waits for a leader change or a restart.

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from bot.text.literal import unescape
-from partners.memory import MemoryFile, MemoryInputError
+from partners.memory import MemoryFile
+from partners.memory_errors import MemoryInputError
+from partners.memory_undo import undo
 from tests.conftest import OWNER_ID, Harness, dm
 from tests.fakes.fake_llm import Reply, ToolCallSpec
 
@@ -86,7 +88,7 @@ async def test_forget_one_entry_removes_it_from_file_changelog_and_undo(harness:
     assert scrubbed["op"] == "forgotten" and scrubbed["old"] is None and scrubbed["new"] is None
     assert any(r["op"] == "add" and r["new"] == "Alice likes jazz" for r in records)
     with pytest.raises(MemoryInputError):
-        await harness.app.memory.undo(partner_dir(harness), add_change.id, source="owner")
+        await undo(harness.app.memory, partner_dir(harness), add_change.id, source="owner")
     assert "4321" not in user_file.path.read_text()
 
 

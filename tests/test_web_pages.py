@@ -11,7 +11,7 @@ from pathlib import Path
 import aiohttp
 
 from bot.gateway.access import APPROVED_WELCOME
-from partners.memory import fingerprint
+from partners.memory_format import fingerprint
 from partners.tools import user_memory_file
 from tests.admin_support import admin, partner_dir, say
 from tests.conftest import Harness, HarnessFactory, dm

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+
 from bot.config.model import DeliveryConfig, WorkersConfig
-from bot.delivery.sender import Delivery, PendingReply
-from bot.store import NewMessage, Store
+from bot.delivery.reply import PendingReply
+from bot.delivery.sender import Delivery
+from bot.store import LeaseLost, NewMessage, Store
 from bot.workers.worker import Worker
 from tests.conftest import RecordingChannel
 from tests.test_store_retry_claims import KEY, refused_reply
@@ -122,3 +125,27 @@ async def test_a_turn_sends_its_chats_waiting_reply_of_another_key_under_that_ke
     await bea_answers("second")
     assert channel.texts() == ["bea: first", "hi", "bea: second"]
     assert await store.waiting_replies("tg:1") == []
+
+
+# ---- a lease the heartbeat saw taken ---------------------------------------------------------
+
+
+async def test_a_worker_sends_nothing_more_once_its_heartbeat_saw_its_lease_taken(
+    store: Store,
+) -> None:
+    # a worker paused past its lease (a VM freeze) comes back: the heartbeat learns another
+    # worker took the chat, and from then on every chunk of its old turn is refused
+    one, two = await started(store, "one"), await started(store, "two")
+    await store.add_message(
+        NewMessage("tg:1", "user", "hi", "dm", "pending", f"hi-{next(_dedup)}", KEY)
+    )
+    lease = await one.claim(KEY)
+    assert lease is not None
+    await one.ensure(lease)  # still its own
+    await store.release_leases([lease])  # as if it ran out while the worker was frozen
+    taken = await two.claim(KEY)
+    assert taken is not None and taken.epoch > lease.epoch
+    await one.beat()
+    with pytest.raises(LeaseLost):
+        await one.ensure(lease)
+    assert one.held == 0

@@ -18,7 +18,8 @@ import asyncpg
 import pytest
 
 from bot.config.model import DeliveryConfig, WorkersConfig
-from bot.delivery.sender import Delivery, PendingReply
+from bot.delivery.reply import PendingReply
+from bot.delivery.sender import Delivery
 from bot.store import Leader, Lease, LeaseLost, NewMessage, Store, StoreError
 from bot.workers.dispatcher import Dispatcher, Worked
 from bot.workers.worker import Worker

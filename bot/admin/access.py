@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bot.admin.args import need, user_key_arg
-from bot.commands.table import CommandContext, CommandReply
+from bot.commands.types import CommandContext, CommandReply
 from bot.gateway.access import APPROVED_WELCOME, AccessError
 from bot.text.literal import literal_line
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from adapters.base import DeliveryError, MediaTooBig
 from bot.admin.services import AdminServices
-from bot.commands.table import CommandContext, CommandReply
+from bot.commands.types import CommandContext, CommandReply
 from bot.text.literal import literal_line
 
 MAX_SEND_BYTES = 20 * 1024 * 1024

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bot.admin.args import AdminError, file_reply, need, sent_file, services
 from bot.commands.paging import paged, pop_page
-from bot.commands.table import CommandContext, CommandReply
+from bot.commands.types import CommandContext, CommandReply
 from bot.events import Choice
 from bot.store.search_terms import fold
 from bot.text.literal import literal_line

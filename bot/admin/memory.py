@@ -1,12 +1,11 @@
 """Owner commands about memory and conversations: read and edit memories, journals, reviews,
 undo, consults, referenced transcripts and the list of sessions.
 
-``/admin memory`` is administration: any partner's memory and the owner's own. It is not the
-user command ``/memory``, which shows anyone — the owner too — what the current partner keeps
-about them. Forgetting here is forgetting (DESIGN.md "Decisions"): the entry's text leaves the
+``/admin memory`` is administration: any partner's memory and the owner's own. It is not the user
+command ``/memory``, which shows anyone — the owner too — what the current partner keeps about
+them. Forgetting here is forgetting (docs/architecture.md "Decisions"): the entry's text leaves the
 file, the journals and the changelog, ``/admin undo`` cannot bring it back, and its tombstone
-(``file:<name>``, see :mod:`partners.forgetting`) keeps a review from writing it back.
-"""
+(``file:<name>``, see :mod:`partners.forgetting`) keeps a review from writing it back."""
 
 from __future__ import annotations
 
@@ -16,16 +15,19 @@ from datetime import date, datetime, tzinfo
 
 from bot.admin.args import AdminError, need, services, user_key_arg
 from bot.commands.paging import paged, pop_page
-from bot.commands.table import CommandContext, CommandReply
+from bot.commands.types import CommandContext, CommandReply
 from bot.store import MessageRow, SessionRow, Store
 from bot.text.literal import literal, literal_line
 from bot.turn.sessions import OWNER_AUDIENCE, Speaker
 from bot.turn.transcripts import MAX_REFERENCES, transcript_label
-from partners.forgetting import file_key
+from partners.changelog import Change
 from partners.journal import forget_in_journals, journal_file, journal_files
-from partners.memory import Change, MemoryFile, MemoryStore, text_hash
+from partners.memory import MemoryFile, MemoryStore
+from partners.memory_format import text_hash
+from partners.memory_undo import undo
 from partners.persona import Partner
 from partners.review import ReviewResult
+from partners.tombstones import file_key
 from partners.tools import user_memory_file
 
 ENTRY_ID = re.compile(r"^m_[0-9a-z]+$")
@@ -196,7 +198,7 @@ async def admin_undo(ctx: CommandContext) -> CommandReply:
         found = next((c for c in await tools.memory.changes(root) if c.id == change_id), None)
         if found is None:
             continue
-        result = await tools.memory.undo(root, change_id, source="/admin undo")
+        result = await undo(tools.memory, root, change_id, source="/admin undo")
         if result.change_id is None:
             return CommandReply(f"{found.file} is already as it was before {change_id}.")
         return CommandReply(f"Undid {change_id} ({found.file} {found.op}) as {result.change_id}.")

@@ -24,13 +24,15 @@ from pathlib import Path
 
 from bot.admin.args import AdminError, file_reply, need, sent_file, services
 from bot.commands.paging import paged, pop_page
-from bot.commands.table import CommandContext, CommandReply
+from bot.commands.types import CommandContext, CommandReply
 from bot.events import Choice
 from bot.store import MessageRow, SessionRow
 from bot.text.literal import literal_line
 from partners.catalog import apply_search_languages
 from partners.lore_books import POST_HISTORY_FILE
-from partners.memory import FileChanged, MemoryFile, MemoryStore, fingerprint
+from partners.memory import MemoryFile, MemoryStore
+from partners.memory_errors import FileChanged
+from partners.memory_format import fingerprint
 from partners.persona import (
     PARTNER_FILES,
     PRESET_FILE,
@@ -38,7 +40,7 @@ from partners.persona import (
     Partner,
     check_partner_id,
 )
-from partners.preset import SETTABLE, changed_preset, parse_setting
+from partners.preset_edit import SETTABLE, changed_preset, parse_setting
 
 EDITABLE_FILES = (*PROMPT_FILES, POST_HISTORY_FILE)
 """The persona files, and a character card's post-history instructions (sent every turn)."""
@@ -258,7 +260,7 @@ async def _uploaded(ctx: CommandContext) -> tuple[bytes, str]:
 
 async def partner_set(ctx: CommandContext) -> CommandReply:
     """One preset.yml setting, checked with the whole file and written in place (every
-    other byte kept: ``partners/preset.py``)."""
+    other byte kept: ``partners/preset_edit.py``)."""
     need(ctx, 3, "partner set <id> <key> <value> (keys: " + ", ".join(SETTABLE) + ")")
     partner = ctx.catalog.require(ctx.args[0])
     key = ctx.args[1].lower()

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from bot.admin.args import MAX_SEND_BYTES, AdminError, file_reply, need, services
 from bot.commands.paging import paged, pop_page
-from bot.commands.table import CommandContext, CommandReply
+from bot.commands.types import CommandContext, CommandReply
 from bot.config.memory_settings import SETTABLE
 from bot.gateway.memory_documents import loaded_catalogs
 from bot.store import StoreError, UsageRow

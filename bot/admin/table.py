@@ -8,6 +8,8 @@ arguments and the outcome — and an error the owner can fix comes back as its m
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from bot.admin.access import (
     admin_allow,
     admin_approve,
@@ -47,10 +49,10 @@ from bot.admin.status import admin_backup, admin_settings, admin_status, admin_u
 from bot.admin.voice import voice_forget
 from bot.admin.web import admin_web
 from bot.commands.paging import PageError
-from bot.commands.table import Command, CommandContext, CommandReply, Handler
+from bot.commands.types import CommandContext, CommandReply, Handler
 from bot.config.memory_settings import SettingError
 from bot.gateway.access import AccessError
-from partners.memory import MemoryInputError
+from partners.memory_errors import MemoryInputError
 from partners.persona import PartnerError
 from partners.tools import ToolError
 
@@ -66,15 +68,27 @@ OWNER_ERRORS = (
 """Problems the owner can fix: answered with their message, recorded as refused."""
 
 
+@dataclass(frozen=True)
+class OwnerCommand:
+    """One ``/admin`` subcommand with the handler that answers it (none is shown to the
+    channels, so declaration and handler stand together here)."""
+
+    name: str
+    usage: str
+    help: str
+    handler: Handler
+    dm_only: bool = True
+
+
 def _owner_command(
     name: str, usage: str, help_text: str, handler: Handler, *, dm_only: bool = True
-) -> Command:
+) -> OwnerCommand:
     """Owner commands answer in the owner's DM: in a group, everyone would read the answer.
     Only bind and unbind belong in groups."""
-    return Command(name, usage, help_text, handler, owner_only=True, dm_only=dm_only)
+    return OwnerCommand(name, usage, help_text, handler, dm_only=dm_only)
 
 
-ADMIN: dict[str, Command] = {
+ADMIN: dict[str, OwnerCommand] = {
     c.name: c
     for c in (
         _owner_command(
@@ -162,7 +176,7 @@ def admin_help(prefix: str = "") -> str:
     return "Owner commands:\n" + "\n".join(lines)
 
 
-def _lookup(args: list[str]) -> tuple[Command, list[str]] | None:
+def _lookup(args: list[str]) -> tuple[OwnerCommand, list[str]] | None:
     words = [a.lower() for a in args[:2]]
     if len(words) == 2 and (command := ADMIN.get(" ".join(words))):
         return command, args[2:]

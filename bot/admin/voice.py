@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from bot.commands.table import CommandContext, CommandReply
+from bot.commands.types import CommandContext, CommandReply
 from bot.text.literal import literal_line
 from bot.turn.media import audio_dir, delete_kept_audio
 

@@ -4,12 +4,12 @@ ends every session (a phone left logged in, a link sent by mistake)."""
 from __future__ import annotations
 
 from bot.admin.args import AdminError, services
-from bot.commands.table import CommandContext, CommandReply
+from bot.commands.types import CommandContext, CommandReply
 from bot.web.auth import LOGIN_TTL_SECONDS
 
 WEB_OFF = (
-    'The web page is off. Set enabled = true under [web] in config.toml (README, "The web '
-    'page") and restart the gateway.'
+    "The web page is off. Set enabled = true under [web] in config.toml (docs/web.md) and "
+    "restart the gateway."
 )
 LOGOUT = "logout"
 

@@ -34,16 +34,10 @@ from partners.cards import (
 )
 from partners.catalog import PartnerCatalog
 from partners.lore_books import LOREBOOK_FILE, parse_book
-from partners.lore_format import (
-    FIX_WORLD_INFO,
-    MAX_LORE_ENTRIES,
-    MAX_LOREBOOK_BYTES,
-    CheckedBook,
-    check_book,
-    from_world_info,
-)
+from partners.lore_format import MAX_LORE_ENTRIES, MAX_LOREBOOK_BYTES, CheckedBook, check_book
 from partners.memory import MemoryFile
 from partners.persona import Partner
+from partners.world_info import FIX_WORLD_INFO, from_world_info
 
 
 class CardCommandError(Exception):

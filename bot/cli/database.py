@@ -7,7 +7,7 @@ share nothing but the database find them. The SQLite file is left as it was; the
 not be running (the data directory's lock), or what it wrote meanwhile would be missing from
 the copy.
 
-From then on the database is the only truth (DESIGN.md "Several workers (PostgreSQL)"): the
+From then on the database is the only truth (docs/architecture.md "Several workers"): the
 copy records in it that each namespace's files were read, so no worker reads them again
 (:mod:`bot.gateway.memory_documents`), and writes :data:`COPIED_NOTE` into the data directory, which
 stops a second copy of this directory — into any database — from bringing back what was
@@ -29,9 +29,9 @@ from bot.gateway.memory_documents import files_read_key, files_read_record
 from bot.store.postgres.connection import is_database_url, redacted
 from bot.store.postgres.copy import NewDocument, copy_to_postgres, read_tombstones
 from partners.documents import ADOPTED_FOLDERS, FileDocuments
-from partners.forgetting import Tombstones, namespace_partner
 from partners.partner_rows import PARTNER_FILES_READ_KEY, namespace_of
 from partners.persona import PARTNER_FILES, PARTNER_ID, PRESET_FILE
+from partners.tombstones import Tombstones, namespace_partner
 
 COPIED_NOTE = "copied-to-database.txt"
 """Written into the data directory by a copy that succeeded; its first line says where to."""

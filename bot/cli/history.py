@@ -18,9 +18,9 @@ from bot.config.model import Config
 from bot.services.embeddings import EmbeddingsClient, EmbeddingsUnavailable
 from bot.store import NewMessage, Store
 from bot.workers.embedder import reindex
-from partners.forgetting import unforgotten
 from partners.persona import Partner
 from partners.recall import Recall
+from partners.tombstones import unforgotten
 from partners.tools import format_hit
 
 
@@ -73,7 +73,7 @@ def cmd_reindex(config: Config, args: argparse.Namespace) -> int:
     if not config.embeddings.enabled:
         raise CLIError(
             "semantic recall is off: set [embeddings] base_url and model in config.toml first "
-            '(README, "Recall")'
+            '(docs/search.md, "Semantic recall")'
         )
     partner_id = load_catalog(config).require(args.partner).id if args.partner else None
     lock = lock_data_dir(config)
@@ -169,7 +169,7 @@ async def _import(
     config: Config, partner: Partner, records: list[dict[str, Any]]
 ) -> tuple[int, int, int]:
     """Store the records' messages; how many were added, already there, and left out
-    because their user had forgotten them (:func:`partners.forgetting.unforgotten`)."""
+    because their user had forgotten them (:func:`partners.tombstones.unforgotten`)."""
     store = await Store.open(config.database)
     try:
         # imported messages are stemmed in the partner's language, as the gateway would

@@ -20,7 +20,10 @@ from bot.cli.data import CLIError
 from bot.config.model import Config
 from bot.gateway.memory_documents import memory_store
 from bot.store import Store
-from partners.memory import FileChanged, MemoryFile, MemoryStore, StoredDocument, fingerprint
+from partners.documents import StoredDocument
+from partners.memory import MemoryFile, MemoryStore
+from partners.memory_errors import FileChanged
+from partners.memory_format import fingerprint
 from partners.persona import PARTNER_FILES, check_partner_id
 from partners.tools import user_memory_name
 

@@ -13,30 +13,16 @@ import stat
 import sys
 
 from adapters.base import Channel
-from adapters.console_channel import CONSOLE_CHAT, ConsoleChannel
 from bot.app import App, build_app
+from bot.app.channels import console, platform_channels
 from bot.cli import terminal
 from bot.cli.data import CLIError
 from bot.config.model import Config
 from bot.gateway.claims import claim_notice
 from bot.services.llm import configuration_problem
 from bot.services.llm_check import check_endpoint
-from bot.workers.shards import shards_leased
 
 logger = logging.getLogger("companion")
-
-
-def platform_channels(config: Config) -> dict[str, Channel]:
-    channels: dict[str, Channel] = {}
-    if config.telegram.token is not None:
-        from adapters.telegram_channel import TelegramChannel
-
-        channels["telegram"] = TelegramChannel(config.telegram, config.owner.telegram_ids)
-    if config.discord.token is not None:
-        from adapters.discord_channel import DiscordChannel
-
-        channels["discord"] = DiscordChannel(config.discord, shards_assigned=shards_leased(config))
-    return channels
 
 
 NO_CHANNEL = (
@@ -100,21 +86,21 @@ async def check_llm(config: Config, fatal: bool) -> None:
 
 async def console_session(config: Config, partner_id: str | None) -> int:
     await check_llm(config, fatal=True)
-    console = ConsoleChannel(exports=config.data_dir / "exports")
-    console.keep_logs_off_the_terminal()
-    app = await build_app(config, {"console": console})
+    terminal_chat = console(config)
+    chat_key = terminal_chat.chat_key
+    app = await build_app(config, terminal_chat.channels)
     try:
         partner = app.catalog.require(partner_id).id if partner_id else default_partner(app)
-        await app.store.upsert_chat(CONSOLE_CHAT.key, "console", "console", None, "dm", "console")
-        if partner is not None and await app.store.selected_partner(CONSOLE_CHAT.key) != partner:
-            await app.store.select_partner(CONSOLE_CHAT.key, partner)
-            await app.sessions.end_chat(CONSOLE_CHAT.key, "partner changed")
+        await app.store.upsert_chat(chat_key, "console", "console", None, "dm", "console")
+        if partner is not None and await app.store.selected_partner(chat_key) != partner:
+            await app.store.select_partner(chat_key, partner)
+            await app.sessions.end_chat(chat_key, "partner changed")
         name = app.catalog.require(partner).name if partner else "your assistant"
         print(f"Talking with {name}. /help lists commands; Ctrl-D ends.", file=sys.stderr)
         await app.start()
         # at a terminal, Ctrl-C stops the partner's turn (the console's), not the session
-        stops = (signal.SIGTERM,) if console.interactive else (signal.SIGINT, signal.SIGTERM)
-        await wait_for_stop(console.finished, stops)
+        stops = (signal.SIGTERM,) if terminal_chat.interactive else (signal.SIGINT, signal.SIGTERM)
+        await wait_for_stop(terminal_chat.finished, stops)
         await app.dispatcher.idle()
     finally:
         await app.stop()

@@ -236,7 +236,7 @@ class Wizard:
                 self.add_owner(platform, int(answer))
 
     def ask_web(self) -> None:
-        """The owner's web page (README "The web page"); the end of input leaves it as it
+        """The owner's web page (docs/web.md); the end of input leaves it as it
         is, so scripts written before the question existed still finish."""
         if self.file.get("web", "enabled"):
             return

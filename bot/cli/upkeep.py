@@ -6,10 +6,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from adapters.base import TokenCheck
+from bot.app.channels import token_checkers
 from bot.cli.doctor import TokenChecker, examine
 from bot.cli.setup_wizard import SetupOptions, run_setup
 from bot.config.model import Config, ConfigError, config_path
@@ -56,18 +55,6 @@ def token_checks(config: Config) -> dict[str, TokenChecker]:
         platform: functools.partial(check, config)
         for platform, check in token_checkers().items()
         if tokens[platform] is not None
-    }
-
-
-def token_checkers() -> dict[str, Callable[[Config], Awaitable[TokenCheck]]]:
-    """Each platform's token check; the adapters know their platforms (imported here, when a
-    command needs them, so the other commands start without the chat SDKs)."""
-    from adapters.discord_check import check_discord_token
-    from adapters.telegram_check import check_telegram_token
-
-    return {
-        "telegram": lambda config: check_telegram_token(config.telegram),
-        "discord": lambda config: check_discord_token(config.discord),
     }
 
 

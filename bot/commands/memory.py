@@ -1,5 +1,5 @@
-"""The commands about what a partner keeps about you: ``/memory``, ``/forget`` and
-``/export`` (DESIGN.md "Decisions": per-user memory). A user sees and removes only their own
+"""The commands about what a partner keeps about you: ``/memory``, ``/forget`` and ``/export``
+(docs/architecture.md "Decisions": per-user memory). A user sees and removes only their own
 entries; the owner is shown the partner's own memory, which their conversations shape."""
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from bot.events import Choice, Inbound
 from bot.store import ForgetOperation
 from bot.text.literal import literal, literal_line
 from partners.forgetting import ALL, ENTRY, HISTORY, ForgetInterrupted
-from partners.memory import Entry, MemoryFile, UnreadableFile
+from partners.memory import MemoryFile
+from partners.memory_errors import UnreadableFile
+from partners.memory_format import Entry
 from partners.persona import Partner
 from partners.user_memory import UserMemory
 
@@ -33,7 +35,7 @@ def _your_partner(ctx: CommandContext) -> tuple[Partner, UserMemory] | CommandRe
 
 async def memory(ctx: CommandContext) -> CommandReply:
     """Only the caller's own per-user entries: never anyone else's, never the owner's. The
-    owner's own conversations shape the partner itself (DESIGN.md "Decisions": per-user
+    owner's own conversations shape the partner itself (docs/architecture.md "Decisions": per-user
     writes), so the owner is shown the partner's own memory, whatever its scope."""
     if ctx.is_owner and ctx.partner is not None and ctx.user_memory is not None:
         return await _owner_memory(ctx.partner, ctx.user_memory, ctx.inbound.sender.key)

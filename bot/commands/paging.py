@@ -8,7 +8,7 @@ for platforms without buttons.
 
 from __future__ import annotations
 
-from bot.commands.table import CommandReply
+from bot.commands.types import CommandReply
 from bot.events import Choice
 
 PAGE_CHARS = 3000

@@ -1,4 +1,9 @@
-"""Every slash command, declared once with its permission, served by every channel.
+"""Every slash command, declared once with its permission, usage and help, served by every
+channel.
+
+A leaf: declarations only, importing nothing of ours, so a channel registering the slash
+commands pulls in no handler, no partner and no store. The handlers that answer these names
+live in ``bot/commands/handlers.py``, beside the gateway that dispatches them.
 
 User commands are open to everyone (the owner too). Owner commands all live under ``/admin``
 so none clashes with a user command of the same word. A non-owner who sends ``/admin`` gets
@@ -7,23 +12,39 @@ exactly the answer an unknown command gets, and ``/help`` never lists it to them
 
 from __future__ import annotations
 
-import logging
-
-from bot.commands.memory import NO_PARTNER, export, forget, memory
-
-# the command types live in bot/commands/types.py; every handler module finds them here too
-from bot.commands.types import Command as Command
-from bot.commands.types import CommandContext as CommandContext
-from bot.commands.types import CommandReply as CommandReply
-from bot.commands.types import Handler as Handler
-from bot.config.model import check_timezone
-from bot.events import Choice
-from partners.checkins import Proactive
-
-logger = logging.getLogger(__name__)
+from dataclasses import dataclass
 
 UNKNOWN = "Unknown command. Send /help to see what I understand."
-OWNER_ASSISTANT_CHOICE = "assistant"
+
+
+@dataclass(frozen=True)
+class Command:
+    """One command as the channels and ``/help`` show it; what answers it is looked up by
+    ``name`` among the handlers."""
+
+    name: str
+    usage: str
+    help: str
+    owner_only: bool = False
+    dm_only: bool = False
+
+
+COMMANDS: dict[str, Command] = {
+    c.name: c
+    for c in (
+        Command("start", "", "what this bot is"),
+        Command("help", "", "this list"),
+        Command("partner", "[id]", "choose who you talk with", dm_only=True),
+        Command("new", "", "start a new conversation"),
+        Command("memory", "", "what your partner remembers about you", dm_only=True),
+        Command("forget", "<id>|all|history", "make it forget", dm_only=True),
+        Command("export", "", "a copy of everything kept about you", dm_only=True),
+        Command("checkins", "on|off", "let your partner write first", dm_only=True),
+        Command("timezone", "<Area/City>", "your time zone", dm_only=True),
+        Command("voice", "on|off|auto", "answer by voice message", dm_only=True),
+        Command("admin", "<command>", "owner commands", owner_only=True),
+    )
+}
 
 
 def transparency_note(owner_can_read: bool = True) -> str:
@@ -37,27 +58,6 @@ def transparency_note(owner_can_read: bool = True) -> str:
     return "\n".join(line for line in lines if line)
 
 
-# ---- user commands ---------------------------------------------------------------------
-
-
-async def start(ctx: CommandContext) -> CommandReply:
-    partners = ctx.catalog.public()
-    names = ", ".join(p.name for p in partners) or "no partners yet"
-    first_contact = ctx.partner is not None and not await ctx.store.count_sessions(
-        ctx.chat_key, ctx.partner.id
-    )
-    return CommandReply(
-        f"Hello! I'm a companion gateway. Partners here: {names}.\n"
-        "Just write to start talking; /partner picks who you talk with, /new starts afresh.\n\n"
-        + transparency_note(),
-        greet=ctx.partner.id if first_contact and ctx.partner is not None else None,
-    )
-
-
-async def help_command(ctx: CommandContext) -> CommandReply:
-    return CommandReply(help_text(ctx.is_owner))
-
-
 def help_text(is_owner: bool) -> str:
     lines = [
         f"/{c.name} {c.usage}".rstrip() + f" — {c.help}"
@@ -67,175 +67,6 @@ def help_text(is_owner: bool) -> str:
     if is_owner:
         lines.append("/admin — owner commands (send /admin for the list)")
     return "\n".join(lines) + "\n\n" + transparency_note()
-
-
-async def partner(ctx: CommandContext) -> CommandReply:
-    if not ctx.args:
-        return _partner_menu(ctx)
-    wanted = ctx.args[0].lower()
-    if ctx.is_owner and wanted == OWNER_ASSISTANT_CHOICE:
-        await ctx.store.select_partner(ctx.chat_key, None)
-        await ctx.end_sessions(ctx.chat_key, "partner changed")
-        return CommandReply("You're talking with your assistant now.")
-    chosen = ctx.catalog.get(wanted)
-    if chosen is None or (not chosen.preset.public and not ctx.is_owner):
-        return CommandReply(f"There is no partner {wanted!r}.", _partner_menu(ctx).choices)
-    await ctx.store.select_partner(ctx.chat_key, chosen.id)
-    open_session = await ctx.store.open_session(ctx.chat_key, chosen.id)
-    await ctx.end_sessions(ctx.chat_key, "partner changed")
-    photo = chosen.avatar_image
-    if open_session is not None:
-        return CommandReply(f"You're talking with {chosen.name} again.", photo=photo)
-    return CommandReply(
-        f"You're now talking with {chosen.name}. Say hello!", greet=chosen.id, photo=photo
-    )
-
-
-def _partner_menu(ctx: CommandContext) -> CommandReply:
-    partners = ctx.catalog.all() if ctx.is_owner else ctx.catalog.public()
-    choices = [Choice(p.name, f"/partner {p.id}") for p in partners]
-    if ctx.is_owner:
-        choices.append(Choice("Assistant", f"/partner {OWNER_ASSISTANT_CHOICE}"))
-    lines = [f"• {p.name} ({p.id}) — {p.preset.description}".rstrip(" —") for p in partners]
-    text = "Who would you like to talk with?\n" + "\n".join(lines)
-    if not partners:
-        text = "There are no partners yet."
-    return CommandReply(text + "\n\nSend /partner <id> to choose.", tuple(choices))
-
-
-async def new(ctx: CommandContext) -> CommandReply:
-    ended = await ctx.end_sessions(ctx.chat_key, "new")
-    if ended:
-        greet = ctx.partner.id if ctx.partner is not None else None
-        return CommandReply("Started a new conversation. What's on your mind?", greet=greet)
-    return CommandReply("This is already a new conversation.")
-
-
-# ---- owner commands (/admin) -----------------------------------------------------------
-
-
-async def admin(ctx: CommandContext) -> CommandReply:
-    """Every ``/admin`` subcommand lives in bot/admin/table.py, which builds on this module's types;
-    importing it here, when an owner command runs, keeps the two modules free of a cycle."""
-    from bot.admin.table import run_admin
-
-    return await run_admin(ctx)
-
-
-async def checkins(ctx: CommandContext) -> CommandReply:
-    """Opt in or out of check-ins from the partner of this DM (off until the user says on)."""
-    if ctx.partner is None:
-        return CommandReply(NO_PARTNER)
-    user_key = ctx.inbound.sender.key
-    choice = ctx.args[0].lower() if ctx.args else ""
-    sends = Proactive.of(ctx.partner).enabled
-    if choice not in ("on", "off"):
-        setting = await ctx.store.checkin_setting(ctx.partner.id, user_key)
-        state = "on" if setting and setting["enabled"] else "off"
-        if not sends:
-            return CommandReply(
-                f"{_never_first(ctx)} Your choice is {state}. Usage: /checkins on|off"
-            )
-        return CommandReply(
-            f"Check-ins from {ctx.partner.name} are {state}. Usage: /checkins on|off"
-        )
-    await ctx.store.set_checkins(ctx.partner.id, user_key, choice == "on")
-    if choice == "off":
-        return CommandReply(f"{ctx.partner.name} won't write first any more.")
-    if not sends:
-        return CommandReply(
-            f"{_never_first(ctx)} Your choice is saved: if they are turned on, "
-            f"{ctx.partner.name} may write to you now and then. /checkins off takes it back."
-        )
-    user = await ctx.store.user(user_key)
-    zone = (user["timezone"] if user else None) or "the partner's time zone"
-    return CommandReply(
-        f"{ctx.partner.name} may now write to you now and then (never at night, in {zone}; "
-        "set yours with /timezone Area/City). /checkins off stops it."
-    )
-
-
-def _never_first(ctx: CommandContext) -> str:
-    """The truth when the partner's preset.yml has check-ins off: it never writes first."""
-    assert ctx.partner is not None
-    line = (
-        f"{ctx.partner.name} does not write first: check-ins are turned off in its settings "
-        "(proactive in its preset.yml)."
-    )
-    if ctx.is_owner:
-        line += f" Turn them on with /admin partner set {ctx.partner.id} proactive.enabled true."
-    return line
-
-
-async def timezone(ctx: CommandContext) -> CommandReply:
-    if not ctx.args:
-        user = await ctx.store.user(ctx.inbound.sender.key)
-        current = (user["timezone"] if user else None) or "not set (the partner's is used)"
-        return CommandReply(f"Your time zone: {current}. Usage: /timezone Europe/Lisbon")
-    try:
-        check_timezone(ctx.args[0])
-    except ValueError as exc:
-        return CommandReply(str(exc))
-    await ctx.store.set_user_timezone(ctx.inbound.sender.key, ctx.args[0])
-    return CommandReply(f"Time zone set to {ctx.args[0]}.")
-
-
-VOICE_MODES = {
-    "on": "I'll answer you with voice messages (and their text).",
-    "off": "I'll answer you in text only.",
-    "auto": "I'll answer with a voice message when you send me one, and in text otherwise.",
-}
-
-
-async def voice(ctx: CommandContext) -> CommandReply:
-    """``/voice on|off|auto``: whether replies to this user are spoken
-    (bot/turn/voice_replies.py)."""
-    user_key = ctx.inbound.sender.key
-    choice = ctx.args[0].lower() if ctx.args else ""
-    if not ctx.config.speech.tts_model:
-        return CommandReply(
-            "Voice replies are not set up here (the owner sets speech.tts_model); I answer in text."
-        )
-    if choice not in VOICE_MODES:
-        current = await ctx.store.voice_mode(user_key) or "auto"
-        return CommandReply(
-            f"Voice replies: {current}. {VOICE_MODES[current]}\nUsage: /voice on|off|auto"
-        )
-    await ctx.store.set_voice_mode(user_key, choice)
-    return CommandReply(f"Voice replies: {choice}. {VOICE_MODES[choice]}")
-
-
-USER_MEMORY_COMMANDS = (
-    Command("memory", "", "what your partner remembers about you", memory, dm_only=True),
-    Command("forget", "<id>|all|history", "make it forget", forget, dm_only=True),
-    Command("export", "", "a copy of everything kept about you", export, dm_only=True),
-    Command("checkins", "on|off", "let your partner write first", checkins, dm_only=True),
-    Command("timezone", "<Area/City>", "your time zone", timezone, dm_only=True),
-    Command("voice", "on|off|auto", "answer by voice message", voice, dm_only=True),
-)
-
-
-COMMANDS: dict[str, Command] = {
-    c.name: c
-    for c in (
-        Command("start", "", "what this bot is", start),
-        Command("help", "", "this list", help_command),
-        Command("partner", "[id]", "choose who you talk with", partner, dm_only=True),
-        Command("new", "", "start a new conversation", new),
-        *USER_MEMORY_COMMANDS,
-        Command("admin", "<command>", "owner commands", admin, owner_only=True),
-    )
-}
-
-
-async def run_command(ctx: CommandContext, name: str) -> CommandReply:
-    """Run a command, answering an unknown one — or /admin from a non-owner — the same way."""
-    command = COMMANDS.get(name)
-    if command is None or (command.owner_only and not ctx.is_owner):
-        return CommandReply(UNKNOWN)
-    if command.dm_only and not ctx.inbound.chat.is_dm:
-        return CommandReply(f"/{name} works in a direct message with me.")
-    return await command.handler(ctx)
 
 
 def is_user_command(name: str) -> bool:

@@ -1,6 +1,6 @@
-"""What a command is and what it gets: the types every command module builds on
-(``bot/commands/table.py`` declares the table, ``bot/commands/memory.py`` and ``bot/admin*.py``
-hold handlers)."""
+"""What a command gets and answers: the types every handler builds on (``bot/commands/table.py``
+declares the commands, ``bot/commands/user.py``, ``bot/commands/memory.py`` and ``bot/admin/``
+hold the handlers)."""
 
 from __future__ import annotations
 
@@ -61,13 +61,3 @@ class CommandContext:
 
 
 Handler = Callable[[CommandContext], Awaitable[CommandReply]]
-
-
-@dataclass(frozen=True)
-class Command:
-    name: str
-    usage: str
-    help: str
-    handler: Handler
-    owner_only: bool = False
-    dm_only: bool = False

@@ -1,6 +1,6 @@
 """Settings from the environment: every config key as ``COMPANION_<SECTION>__<KEY>``.
 
-So N identical workers need one ``.env`` and no file (DESIGN.md "Several workers"). Two
+So N identical workers need one ``.env`` and no file (docs/architecture.md "Several workers"). Two
 underscores separate the levels (``COMPANION_STORAGE__DATABASE_URL`` is ``[storage]
 database_url``; a deeper table adds a level), and the name is read in lower case. A key that
 holds text (a model, a token, a URL, a path, a choice such as ``mode``) takes the variable's

@@ -1,13 +1,12 @@
 """The memory settings in effect: config.toml's ``[memory]`` overlaid with the owner's overrides.
 
-``/admin settings <key> <value>`` stores an override in the store's settings table, so it
-survives restarts and wins over config.toml (DESIGN.md "Decisions": state). Values go through
-the same :class:`~bot.config.model.MemoryConfig` model as the config file, so a review threshold of
-0, a negative number or a non-number falls back to its default exactly as it would there (seed
-003: a threshold of 0 would review on every turn). When a change applies (seed 003): review
-thresholds on the next trigger — the reviewer reads :meth:`Settings.memory` every time — and
-the prompt budget from the next session, because prompts are frozen per session.
-"""
+``/admin settings <key> <value>`` stores an override in the store's settings table, so it survives
+restarts and wins over config.toml (docs/architecture.md "Decisions": state). Values go through the
+same :class:`~bot.config.model.MemoryConfig` model as the config file, so a review threshold of 0,
+a negative number or a non-number falls back to its default exactly as it would there (seed 003: a
+threshold of 0 would review on every turn). When a change applies (seed 003): review thresholds on
+the next trigger — the reviewer reads :meth:`Settings.memory` every time — and the prompt budget
+from the next session, because prompts are frozen per session."""
 
 from __future__ import annotations
 

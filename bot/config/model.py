@@ -166,7 +166,7 @@ class DispatchConfig(Section):
 
 
 class WorkersConfig(Section):
-    """This process as one of several workers on one database (DESIGN.md "Several
+    """This process as one of several workers on one database (docs/architecture.md "Several
     workers"); with SQLite there is one worker and these only pace its bookkeeping."""
 
     id: str | None = Field(None, min_length=1, max_length=100)
@@ -191,7 +191,7 @@ class WorkersConfig(Section):
 
 
 class LeaderConfig(Section):
-    """The leading worker (DESIGN.md "Several workers"): when it lets another one try."""
+    """The leading worker (docs/architecture.md "Several workers"): when it lets another one try."""
 
     give_up_seconds: float = Field(60, gt=0, le=24 * 3600)
     """How long the leader's duties (Telegram's long poll) may fail without one success
@@ -216,7 +216,7 @@ class DeliveryConfig(Section):
 
 
 class SpeechConfig(Section):
-    """Voice in and out through an OpenAI-compatible speech endpoint (README "Voice")."""
+    """Voice in and out through an OpenAI-compatible speech endpoint (docs/media.md)."""
 
     base_url: str | None = None
     """Defaults to llm.base_url."""
@@ -238,8 +238,8 @@ class SpeechConfig(Section):
 
 
 class EmbeddingsConfig(Section):
-    """Optional semantic recall through an OpenAI-compatible embeddings endpoint (README
-    "Recall"). Unset ``base_url`` or ``model``: off, search is lexical only."""
+    """Optional semantic recall through an OpenAI-compatible embeddings endpoint (docs/search.md).
+    Unset ``base_url`` or ``model``: off, search is lexical only."""
 
     base_url: str | None = None
     api_key: SecretStr | None = None
@@ -279,7 +279,7 @@ class PartnersConfig(Section):
 
 
 class WebConfig(Section):
-    """The owner's web page (README "The web page"): off unless enabled, loopback by default,
+    """The owner's web page (docs/web.md): off unless enabled, loopback by default,
     entered only through a one-time link from ``/admin web``."""
 
     enabled: bool = False

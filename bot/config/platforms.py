@@ -1,6 +1,6 @@
 """The chat platforms' settings: ``[telegram]`` and ``[discord]`` — tokens, the endpoints tests
 and self-hosted servers point the clients at, how updates arrive, and which of the Discord
-bot's shards this worker connects (README "Several workers")."""
+bot's shards this worker connects (docs/workers.md)."""
 
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ class DiscordConfig(Section):
     shards: Literal["auto"] | int | None = None
     """How many shards the bot has in all: "auto" asks Discord, a number fixes it."""
     shard_ids: list[int] | None = None
-    """The shards this worker connects (README "Several workers"); unset: every shard, or,
+    """The shards this worker connects (docs/workers.md); unset: every shard, or,
     with several workers on PostgreSQL, the worker's share, by lease (bot/workers/shards.py)."""
     stream: bool = False
     answer_bots: bool = False

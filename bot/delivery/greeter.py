@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from bot.delivery.sender import Delivery, PendingReply
+from bot.delivery.reply import PendingReply
+from bot.delivery.sender import Delivery
 from bot.store import NewMessage, Store
 from bot.turn.sessions import Sessions, Speaker, audience_for
 from partners.greetings import choose, filled, greetings_of

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 
-from bot.delivery.sender import Delivery, PendingReply
+from bot.delivery.reply import PendingReply
+from bot.delivery.sender import Delivery
 from bot.store import ChatRow, NewMessage, Store
 from partners.persona import Partner
 
@@ -45,11 +46,13 @@ class ProactiveSender:
         logger.info("%s from %s to %s", kind, partner.id, user_key)
         return await self.delivery.send(PendingReply(message_id, chat, text, partner.id, None))
 
-    async def unreachable(self, chat: ChatRow) -> None:
-        """The platform refused a DM: stop writing first to that user, on every partner."""
-        if chat.kind != "dm":
-            return
-        user_key = f"{chat.platform}:{chat.platform_chat_id}"
-        for partner_id in await self.store.checkin_partners(user_key):
-            await self.store.set_checkins(partner_id, user_key, False, "unreachable")
-        logger.warning("%s cannot be written to; check-ins switched off", user_key)
+
+async def stop_checkins(store: Store, chat: ChatRow) -> None:
+    """The platform refused a DM: stop writing first to that user, on every partner
+    (:class:`bot.delivery.sender.Delivery` calls it, before any check-in is built)."""
+    if chat.kind != "dm":
+        return
+    user_key = f"{chat.platform}:{chat.platform_chat_id}"
+    for partner_id in await store.checkin_partners(user_key):
+        await store.set_checkins(partner_id, user_key, False, "unreachable")
+    logger.warning("%s cannot be written to; check-ins switched off", user_key)

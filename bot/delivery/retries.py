@@ -11,10 +11,8 @@ looked at again after the shortest pause. The loop runs on the leading worker on
 (:mod:`bot.workers.leadership`); other workers' refusals do not wake it, so it looks for due
 retries at least every ``delivery.first_pause_seconds``, which no retry is due sooner than. A reply
 refused for good (blocked, chat not found, a bad request) or still refused when its time is up is
-marked undeliverable, written to the audit log and reported to the owner (DESIGN.md "Decisions":
-nothing stays
-pending forever).
-"""
+marked undeliverable, written to the audit log and reported to the owner (docs/architecture.md
+"Decisions": nothing stays pending forever)."""
 
 from __future__ import annotations
 
@@ -23,17 +21,14 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from adapters.base import DeliveryError
 from bot.config.model import DeliveryConfig
+from bot.delivery.reply import PendingReply
 from bot.events import storable
 from bot.services.fault_log import FaultLog
 from bot.store import DeliveryRetry, Store
 from bot.text.literal import literal_line
-
-if TYPE_CHECKING:  # bot.delivery.sender imports this module: importing it back would be a cycle
-    from bot.delivery.sender import PendingReply
 
 logger = logging.getLogger(__name__)
 

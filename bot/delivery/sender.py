@@ -2,7 +2,7 @@
 
 A chunk the platform confirmed is never sent again, also after a restart. A crash between the
 platform's confirmation and our record can repeat that one chunk: platforms offer no
-idempotency key (README, "Delivery guarantees").
+idempotency key (docs/delivery.md).
 
 Short flood waits are waited out on the spot. A reply the platform refuses for now (a 5xx, a
 timeout, a long flood wait) waits for a retry, and one refused for good is given up and
@@ -31,9 +31,7 @@ worker that lost the chat to another never records, and only in the one window
 for its retry carries its key's lease, as above.
 
 A reply's actions (``media`` rows: reactions and stickers from its markers, ``speak`` for a
-voice reply) are done before its first chunk, once each. A spoken reply goes out as a voice
-message carrying its text as caption — that message is then its first chunk — or, when the
-text is longer than a caption, followed by the text; if speaking fails the text goes alone.
+voice reply) are done before its first chunk, once each (``bot/delivery/actions.py``).
 """
 
 from __future__ import annotations
@@ -41,24 +39,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from adapters.base import Channel, DeliveryError, MediaChannel, ReplyStream
-from adapters.chunking import utf16_len
+from adapters.base import Channel, DeliveryError, ReplyStream
 from bot.config.model import DeliveryConfig
+from bot.delivery.actions import ReplyActions
+from bot.delivery.reply import PartnerFace, PendingReply, outbound, record
 from bot.delivery.retries import DeliveryRetries, NotifyOwner
-from bot.events import ChatKind, ChatRef, Outbound
-from bot.store import (
-    ChatRow,
-    Lease,
-    LeaseLost,
-    MediaRow,
-    Store,
-    StoreFull,
-    StoreUnavailable,
-)
+from bot.events import Outbound
+from bot.store import ChatRow, Lease, LeaseLost, Store
 from bot.text import markers
 from bot.turn.voice_replies import VoiceReplies
 from bot.workers.queue_keys import queue_key
@@ -68,42 +58,13 @@ logger = logging.getLogger(__name__)
 MAX_FLOOD_WAITS = 5
 MAX_FLOOD_WAIT_SECONDS = 30.0
 """A flood wait up to this long is waited out on the spot; a longer one is a scheduled retry."""
-RECORD_PATIENCE_SECONDS = 30.0
-"""How long the record of a chunk the platform confirmed is tried again while the database is
-away (a restart takes seconds); given up, the chunk is sent again when the reply is finished."""
-RECORD_FIRST_PAUSE_SECONDS = 0.2
-RECORD_MAX_PAUSE_SECONDS = 5.0
-
-PartnerFace = Callable[[str], tuple[str, str | None, bytes | None] | None]
-"""Partner id -> (name, avatar URL, avatar image), or None for a partner that is gone."""
 EnsureLease = Callable[[Lease], Awaitable[None]]
 """Raises :class:`LeaseLost` unless the lease is still this worker's (renewing it if due)."""
 RetryLease = Callable[[str, int], contextlib.AbstractAsyncContextManager[Lease | None]]
 """(queue key, reply id) -> the lease of the key to send a reply waiting for a retry under,
 None while another worker holds the key (:meth:`bot.workers.worker.Worker.retry_lease`)."""
-RecordChunk = Callable[..., Awaitable[None]]
-"""The store's ``record_chunk`` or ``record_last_chunk``."""
-
-
-def chat_ref(row: ChatRow) -> ChatRef:
-    kind: ChatKind = "dm" if row.kind == "dm" else "group"
-    return ChatRef(row.platform, row.platform_chat_id, kind, row.thread_id, row.title)
-
-
-@dataclass(frozen=True)
-class PendingReply:
-    """A recorded reply and everything needed to send it."""
-
-    message_id: int
-    chat: ChatRow
-    text: str
-    partner_id: str | None
-    reply_to: str | None
-    delivered_chunks: int = 0
-    actions: tuple[MediaRow, ...] | None = None
-    """Its reactions, stickers and ``speak`` (None: look them up in the store)."""
-    lease: Lease | None = None
-    """The lease of the turn that sends it, which fences every record of its delivery."""
+Unreachable = Callable[[ChatRow], Awaitable[None]]
+"""Told when a platform says the user of a DM cannot be written to any more."""
 
 
 class Delivery:
@@ -118,19 +79,19 @@ class Delivery:
         *,
         retry_lease: RetryLease,
         ensure_lease: EnsureLease | None = None,
+        on_unreachable: Unreachable | None = None,
     ) -> None:
         self.store = store
         self.ensure_lease = ensure_lease
         """Raises LeaseLost unless a lease is still this worker's; None: nothing to check."""
         self.retry_lease = retry_lease
         """The lease of a queue key to retry one of its replies under."""
-        self.voice = voice
         self.channels = channels
         self.partner_face = partner_face
         self.retries = DeliveryRetries(store, settings, notify_owner, self._send_waiting)
         """Refused replies: their schedule, and the loop that sends them when due."""
-        self.on_unreachable: Callable[[ChatRow], Awaitable[None]] | None = None
-        """Called when a platform says the user of a DM cannot be written to any more."""
+        self.on_unreachable = on_unreachable
+        self.actions = ReplyActions(store, voice, partner_face, self._ensure)
         self._sending: set[int] = set()
         """Replies a task is sending right now; any other task leaves them alone."""
 
@@ -298,7 +259,7 @@ class Delivery:
         chunks = channel.split(text) if text else []
         done = reply.delivered_chunks
         if done == 0:
-            done = await self._actions(reply, channel, text, chunks)
+            done = await self.actions.do(reply, channel, text, chunks)
         lease = reply.lease
         if not text:  # the model chose to say nothing (or only to react): nothing is shown
             await self.store.mark_delivered(message_id, lease=lease)
@@ -307,145 +268,37 @@ class Delivery:
             await self._ensure(lease)
             streamed_id = await stream.finish(chunks[0])
             if streamed_id is not None:
-                await self._record(self.store.record_chunk, message_id, 0, streamed_id, lease)
+                await record(self.store.record_chunk, message_id, 0, streamed_id, lease)
                 done = 1
-        face = self.partner_face(reply.partner_id) if reply.partner_id else None
-        name, avatar, image = face if face else (None, None, None)
         for index in range(done, len(chunks)):
-            outbound = Outbound(
-                chat_ref(chat),
-                chunks[index],
-                reply.reply_to if index == 0 else None,
-                reply.partner_id,
-                name,
-                partner_avatar=avatar,
-                partner_avatar_image=image,
+            message = outbound(
+                reply, chunks[index], reply.reply_to if index == 0 else None, self.partner_face
             )
             await self._ensure(lease)
             try:
-                platform_id = await self._send_chunk(channel, outbound)
+                platform_id = await self._send_chunk(channel, message)
             except DeliveryError as exc:
                 await self._refused(reply, index, exc)
                 return False
             if index == len(chunks) - 1:
-                await self._record(
-                    self.store.record_last_chunk, message_id, index, platform_id, lease
-                )
+                await record(self.store.record_last_chunk, message_id, index, platform_id, lease)
                 return True
-            await self._record(self.store.record_chunk, message_id, index, platform_id, lease)
+            await record(self.store.record_chunk, message_id, index, platform_id, lease)
         # every chunk was recorded already: a resumed reply, or the stream carried it
         await self.store.mark_delivered(message_id, lease=lease)
         return True
-
-    async def _record(
-        self,
-        write: RecordChunk,
-        message_id: int,
-        chunk: int,
-        platform_id: str | None,
-        lease: Lease | None,
-    ) -> None:
-        """Record a chunk the platform confirmed, trying again while the database is away:
-        a chunk left unrecorded would be sent again when the reply is finished. A lost lease
-        is not waited out (the write raises LeaseLost), nor a full disk."""
-        deadline = time.monotonic() + RECORD_PATIENCE_SECONDS
-        pause = RECORD_FIRST_PAUSE_SECONDS
-        while True:
-            try:
-                await write(message_id, chunk, platform_id, lease=lease)
-                return
-            except StoreFull:
-                raise
-            except StoreUnavailable as exc:
-                if time.monotonic() + pause > deadline:
-                    raise
-                logger.warning(
-                    "reply %d chunk %d sent but not recorded (%s); recording again in %.1f s",
-                    message_id,
-                    chunk,
-                    exc,
-                    pause,
-                )
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, RECORD_MAX_PAUSE_SECONDS)
 
     async def _ensure(self, lease: Lease | None) -> None:
         """Before a chunk goes out: the turn's lease is still this worker's."""
         if lease is not None and self.ensure_lease is not None:
             await self.ensure_lease(lease)
 
-    async def _actions(
-        self, reply: PendingReply, channel: Channel, text: str, chunks: list[str]
-    ) -> int:
-        """Reactions, stickers and the voice message, each once; returns how many chunks the
-        voice message delivered (1 when it carried the whole text as its caption)."""
-        actions = reply.actions
-        if actions is None:
-            actions = tuple(
-                (await self.store.media_for([reply.message_id])).get(reply.message_id, [])
-            )
-        pending = [a for a in actions if a.state == "new"]
-        if not pending or not isinstance(channel, MediaChannel):
-            return 0
-        chat = chat_ref(reply.chat)
-        done = 0
-        for action in pending:
-            try:
-                if action.kind == "react" and reply.reply_to:
-                    await channel.react(chat, reply.reply_to, action.ref)
-                elif action.kind == "sticker":
-                    await channel.send_sticker(chat, action.ref)
-                elif action.kind == "speak" and text:
-                    done = await self._speak(reply, channel, text, chunks)
-            except DeliveryError as exc:  # an action is a courtesy: the text still goes out
-                logger.warning("reply %d: %s not done: %s", reply.message_id, action.kind, exc)
-            await self._done(reply.message_id, action)
-        return done
-
-    async def _done(self, message_id: int, action: MediaRow) -> None:
-        await self.store.set_media_state(message_id, action.kind, action.ref, "done")
-
-    async def _speak(
-        self, reply: PendingReply, channel: MediaChannel, text: str, chunks: list[str]
-    ) -> int:
-        if self.voice is None:
-            return 0
-        # "recording a voice message…" is shown while the reply is spoken, not before it
-        _, audio = await asyncio.gather(
-            self._recording(channel, reply.chat), self.voice.audio(text, reply.partner_id)
-        )
-        if audio is None:
-            return 0
-        whole = len(chunks) == 1 and utf16_len(text) <= channel.caption_limit
-        face = self.partner_face(reply.partner_id) if reply.partner_id else None
-        name, avatar, image = face if face else (None, None, None)
-        outbound = Outbound(
-            chat_ref(reply.chat),
-            text if whole else "",
-            reply.reply_to,
-            reply.partner_id,
-            name,
-            partner_avatar=avatar,
-            partner_avatar_image=image,
-        )
-        await self._ensure(reply.lease)
-        voice_id = await channel.send_voice(outbound, audio)
-        if not whole:
-            return 0
-        await self._record(self.store.record_chunk, reply.message_id, 0, voice_id, reply.lease)
-        return 1
-
-    @staticmethod
-    async def _recording(channel: MediaChannel, chat: ChatRow) -> None:
-        with contextlib.suppress(DeliveryError):  # a courtesy: the reply goes out regardless
-            await channel.recording(chat_ref(chat))
-
-    async def _send_chunk(self, channel: Channel, outbound: Outbound) -> str | None:
+    async def _send_chunk(self, channel: Channel, message: Outbound) -> str | None:
         """One chunk, short flood waits waited out; anything else that goes wrong is a
         DeliveryError (one delivery is an outer edge: a bug in a channel is a refusal)."""
         for _ in range(MAX_FLOOD_WAITS):
             try:
-                return await channel.send(outbound)
+                return await channel.send(message)
             except DeliveryError as exc:
                 wait = exc.retry_after
                 if not exc.retryable or wait is None or wait > MAX_FLOOD_WAIT_SECONDS:
@@ -455,7 +308,7 @@ class Delivery:
             except Exception as exc:
                 logger.exception("channel %s failed to send", channel.platform)
                 raise DeliveryError(f"{type(exc).__name__}: {exc}", retryable=True) from exc
-        return await channel.send(outbound)
+        return await channel.send(message)
 
     # ---- refusals --------------------------------------------------------------------
 

@@ -1,6 +1,8 @@
 """Running one command a message is: its context built, its answer sent (a file, a picture
 with a caption, text with buttons), a greeting after a partner is chosen. Every command
-answers: a failure is logged, audited and told (bot/commands/table.py declares them)."""
+answers: a failure is logged, audited and told. ``bot/commands/table.py`` declares the
+commands, ``bot/commands/handlers.py`` dispatches them (:func:`run_command`, the one path every
+command takes, from any channel)."""
 
 from __future__ import annotations
 
@@ -9,12 +11,13 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from adapters.base import Channel, DeliveryError, FileSource, PhotoChannel
 from bot.admin.services import AdminServices
-from bot.commands.table import CommandContext, CommandReply, run_command
+from bot.commands.handlers import run_command
+from bot.commands.types import CommandContext, CommandReply
 from bot.config.model import Config
 from bot.delivery.greeter import Greeter
+from bot.delivery.notices import Notices
 from bot.events import ChatRef, Inbound, Outbound
 from bot.gateway.access import Access
-from bot.gateway.notices import Notices
 from bot.gateway.partner_choice import PartnerChoice
 from bot.store import Store, StoreUnavailable
 from bot.text.literal import literal_line

@@ -32,12 +32,13 @@ from bot.admin.services import AdminServices
 from bot.commands.table import is_user_command
 from bot.config.model import Config
 from bot.delivery.greeter import Greeter
+from bot.delivery.notices import Notices
 from bot.events import ChatRef, Event, Inbound, Reaction, Unreadable, Unsupported
 from bot.gateway.access import Access
 from bot.gateway.addressing import Command, as_read, command_of, read_group
 from bot.gateway.claims import CLAIM_COMMANDS, CLAIM_REFUSED, CLAIMED, OwnerClaims
 from bot.gateway.command_runs import CommandRuns
-from bot.gateway.notices import Announce, Notices
+from bot.gateway.pairing_notices import Announce, PairingNotices
 from bot.gateway.partner_choice import PartnerChoice
 from bot.gateway.reactions import keep_reaction
 from bot.gateway.views import ChannelViews
@@ -81,7 +82,9 @@ class Gateway:
         claims: OwnerClaims,
         announce: Announce,
         stop_turn: Callable[[str], bool],
+        notices: Notices,
         greeter: Greeter | None = None,
+        admin: AdminServices | None = None,
     ) -> None:
         self.config = config
         self.claims = claims
@@ -95,7 +98,10 @@ class Gateway:
         self._stop_turn = stop_turn
         self.greeter = greeter
         """Opens a conversation with a character card's greeting; None: no greetings."""
-        self.notices = Notices(channels, access, store, announce)
+        self.notices = notices
+        """Command answers and notices, sent directly: the owner-notices part built first
+        (``bot/delivery/notices.py``), shared with delivery and reviews."""
+        self.pairing = PairingNotices(notices, store, announce)
         self.partners = PartnerChoice(config, store, catalog, self.notices)
         self.views = ChannelViews(channels, store, catalog, access.is_owner)
         self.commands = CommandRuns(
@@ -104,8 +110,8 @@ class Gateway:
         )  # fmt: skip
         self.bot_usernames: dict[str, str] = {}
         self.can_read_groups: dict[str, bool] = {}
-        self.admin: AdminServices | None = None
-        """Set by build_app: what the owner's /admin commands reach."""
+        self.admin = admin
+        """What the owner's /admin commands reach; None: no owner commands beyond the table."""
 
     async def start_channels(self) -> None:
         """Give every channel its view, then connect it."""
@@ -204,7 +210,7 @@ class Gateway:
         verdict = await self.access.check_dm(sender, user)
         if not verdict.allowed:
             if verdict.owner_notice and verdict.code:
-                await self.notices.pairing_request(sender, verdict.owner_notice, verdict.code)
+                await self.pairing.pairing_request(sender, verdict.owner_notice, verdict.code)
             if verdict.reply:
                 await self.reply(chat, verdict.reply, inbound.message_id)
             return
@@ -324,7 +330,7 @@ class Gateway:
             await self.store.seen_update(platform, seen)
         await self.views.publish()
 
-    # ---- direct sends (command answers, notices: bot/gateway/notices.py) ---------------
+    # ---- direct sends (command answers, notices: bot/delivery/notices.py) --------------
 
     async def reply(
         self, chat: ChatRef, text: str, reply_to: str | None = None, choices: tuple = ()
@@ -332,7 +338,7 @@ class Gateway:
         await self.notices.reply(chat, text, reply_to, choices)
 
     async def announce_approvals(self) -> None:
-        await self.notices.announce_approvals()
+        await self.pairing.announce_approvals()
 
     async def notify_user(self, user_key: str, text: str) -> None:
         await self.notices.notify_user(user_key, text)

@@ -1,7 +1,7 @@
 """Which backend keeps a gateway's memory documents (``[storage] documents``): files under the
 data directory, or rows in the store's database. "auto" keeps files on SQLite (one process,
 the owner edits them in place) and rows on PostgreSQL, where workers share nothing but the
-database (DESIGN.md "Several workers (PostgreSQL)").
+database (docs/architecture.md "Several workers").
 
 With rows the database is the only truth, and files are read into it once per namespace (the
 owner's folder, each partner's), never again:
@@ -17,7 +17,7 @@ owner's folder, each partner's), never again:
   row at all; an emptied row is a document someone emptied), so a reading cut off halfway is
   finished by the next start, and two workers starting together write each document once.
 - What is read leaves out every entry a tombstone of that document matches
-  (:meth:`partners.forgetting.Tombstones.strip`).
+  (:meth:`partners.tombstones.Tombstones.strip`).
 
 The record is a row of the settings table per namespace (:data:`FILES_READ_KEY`). Edit a
 document with ``companion memory edit`` or the ``/admin`` commands, not on disk.
@@ -40,7 +40,6 @@ from bot.store import Store
 from bot.store.sqlite import SqliteStore
 from partners.catalog import PartnerCatalog, apply_search_languages
 from partners.documents import DatabaseDocuments, Documents, FileDocuments, adopt_files
-from partners.forgetting import Tombstones, namespace_partner
 from partners.memory import MemoryStore
 from partners.partner_rows import (
     MEMORY_FILES_READ_KEY,
@@ -50,6 +49,7 @@ from partners.partner_rows import (
     is_loaded_file,
 )
 from partners.persona import PARTNER_FILES, PARTNER_ID, PRESET_FILE
+from partners.tombstones import Tombstones, namespace_partner
 
 logger = logging.getLogger(__name__)
 

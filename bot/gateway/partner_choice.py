@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 
 from bot.config.model import Config
+from bot.delivery.notices import Notices
 from bot.events import ChatRef, Choice, Inbound
-from bot.gateway.notices import Notices
 from bot.store import ChatRow, Store
 from partners.catalog import PartnerCatalog
 from partners.persona import Partner

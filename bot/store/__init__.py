@@ -7,7 +7,8 @@ A newcomer's map:
 - :mod:`bot.store.rows` — the typed rows its methods take and return.
 - :mod:`bot.store.errors` — :class:`StoreUnavailable` and its family, the only database errors
   that leave the store.
-- :mod:`bot.store.schema` — the versioned migrations, one list of steps.
+- :mod:`bot.store.migrations` — the versioned migrations, one module per step
+  (``step_01_core_tables.py`` …), each spelling the text SQLite and PostgreSQL run.
 - :mod:`bot.store.search_terms` — search text normalised and tokenised in Python (folding,
   stems, CJK bigrams), so every backend indexes the same terms.
 - :mod:`bot.store.searchable` — what search is on every backend before any SQL: which
@@ -31,6 +32,7 @@ restart recovery is a query and a second backend can offer failover with the sam
 """
 
 from bot.store.errors import LeaseLost, StoreError, StoreFull, StoreUnavailable
+from bot.store.migrations import SCHEMA, Dialects, Migration, for_dialect
 from bot.store.protocol import Store
 from bot.store.rows import (
     AuditRow,
@@ -66,7 +68,6 @@ from bot.store.rows import (
     WorkerRow,
     new_session_id,
 )
-from bot.store.schema import SCHEMA, Dialects, Migration, for_dialect
 from bot.store.workers import review_key, reviewed_session
 
 __all__ = [

@@ -9,7 +9,7 @@ than writing an archive without the database in it.
 There is no restore command: an archive is restored by unpacking it over the data directory
 (a dump by ``pg_restore``), outside the gateway, and what it brings back is the state of its
 moment — tombstones included, so an archive taken before a ``/forget`` brings the forgotten
-text back with it, and nothing the gateway runs can tell (README "Forgetting": backups taken
+text back with it, and nothing the gateway runs can tell (docs/forgetting.md: backups taken
 before it are out of its reach). The same holds for the data directory a ``companion database
 copy`` left behind, which says so in ``copied-to-database.txt``.
 """

@@ -1,6 +1,6 @@
-"""What a user owns and may take back: tombstones, their messages and sessions, reminders,
-and ``/forget`` as a recorded operation whose steps a restart finishes (DESIGN.md "Forgetting
-is an operation, not a loop"). Every deletion of messages also rewrites the neighbours'
+"""What a user owns and may take back: tombstones, their messages and sessions, reminders, and
+``/forget`` as a recorded operation whose steps a restart finishes (docs/architecture.md
+"Forgetting is an operation, not a loop"). Every deletion of messages also rewrites the neighbours'
 context columns, so no copy of forgotten words stays in the index."""
 
 from __future__ import annotations

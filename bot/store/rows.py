@@ -132,7 +132,7 @@ class VectorChanges:
 
 @dataclass(frozen=True)
 class ForgetOperation:
-    """One ``/forget``: what to remove, recorded before anything is removed (DESIGN.md
+    """One ``/forget``: what to remove, recorded before anything is removed (docs/architecture.md
     "Forgetting is an operation, not a loop"). ``texts`` are what the steps search for; they
     are cleared once the steps ran, when ``status`` moves from running to scrubbed; done
     means the search index and the WAL were cleaned up too. The counts answer the user."""
@@ -371,7 +371,8 @@ class RestNoticeRow(TypedDict):
 
 @dataclass(frozen=True)
 class Lease:
-    """A worker's claim on one queue key's pending turns (DESIGN.md "Several workers"): the
+    """A worker's claim on one queue key's pending turns (docs/architecture.md "Several workers"):
+    the
     epoch grows with every new holder, so a write under an older epoch is refused."""
 
     queue_key: str
@@ -383,7 +384,7 @@ class Lease:
 
 @dataclass(frozen=True)
 class ShardLease:
-    """A worker's claim on one of the Discord bot's shards (DESIGN.md "Several workers":
+    """A worker's claim on one of the Discord bot's shards (docs/architecture.md "Several workers":
     Discord shards are leases too): only its holder connects that shard. A bot with another
     shard count has other shards, so the count is part of the key; the epoch grows with every
     new holder."""

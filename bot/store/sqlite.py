@@ -15,9 +15,9 @@ from bot.store.documents import Documents
 from bot.store.errors import StoreError, StoreUnavailable
 from bot.store.forgetting import Forgetting
 from bot.store.media import Media
+from bot.store.migrations import SCHEMA, Migration, for_dialect
 from bot.store.queue import Queue
 from bot.store.review import ReviewState
-from bot.store.schema import SCHEMA, Migration, for_dialect
 from bot.store.turn_context import TurnContexts
 from bot.store.usage import Usage
 from bot.store.users import Users

@@ -15,7 +15,7 @@ VECTOR_LOG_KEEP = 100_000
 
 
 class Vectors(SearchIndex):
-    """Vectors for semantic recall (README "Recall")."""
+    """Vectors for semantic recall (docs/search.md)."""
 
     async def embedding_work(self, model: str, limit: int) -> EmbeddingWork:
         """What the background embedder does next for ``model``: searchable messages it has

@@ -1,5 +1,5 @@
 """The owner's web page's logins: one-time login links and browser sessions, both kept only as
-hashes of their secrets, so a copy of the database logs nobody in (README "The web page")."""
+hashes of their secrets, so a copy of the database logs nobody in (docs/web.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Workers on one database (DESIGN.md "Several workers"): the registry of running workers, the
+"""Workers on one database (docs/architecture.md "Several workers"): the registry of running
+workers, the
 elected leader, the leases on queue keys and on the Discord bot's shards, each with a fencing
 epoch, and the scheduled job runs recorded under the leader's epoch.
 
@@ -47,11 +48,11 @@ class Liveness(Protocol):
 
 
 def unfinished_replies(queue_key: str) -> str:
-    """The ids of the replies of a queue key (``queue_key``: SQL naming it) that were recorded
-    but not delivered and wait for no retry of their own: a delivery that an outage, a lost
-    lease or a dead worker cut off. They keep their key claimable, and its holder finishes
-    them first (DESIGN.md "Nothing stays pending forever"); a reply the platform refused has
-    a retry row and is the retry loop's."""
+    """The ids of the replies of a queue key (``queue_key``: SQL naming it) that were recorded but
+    not delivered and wait for no retry of their own: a delivery that an outage, a lost lease or a
+    dead worker cut off. They keep their key claimable, and its holder finishes them first
+    (docs/architecture.md "Nothing stays pending forever"); a reply the platform refused has a
+    retry row and is the retry loop's."""
     return (
         f"SELECT u.id FROM messages u WHERE u.queue_key = {queue_key}"
         " AND u.status = 'delivering'"

@@ -1,10 +1,10 @@
 """Markers a partner may write into a reply, and the one place that finds and removes them.
 
-A reply may carry ``[[silent]]`` (say nothing), ``[[react:EMOJI]]`` (react to the user's
-message with one emoji) and ``[[sticker:NAME]]`` (send a sticker the owner listed in
-preset.yml ``stickers:``). The code acts on them and strips them on every path — the text
-sent, streaming previews, speech, the history the owner reads (DESIGN.md "Decisions": markers
-in replies). Markers cost no tool schema on every turn: the model writes them like text.
+A reply may carry ``[[silent]]`` (say nothing), ``[[react:EMOJI]]`` (react to the user's message
+with one emoji) and ``[[sticker:NAME]]`` (send a sticker the owner listed in preset.yml
+``stickers:``). The code acts on them and strips them on every path — the text sent, streaming
+previews, speech, the history the owner reads (docs/architecture.md "Decisions": markers in
+replies). Markers cost no tool schema on every turn: the model writes them like text.
 
 Plain text in, plain text out: this module knows no platform and no partner (a turn hands
 :func:`acted_on` the partner's sticker lookup).

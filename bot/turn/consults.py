@@ -1,5 +1,5 @@
 """The owner assistant's ``consult_partner`` (and ``/admin consult``): a partner answers the
-owner's question with its own chat loop (DESIGN.md: consults).
+owner's question with its own chat loop (docs/architecture.md: consults).
 
 Every consult from one owner chat threads into one partner session, in a chat of its own beside
 the owner's (:func:`consult_chat_key`), titled by the first question, so follow-ups keep

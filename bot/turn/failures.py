@@ -1,12 +1,13 @@
 """Turns that raise: each failure is counted against its messages, which run again, and the
-third closes them with one apology and an audit row (DESIGN.md: nothing stays pending
+third closes them with one apology and an audit row (docs/architecture.md: nothing stays pending
 forever)."""
 
 from __future__ import annotations
 
 import logging
 
-from bot.delivery.sender import Delivery, PendingReply
+from bot.delivery.reply import PendingReply
+from bot.delivery.sender import Delivery
 from bot.events import storable
 from bot.store import Lease, MessageRow, NewMessage, Store
 from partners.catalog import PartnerCatalog
@@ -18,7 +19,8 @@ TURN_FAILED = (
     "Please try again, perhaps in other words."
 )
 MAX_TURN_ATTEMPTS = 3
-"""Turns that raise before a message is given up (DESIGN.md: nothing stays pending forever)."""
+"""Turns that raise before a message is given up (docs/architecture.md: nothing stays pending
+forever)."""
 ERROR_DETAIL_CHARS = 300
 
 

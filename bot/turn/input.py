@@ -1,12 +1,11 @@
 """What the model reads in one turn, gathered into a :class:`~bot.turn.chat.TurnInput`.
 
-Beside the session's frozen system prompt (DESIGN.md "Prompt"; nothing here changes it): the
-session's history window, the group's messages not addressed to the partner, the transcripts
+Beside the session's frozen system prompt (docs/architecture.md "Prompt"; nothing here changes it):
+the session's history window, the group's messages not addressed to the partner, the transcripts
 the owner referenced, how voice notes and photos are marked, the reactions to the partner's
-messages since its last reply, and what the partner's lorebook brings in. Most of it was read
-with the turn's queue (:class:`~bot.store.TurnContext`); what that read could not know — a
-session that just started, a history window that kept none of it — is read here.
-"""
+messages since its last reply, and what the partner's lorebook brings in. Most of it was read with
+the turn's queue (:class:`~bot.store.TurnContext`); what that read could not know — a session that
+just started, a history window that kept none of it — is read here."""
 
 from __future__ import annotations
 

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from datetime import datetime
 
 from bot.config.model import Config
-from bot.delivery.sender import Delivery, PendingReply
+from bot.delivery.reply import PendingReply
+from bot.delivery.sender import Delivery
 from bot.store import Lease, MessageRow, NewMessage, SessionRow, Store
 from bot.turn.budget import Budget
 from bot.turn.conversation import Conversation

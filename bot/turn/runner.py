@@ -1,7 +1,7 @@
 """Working one queue key: pending messages -> session -> chat loop -> recorded reply -> delivery.
 
 Every inbound message that calls for an answer belongs to exactly one turn, and every turn
-records exactly one reply (DESIGN.md "Decisions": one turn, one reply). The reply and the
+records exactly one reply (docs/architecture.md "Decisions": one turn, one reply). The reply and the
 closing of its inbound messages are one transaction, so a crash before it re-runs the turn
 (nothing was sent yet) and a crash after it only re-delivers the remaining chunks.
 
@@ -22,7 +22,8 @@ from dataclasses import replace
 
 from adapters.base import Channel, MediaChannel, ReplyStream
 from bot.config.model import Config, MemoryConfig
-from bot.delivery.sender import Delivery, PendingReply, chat_ref
+from bot.delivery.reply import PendingReply, chat_ref
+from bot.delivery.sender import Delivery
 from bot.gateway.access import OwnerCheck
 from bot.services.llm import LLMError
 from bot.store import (
@@ -71,7 +72,7 @@ from partners.tools import (
     OWNER_MEMORY_TOOL_NAMES,
     PARTNER_TOOL_NAMES,
     ToolContext,
-    TurnBudget,
+    TurnTools,
     user_memory_file,
 )
 
@@ -440,7 +441,7 @@ class TurnRunner:
         tools with the owner's memory tools suppressed, or the owner assistant's memory tools
         and consult_partner with this turn's consult budget."""
         chat, partner, speaker = conversation.chat, conversation.partner, conversation.speaker
-        ctx = ToolContext(
+        turn = TurnTools(
             store=self.store,
             memory=self.memory,
             owner_file=self.owner_file,
@@ -451,16 +452,19 @@ class TurnRunner:
             recall=self.recall,
         )
         if partner is None:
-            ctx.budget = TurnBudget(consults_left=self.config.owner.consult_budget)
-            ctx.consult = functools.partial(self.consult, chat, speaker)
+            consult = functools.partial(self.consult, chat, speaker)
+            ctx = ToolContext.for_owner(turn, consult, self.config.owner.consult_budget)
             surface = self.registry.surface(
                 forced=(*OWNER_MEMORY_TOOL_NAMES, "consult_partner"), owner="owner assistant"
             )
             return surface, ctx
-        ctx.partner = partner
-        ctx.user_file = self.sessions.user_file(partner, chat, speaker)
-        ctx.audiences = search_audiences(partner, audience_for(chat, speaker))
-        ctx.write_file = self._write_file(partner, speaker)
+        ctx = ToolContext.for_partner(
+            turn,
+            partner,
+            write_file=self._write_file(partner, speaker),
+            user_file=self.sessions.user_file(partner, chat, speaker),
+            audiences=search_audiences(partner, audience_for(chat, speaker)),
+        )
         surface = self.registry.surface(
             forced=PARTNER_TOOL_NAMES,
             allow=partner.preset.tools_allow,
@@ -478,8 +482,8 @@ class TurnRunner:
 
     @staticmethod
     def _write_file(partner: Partner, speaker: Speaker) -> MemoryFile:
-        """per_user: what a user says lands in that user's file; only the owner's own
-        conversations change the partner's MEMORY.md (DESIGN.md "Decisions": per-user writes)."""
+        """per_user: what a user says lands in that user's file; only the owner's own conversations
+        change the partner's MEMORY.md (docs/architecture.md "Decisions": per-user writes)."""
         if partner.per_user and not speaker.is_owner:
             return user_memory_file(partner, speaker.user_key)
         return MemoryFile(partner.dir, "MEMORY.md")

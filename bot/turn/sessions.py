@@ -1,5 +1,5 @@
 """Session lifecycle: which session a message belongs to, when sessions end, and the frozen
-system prompt each one carries (DESIGN.md "Decisions": sessions end).
+system prompt each one carries (docs/architecture.md "Decisions": sessions end).
 
 A session ends after ``memory.session_idle_hours`` of silence, at ``/new``, or at the first
 message after its prompt is older than ``memory.session_max_hours``. The next session carries
@@ -61,13 +61,14 @@ class Sessions:
         catalog: PartnerCatalog,
         memory: MemoryStore,
         settings: Callable[[], MemoryConfig],
+        on_end: Callable[[list[str]], Awaitable[None]] | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
         self.memory = memory
         self.settings = settings
         """The memory settings in effect (the owner may change them while running)."""
-        self.on_end: Callable[[list[str]], Awaitable[None]] | None = None
+        self.on_end = on_end
         """Called with the ids of sessions that just ended (the review hooks in here)."""
 
     async def end_chat(self, chat_key: str, reason: str) -> list[str]:

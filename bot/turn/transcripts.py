@@ -1,5 +1,5 @@
 """Referenced transcripts: a partner's conversation shown to the owner's assistant as a clearly
-labelled third-party record (DESIGN.md "Commands"; seed 000, referenced transcripts).
+labelled third-party record (docs/architecture.md "Commands"; seed 000, referenced transcripts).
 
 ``/admin transcript <partner> <session>`` attaches a session to the owner's current assistant
 session (a row in the store). Every later turn of that session carries the transcript — its

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from adapters.base import Channel, ReplyStream
-from bot.delivery.sender import chat_ref
+from bot.delivery.reply import chat_ref
 from bot.services.llm import Delta
 from bot.store import ChatRow
 from bot.text import markers

@@ -10,18 +10,21 @@ web page.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from bot.admin.services import AdminServices
 from bot.admin.table import run_admin
-from bot.commands.table import CommandContext, CommandReply
+from bot.commands.types import CommandContext, CommandReply
 from bot.config.model import Config
+from bot.delivery.notices import Notices
 from bot.events import ChatRef, Inbound, Sender
 from bot.gateway.access import Access
-from bot.gateway.inbound import Gateway
 from bot.store import Store
 from bot.text.literal import unescape
+from bot.turn.sessions import Sessions
 from partners.catalog import PartnerCatalog
+from partners.user_memory import UserMemory
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +35,16 @@ WEB_ACTOR = WEB_OWNER.key
 """The audit log's actor for everything done on the web page."""
 
 
+@dataclass(frozen=True)
+class OwnerReach:
+    """What a command run from the page reaches, as it does from the owner's chat."""
+
+    admin: AdminServices
+    sessions: Sessions
+    notices: Notices
+    user_memory: UserMemory
+
+
 class OwnerActions:
     def __init__(
         self,
@@ -39,19 +52,14 @@ class OwnerActions:
         store: Store,
         catalog: PartnerCatalog,
         access: Access,
-        gateway: Gateway,
+        owner: OwnerReach,
     ) -> None:
         self.config = config
         self.store = store
         self.catalog = catalog
         self.access = access
-        self.gateway = gateway
-
-    @property
-    def admin(self) -> AdminServices:
-        if self.gateway.admin is None:
-            raise RuntimeError("the gateway was built without owner services")
-        return self.gateway.admin
+        self.owner = owner
+        self.admin = owner.admin
 
     async def run(self, *args: str) -> str:
         """``/admin <args>`` as the owner; the answer as plain text (the page escapes it)."""
@@ -70,10 +78,10 @@ class OwnerActions:
             chat_key=WEB_CHAT.key,
             is_owner=True,
             args=list(args),
-            end_sessions=self.gateway.sessions.end_chat,
-            notify_user=self.gateway.notify_user,
-            notify_owner=self.gateway.notify_owner,
-            user_memory=self.gateway.user_memory,
+            end_sessions=self.owner.sessions.end_chat,
+            notify_user=self.owner.notices.notify_user,
+            notify_owner=self.owner.notices.notify_owner,
+            user_memory=self.owner.user_memory,
             admin=self.admin,
         )
         try:

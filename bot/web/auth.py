@@ -87,3 +87,31 @@ class WebAuth:
     async def end_all(self) -> int:
         """``/admin web logout``: every session and every unused link."""
         return await self.store.end_web_sessions()
+
+
+class WebDoor:
+    """The login links ``/admin web`` sends, apart from the page's server: the owner's
+    services hold the door while the page's actions hold the owner's services, so the door is
+    built first. The server says which port it bound (an ephemeral one under test)."""
+
+    def __init__(self, auth: WebAuth, config: WebConfig) -> None:
+        self.auth = auth
+        self.config = config
+        self.port = config.port
+
+    def bound(self, port: int) -> None:
+        self.port = port
+
+    @property
+    def base_url(self) -> str:
+        if self.config.public_url:
+            return self.config.public_url
+        host = self.config.listen
+        shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
+        return f"http://{shown}:{self.port}"
+
+    async def login_link(self) -> str:
+        return f"{self.base_url}/login/{await self.auth.new_login_token()}"
+
+    async def logout_all(self) -> int:
+        return await self.auth.end_all()

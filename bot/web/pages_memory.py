@@ -16,7 +16,8 @@ from bot.web import query
 from bot.web.actions import WEB_ACTOR
 from bot.web.pages import WebParts, form
 from bot.web.security import site_path
-from partners.memory import MemoryFile, MemoryInputError
+from partners.memory import MemoryFile
+from partners.memory_errors import MemoryInputError
 from partners.persona import Partner
 from partners.tools import ToolContext, ToolError, partner_search
 
@@ -188,15 +189,7 @@ async def search(parts: WebParts, partner: Partner, query: str) -> list[str]:
     """The partner's history as ``partner_search`` finds it, over everything the owner may
     read (every audience)."""
     admin = parts.actions.admin
-    ctx = ToolContext(
-        store=parts.store,
-        memory=admin.memory,
-        owner_file=admin.owner_file,
-        session_id="",
-        actor=WEB_ACTOR,
-        partner=partner,
-        audiences=None,
-    )
+    ctx = ToolContext.for_search(parts.store, admin.memory, admin.owner_file, WEB_ACTOR, partner)
     try:
         answer = await partner_search(ctx, {"query": query, "limit": SEARCH_LIMIT})
     except ToolError as exc:

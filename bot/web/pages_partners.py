@@ -16,9 +16,11 @@ from typing import Any
 from aiohttp import web
 
 from bot.web.pages import WebParts, form
-from partners.memory import FileChanged, MemoryFile, fingerprint
+from partners.memory import MemoryFile
+from partners.memory_errors import FileChanged
+from partners.memory_format import fingerprint
 from partners.persona import PROMPT_FILES, Partner
-from partners.preset import SETTABLE
+from partners.preset_edit import SETTABLE
 
 MAX_EDIT_CHARS = 512 * 1024
 NEW_SESSIONS_NOTE = "It takes effect in new conversations; running ones keep their prompt."

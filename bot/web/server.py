@@ -19,7 +19,7 @@ from bot.web import (
     pages_usage,
 )
 from bot.web.actions import WEB_ACTOR
-from bot.web.auth import COOKIE_NAME, WebAuth
+from bot.web.auth import COOKIE_NAME, WebDoor
 from bot.web.pages import WebParts
 from bot.web.security import add_security_headers, answer_errors, require_owner, session_of
 
@@ -40,12 +40,16 @@ EXPIRED_PAGE = (
 
 
 class WebServer:
-    def __init__(self, config: Config, parts: WebParts, auth: WebAuth) -> None:
+    def __init__(self, config: Config, parts: WebParts, door: WebDoor) -> None:
         self.config = config
         self.parts = parts
-        self.auth = auth
+        self.door = door
+        self.auth = door.auth
         self._runner: web.AppRunner | None = None
-        self.port = config.web.port
+
+    @property
+    def port(self) -> int:
+        return self.door.port
 
     def application(self) -> web.Application:
         app = web.Application(middlewares=[answer_errors, require_owner(self.auth)])
@@ -67,14 +71,6 @@ class WebServer:
             app.router.add_routes(module.routes(self.parts))
         return app
 
-    @property
-    def base_url(self) -> str:
-        if self.config.web.public_url:
-            return self.config.web.public_url
-        host = self.config.web.listen
-        shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
-        return f"http://{shown}:{self.port}"
-
     async def start(self) -> None:
         self._runner = web.AppRunner(self.application(), access_log=None)
         await self._runner.setup()
@@ -88,19 +84,13 @@ class WebServer:
                 "under [web] in config.toml, or stop what holds this one"
             ) from exc
         if self.config.web.port == 0 and self._runner.addresses:
-            self.port = int(self._runner.addresses[0][1])
+            self.door.bound(int(self._runner.addresses[0][1]))
         logger.info("web page listening on %s:%d", self.config.web.listen, self.port)
 
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-
-    async def login_link(self) -> str:
-        return f"{self.base_url}/login/{await self.auth.new_login_token()}"
-
-    async def logout_all(self) -> int:
-        return await self.auth.end_all()
 
     # ---- handlers ------------------------------------------------------------------------
 

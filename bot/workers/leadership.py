@@ -1,4 +1,5 @@
-"""What only the leading worker runs (DESIGN.md "Several workers"), started when this worker
+"""What only the leading worker runs (docs/architecture.md "Several workers"), started when this
+worker
 becomes leader and stopped when it stops leading: the scheduler (the review sweep and nightly
 pass, which only mark reviews due for any worker to run, check-ins, reminders) under the
 leader's epoch, the finishing of greetings and check-ins a crash cut off (a turn's reply is

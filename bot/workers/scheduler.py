@@ -51,6 +51,23 @@ SWEEP_GRACE_SECONDS = 30
 CHECKIN_SECONDS = 30 * 60
 
 
+class ReminderPlans:
+    """Where a review says it stored dated reminders, and the scheduler hears it. Built before
+    both: the reviewer is handed :meth:`stored`, the scheduler this object, so neither is
+    patched into the other afterwards. While the scheduler is not running (a worker that does
+    not lead) there is nothing to plan on; the leader's plan-reminders job finds them."""
+
+    def __init__(self) -> None:
+        self._plan: Callable[[], Awaitable[int]] | None = None
+
+    def follow(self, plan: Callable[[], Awaitable[int]]) -> None:
+        self._plan = plan
+
+    async def stored(self) -> None:
+        if self._plan is not None:
+            await self._plan()
+
+
 class Scheduler:
     def __init__(
         self,
@@ -60,8 +77,10 @@ class Scheduler:
         timezone: ZoneInfo,
         nightly: str,
         store: Store,
+        plans: ReminderPlans,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        plans.follow(self.plan_reminders)  # reviews that store reminders have them planned
         self.store = store
         self.clock = clock
         self.reviewer = reviewer

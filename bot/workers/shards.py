@@ -1,5 +1,5 @@
 """Which of the Discord bot's shards this worker connects, when several workers share one
-PostgreSQL database (DESIGN.md "Several workers": Discord shards are leases too).
+PostgreSQL database (docs/architecture.md "Several workers": Discord shards are leases too).
 
 Each shard is a lease in the database with a fencing epoch (:meth:`bot.store.Store.
 claim_shards`). Every ``workers.heartbeat_seconds`` the :class:`ShardKeeper` renews the shards

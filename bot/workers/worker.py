@@ -1,4 +1,5 @@
-"""This process as one worker among several on one database (DESIGN.md "Several workers").
+"""This process as one worker among several on one database (docs/architecture.md "Several
+workers").
 
 A worker registers itself, holds its liveness (on PostgreSQL a connection of its own whose
 advisory lock goes when the process dies, so another worker takes its chats and leadership
@@ -30,7 +31,7 @@ took the key over; before each chunk goes to the platform, :meth:`Worker.ensure`
 lease (renewing it in the database when less than half of it is left by this worker's own
 clock). The one window left: a worker paused after that check, for longer than the rest of its
 lease, and before the platform's answer, sends that one chunk although another worker took
-over and sends it too (README, "Delivery guarantees").
+over and sends it too (docs/delivery.md).
 
 A reply the platform refused is sent again under its queue key's lease as well: the leader's
 retry loop takes the key for it (:meth:`Worker.retry_lease`, only while no worker holds it;

@@ -1,13 +1,12 @@
 """Several ``companion run`` workers on one PostgreSQL database, for the failover tests.
 
-The world of ``tests/e2e/conftest.py`` (the fake Bot API and the scripted fake LLM in this
-process) is shared by every worker; each worker is a child process with a data directory of its
-own (DESIGN.md "Decisions": workers share nothing but the database) and the test session's
-throwaway PostgreSQL server as its ``[storage] database_url``. A :class:`Cluster` starts,
-kills, pauses and resumes workers by slot, reads the database beside them, and reads memory
-through ``companion memory export`` — the same command an owner runs, whichever backend holds
-the documents.
-"""
+The world of ``tests/e2e/conftest.py`` (the fake Bot API and the scripted fake LLM in this process)
+is shared by every worker; each worker is a child process with a data directory of its own
+(docs/architecture.md "Decisions": workers share nothing but the database) and the test session's
+throwaway PostgreSQL server as its ``[storage] database_url``. A :class:`Cluster` starts, kills,
+pauses and resumes workers by slot, reads the database beside them, and reads memory through
+``companion memory export`` — the same command an owner runs, whichever backend holds the
+documents."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ import pytest
 
 from partners.catalog import PartnerCatalog
 from partners.changelog import CHANGELOG
-from partners.memory import BULLET, ENTRY_ID
+from partners.memory_format import BULLET, ENTRY_ID
 from tests.e2e.cluster import Cluster
 from tests.e2e.gateway_process import GatewayProcess, write_config
 from tests.e2e.model import ScriptedModel

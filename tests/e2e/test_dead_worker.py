@@ -1,5 +1,5 @@
-"""A killed worker's chats and leadership are taken over at once (issue 16; README "Several
-workers"): two ``companion run`` workers on one PostgreSQL database with minute-long leases.
+"""A killed worker's chats and leadership are taken over at once (docs/workers.md): two ``companion
+run`` workers on one PostgreSQL database with minute-long leases.
 The leader, holding a chat whose answer the model keeps back, is killed with SIGKILL; its
 PostgreSQL session ends with its socket, and with it the lock that said it lived. The other
 worker leads and answers both that chat and a message sent right after the kill long before

@@ -1,5 +1,5 @@
-"""A dead or paused worker's Discord shard is connected by another (README "Several
-workers"): two ``companion run`` workers on one PostgreSQL database divide a bot of two shards
+"""A dead or paused worker's Discord shard is connected by another (docs/workers.md): two
+``companion run`` workers on one PostgreSQL database divide a bot of two shards
 through leases.
 
 Killed with SIGKILL, the worker holding shard 0 (which carries every direct message) loses its

@@ -9,18 +9,18 @@ starts a new gateway on the same data directory. The points, in turn:
 * ``after_llm_answer``: a random moment 0–50 ms after the answer left the model;
 * ``during_delivery``: the second of three Telegram messages of a reply is in flight — in even
   rounds Telegram has not acted on it, in odd rounds it has sent it but the confirmation is lost
-  (the one case where DESIGN.md "Decisions" allows that chunk to arrive twice);
+  (the one case where docs/architecture.md "Decisions" allows that chunk to arrive twice);
 * ``during_memory_write``: right after the changelog record of a ``partner_memorize`` write, as
   the memory file itself is being replaced;
 * ``during_review``: the review of a finished session is waiting for the model (even rounds) or
   has just written its journal entry (odd rounds).
 
-After each kill, with the process gone, the test reads what the dead process left: every
-message Telegram took from it that its database does not record is in the one window DESIGN.md
-"Decisions" allows (the platform confirmed, the gateway had not recorded): that text may be
-sent once more, and every other text arrives exactly once. And every turn the kill cut off
-(its messages still pending) runs again, once: the model calls for a message are one turn's,
-plus those the cut-off turns had made.
+After each kill, with the process gone, the test reads what the dead process left: every message
+Telegram took from it that its database does not record is in the one window docs/architecture.md
+"Decisions" allows (the platform confirmed, the gateway had not recorded): that text may be sent
+once more, and every other text arrives exactly once. And every turn the kill cut off (its messages
+still pending) runs again, once: the model calls for a message are one turn's, plus those the
+cut-off turns had made.
 
 ``make test`` runs one round per point; ``make soak`` runs ``SOAK_KILLS`` rounds (50). A failing
 run names its seed; ``E2E_SEED=<seed>`` repeats it.

@@ -1,4 +1,4 @@
-"""A paused worker never delivers after another took over (issue 16; DESIGN.md "Decisions",
+"""A paused worker never delivers after another took over (docs/architecture.md "Decisions",
 "Several workers"): two ``companion run`` workers share one PostgreSQL database, the fake Bot
 API and the scripted fake LLM (``tests/e2e/model.py``). A worker stopped with SIGSTOP past its
 lease comes back with a stale epoch: whatever answer it then holds is neither sent nor

@@ -1,11 +1,10 @@
 """A gateway on PostgreSQL — one alone, and two workers sharing the database — whose server
-restarts under load finds its way back by itself: every message sent before, during and after
-the restart is answered once, in its chat's order, and nothing is left pending (issue 16; the
-store's outages are StoreUnavailable, and a turn or delivery that met one is retried, DESIGN.md
-"Nothing stays pending forever"). A reply whose delivery the outage cut off is finished under
-its chat's lease by whichever worker works that chat next (README "Delivery guarantees"), so
-nothing waits for a change of leader or a restart; neither test allows a single repeated chunk.
-"""
+restarts under load finds its way back by itself: every message sent before, during and after the
+restart is answered once, in its chat's order, and nothing is left pending (the store's outages are
+StoreUnavailable, and a turn or delivery that met one is retried, docs/architecture.md "Nothing
+stays pending forever"). A reply whose delivery the outage cut off is finished under its chat's
+lease by whichever worker works that chat next (docs/delivery.md), so nothing waits for
+a change of leader or a restart; neither test allows a single repeated chunk."""
 
 from __future__ import annotations
 

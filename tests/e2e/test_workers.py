@@ -1,17 +1,16 @@
 """Several workers on one PostgreSQL: killing any of them at any time loses nothing and doubles
-nothing (issue 16; DESIGN.md "Decisions", "Several workers"). A paused worker is
+nothing (docs/architecture.md "Decisions", "Several workers"). A paused worker is
 ``test_paused_worker.py``'s.
 
-Two and four ``companion run`` workers share one database, the fake Bot API and the scripted
-fake LLM (``tests/e2e/model.py``: every answer names the tags it answers, ``long`` answers come
-in three chunks, reviews write ``reviewed mN`` into memory). In each round a few chats get
-messages, and once the model has seen one of them, at a random moment a random worker is
-killed with SIGKILL and started again. At the end every message was answered, exactly once —
-except a chunk Telegram took from a worker that died before recording it, the one repeat the
-README allows; replies in each chat came in the order of its messages; no turn ran twice unless
-a kill cut it off; every review ran once and memory holds each of its entries once (a review a
-kill cut off is claimed again by another worker's heartbeat and, run over the same part, writes
-nothing twice).
+Two and four ``companion run`` workers share one database, the fake Bot API and the scripted fake
+LLM (``tests/e2e/model.py``: every answer names the tags it answers, ``long`` answers come in three
+chunks, reviews write ``reviewed mN`` into memory). In each round a few chats get messages, and
+once the model has seen one of them, at a random moment a random worker is killed with SIGKILL and
+started again. At the end every message was answered, exactly once — except a chunk Telegram took
+from a worker that died before recording it, the one repeat the docs/delivery.md allows; replies in
+each chat came in the order of its messages; no turn ran twice unless a kill cut it off; every
+review ran once and memory holds each of its entries once (a review a kill cut off is claimed again
+by another worker's heartbeat and, run over the same part, writes nothing twice).
 
 With several workers alive, the test cannot tell which worker made a Telegram call: a send of a
 living worker that is not yet recorded when another worker is killed is counted as allowed to

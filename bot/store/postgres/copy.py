@@ -42,10 +42,10 @@ from urllib.parse import quote
 import asyncpg
 
 from bot.store.errors import StoreError
+from bot.store.migrations import SCHEMA
 from bot.store.postgres.base import translated
 from bot.store.postgres.connection import connect, redacted
 from bot.store.postgres.store import PostgresStore
-from bot.store.schema import SCHEMA
 
 BATCH_ROWS = 1000
 """Rows read from SQLite and sent to PostgreSQL at a time."""

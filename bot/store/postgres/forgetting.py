@@ -15,7 +15,7 @@ that has not been written again (VACUUM compacts a page but does not zero its fr
 the owner's to run), the write-ahead log until the server recycles those segments (after the
 next checkpoints), a row version an older transaction of another worker still sees (the next
 VACUUM takes it), and copies outside this server — replicas, WAL archives, pg_dump files
-(README "Forgetting")."""
+(docs/forgetting.md)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ until it locks again (else the first worker back would take every other worker's
 
 ``pg_locks`` is readable by every role and shows every database's locks, hence the filter on
 this database. A connection pooler in transaction mode cannot keep a session lock: the
-liveness connection must be a real session (see README, "Several workers")."""
+liveness connection must be a real session (see docs/workers.md)."""
 
 from __future__ import annotations
 

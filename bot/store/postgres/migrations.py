@@ -1,4 +1,4 @@
-"""The schema steps of :mod:`bot.store.schema` applied to a PostgreSQL database, each in a
+"""The schema steps of :mod:`bot.store.migrations` applied to a PostgreSQL database, each in a
 transaction of its own and recorded in ``schema_version``. Several workers may open the same
 database at once: a transaction-scoped advisory lock lets one apply a step while the others
 wait, then find it applied."""
@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 import asyncpg
 
 from bot.store.errors import StoreError
-from bot.store.schema import SCHEMA, Migration, for_dialect
+from bot.store.migrations import SCHEMA, Migration, for_dialect
 
 MIGRATION_LOCK = 0x636F6D70616E  # "compan": the advisory lock key of schema changes
 CREATE_VERSION_TABLE = (

@@ -6,7 +6,7 @@ stemmed, CJK bigrams, tagged with their audience), so the database has nothing l
 a ``tsvector`` would run them through PostgreSQL's word parser again (which splits some of our
 terms by the server's locale) and keeps neither a term's count per column nor the lengths BM25
 needs. So each row's terms stay the space-separated text SQLite indexes, a GIN index over
-their words (:func:`bot.store.schema.postgres_search_words`) finds the rows sharing a query
+their words (:mod:`bot.store.migrations.search_words`) finds the rows sharing a query
 term, and the score is FTS5's BM25 written out in SQL: the same weights per column (a
 message's own terms 1.0, the scope token 0.0, its neighbours' terms :data:`CONTEXT_WEIGHT`),
 the same document length (every term of the row's columns and its scope token), the same
@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from bot.store.migrations.search_words import postgres_search_words
 from bot.store.postgres.base import PostgresBase, Transaction
 from bot.store.rows import SearchHit
-from bot.store.schema import postgres_search_words
 from bot.store.search_terms import query_phrases
 from bot.store.searchable import (
     CONTEXT_WEIGHT,

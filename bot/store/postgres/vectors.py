@@ -61,7 +61,7 @@ ended; the millisecond covers the rounding of a timestamp kept as a float."""
 
 
 class Vectors(SearchIndex):
-    """Vectors for semantic recall (README "Recall")."""
+    """Vectors for semantic recall (docs/search.md)."""
 
     async def embedding_work(self, model: str, limit: int) -> EmbeddingWork:
         """What the background embedder does next for ``model``: messages whose text changed

@@ -1,6 +1,6 @@
 """What a user owns, and forgetting: tombstones, a user's messages and sessions, reminders, and
-``/forget`` as a recorded operation whose steps a restart finishes (DESIGN.md "Forgetting is an
-operation, not a loop").
+``/forget`` as a recorded operation whose steps a restart finishes (docs/architecture.md
+"Forgetting is an operation, not a loop").
 
 Part of :class:`bot.store.Store`; SQLite implements it in
 :class:`bot.store.forgetting.Forgetting`, PostgreSQL in

@@ -1,6 +1,6 @@
-"""Workers, the leader and leases: the registry of running workers, the elected leader, the
-leases on queue keys and review claims with their fencing epochs, the leases on the Discord
-bot's shards, scheduled job runs, and each worker's liveness (DESIGN.md "Several workers").
+"""Workers, the leader and leases: the registry of running workers, the elected leader, the leases
+on queue keys and review claims with their fencing epochs, the leases on the Discord bot's shards,
+scheduled job runs, and each worker's liveness (docs/architecture.md "Several workers").
 
 Part of :class:`bot.store.Store`; SQLite implements it in :class:`bot.store.workers.Workers`,
 PostgreSQL in :class:`bot.store.postgres.workers.Workers`."""
