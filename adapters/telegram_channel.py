@@ -40,7 +40,6 @@ from telegram.error import (
     TelegramError,
 )
 from telegram.ext import AIORateLimiter, ExtBot
-from telegram.request import HTTPXRequest
 
 from adapters.base import DeliveryError, Receiver, ReplyStream
 from adapters.telegram_format import Rendered, render
@@ -49,6 +48,7 @@ from adapters.telegram_media import MAX_CAPTION_UTF16, MAX_DOWNLOAD_BYTES, Teleg
 from adapters.telegram_menu import set_menus, show_owner_menu
 from adapters.telegram_poll_client import PollClient
 from adapters.telegram_receiving import TelegramReceiving
+from adapters.telegram_send_request import SendRequest
 from adapters.telegram_streams import DraftStream, EditStream, retry_after_seconds
 from adapters.telegram_updates import PLATFORM, BotIdentity
 from adapters.telegram_webhook import WebhookServer
@@ -336,9 +336,7 @@ def _build_bot(config: TelegramConfig) -> Bot:
     options: dict[str, Any] = {
         "token": config.token.get_secret_value(),
         # getUpdates goes out on a client of its own (adapters/telegram_poll_client.py)
-        "request": HTTPXRequest(
-            connection_pool_size=SEND_POOL_SIZE, pool_timeout=POOL_TIMEOUT_SECONDS
-        ),
+        "request": SendRequest(SEND_POOL_SIZE, POOL_TIMEOUT_SECONDS),
     }
     if config.base_url:
         options["base_url"] = config.base_url  # PTB appends the token itself

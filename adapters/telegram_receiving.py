@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
 import logging
-import secrets
 import time
 import warnings
 from collections import defaultdict
@@ -239,8 +240,7 @@ class TelegramReceiving:
     async def _start_webhook(self) -> None:
         url = self.config.webhook_url
         assert url is not None  # the config requires it in webhook mode
-        configured = self.config.webhook_secret
-        secret = configured.get_secret_value() if configured else secrets.token_urlsafe(32)
+        secret = webhook_secret(self.config)
         server = WebhookServer(
             self.config.webhook_listen,
             self.config.webhook_port,
@@ -339,3 +339,15 @@ def _update_id(payload: object) -> int | None:
         return None
     update_id = payload.get("update_id")
     return update_id if type(update_id) is int else None
+
+
+def webhook_secret(config: TelegramConfig) -> str:
+    """The secret Telegram sends with every webhook request: ``webhook_secret`` if set, else
+    one made from the bot token, so every worker behind one load balancer expects the same
+    secret (a random one per worker would leave all but the last to register refusing
+    Telegram with 403). It cannot be worked back to the token."""
+    if config.webhook_secret is not None:
+        return config.webhook_secret.get_secret_value()
+    assert config.token is not None  # a channel is built only with a token
+    token = config.token.get_secret_value().encode()
+    return hmac.new(token, b"companion-gateway webhook secret", hashlib.sha256).hexdigest()

@@ -57,6 +57,7 @@ from aiohttp import web  # noqa: E402
 from bot.config.model import EmbeddingsConfig, LLMConfig  # noqa: E402
 from bot.services.embeddings import EmbeddingsClient  # noqa: E402
 from bot.store import NewMessage, Store  # noqa: E402
+from bot.store.opening import open_store
 from bot.workers.embedder import reindex  # noqa: E402
 from partners.recall import Recall  # noqa: E402
 
@@ -212,8 +213,8 @@ async def compare_backends(show_misses: str | None, database_url: str | None) ->
         database_url = server.url(await server.create_database())
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            sqlite = await Store.open(Path(tmp) / "recall.db")
-            postgres = await Store.open(database_url)
+            sqlite = await open_store(Path(tmp) / "recall.db")
+            postgres = await open_store(database_url)
             try:
                 stored = await stored_history(sqlite)
                 again = await stored_history(postgres)
@@ -268,7 +269,7 @@ async def top_ids(
 
 async def main(show_misses: str | None, with_embeddings: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        store = await Store.open(Path(tmp) / "recall.db")
+        store = await open_store(Path(tmp) / "recall.db")
         try:
             stored = await stored_history(store)
             await report("lexical", Recall(store), stored, show_misses)

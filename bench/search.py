@@ -24,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bot.store import NewMessage, Store  # noqa: E402
+from bot.store.opening import open_store
 
 USERS = 200
 BATCH = 5000
@@ -137,7 +138,7 @@ async def main(sizes: list[int]) -> None:
     words = vocabulary(rng)
     queries = make_queries(rng, words)
     with tempfile.TemporaryDirectory() as tmp:
-        store = await Store.open(Path(tmp) / "bench.db")
+        store = await open_store(Path(tmp) / "bench.db")
         stored = 0
         print(
             f"{'messages':>9} {'p50 ms':>8} {'p95 ms':>8} {'scan p50':>9} {'scan p95':>9} "

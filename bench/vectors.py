@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bot.services.vectors import FLOAT32, nearest, pack, unit  # noqa: E402
 from bot.store import NewMessage, NewVector, Store  # noqa: E402
+from bot.store.opening import open_store
 from partners.vector_cache import VectorCache, VectorFilter  # noqa: E402
 
 MODEL = "bench-model"
@@ -72,7 +73,7 @@ def pure_python(query: list[float], candidates: list[tuple[int, bytes]], top: in
 async def measure(count: int, dim: int) -> None:
     rng = np.random.default_rng(12)
     with tempfile.TemporaryDirectory() as folder:
-        store = await Store.open(Path(folder) / "bench.db")
+        store = await open_store(Path(folder) / "bench.db")
         try:
             await fill(store, count, dim, rng)
             query = unit(rng.standard_normal(dim))

@@ -9,7 +9,10 @@ PostgreSQL costs against SQLite, how long a failover takes, and store round trip
    ``--concurrency`` turns at once (``[dispatch] max_concurrent_turns``) and there are more
    chats than all workers together can run: the ceiling is workers x concurrency turns per
    second, and the CPU each worker (and this process, which plays Telegram) used is printed
-   beside it — far below one core each means the LLM wait is what bounds the figure.
+   beside it — far below one core each means the LLM wait is what bounds the figure — with the
+   CPU all workers used per turn and the machine's load average: the counts are measured one
+   after another, and a shared machine's other work that comes and goes between them moves
+   the ratios as much as anything of ours does.
 2. One worker, the same closed loop, on PostgreSQL and on SQLite.
 3. Failover: two workers on PostgreSQL and a fake LLM that answers at once; ``--kills`` times
    the longest-running worker (the leader: leadership moves only when a leader dies) is
@@ -176,6 +179,10 @@ class Throughput:
     """Share of one core each worker used during the window."""
     cpu_driver: float
     """Share of one core this process (the fake Telegram) used."""
+    cpu_ms_per_turn: float
+    """CPU milliseconds all workers together used per turn."""
+    load: float
+    """The machine's one-minute load average at the window's end (others' work counts)."""
 
 
 async def closed_loop(fake: FakeTelegram, workers: list[GatewayProcess], chats: int,
@@ -212,7 +219,8 @@ async def closed_loop(fake: FakeTelegram, workers: list[GatewayProcess], chats: 
         talk.cancel()
     watcher.cancel()
     await asyncio.gather(*talks, watcher, return_exceptions=True)
-    return Throughput(turns / elapsed, cpu, driver)
+    per_turn = sum(cpu) * elapsed / turns * 1000 if turns else float("nan")
+    return Throughput(turns / elapsed, cpu, driver, per_turn, os.getloadavg()[0])
 
 
 async def throughput(llm_url: str, database_url: str | None, size: int,
@@ -227,8 +235,10 @@ async def throughput(llm_url: str, database_url: str | None, size: int,
 def show(name: str, result: Throughput, ceiling: float) -> None:
     cpu = ", ".join(f"{share:.0%}" for share in result.cpu_per_worker)
     print(
-        f"{name:<24} {result.turns_per_second:6.1f} turns/s (ceiling {ceiling:.0f}); "
-        f"CPU per worker {cpu}; Telegram fake {result.cpu_driver:.0%}"
+        f"{name:<24} {result.turns_per_second:6.1f} turns/s (ceiling {ceiling:.0f}, "
+        f"{result.turns_per_second / ceiling:.0%} of it); CPU per worker {cpu}, "
+        f"{result.cpu_ms_per_turn:.0f} ms per turn; Telegram fake {result.cpu_driver:.0%}; "
+        f"load average {result.load:.1f}"
     )
 
 
@@ -423,12 +433,13 @@ async def round_trips(data_dir: Path, llm_url: str, database_url: str | None) ->
 
 
 async def trips(server: PostgresServer | None) -> None:
-    print("4. store round trips per turn in a running session (goal <= 8)")
+    print("4. store round trips per turn in a running session on PostgreSQL (goal <= 8)")
     with tempfile.TemporaryDirectory(prefix="bench-trips-") as tmp:
         async with llm_process(0.0) as llm_url:
-            sqlite = await round_trips(Path(tmp) / "sqlite", llm_url, None)
-            print(f"   SQLite     {sqlite:.1f}")
             if server is None:
+                print(
+                    "   (PostgreSQL only: SQLite's hand-offs stay in the process; no server here)"
+                )
                 return
             database = await server.create_database()
             try:

@@ -18,6 +18,7 @@ from bot.app import App, build_app
 from bot.config.model import Config
 from bot.events import Attachment, ChatRef, Inbound, Outbound, Sender
 from bot.store import Store
+from bot.store.opening import open_store
 from tests.fakes.fake_llm import FakeLLM
 from tests.postgres_server import PostgresServer, PostgresUnavailable
 
@@ -257,7 +258,7 @@ class StoreBackend:
     location: Path | str
 
     async def open(self) -> Store:
-        return await Store.open(self.location)
+        return await open_store(self.location)
 
 
 @pytest.fixture(params=STORE_BACKENDS)

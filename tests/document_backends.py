@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.store import Store
+from bot.store.opening import open_store
 from bot.store.postgres.connection import create_pool
-from bot.store.postgres.documents import Documents as PostgresDocuments
+from bot.store.postgres.documents import PostgresDocuments
 from bot.store.postgres.migrations import migrate
 from partners.documents import DatabaseDocuments, Documents, FileDocuments
 from partners.memory import MemoryFile, MemoryStore
@@ -54,7 +54,7 @@ async def memory_backend(
     if request.param == "files":
         yield MemoryBackend("files", tmp_path, FileDocuments())
     elif request.param == "sqlite":
-        store = await Store.open(tmp_path / "db.sqlite")
+        store = await open_store(tmp_path / "db.sqlite")
         yield MemoryBackend("sqlite", tmp_path, DatabaseDocuments(store, tmp_path))
         await store.close()
     else:

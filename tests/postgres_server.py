@@ -27,7 +27,7 @@ from pathlib import Path
 
 import asyncpg
 
-from bot.store import Store
+from bot.store.opening import open_store
 from bot.workers.worker import process_alive
 
 INSTALL_HINT = (
@@ -218,7 +218,7 @@ class PostgresServer:
         is copied from it (``CREATE DATABASE … TEMPLATE``) instead of migrating again."""
         if self._template is None:
             name = await self.create_database()
-            store = await Store.open(self.url(name))
+            store = await open_store(self.url(name))
             await store.close()
             self._template = name
         return self._template

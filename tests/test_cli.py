@@ -9,7 +9,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from bot.store import Store
+from bot.store.opening import open_store
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.fakes.fake_telegram import FakeTelegram
 
@@ -186,7 +186,7 @@ async def test_importing_the_same_file_again_adds_no_sessions(tmp_path: Path) ->
     for _ in range(3):
         code, _, err = await companion(config, "import", "example", str(source))
         assert code == 0, err
-    store = await Store.open(tmp_path / "data" / "gateway.db")
+    store = await open_store(tmp_path / "data" / "gateway.db")
     try:
         sessions = await store.sessions_of("example")
     finally:

@@ -4,14 +4,17 @@ argument, and the partner commands that ask before they act."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import io
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from bot.cli.main import build_parser, main
+from bot.cli.main import PROBLEMS, build_parser, handler, main
 
 
 def write_config(tmp_path: Path) -> Path:
@@ -42,6 +45,39 @@ def test_version_names_the_program_and_its_version(capsys: pytest.CaptureFixture
         main(["--version"])
     assert stopped.value.code == 0
     assert re.fullmatch(r"companion \d+\.\d+\.\d+\S*\n", capsys.readouterr().out)
+
+
+LOADED_BY_HELP = """
+import sys
+from bot.cli.main import main
+try:
+    main(["--help"])
+except SystemExit:
+    pass
+print(" ".join(sorted(sys.modules)), file=sys.stderr)  # stdout has the help
+"""
+
+
+def test_help_loads_no_subcommand_module_backend_or_client() -> None:
+    """`companion --help` stays quick: the subcommands' modules load when one runs."""
+    loaded = subprocess.run(
+        [sys.executable, "-c", LOADED_BY_HELP], capture_output=True, text=True, check=True
+    ).stderr.split()
+    heavy = ("bot.", "partners", "adapters", "openai", "telegram", "discord", "pydantic")
+    assert [name for name in loaded if name.startswith(heavy) and name != "bot.cli.main"] == [
+        "bot.cli"
+    ]
+
+
+def test_every_subcommand_names_a_function_that_exists() -> None:
+    named = {parser.get_default("handler") for _, parser in parsers(build_parser())} - {None}
+    assert len(named) == 24
+    assert all(callable(handler(name)) for name in named)
+
+
+@pytest.mark.parametrize(("module", "name"), PROBLEMS)
+def test_each_owner_fixable_error_is_found_where_it_is_named(module: str, name: str) -> None:
+    assert issubclass(getattr(importlib.import_module(module), name), Exception)
 
 
 def test_every_argument_of_every_command_is_explained() -> None:

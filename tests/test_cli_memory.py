@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bot.config.model import load_config
 from bot.gateway.memory_documents import memory_store
-from bot.store import Store
+from bot.store.opening import open_store
 from partners.memory import MemoryFile
 from tests.test_cli import companion
 
@@ -30,7 +30,7 @@ def write_config(tmp_path: Path) -> Path:
 async def remember(config: Path, *texts: str) -> MemoryFile:
     """Write entries into luna's MEMORY.md through the gateway's own memory store."""
     settings = load_config(config)
-    store = await Store.open(settings.data_dir / "gateway.db")
+    store = await open_store(settings.data_dir / "gateway.db")
     try:
         memory = memory_store(settings, store)
         file = MemoryFile(settings.data_dir / "partners" / "luna", "MEMORY.md")
@@ -118,7 +118,7 @@ async def test_show_and_export_read_the_rows_of_a_postgresql_database(
         encoding="utf-8",
     )
     settings = load_config(config)
-    store = await Store.open(settings.database)
+    store = await open_store(settings.database)
     try:
         file = MemoryFile(settings.data_dir / "partners" / "luna", "MEMORY.md")
         await memory_store(settings, store).add(file, "Likes green tea", reason="", source="t")

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from bot.cli.main import main
+from bot.config import machine_zone
 from bot.config.model import Config, ConfigError, config_path, load_config, parse_config
 
 
@@ -434,3 +435,24 @@ def test_without_a_file_a_problem_no_variable_set_says_there_is_no_file() -> Non
     with pytest.raises(ConfigError) as caught:
         load_config(None, {"COMPANION_CONFIG": "", "COMPANION_TELEGRAM__MODE": "webhook"})
     assert str(caught.value).startswith("(no config file): telegram.webhook_url: ")
+
+
+def test_the_machine_zone_serves_an_owner_without_one_and_a_change_counts_within_a_minute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    link = tmp_path / "localtime"
+    link.symlink_to("/usr/share/zoneinfo/Europe/Lisbon")
+    now = [1000.0]
+    monkeypatch.setattr(machine_zone, "LOCALTIME", link)
+    monkeypatch.setattr(machine_zone, "clock", lambda: now[0])
+    monkeypatch.setattr(machine_zone, "_read_at", None)
+    config = Config.model_validate({})
+    assert str(config.owner_timezone()) == "Europe/Lisbon"
+    link.unlink()
+    link.symlink_to("/usr/share/zoneinfo/Asia/Tokyo")
+    now[0] += machine_zone.MACHINE_ZONE_SECONDS - 1
+    assert str(config.owner_timezone()) == "Europe/Lisbon"  # not read again on every turn
+    now[0] += 1
+    assert str(config.owner_timezone()) == "Asia/Tokyo"
+    assert config.usage_day(0) == "1970-01-01"
+    assert Config.model_validate({"owner": {"timezone": "UTC"}}).owner_timezone().key == "UTC"

@@ -24,6 +24,7 @@ from bot.store import (
     StoreError,
 )
 from bot.store.migrations import SCHEMA
+from bot.store.opening import open_store
 from bot.store.postgres.copy import (
     DERIVED_TABLES,
     NewDocument,
@@ -57,7 +58,7 @@ WORDS = (
 async def filled_sqlite(path: Path) -> None:
     """A SQLite gateway's database with a row in every table that holds data, written through
     the Store API as the gateway writes it."""
-    store = await Store.open(path)
+    store = await open_store(path)
     try:
         await fill(store)
     finally:
@@ -237,7 +238,7 @@ AUDIENCES: list[list[str] | None] = [["user:telegram:5"], ["chat:telegram:-9"], 
 
 async def found_ids(location: Path | str) -> list[list[int]]:
     """The ids each search finds, in order, for each set of audiences."""
-    store = await Store.open(location)
+    store = await open_store(location)
     try:
         return [
             [hit.message_id for hit in await store.search("luna", query, audiences, 20)]
@@ -262,7 +263,7 @@ async def test_new_rows_are_numbered_past_the_copied_ones(
         last_message = db.execute("SELECT max(id) FROM messages").fetchone()[0]
         last_audit = db.execute("SELECT max(id) FROM audit").fetchone()[0]
     await copy_to_postgres(source, postgres_database)
-    store = await Store.open(postgres_database)
+    store = await open_store(postgres_database)
     try:
         new_id = await store.add_message(
             NewMessage("telegram:5", "user", "after the move", "user:telegram:5", partner_id="luna")
@@ -295,7 +296,7 @@ async def test_a_second_copy_is_refused_and_changes_nothing(
 async def test_a_failure_mid_copy_leaves_the_target_empty(
     source: Path, postgres_database: str
 ) -> None:
-    store = await Store.open(source)
+    store = await open_store(source)
     try:
         # PostgreSQL's text cannot hold a NUL character; SQLite's can: a late row, so the
         # copy fails after earlier tables and batches of this one went over
@@ -324,7 +325,7 @@ async def test_memory_files_become_document_rows(source: Path, postgres_database
         NewDocument("owner", "MEMORY.md", "- 东京 trip\n".encode(), 1_002.0),
     ]
     copied = await copy_to_postgres(source, postgres_database, documents=each(files))
-    store = await Store.open(postgres_database)
+    store = await open_store(postgres_database)
     try:
         for file in files:
             row = await store.document(file.namespace, file.path)
@@ -381,7 +382,7 @@ async def test_companion_database_copy_moves_files_and_hides_the_password(
     assert code == 0, err
     assert "s3cret" not in out + err
     assert "messages" in out and "60" in out
-    store = await Store.open(postgres_database)
+    store = await open_store(postgres_database)
     try:
         row = await store.document("partners/luna", "users/telegram_5.md")
         owner = await store.document("owner", "MEMORY.md")
@@ -413,7 +414,7 @@ async def test_companion_database_copy_moves_the_partners_too(
     )
     code, _, err = await companion(config, "database", "copy", "--to", postgres_database)
     assert code == 0, err
-    store = await Store.open(postgres_database)
+    store = await open_store(postgres_database)
     try:
         catalog = PartnerCatalog(tmp_path / "elsewhere" / "partners", PartnerRows(store))
         await catalog.refresh()

@@ -14,7 +14,7 @@ import pytest
 from bot.app import build_app
 from bot.cli.main import main
 from bot.config.model import load_config
-from bot.store import Store
+from bot.store.opening import open_store
 from tests.fakes.fake_discord import BOT_TOKEN, FakeDiscord, point_discord_at
 from tests.fakes.fake_llm import FAKE_MODEL_ID, FakeLLM
 from tests.fakes.fake_telegram import TOKEN, FakeTelegram
@@ -161,7 +161,7 @@ async def test_an_enabled_platform_without_an_owner_is_bad_until_claimed(
     assert "nobody owns the bot on telegram" in line and "/claim" in line
     assert "owner.telegram_ids" in line
 
-    store = await Store.open(tmp_path / "data" / "gateway.db")
+    store = await open_store(tmp_path / "data" / "gateway.db")
     await store.add_claim_code("hash", "telegram", 60)
     assert await store.redeem_claim("hash", "telegram", "telegram:777")
     await store.close()
@@ -191,7 +191,7 @@ async def test_a_postgresql_database_is_checked_and_its_password_never_shown(
     assert "hunter2" not in text
     assert f"ok  database {url.replace('hunter2', '***')} answers (PostgreSQL" in text
     assert "database schema 0 of" in text  # doctor did not create the tables
-    store = await Store.open(url)
+    store = await open_store(url)
     await store.close()
     _, lines = await doctor(config, capsys)
     assert any(line.endswith("(current)") for line in lines), lines

@@ -13,7 +13,7 @@ import pytest
 
 from bot.store import Store
 from bot.store.postgres.connection import create_pool
-from bot.store.postgres.documents import Documents as PostgresDocuments
+from bot.store.postgres.documents import PostgresDocuments
 from bot.store.postgres.migrations import migrate
 from partners.changelog import CHANGELOG
 from partners.documents import DatabaseDocuments, DocumentConflict

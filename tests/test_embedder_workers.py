@@ -15,6 +15,7 @@ import pytest
 
 from bot.services.embeddings import EmbeddingsClient
 from bot.store import NewMessage, Store
+from bot.store.opening import open_store
 from bot.workers.embedder import Embedder
 from tests.conftest import Harness, HarnessFactory
 from tests.fakes.fake_llm import FakeLLM
@@ -96,7 +97,7 @@ async def test_only_the_leader_embeds_and_a_new_leader_takes_over_the_backlog(
 
 @pytest.fixture
 async def store(shared_database: str) -> AsyncIterator[Store]:
-    opened = await Store.open(shared_database)
+    opened = await open_store(shared_database)
     yield opened
     await opened.close()
 

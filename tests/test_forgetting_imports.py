@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bot.store import Store
+from bot.store.opening import open_store
 from tests.conftest import Harness, HarnessFactory, dm
 from tests.fakes.fake_llm import Reply
 from tests.test_cli import companion
@@ -51,7 +51,7 @@ async def forgotten_conversation(harness: Harness, said: str, answered: str) -> 
 
 
 async def stored_texts(harness: Harness, user_key: str) -> list[str]:
-    store = await Store.open(harness.config.database)
+    store = await open_store(harness.config.database)
     try:
         return [row.text for row in await store.user_messages("example", user_key)]
     finally:

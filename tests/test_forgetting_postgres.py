@@ -12,6 +12,7 @@ import asyncpg
 import pytest
 
 from bot.store import NewMessage, Store
+from bot.store.opening import open_store
 from tests.postgres_server import PostgresServer
 
 SECRET = "zanzibarqq"
@@ -41,7 +42,7 @@ async def relation_bytes(server: PostgresServer, db: asyncpg.Connection, relatio
 async def test_forgotten_words_leave_the_search_index_files(
     postgres_server: PostgresServer, database: str
 ) -> None:
-    store = await Store.open(database)
+    store = await open_store(database)
     db = await asyncpg.connect(database)
     try:
         await said(store, "we talked about tea")

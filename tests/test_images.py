@@ -314,3 +314,10 @@ async def test_a_photo_nobody_could_open_is_not_described_and_is_named_unopened(
     assert UNOPENED_PHOTO_NOTE in fake_llm.last_user_text(request)
     await settled(fake, gateway)
     assert TURN_FAILED not in [call.text for call in fake.sent("sendMessage", ALICE)]
+
+
+def test_pillow_loads_with_the_first_photo_not_with_the_gateway() -> None:
+    """Most gateways never see a photo: building one leaves Pillow (2 MB resident) unloaded."""
+    code = "import sys, bot.app, adapters.telegram_channel; print('PIL' in sys.modules)"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert loaded.stdout.strip() == "False", loaded.stderr

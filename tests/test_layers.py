@@ -306,3 +306,21 @@ def test_the_known_violations_still_occur() -> None:
     # a straightened import leaves the list, so the list never hides a new one
     pairs = import_pairs()
     assert {pair for pair in KNOWN_VIOLATIONS if pair not in pairs} == set()
+
+
+def test_the_store_interface_loads_no_database_driver() -> None:
+    # code written against Store (most of the gateway) must not pay for a driver it may
+    # never use: a fresh interpreter shows what the import really loads, deferred ones too
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, bot.store.protocol, bot.store;"
+            " print(' '.join(m for m in ('asyncpg', 'aiosqlite') if m in sys.modules))",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert loaded == [], f"importing the store interface loads {loaded}"

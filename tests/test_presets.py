@@ -119,7 +119,7 @@ async def test_setting_a_block_scalar_description_replaces_it_and_keeps_every_ot
     ("command", "before", "after", "check"),
     [
         (
-            "model gpt-4o-mini",
+            "model gpt-4o-mini --force",  # not a model the fake serves
             "tools:",
             "model: gpt-4o-mini\ntools:",
             lambda p: p.model == "gpt-4o-mini",
@@ -214,7 +214,9 @@ async def test_a_file_with_windows_line_endings_keeps_them(harness: Harness) -> 
 
 async def test_setting_a_default_again_removes_the_line(harness: Harness) -> None:
     path = await kai(harness)
-    await admin(harness, "/admin partner set kai model gpt-4o-mini")
+    harness.llm.models = [*(harness.llm.models or []), "gpt-4o-mini"]
+    answer = await admin(harness, "/admin partner set kai model gpt-4o-mini")
+    assert "model is now gpt-4o-mini" in answer
     answer = await admin(harness, "/admin partner set kai model default")
     assert "model is now back to its default" in answer
     assert path.read_text(encoding="utf-8") == PRESET

@@ -16,6 +16,7 @@ import pytest
 from bot.config.model import EmbeddingsConfig, LLMConfig, parse_config
 from bot.services.embeddings import EmbeddingsClient
 from bot.store import NewMessage, Store
+from bot.store.opening import open_store
 from bot.workers.embedder import Embedder, reindex
 from partners.recall import Recall, fuse
 from tests.admin_support import admin
@@ -264,7 +265,7 @@ async def test_a_vector_never_leads_from_a_group_into_a_dm(
 
 
 async def store_with_history(tmp_path: Path) -> tuple[Store, int]:
-    store = await Store.open(tmp_path / "gateway.db")
+    store = await open_store(tmp_path / "gateway.db")
     kitten = await store.add_message(
         NewMessage("test:42", "user", "I adopted a kitten", "user:test:42", partner_id="example")
     )

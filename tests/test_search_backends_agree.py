@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 from bot.store import NewMessage, Store
+from bot.store.opening import open_store
 
 WORDS = (
     "tea garden kitten island rain train lyon hiking coffee book sister cake sunday piano",
@@ -38,8 +39,8 @@ async def seeded_history(store: Store) -> None:
 
 
 async def test_both_backends_rank_every_query_alike(postgres_database: str, tmp_path: Path) -> None:
-    sqlite = await Store.open(tmp_path / "db.sqlite")
-    postgres = await Store.open(postgres_database)
+    sqlite = await open_store(tmp_path / "db.sqlite")
+    postgres = await open_store(postgres_database)
     try:
         await seeded_history(sqlite)
         await seeded_history(postgres)

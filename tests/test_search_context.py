@@ -8,6 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from bot.store import SCHEMA, NewMessage, Store, for_dialect
+from bot.store.opening import open_store
 from tests.conftest import Harness, StoreBackend, dm, group_message
 from tests.fakes.fake_llm import Reply
 from tests.store_support import indexed_rows
@@ -126,7 +127,7 @@ async def test_an_index_without_context_is_rebuilt_at_open(tmp_path: Path) -> No
             (text, text),
         )
     db.close()
-    store = await Store.open(path)
+    store = await open_store(path)
     try:
         assert [h.text for h in await store.search("p", "pets", None, 10)] == [
             "What are your pets' names?",

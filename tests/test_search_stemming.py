@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.store import SCHEMA, NewMessage, Store, for_dialect
+from bot.store.opening import open_store
 from bot.store.search_terms import index_terms, match_expression, search_language
 from tests.conftest import StoreBackend
 
@@ -94,7 +95,7 @@ async def test_an_index_written_before_stemming_is_rebuilt_at_open(tmp_path: Pat
         " 'i adopted two dogs', 'scope-token')"
     )
     db.close()
-    store = await Store.open(path)
+    store = await open_store(path)
     try:
         assert [h.text for h in await store.search("p", "adopt a dog", None, 10)] == [
             "I adopted two dogs"

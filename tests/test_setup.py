@@ -17,7 +17,7 @@ import pytest
 from bot.cli.main import main
 from bot.config.model import load_config
 from bot.gateway.claims import code_hash
-from bot.store import Store
+from bot.store.opening import open_store
 from tests.fakes.fake_discord import BOT_TOKEN, FakeDiscord, point_discord_at
 from tests.fakes.fake_llm import FAKE_MODEL_ID, FakeLLM
 from tests.fakes.fake_telegram import TOKEN, FakeTelegram
@@ -70,7 +70,7 @@ def claim_code(stderr: str) -> str:
 
 
 async def live_claims(tmp_path: Path, platform: str) -> list[str]:
-    store = await Store.open(tmp_path / "data" / "gateway.db")
+    store = await open_store(tmp_path / "data" / "gateway.db")
     try:
         return await store.live_claim_codes(platform)
     finally:
@@ -143,8 +143,7 @@ async def test_the_interactive_first_run_asks_again_after_a_wrong_answer(
     refused = f"http://127.0.0.1:{refused_port()}/v1"
     answers = "\n".join(
         [
-            refused,  # LLM endpoint (local: no key asked)
-            FAKE_MODEL_ID,  # model -> connection refused, asked again
+            refused,  # LLM endpoint (local: no key asked) -> connection refused, asked again
             fake_llm.base_url,  # LLM endpoint
             "",  # model: keep fake-model
             "$TG_TOKEN",  # Telegram token from the environment

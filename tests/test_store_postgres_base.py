@@ -12,11 +12,16 @@ import asyncpg
 import pytest
 
 from bot.store import StoreUnavailable
-from bot.store.postgres.audit import Audit
+from bot.store.audit import Audit
+from bot.store.postgres.base import PostgresBase
 from bot.store.postgres.connection import create_pool
 from bot.store.postgres.migrations import migrate
 
 HANG_GUARD_SECONDS = 30.0
+
+
+class PostgresAudit(Audit, PostgresBase):
+    """One concern on the PostgreSQL base, as the store composes them."""
 
 
 async def no_recompute(method: str) -> None:
@@ -33,7 +38,7 @@ async def pool(postgres_database: str) -> AsyncIterator[asyncpg.Pool]:
 
 
 async def test_each_statement_counts_as_a_round_trip(pool: asyncpg.Pool) -> None:
-    store = Audit(pool)
+    store = PostgresAudit(pool)
     before = store.round_trips
     await store.audit("owner", "x")
     await store.audit_rows()
@@ -43,7 +48,7 @@ async def test_each_statement_counts_as_a_round_trip(pool: asyncpg.Pool) -> None
 
 
 async def test_a_transaction_that_raises_leaves_nothing_behind(pool: asyncpg.Pool) -> None:
-    store = Audit(pool)
+    store = PostgresAudit(pool)
     with pytest.raises(RuntimeError):
         async with store._transaction() as tx:
             await tx.write("INSERT INTO settings (key, value, updated_at) VALUES ('k', 'v', 0)")
@@ -54,7 +59,7 @@ async def test_a_transaction_that_raises_leaves_nothing_behind(pool: asyncpg.Poo
 async def test_connections_lost_between_calls_cost_at_most_one_unavailable_call(
     pool: asyncpg.Pool, postgres_database: str
 ) -> None:
-    store = Audit(pool)
+    store = PostgresAudit(pool)
     await store.put_setting("kept", "yes")
     admin = await asyncpg.connect(postgres_database)
     try:
@@ -76,7 +81,7 @@ async def test_connections_lost_between_calls_cost_at_most_one_unavailable_call(
 
 
 async def test_a_connection_lost_in_a_transaction_is_store_unavailable(pool: asyncpg.Pool) -> None:
-    store = Audit(pool)
+    store = PostgresAudit(pool)
     with pytest.raises(StoreUnavailable):
         async with store._transaction() as tx:
             await tx.write("INSERT INTO settings (key, value, updated_at) VALUES ('k', 'v', 0)")
@@ -85,7 +90,7 @@ async def test_a_connection_lost_in_a_transaction_is_store_unavailable(pool: asy
 
 
 async def test_a_mistake_in_our_sql_is_not_an_outage(pool: asyncpg.Pool) -> None:
-    store = Audit(pool)
+    store = PostgresAudit(pool)
     with pytest.raises(asyncpg.UndefinedTableError):
         await store._all("SELECT * FROM no_such_table")
 
@@ -104,7 +109,7 @@ async def test_a_statement_that_hangs_ends_as_store_unavailable_and_the_pool_goe
     try:
         async with pool.acquire() as db:
             await migrate(db, no_recompute)
-        store = Audit(pool)
+        store = PostgresAudit(pool)
         hold = rival.transaction()
         await hold.start()
         await rival.execute("LOCK TABLE settings")

@@ -1,4 +1,4 @@
-"""Opening the PostgreSQL store from ``[storage] database_url``: Store.open chooses the backend
+"""Opening the PostgreSQL store from ``[storage] database_url``: open_store chooses the backend
 by the URL, and a URL that does not parse, a server that is not there or a wrong password is
 one line that names the URL without its password and says what to check."""
 
@@ -10,7 +10,8 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from bot.store import NewMessage, Store, StoreError
+from bot.store import NewMessage, StoreError
+from bot.store.opening import open_store
 from bot.store.postgres.connection import redacted
 from bot.store.postgres.store import PostgresStore
 from bot.store.sqlite import SqliteStore
@@ -38,7 +39,7 @@ def test_a_url_whose_port_is_no_number_is_shown_without_its_password() -> None:
 
 async def test_a_url_that_does_not_parse_is_one_line_without_the_password() -> None:
     with pytest.raises(StoreError) as caught:
-        await Store.open("postgresql://bot:hunter2@127.0.0.1:54x2/gateway")
+        await open_store("postgresql://bot:hunter2@127.0.0.1:54x2/gateway")
     message = str(caught.value)
     assert "hunter2" not in message and "\n" not in message
     assert "postgresql://bot:***@127.0.0.1:54x2/gateway" in message
@@ -48,7 +49,7 @@ async def test_a_url_that_does_not_parse_is_one_line_without_the_password() -> N
 async def test_a_server_that_is_not_there_is_one_line_saying_what_to_check() -> None:
     url = f"postgresql://bot:hunter2@127.0.0.1:{closed_port()}/gateway"
     with pytest.raises(StoreError) as caught:
-        await Store.open(url)
+        await open_store(url)
     message = str(caught.value)
     assert "hunter2" not in message and "\n" not in message
     assert "PostgreSQL server runs" in message
@@ -58,14 +59,14 @@ async def test_a_database_that_does_not_exist_is_refused_by_name(
     postgres_server: PostgresServer,
 ) -> None:
     with pytest.raises(StoreError, match="no_such_db.*does not exist"):
-        await Store.open(postgres_server.url("no_such_db"))
+        await open_store(postgres_server.url("no_such_db"))
 
 
 async def test_store_open_chooses_the_backend_by_the_location(
     postgres_database: str, tmp_path: Path
 ) -> None:
-    on_postgres = await Store.open(postgres_database)
-    on_sqlite = await Store.open(tmp_path / "db.sqlite")
+    on_postgres = await open_store(postgres_database)
+    on_sqlite = await open_store(tmp_path / "db.sqlite")
     try:
         assert isinstance(on_postgres, PostgresStore)
         assert isinstance(on_sqlite, SqliteStore)
@@ -80,7 +81,7 @@ async def test_store_open_chooses_the_backend_by_the_location(
 async def test_a_backup_file_is_refused_with_what_to_use_instead(
     postgres_database: str, tmp_path: Path
 ) -> None:
-    store = await Store.open(postgres_database)
+    store = await open_store(postgres_database)
     try:
         with pytest.raises(StoreError, match="pg_dump"):
             await store.backup_to(tmp_path / "copy.db")
@@ -101,7 +102,7 @@ async def test_a_user_who_may_not_create_the_tables_is_told_so_in_one_line(
     url = postgres_database.replace("postgresql://postgres@", "postgresql://visitor:hunter2@")
     try:
         with pytest.raises(StoreError) as caught:
-            await Store.open(url)
+            await open_store(url)
     finally:
         admin = await asyncpg.connect(postgres_server.url("postgres"))
         try:

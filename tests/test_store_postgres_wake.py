@@ -19,6 +19,7 @@ import asyncpg
 import pytest
 
 from bot.store import NewMedia, NewMessage, Store
+from bot.store.opening import open_store
 from bot.store.postgres.liveness import PENDING_CHANNEL
 from tests.postgres_server import PostgresServer
 
@@ -76,7 +77,7 @@ async def database(postgres_server: PostgresServer) -> AsyncIterator[str]:
 
 @pytest.fixture
 async def store(database: str) -> AsyncIterator[Store]:
-    opened = await Store.open(database)
+    opened = await open_store(database)
     yield opened
     await opened.close()
 

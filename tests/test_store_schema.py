@@ -13,7 +13,8 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from bot.store import SCHEMA, Store, StoreError
+from bot.store import SCHEMA, StoreError
+from bot.store.opening import open_store
 from bot.store.postgres.connection import connect, redacted
 from bot.store.postgres.migrations import migrate, schema_version
 from tests.postgres_server import PostgresServer
@@ -93,7 +94,7 @@ async def postgres_layout(db: asyncpg.Connection) -> tuple[dict[str, dict[str, s
 async def test_postgres_gets_the_tables_columns_and_indexes_sqlite_has(
     pg: asyncpg.Connection, tmp_path: Path
 ) -> None:
-    store = await Store.open(tmp_path / "db.sqlite")
+    store = await open_store(tmp_path / "db.sqlite")
     await store.close()
     sqlite_columns, sqlite_indexes = sqlite_layout(tmp_path / "db.sqlite")
     postgres_columns, postgres_indexes = await postgres_layout(pg)

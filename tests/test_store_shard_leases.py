@@ -13,6 +13,7 @@ import asyncpg
 import pytest
 
 from bot.store import ShardLease, Store
+from bot.store.opening import open_store
 from tests.liveness_support import drop_liveness_connection
 
 LEASE_SECONDS = 60.0
@@ -129,7 +130,7 @@ async def test_a_worker_restarted_under_its_id_divides_no_shards_until_it_joins_
 
 @pytest.fixture
 async def postgres_store(postgres_database: str) -> AsyncIterator[Store]:
-    opened = await Store.open(postgres_database)
+    opened = await open_store(postgres_database)
     yield opened
     await opened.close()
 

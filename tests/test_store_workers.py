@@ -25,11 +25,12 @@ from bot.store import (
     Store,
     StoreUnavailable,
 )
+from bot.store.leases import Liveness
+from bot.store.opening import open_store
 from bot.store.postgres.connection import create_pool
 from bot.store.postgres.messages import Messages as PostgresMessages
 from bot.store.postgres.migrations import migrate
 from bot.store.postgres.workers import Workers as PostgresWorkers
-from bot.store.workers import Liveness
 from tests.liveness_support import drop_liveness_connection, liveness_holder
 from tests.postgres_server import PostgresServer
 
@@ -83,7 +84,7 @@ async def _no_recompute(method: str) -> None:
 @pytest.fixture(params=("sqlite", "postgres"))
 async def side(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Side]:
     if request.param == "sqlite":
-        store = await Store.open(tmp_path / "db.sqlite")
+        store = await open_store(tmp_path / "db.sqlite")
         yield SqliteSide(store)
         await store.close()
         return
@@ -125,6 +126,17 @@ async def test_only_keys_with_pending_messages_are_claimed(side: Side) -> None:
     leases = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 10, "tg:2|ava")
     assert [lease.queue_key for lease in leases] == ["tg:2|ava"]
     assert len(await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 1)) == 1
+
+
+async def test_keys_are_claimed_longest_waiting_first(side: Side) -> None:
+    """A worker with room for fewer keys than wait takes those whose oldest pending message
+    is oldest: a busy worker's sweep must not serve the same few chats (the lowest keys)
+    over and over while the others' first messages wait for ever."""
+    for key in ("tg:9|ava", "tg:5|ava", "tg:1|ava"):
+        await side.add_pending(key)
+    await side.add_pending("tg:9|ava")  # a newer message does not move its key back
+    first = await side.workers.claim_queue_keys("w1", LEASE_SECONDS, 2)
+    assert {lease.queue_key for lease in first} == {"tg:9|ava", "tg:5|ava"}
 
 
 async def test_an_expired_lease_is_taken_over_with_a_new_epoch(side: Side) -> None:
@@ -455,7 +467,7 @@ async def test_postgres_refuses_a_finish_turn_whose_lease_was_taken_over_while_i
     """The statement that records a turn's outcome locks the lease row: a takeover that
     commits while it waits for that lock is seen, not the older snapshot, and nothing of the
     turn is written."""
-    store = await Store.open(postgres_database)
+    store = await open_store(postgres_database)
     rival = await asyncpg.connect(postgres_database)
     watcher = await asyncpg.connect(postgres_database)
     try:

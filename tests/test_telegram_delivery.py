@@ -346,6 +346,27 @@ async def test_a_crash_before_answering_gives_exactly_one_reply_after_restart(
     assert len(fake.sent("sendMessage", ALICE)) == 1
 
 
+async def test_workers_without_a_configured_secret_expect_the_same_webhook_secret(
+    gateways: TelegramGateways, fake: FakeTelegram
+) -> None:
+    # behind one load balancer every worker must accept what the last one registered
+    registered = []
+    for _ in range(2):
+        port = free_port()
+        await gateways.start(
+            telegram={
+                "mode": "webhook",
+                "webhook_port": port,
+                "webhook_url": f"http://127.0.0.1:{port}/telegram",
+            }
+        )
+        assert fake.webhook is not None
+        registered.append(str(fake.webhook["secret_token"]))
+        await gateways.stop_all()
+    assert registered[0] == registered[1] and len(registered[0]) >= 32
+    assert TOKEN.split(":")[-1] not in registered[0]
+
+
 async def test_webhook_takes_updates_with_the_right_secret_only(
     gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
 ) -> None:

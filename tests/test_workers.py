@@ -21,6 +21,7 @@ from bot.config.model import DeliveryConfig, WorkersConfig
 from bot.delivery.reply import PendingReply
 from bot.delivery.sender import Delivery
 from bot.store import Leader, Lease, LeaseLost, NewMessage, Store, StoreError
+from bot.store.opening import open_store
 from bot.workers.dispatcher import Dispatcher, Worked
 from bot.workers.worker import Worker
 from tests.conftest import RecordingChannel
@@ -193,7 +194,7 @@ async def cluster(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         server = request.getfixturevalue("postgres_server")
         database = await server.create_database()
         location = server.url(database)
-    store = await Store.open(location)
+    store = await open_store(location)
     url = str(location) if server is not None else None
     cluster = Cluster(store, RecordingChannel(), server, url)
     yield cluster

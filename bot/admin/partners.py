@@ -1,5 +1,6 @@
-"""Owner commands about partners: cards, create/clone/delete, show, edit files from the DM,
-set preset.yml values, reload and export (seed 003's settings page, in IM form).
+"""Owner commands about partners: cards, create/clone/delete, show, edit files from the DM, set
+preset.yml values (a model only one the endpoint serves) and reload (export:
+``bot/admin/partner_export.py``).
 
 Editing is a round trip of documents: ``partner edit`` sends a file whose caption carries its
 fingerprint; the owner sends the edited copy back with ``/admin partner put <id> <FILE>
@@ -15,18 +16,14 @@ directories, or the database that every worker shares (``partners/catalog.py``).
 from __future__ import annotations
 
 import asyncio
-import io
-import json
-import tarfile
-import time
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
-from bot.admin.args import AdminError, file_reply, need, sent_file, services
+from bot.admin.args import AdminError, need, sent_file, services
 from bot.commands.paging import paged, pop_page
 from bot.commands.types import CommandContext, CommandReply
 from bot.events import Choice
-from bot.store import MessageRow, SessionRow
+from bot.services.llm_check import MODEL, check_model
 from bot.text.literal import literal_line
 from partners.catalog import apply_search_languages
 from partners.lore_books import POST_HISTORY_FILE
@@ -34,7 +31,6 @@ from partners.memory import MemoryFile, MemoryStore
 from partners.memory_errors import FileChanged
 from partners.memory_format import fingerprint
 from partners.persona import (
-    PARTNER_FILES,
     PRESET_FILE,
     PROMPT_FILES,
     Partner,
@@ -47,6 +43,7 @@ EDITABLE_FILES = (*PROMPT_FILES, POST_HISTORY_FILE)
 CONFIRM = "confirm"
 MAX_EDIT_BYTES = 512 * 1024
 MAX_AVATAR_CHARS = 500
+FORCE = "--force"  # a partner's model the endpoint does not list (yet)
 NEW_SESSIONS_NOTE = "It takes effect in new conversations; running ones keep their prompt."
 
 
@@ -261,13 +258,20 @@ async def _uploaded(ctx: CommandContext) -> tuple[bytes, str]:
 async def partner_set(ctx: CommandContext) -> CommandReply:
     """One preset.yml setting, checked with the whole file and written in place (every
     other byte kept: ``partners/preset_edit.py``)."""
-    need(ctx, 3, "partner set <id> <key> <value> (keys: " + ", ".join(SETTABLE) + ")")
-    partner = ctx.catalog.require(ctx.args[0])
-    key = ctx.args[1].lower()
-    raw = " ".join(ctx.args[2:])
+    force = FORCE in ctx.args
+    args = [arg for arg in ctx.args if arg != FORCE]
+    need(
+        ctx,
+        3 + force,
+        "partner set <id> <key> <value> [--force] (keys: " + ", ".join(SETTABLE) + ")",
+    )
+    partner = ctx.catalog.require(args[0])
+    key = args[1].lower()
+    raw = " ".join(args[2:])
     if key == "avatar" and raw.lower() not in ("none", "default"):
         _check_avatar(raw)
     keys, value = parse_setting(key, raw)
+    note = await _model_note(ctx, partner.id, value) if key == "model" and not force else ""
 
     def edit(data: bytes | None) -> bytes:
         return changed_preset(data or b"", keys, value, partner.id).encode("utf-8")
@@ -278,12 +282,26 @@ async def partner_set(ctx: CommandContext) -> CommandReply:
         return CommandReply(
             f"Saved, but {partner.id} no longer loads: {ctx.catalog.errors[partner.id]}"
         )
-    shown = (
-        "(default)" if value is None else str(value).lower() if isinstance(value, bool) else value
-    )
+    shown = str(value).lower() if isinstance(value, bool) else value
     if value is None:
         shown = "back to its default"
-    return CommandReply(f"{partner.id}: {key} is now {shown}. {NEW_SESSIONS_NOTE}")
+    return CommandReply(f"{partner.id}: {key} is now {shown}.{note} {NEW_SESSIONS_NOTE}")
+
+
+async def _model_note(ctx: CommandContext, partner_id: str, model: object) -> str:
+    """A partner's model must be one the endpoint serves (refused with the list it serves);
+    a note when the endpoint could not say."""
+    if not isinstance(model, str):
+        return ""  # back to llm.model
+    checked = await check_model(ctx.config.llm, model)
+    if checked.setting == MODEL:
+        raise AdminError(
+            f"{checked.problem}. Pick one of them, or set it anyway: "
+            f"/admin partner set {partner_id} model {model} {FORCE}"
+        )
+    if checked.problem is not None:
+        return f" (Not checked against the endpoint: {checked.problem}.)"
+    return "" if checked.models is not None else " (Not checked: the endpoint lists no models.)"
 
 
 def _check_avatar(value: str) -> None:
@@ -298,84 +316,3 @@ async def admin_reload(ctx: CommandContext) -> CommandReply:
     lines = [f"Reloaded partners: {ids}. {NEW_SESSIONS_NOTE}"]
     lines += [f"{pid}: NOT LOADED — {error}" for pid, error in ctx.catalog.errors.items()]
     return CommandReply("\n".join(lines))
-
-
-async def admin_export(ctx: CommandContext) -> CommandReply:
-    need(ctx, 1, "export <partner>")
-    partner = ctx.catalog.require(ctx.args[0])
-    sessions = await ctx.store.partner_sessions(partner.id, limit=1_000_000)
-    messages = await ctx.store.partner_messages(partner.id)
-    lines = _session_lines(sessions, messages)
-    files = None if ctx.catalog.rows is None else await _kept_files(ctx, partner)
-    data = await asyncio.to_thread(_archive, partner, lines, files)
-    filename = f"{partner.id}-{time.strftime('%Y%m%d-%H%M%S')}.tar.gz"
-    text = f"Export of {partner.name}: its directory and {len(sessions)} sessions as JSONL"
-    reply = file_reply(text, filename, data)
-    if reply.attachment is None:
-        kept = ctx.config.data_dir / "exports" / filename
-        await asyncio.to_thread(_write, kept, data)
-        reply = file_reply(text, filename, data, kept_at=str(kept))
-    return reply
-
-
-def _session_lines(sessions: list[SessionRow], messages: list[MessageRow]) -> list[str]:
-    by_id = {s.id: s for s in sessions}
-    lines = []
-    for m in messages:
-        session = by_id.get(m.session_id or "")
-        record = {
-            "session": m.session_id,
-            "title": session.title if session else None,
-            "chat": m.chat_key,
-            "user": m.user_key,
-            "role": m.role,
-            "speaker": m.speaker,
-            "text": m.text,
-            "time": datetime.fromtimestamp(m.created_at, UTC).isoformat(),
-        }
-        lines.append(json.dumps(record, ensure_ascii=False))
-    return lines
-
-
-EXPORTED_FOLDERS = ("", "users", "memory", "changelog")
-"""Where a partner's documents are: its own files, per-user memory, journals, changelog."""
-
-
-async def _kept_files(ctx: CommandContext, partner: Partner) -> dict[str, bytes]:
-    """Everything a partner kept as rows of the database, as the files of its directory."""
-    documents = services(ctx).memory.documents
-    files = {}
-    for folder in EXPORTED_FOLDERS:
-        for name in await documents.names(partner.dir, folder):
-            files[name] = (await documents.read(partner.dir, name)).data
-    for name in PARTNER_FILES:
-        data = partner.file(name)
-        if data is not None:
-            files[name] = data
-    return files
-
-
-def _archive(partner: Partner, lines: list[str], files: dict[str, bytes] | None) -> bytes:
-    """The partner's directory (or ``files``, what it keeps in the database) and its
-    sessions, as a .tar.gz."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        if files is None:
-            archive.add(partner.dir, arcname=partner.id)
-        for name, data in sorted((files or {}).items()):
-            _add(archive, f"{partner.id}/{name}", data)
-        body = ("\n".join(lines) + "\n" if lines else "").encode("utf-8")
-        _add(archive, f"{partner.id}/sessions.jsonl", body)
-    return buffer.getvalue()
-
-
-def _add(archive: tarfile.TarFile, name: str, data: bytes) -> None:
-    info = tarfile.TarInfo(name)
-    info.size = len(data)
-    info.mtime = int(time.time())
-    archive.addfile(info, io.BytesIO(data))
-
-
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)

@@ -33,8 +33,8 @@ from bot.admin.memory import (
     admin_transcript,
     admin_undo,
 )
+from bot.admin.partner_export import admin_export
 from bot.admin.partners import (
-    admin_export,
     admin_partners,
     admin_reload,
     partner_clone,
@@ -110,7 +110,7 @@ ADMIN: dict[str, OwnerCommand] = {
         ),
         _owner_command(
             "partner set",
-            "<id> <key> <value>",
+            "<id> <key> <value> [--force]",
             "change preset.yml (name, model, memory_scope, proactive.enabled...)",
             partner_set,
         ),

@@ -23,6 +23,7 @@ from bot.delivery.greeter import Greeter
 from bot.gateway.claims import OwnerClaims
 from bot.gateway.inbound import Announce, Gateway
 from bot.store import Store
+from bot.store.opening import open_store
 from bot.turn.budget import Budget
 from bot.turn.chat import ChatLoop
 from bot.turn.media import MediaReader
@@ -69,7 +70,7 @@ async def build_app(
     lock = DataDirLock(config.data_dir)
     lock.acquire()
     try:
-        store = await Store.open(config.database)
+        store = await open_store(config.database)
     except BaseException:
         lock.release()
         raise

@@ -14,7 +14,6 @@ import asyncio
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from bot.app import DataDirLock
 from bot.cli import terminal
@@ -42,35 +41,6 @@ from partners.world_info import FIX_WORLD_INFO, from_world_info
 
 class CardCommandError(Exception):
     """A problem with the owner's file or request; printed as one line."""
-
-
-def add_card_commands(partner_actions: Any, sub: Any) -> None:
-    """``partners import``/``partners export`` under ``partners``, and ``lore import``."""
-    pimport = partner_actions.add_parser(
-        "import", help="make a partner from a character card (PNG or JSON, V1/V2/V3)"
-    )
-    pimport.add_argument("file", help="the card: a PNG from a roleplay front-end, or its JSON")
-    pimport.add_argument("--id", help="the new partner's id (default: from the card's name)")
-    pimport.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    pimport.set_defaults(handler=cmd_partners_import)
-    pexport = partner_actions.add_parser(
-        "export", help="write a partner as a V3 character card (memory is never included)"
-    )
-    pexport.add_argument("id", help="id of the partner to export")
-    pexport.add_argument(
-        "--card", required=True, metavar="OUT", help="where to write it: a .png or a .json file"
-    )
-    pexport.set_defaults(handler=cmd_partners_export)
-    lore = sub.add_parser("lore", help="lorebooks (world info) attached to partners")
-    lsub = lore.add_subparsers(dest="action", required=True, metavar="ACTION", help="import")
-    limport = lsub.add_parser(
-        "import", help="add a lorebook's entries to a partner's lorebook.json"
-    )
-    limport.add_argument(
-        "file", help="SillyTavern world-info JSON, a character_book, or a card carrying one"
-    )
-    limport.add_argument("partner", help="id of the partner it belongs to")
-    limport.set_defaults(handler=cmd_lore_import)
 
 
 def _read(path_text: str) -> tuple[bytes, str]:

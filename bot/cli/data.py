@@ -12,6 +12,7 @@ from bot.app import DataDirLock
 from bot.config.model import Config
 from bot.gateway.memory_documents import partner_catalog, rows_configured
 from bot.store import Store
+from bot.store.opening import open_store
 from partners.catalog import PartnerCatalog
 
 T = TypeVar("T")
@@ -47,7 +48,7 @@ def with_catalog(config: Config, work: Work[T]) -> T:
             catalog = PartnerCatalog(config.data_dir / "partners")
             await catalog.reread()
             return await work(catalog, None)
-        store = await Store.open(config.database)
+        store = await open_store(config.database)
         try:
             catalog = partner_catalog(config, store)
             await catalog.refresh()

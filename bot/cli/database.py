@@ -26,7 +26,8 @@ from pathlib import Path
 from bot.cli.data import CLIError, lock_data_dir
 from bot.config.model import Config
 from bot.gateway.memory_documents import files_read_key, files_read_record
-from bot.store.postgres.connection import is_database_url, redacted
+from bot.store.opening import is_database_url
+from bot.store.postgres.connection import redacted
 from bot.store.postgres.copy import NewDocument, copy_to_postgres, read_tombstones
 from partners.documents import ADOPTED_FOLDERS, FileDocuments
 from partners.partner_rows import PARTNER_FILES_READ_KEY, namespace_of

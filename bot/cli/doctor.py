@@ -21,13 +21,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from adapters.base import TokenCheck
+from bot.cli.invocation import command
 from bot.config.environment import environment_variable
-from bot.config.model import Config
+from bot.config.model import Config, LLMConfig
 from bot.gateway.memory_documents import loaded_catalogs, partner_catalog, rows_configured
 from bot.services.embeddings_check import check_embeddings
 from bot.services.llm import configuration_problem
-from bot.services.llm_check import check_endpoint, is_local_endpoint
-from bot.store import SCHEMA, Store, StoreError
+from bot.services.llm_check import (
+    check_endpoint,
+    is_local_endpoint,
+    is_served,
+    list_models,
+    shown_models,
+)
+from bot.store import SCHEMA, StoreError
+from bot.store.opening import open_store
 from bot.store.postgres.connection import database_schema, redacted
 from partners.catalog import PartnerCatalog, catalog_line
 
@@ -60,9 +68,11 @@ async def examine(
     findings += await owner_findings(config, list(token_checks))
     findings.append(data_dir_finding(config.data_dir))
     if rows_configured(config):
-        findings += await database_partner_findings(config)
+        partners, models = await database_partner_findings(config)
     else:
-        findings += partner_findings(config.data_dir)
+        partners, models = partner_findings(config.data_dir)
+    findings += partners
+    findings += await partner_model_findings(config.llm, models)
     return findings
 
 
@@ -72,7 +82,7 @@ def config_finding(config_file: Path | None, config: Config) -> Finding:
             None, "config: no config file; the environment (COMPANION_* variables) and defaults"
         )
     if config_file is None:
-        return Finding(None, "config: no config.toml here, so all defaults; `companion setup`")
+        return Finding(None, f"config: no config.toml here, so all defaults; `{command('setup')}`")
     return Finding(True, f"config: {config_file}")
 
 
@@ -140,15 +150,36 @@ async def owner_findings(config: Config, platforms: list[str]) -> list[Finding]:
         ]
         if owners:
             findings.append(Finding(True, f"{platform} owner: {', '.join(owners)}"))
-            continue
-        findings.append(
-            Finding(
-                False,
-                f"nobody owns the bot on {platform}: start `companion run` and send the bot the "
-                f"/claim code it prints (or set owner.{platform}_ids in config.toml)",
+        elif await claim_waiting(config, platform):
+            findings.append(
+                Finding(
+                    None,
+                    f"{platform}: a claim code is waiting for you: start `{command('run')}` and "
+                    "send the bot, in a direct message, the /claim code setup printed (lost it? "
+                    "run prints a new one at start)",
+                )
             )
-        )
+        else:
+            findings.append(
+                Finding(
+                    False,
+                    f"nobody owns the bot on {platform}: start `{command('run')}` and send the "
+                    f"bot the /claim code it prints (or set owner.{platform}_ids in config.toml)",
+                )
+            )
     return findings
+
+
+async def claim_waiting(config: Config, platform: str) -> bool:
+    """Whether a claim code for ``platform`` is still unused and unexpired (setup printed
+    it; the owner has not sent it yet)."""
+    if not await database_ready(config):
+        return False
+    store = await open_store(config.database)
+    try:
+        return bool(await store.live_claim_codes(platform))
+    finally:
+        await store.close()
 
 
 async def database_findings(config: Config) -> list[Finding]:
@@ -165,7 +196,7 @@ async def database_findings(config: Config) -> list[Finding]:
     if version > len(SCHEMA):
         return [Finding(False, f"{where}, but a newer version wrote it: upgrade the gateway")]
     if version < len(SCHEMA):
-        note = "new: `companion run` creates the tables" if version == 0 else "older"
+        note = f"new: `{command('run')}` creates the tables" if version == 0 else "older"
         return [
             Finding(True, where),
             Finding(None, f"database schema {version} of {len(SCHEMA)} ({note})"),
@@ -178,7 +209,7 @@ async def claimed_owners(config: Config) -> list[tuple[str, str, str]]:
     schema (doctor neither creates nor migrates it)."""
     if not await database_ready(config):
         return []
-    store = await Store.open(config.database)
+    store = await open_store(config.database)
     try:
         rows = await store.claimed_owners()
     finally:
@@ -258,10 +289,49 @@ def data_dir_finding(data_dir: Path) -> Finding:
     return Finding(True, f"data dir {data_dir.resolve()} is writable")
 
 
-def partner_findings(data_dir: Path) -> list[Finding]:
+def partner_findings(data_dir: Path) -> tuple[list[Finding], dict[str, str]]:
     catalog = PartnerCatalog(data_dir / "partners")
     catalog.reload()
-    return _catalog_findings(catalog, "none yet (the example is made at start)")
+    return _catalog_findings(catalog, "none yet (the example is made at start)"), own_models(
+        catalog
+    )
+
+
+def own_models(catalog: PartnerCatalog) -> dict[str, str]:
+    """The partners that choose their own model (preset.yml ``model``), with it."""
+    return {p.id: p.preset.model for p in catalog.all() if p.preset.model}
+
+
+async def partner_model_findings(llm: LLMConfig, models: dict[str, str]) -> list[Finding]:
+    """Each partner's own model against the endpoint's list, asked once (``llm.model`` was
+    checked above; an endpoint that did not answer was named there)."""
+    if not models or configuration_problem(llm) is not None:
+        return []
+    listed = await list_models(llm)
+    if listed.problem is not None:
+        return []
+    url = llm.base_url.rstrip("/")
+    findings = []
+    for partner_id, model in sorted(models.items()):
+        if listed.models is None:
+            findings.append(
+                Finding(
+                    None,
+                    f'partner {partner_id}: model "{model}" not checked ({url} lists no models)',
+                )
+            )
+        elif is_served(model, listed.models):
+            findings.append(Finding(True, f'partner {partner_id}: model "{model}" is served'))
+        else:
+            findings.append(
+                Finding(
+                    False,
+                    f'partner {partner_id}: model "{model}" is not served by {url}; served: '
+                    f"{shown_models(listed.models)}. Set one with /admin partner set "
+                    f"{partner_id} model NAME",
+                )
+            )
+    return findings
 
 
 def _catalog_findings(catalog: PartnerCatalog, none: str) -> list[Finding]:
@@ -274,14 +344,14 @@ def _catalog_findings(catalog: PartnerCatalog, none: str) -> list[Finding]:
     return findings
 
 
-async def database_partner_findings(config: Config) -> list[Finding]:
+async def database_partner_findings(config: Config) -> tuple[list[Finding], dict[str, str]]:
     """Partners kept in the database: which there are, at which catalog version, and the
     version each running worker says it has loaded (one behind the others shows). Nothing
     before the database is at the current schema (doctor neither creates nor migrates it)."""
-    none = "none yet (`companion run` makes the example)"
+    none = f"none yet (`{command('run')}` makes the example)"
     if not await database_ready(config):
-        return [Finding(None, f"partners: {none}")]
-    store = await Store.open(config.database)
+        return [Finding(None, f"partners: {none}")], {}
+    store = await open_store(config.database)
     try:
         catalog = partner_catalog(config, store)
         await catalog.refresh()
@@ -296,4 +366,4 @@ async def database_partner_findings(config: Config) -> list[Finding]:
         for worker in running
         if worker in loaded
     ]
-    return findings
+    return findings, own_models(catalog)

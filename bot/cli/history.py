@@ -17,6 +17,7 @@ from bot.cli.data import CLIError, load_catalog, lock_data_dir
 from bot.config.model import Config
 from bot.services.embeddings import EmbeddingsClient, EmbeddingsUnavailable
 from bot.store import NewMessage, Store
+from bot.store.opening import open_store
 from bot.workers.embedder import reindex
 from partners.persona import Partner
 from partners.recall import Recall
@@ -31,7 +32,7 @@ def cmd_search(config: Config, args: argparse.Namespace) -> int:
     audiences = None if args.user is None else [f"user:{args.user}"]
 
     async def go() -> None:
-        store = await Store.open(config.database)
+        store = await open_store(config.database)
         embeddings = (
             EmbeddingsClient(config.embeddings, config.llm) if config.embeddings.enabled else None
         )
@@ -86,7 +87,7 @@ def cmd_reindex(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _reindex(config: Config, partner_id: str | None) -> int:
-    store = await Store.open(config.database)
+    store = await open_store(config.database)
     client = EmbeddingsClient(config.embeddings, config.llm)
     try:
         return await reindex(
@@ -170,7 +171,7 @@ async def _import(
 ) -> tuple[int, int, int]:
     """Store the records' messages; how many were added, already there, and left out
     because their user had forgotten them (:func:`partners.tombstones.unforgotten`)."""
-    store = await Store.open(config.database)
+    store = await open_store(config.database)
     try:
         # imported messages are stemmed in the partner's language, as the gateway would
         await store.set_search_language(partner.id, partner.preset.language)

@@ -9,42 +9,32 @@ Problems the owner can fix (config, a busy data directory, no LLM) end with one 
 and exit status 2.
 
 This module is the argument parser and its dispatch; each group of subcommands lives in
-``bot/cli_<group>.py`` (run, partners, memory, cards, pairing, history, upkeep,
-database).
+``bot/cli/<group>.py`` (run, partners, memory, cards, pairing, history, upkeep, database),
+named here as ``module:function`` and imported only when that subcommand runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
+import importlib
 import sys
-from collections.abc import Sequence
-from importlib import metadata
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
-
-from bot.app import DataDirBusy
-from bot.cli.cards import CardCommandError, add_card_commands
-from bot.cli.data import CLIError
-from bot.cli.database import cmd_database_copy
-from bot.cli.history import cmd_import, cmd_reindex, cmd_search
-from bot.cli.memory import cmd_memory_edit, cmd_memory_export, cmd_memory_show
-from bot.cli.pairing import cmd_pairing_approve, cmd_pairing_deny, cmd_pairing_list
-from bot.cli.partners import (
-    cmd_partners_clone,
-    cmd_partners_delete,
-    cmd_partners_edit,
-    cmd_partners_list,
-    cmd_partners_new,
-)
-from bot.cli.run import cmd_chat, cmd_run
-from bot.cli.setup_wizard import SetupError
-from bot.cli.upkeep import cmd_backup, cmd_doctor, cmd_health, cmd_setup
-from bot.config.model import ConfigError, load_config
-from bot.store import StoreError
-from partners.persona import PartnerError
+from typing import Any, cast
 
 EXIT_PROBLEM = 2
+PROBLEMS = (
+    ("bot.config.model", "ConfigError"),
+    ("bot.cli.data", "CLIError"),
+    ("bot.cli.cards", "CardCommandError"),
+    ("bot.app", "DataDirBusy"),
+    ("bot.store.errors", "StoreError"),
+    ("partners.persona", "PartnerError"),
+    ("bot.cli.setup_wizard", "SetupError"),
+)
+"""Errors the owner can fix, where each is defined. A subcommand's modules are imported only
+when it runs (``companion --help`` loads no backend, model client or web page), and an error
+can only be one of these if its module was loaded, so none is imported just to be caught."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -53,25 +43,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     setup_logging(args.verbose if "verbose" in args else 0, quiet=args.command == "chat")
     try:
         if args.command == "setup":  # writes the config: it may not exist or load yet
-            return cmd_setup(args)
+            return int(handler(args.handler)(args) or 0)
+        from bot.config.model import load_config
+
         config = load_config(Path(args.config) if args.config else None)
-        return int(args.handler(config, args) or 0)
-    except (
-        ConfigError,
-        CLIError,
-        CardCommandError,
-        DataDirBusy,
-        StoreError,
-        PartnerError,
-        SetupError,
-    ) as exc:
-        print(f"companion: {exc}", file=sys.stderr)
-        return EXIT_PROBLEM
+        return int(handler(args.handler)(config, args) or 0)
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        if not isinstance(exc, problems()):
+            raise
+        print(f"companion: {exc}", file=sys.stderr)
+        return EXIT_PROBLEM
+
+
+def handler(name: str) -> Callable[..., Any]:
+    """The function a subcommand names as ``module:function``, its module imported now."""
+    module, function = name.split(":")
+    return cast(Callable[..., Any], getattr(importlib.import_module(module), function))
+
+
+def problems() -> tuple[type[Exception], ...]:
+    """The owner-fixable error types among the modules loaded so far (see PROBLEMS)."""
+    return tuple(
+        getattr(sys.modules[module], name) for module, name in PROBLEMS if module in sys.modules
+    )
 
 
 def setup_logging(verbose: int, quiet: bool) -> None:
+    import logging  # here: ``--help`` and ``--version`` end before it is needed
+
     level = logging.DEBUG if verbose > 1 else logging.INFO
     if quiet and not verbose:
         level = logging.WARNING
@@ -106,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="AI companions with private long-term memory on Telegram, Discord and "
         "this terminal. New here? Start with `companion setup`.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    parser.add_argument("--version", action=VersionAction, help="show the version and exit")
     parser.add_argument(
         "--config",
         metavar="FILE",
@@ -120,13 +121,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_setup_command(sub)
 
     run = sub.add_parser("run", help="run the gateway on every configured channel")
-    run.set_defaults(handler=cmd_run)
+    run.set_defaults(handler="bot.cli.run:cmd_run")
 
     chat = sub.add_parser("chat", help="talk to a partner in this terminal, as the owner")
     chat.add_argument(
         "partner", nargs="?", help="partner id (default: [partners] default, else the first)"
     )
-    chat.set_defaults(handler=cmd_chat)
+    chat.set_defaults(handler="bot.cli.run:cmd_chat")
 
     add_partner_commands(sub)
 
@@ -135,14 +136,14 @@ def build_parser() -> argparse.ArgumentParser:
         dest="action", required=True, metavar="ACTION", help="list, approve or deny"
     )
     pairsub.add_parser("list", help="the requests waiting, with their codes").set_defaults(
-        handler=cmd_pairing_list
+        handler="bot.cli.pairing:cmd_pairing_list"
     )
     papprove = pairsub.add_parser("approve", help="let a user in (they are told at once)")
     papprove.add_argument("code", help="the code the user was given (case does not matter)")
-    papprove.set_defaults(handler=cmd_pairing_approve)
+    papprove.set_defaults(handler="bot.cli.pairing:cmd_pairing_approve")
     pdeny = pairsub.add_parser("deny", help="refuse a request")
     pdeny.add_argument("code", help="the code the user was given (case does not matter)")
-    pdeny.set_defaults(handler=cmd_pairing_deny)
+    pdeny.set_defaults(handler="bot.cli.pairing:cmd_pairing_deny")
 
     memory = sub.add_parser("memory", help="show, export or edit a partner's memory")
     msub = memory.add_subparsers(
@@ -151,17 +152,17 @@ def build_parser() -> argparse.ArgumentParser:
     mshow = msub.add_parser("show", help="the owner's shared memory and the partner's own")
     mshow.add_argument("partner", help="partner id")
     mshow.add_argument("--user", metavar="PLATFORM:ID", help="also show this user's file")
-    mshow.set_defaults(handler=cmd_memory_show)
+    mshow.set_defaults(handler="bot.cli.memory:cmd_memory_show")
     mexport = msub.add_parser("export", help="write a partner's documents as Markdown files")
     mexport.add_argument("partner", help="partner id")
     mexport.add_argument("dir", help="the folder to write them to (created if missing)")
-    mexport.set_defaults(handler=cmd_memory_export)
+    mexport.set_defaults(handler="bot.cli.memory:cmd_memory_export")
     medit = msub.add_parser(
         "edit", help="edit one document in $EDITOR; saved only if nothing wrote it meanwhile"
     )
     medit.add_argument("partner", help="partner id")
     medit.add_argument("file", help="the document, as export names it: MEMORY.md, users/…")
-    medit.set_defaults(handler=cmd_memory_edit)
+    medit.set_defaults(handler="bot.cli.memory:cmd_memory_edit")
 
     search = sub.add_parser("search", help="search a partner's past conversations")
     search.add_argument("partner", help="partner id")
@@ -169,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--user", metavar="PLATFORM:ID", help="only what this user may see")
     search.add_argument("--limit", type=int, default=30, help="most hits to show (1-100)")
     search.add_argument("--json", action="store_true", help="print JSON instead of text")
-    search.set_defaults(handler=cmd_search)
+    search.set_defaults(handler="bot.cli.history:cmd_search")
 
     reindex = sub.add_parser(
         "reindex",
@@ -177,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
         " changed)",
     )
     reindex.add_argument("partner", nargs="?", help="partner id (default: every partner)")
-    reindex.set_defaults(handler=cmd_reindex)
+    reindex.set_defaults(handler="bot.cli.history:cmd_reindex")
 
     imp = sub.add_parser(
         "import",
@@ -187,19 +188,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     imp.add_argument("partner", help="partner id the conversations were with")
     imp.add_argument("file", help="the JSONL file (format below)")
-    imp.set_defaults(handler=cmd_import)
+    imp.set_defaults(handler="bot.cli.history:cmd_import")
 
     add_database_command(sub)
 
     sub.add_parser(
         "doctor", help="check config, data, partners, the LLM endpoint and chat tokens"
-    ).set_defaults(handler=cmd_doctor)
+    ).set_defaults(handler="bot.cli.upkeep:cmd_doctor")
     backup = sub.add_parser("backup", help="write a consistent archive of the data")
     backup.add_argument("file", nargs="?", help="the .tar.gz to write (default: in data/backups)")
-    backup.set_defaults(handler=cmd_backup)
+    backup.set_defaults(handler="bot.cli.upkeep:cmd_backup")
     sub.add_parser(
         "health", help="exit 0 if a running gateway is alive and connected (for healthchecks)"
-    ).set_defaults(handler=cmd_health)
+    ).set_defaults(handler="bot.cli.upkeep:cmd_health")
     return parser
 
 
@@ -228,6 +229,11 @@ def add_setup_command(sub: Any) -> None:
     setup.add_argument(
         "--telegram-token-env", metavar="VAR", help='write telegram.token = "${VAR}"'
     )
+    setup.add_argument(
+        "--telegram-base-url",
+        metavar="URL",
+        help="telegram.base_url: a self-hosted Bot API server (default: Telegram's own)",
+    )
     setup.add_argument("--discord-token-env", metavar="VAR", help='write discord.token = "${VAR}"')
     setup.add_argument(
         "--telegram-owner", metavar="ID", type=int, help="add your Telegram user id as owner"
@@ -245,6 +251,7 @@ def add_setup_command(sub: Any) -> None:
     setup.add_argument(
         "--no-check", action="store_true", help="write without checking (an offline build)"
     )
+    setup.set_defaults(handler="bot.cli.upkeep:cmd_setup")
 
 
 def add_database_command(sub: Any) -> None:
@@ -262,7 +269,7 @@ def add_database_command(sub: Any) -> None:
         metavar="URL",
         help="postgresql://user:password@host/name (default: [storage] database_url)",
     )
-    dcopy.set_defaults(handler=cmd_database_copy)
+    dcopy.set_defaults(handler="bot.cli.database:cmd_database_copy")
 
 
 def add_partner_commands(sub: Any) -> None:
@@ -276,30 +283,73 @@ def add_partner_commands(sub: Any) -> None:
         help="list, new, clone, delete, edit, import (a character card) or export (as one)",
     )
     psub.add_parser("list", help="every partner, and those that did not load").set_defaults(
-        handler=cmd_partners_list
+        handler="bot.cli.partners:cmd_partners_list"
     )
     pnew = psub.add_parser("new", help="create a partner from the template")
     pnew.add_argument("id", help="its id: a-z, 0-9, - and _, up to 32 characters")
     pnew.add_argument("--name", help="the name it goes by (asked if not given)")
-    pnew.set_defaults(handler=cmd_partners_new)
+    pnew.set_defaults(handler="bot.cli.partners:cmd_partners_new")
     pclone = psub.add_parser("clone", help="copy a partner without journals or user memory")
     pclone.add_argument("source", help="id of the partner to copy")
     pclone.add_argument("id", help="id of the new partner")
-    pclone.set_defaults(handler=cmd_partners_clone)
+    pclone.set_defaults(handler="bot.cli.partners:cmd_partners_clone")
     pdel = psub.add_parser("delete", help="move a partner to data/partners/.trash")
     pdel.add_argument("id", help="id of the partner to delete")
     pdel.add_argument("--yes", action="store_true", help="do not ask for confirmation")
-    pdel.set_defaults(handler=cmd_partners_delete)
+    pdel.set_defaults(handler="bot.cli.partners:cmd_partners_delete")
     pedit = psub.add_parser(
         "edit", help="edit preset.yml, card.json or lorebook.json in $EDITOR (checked first)"
     )
     pedit.add_argument("id", help="id of the partner")
     pedit.add_argument("file", help="preset.yml, card.json or lorebook.json")
-    pedit.set_defaults(handler=cmd_partners_edit)
+    pedit.set_defaults(handler="bot.cli.partners:cmd_partners_edit")
     add_card_commands(psub, sub)
 
 
+def add_card_commands(partner_actions: Any, sub: Any) -> None:
+    """``partners import``/``partners export`` under ``partners``, and ``lore import``."""
+    pimport = partner_actions.add_parser(
+        "import", help="make a partner from a character card (PNG or JSON, V1/V2/V3)"
+    )
+    pimport.add_argument("file", help="the card: a PNG from a roleplay front-end, or its JSON")
+    pimport.add_argument("--id", help="the new partner's id (default: from the card's name)")
+    pimport.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    pimport.set_defaults(handler="bot.cli.cards:cmd_partners_import")
+    pexport = partner_actions.add_parser(
+        "export", help="write a partner as a V3 character card (memory is never included)"
+    )
+    pexport.add_argument("id", help="id of the partner to export")
+    pexport.add_argument(
+        "--card", required=True, metavar="OUT", help="where to write it: a .png or a .json file"
+    )
+    pexport.set_defaults(handler="bot.cli.cards:cmd_partners_export")
+    lore = sub.add_parser("lore", help="lorebooks (world info) attached to partners")
+    lsub = lore.add_subparsers(dest="action", required=True, metavar="ACTION", help="import")
+    limport = lsub.add_parser(
+        "import", help="add a lorebook's entries to a partner's lorebook.json"
+    )
+    limport.add_argument(
+        "file", help="SillyTavern world-info JSON, a character_book, or a card carrying one"
+    )
+    limport.add_argument("partner", help="id of the partner it belongs to")
+    limport.set_defaults(handler="bot.cli.cards:cmd_lore_import")
+
+
+class VersionAction(argparse.Action):
+    """``--version``: the installed package's metadata is read only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        del args
+        print(f"{parser.prog} {package_version()}")
+        parser.exit()
+
+
 def package_version() -> str:
+    from importlib import metadata
+
     try:
         return metadata.version("companion-gateway")
     except metadata.PackageNotFoundError:

@@ -17,9 +17,10 @@ from typing import TypeVar
 
 from bot.app import owner_memory_file
 from bot.cli.data import CLIError
+from bot.cli.invocation import program
 from bot.config.model import Config
 from bot.gateway.memory_documents import memory_store
-from bot.store import Store
+from bot.store.opening import open_store
 from partners.documents import StoredDocument
 from partners.memory import MemoryFile, MemoryStore
 from partners.memory_errors import FileChanged
@@ -34,7 +35,7 @@ EXPORTED_FOLDERS = ("", "users", "memory", "changelog")
 
 def _with_memory(config: Config, work: Callable[[MemoryStore], Awaitable[T]]) -> T:
     async def go() -> T:
-        store = await Store.open(config.database)
+        store = await open_store(config.database)
         try:
             return await work(memory_store(config, store))
         finally:
@@ -78,7 +79,7 @@ def cmd_memory_export(config: Config, args: argparse.Namespace) -> int:
 
     documents = _with_memory(config, export)
     if not documents:
-        raise CLIError(f"partner {args.partner!r} has no documents; `companion partners list`")
+        raise CLIError(f"partner {args.partner!r} has no documents; `{program()} partners list`")
     for name, data in documents:
         path = target / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -121,11 +122,11 @@ def _document_name(name: str) -> str:
     if path.as_posix() in PARTNER_FILES:
         raise CLIError(
             f"{name} is one of the partner's own files, not a memory document: edit it with "
-            f"`companion partners edit <id> {name}` (checked before it is saved)"
+            f"`{program()} partners edit <id> {name}` (checked before it is saved)"
         )
     if path.is_absolute() or ".." in path.parts or not path.parts:
         raise CLIError(
-            f"{name!r} is not a document of the partner: name it as `companion memory export` "
+            f"{name!r} is not a document of the partner: name it as `{program()} memory export` "
             "lists it, such as MEMORY.md or users/telegram_123.md"
         )
     return path.as_posix()

@@ -13,6 +13,7 @@ from bot.cli.data import CLIError
 from bot.config.model import Config
 from bot.gateway.access import AccessError
 from bot.store import Store
+from bot.store.opening import open_store
 
 T = TypeVar("T")
 
@@ -21,7 +22,7 @@ def _with_store(config: Config, work: Callable[[Store], Awaitable[T]]) -> T:
     """Run ``work`` on the database, opened beside any running gateway."""
 
     async def go() -> T:
-        store = await Store.open(config.database)
+        store = await open_store(config.database)
         try:
             return await work(store)
         except AccessError as exc:

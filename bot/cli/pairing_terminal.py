@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+from bot.cli.invocation import program
 from bot.cli.terminal import printable
 from bot.config.model import Config
 from bot.gateway.access import Access, AccessError, OwnerCheck
@@ -53,4 +54,4 @@ def _access(config: Config, store: Store) -> Access:
 
 def terminal_hint(error: AccessError) -> str:
     """An access error worded for the shell: the chat command it names is not at hand."""
-    return str(error).replace("/admin pending", "companion pairing list")
+    return str(error).replace("/admin pending", f"{program()} pairing list")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from bot.cli import terminal
 from bot.cli.data import CLIError, load_catalog, lock_data_dir, with_catalog
+from bot.cli.invocation import program
 from bot.cli.memory import edit_in_editor, keep_beside
 from bot.config.model import Config
 from bot.gateway.memory_documents import rows_configured
@@ -20,7 +21,7 @@ from partners.card_format import CardError
 from partners.catalog import EDITABLE_OWN_FILES, PartnerCatalog, check_own_file
 from partners.persona import Partner, PartnerError, check_partner_id
 
-EDIT_ROWS_HINT = "edit its Markdown files with `companion memory edit {id} SOUL.md`"
+EDIT_ROWS_HINT = "edit its Markdown files with `{program} memory edit {id} SOUL.md`"
 
 
 def cmd_partners_list(config: Config, args: argparse.Namespace) -> int:
@@ -37,7 +38,9 @@ def cmd_partners_new(config: Config, args: argparse.Namespace) -> int:
     check_partner_id(args.id)
     name = args.name or terminal.ask(f"Name for the new partner {args.id!r}")
     if not name:
-        raise CLIError(f"a new partner needs a name: companion partners new {args.id} --name NAME")
+        raise CLIError(
+            f"a new partner needs a name: {program()} partners new {args.id} --name NAME"
+        )
     if rows_configured(config):
 
         async def new(catalog: PartnerCatalog, _: Store | None) -> Partner:
@@ -56,7 +59,7 @@ def cmd_partners_new(config: Config, args: argparse.Namespace) -> int:
 
 
 def _hint(partner: Partner) -> str:
-    return EDIT_ROWS_HINT.format(id=partner.id)
+    return EDIT_ROWS_HINT.format(program=program(), id=partner.id)
 
 
 def cmd_partners_clone(config: Config, args: argparse.Namespace) -> int:
@@ -115,7 +118,7 @@ def cmd_partners_edit(config: Config, args: argparse.Namespace) -> int:
         own = ", ".join(EDITABLE_OWN_FILES)
         raise CLIError(
             f"{name!r} is not one of the partner's own text files ({own}); its Markdown "
-            f"files: companion memory edit {args.id} {name}"
+            f"files: {program()} memory edit {args.id} {name}"
         )
     before = load_catalog(config).require(args.id).file(name) or b""
     edited = edit_in_editor(before, name)

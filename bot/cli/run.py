@@ -11,13 +11,16 @@ import os
 import signal
 import stat
 import sys
+from pathlib import Path
 
 from adapters.base import Channel
 from bot.app import App, build_app
-from bot.app.channels import console, platform_channels
+from bot.app.channels import console, platform_channels, token_checkers
 from bot.cli import terminal
 from bot.cli.data import CLIError
-from bot.config.model import Config
+from bot.cli.invocation import command
+from bot.cli.setup_wizard import SetupOptions, run_setup
+from bot.config.model import Config, config_path
 from bot.gateway.claims import claim_notice
 from bot.services.llm import configuration_problem
 from bot.services.llm_check import check_endpoint
@@ -27,17 +30,18 @@ logger = logging.getLogger("companion")
 
 NO_CHANNEL = (
     "no chat token is set (telegram.token, discord.token) and stdin is not a terminal, so there "
-    "is nobody to talk to: run `companion setup` to add a token, or start with a terminal "
+    "is nobody to talk to: run `{setup}` to add a token, or start with a terminal "
     "(docker run -it) to chat in the console"
 )
 
 
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
-    del args
+    if (missing := missing_config(config, args)) is not None:
+        return setup_first(missing, args)
     channels = platform_channels(config)
     if not channels:
         if not stdin_can_carry_input():
-            raise CLIError(NO_CHANNEL)
+            raise CLIError(NO_CHANNEL.format(setup=command("setup", args.config)))
         print(
             "No Telegram or Discord token is set: opening the console so you can talk to a "
             "partner here. (Add a token to config.toml to go online.)",
@@ -68,7 +72,35 @@ def stdin_can_carry_input() -> bool:
 
 
 def cmd_chat(config: Config, args: argparse.Namespace) -> int:
+    if (missing := missing_config(config, args)) is not None:
+        return setup_first(missing, args)
     return asyncio.run(console_session(config, args.partner))
+
+
+def missing_config(config: Config, args: argparse.Namespace) -> Path | None:
+    """The config file to write first: there is none, and nothing set the LLM otherwise
+    (a container configured by COMPANION_* variables alone goes on)."""
+    path = config_path(Path(args.config) if args.config else None)
+    if path is None or path.exists() or configuration_problem(config.llm) is None:
+        return None
+    return path
+
+
+def setup_first(path: Path, args: argparse.Namespace) -> int:
+    """At a terminal, setup's questions; where nobody can type, one line saying what to run."""
+    setup = command("setup", args.config)
+    if not stdin_is_terminal():
+        raise CLIError(f"no {path.name}: run `{setup}`")
+    terminal.say(f"No {path.name} yet: starting `{setup}` first.")
+    asyncio.run(run_setup(path, SetupOptions(), token_checkers(), args.config))
+    return 0
+
+
+def stdin_is_terminal() -> bool:
+    try:
+        return os.isatty(sys.stdin.fileno())
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 async def check_llm(config: Config, fatal: bool) -> None:

@@ -25,13 +25,22 @@ from pathlib import Path
 from typing import Any
 
 from adapters.base import TokenCheck
+from bot.cli.invocation import command, program
 from bot.cli.terminal import announce, ask, ask_secret, confirm, say
 from bot.config.file import ConfigFile
 from bot.config.model import Config, ConfigError, parse_config
 from bot.gateway.access import OwnerCheck
 from bot.gateway.claims import OwnerClaims, claim_notice
-from bot.services.llm_check import check_endpoint, is_local_endpoint
-from bot.store import Store
+from bot.services.llm_check import (
+    API_KEY,
+    BASE_URL,
+    MODEL,
+    EndpointCheck,
+    check_endpoint,
+    is_local_endpoint,
+    list_models,
+)
+from bot.store.opening import open_store
 
 TokenCheckers = Mapping[str, Callable[[Config], Awaitable[TokenCheck]]]
 PLATFORMS = {"telegram": "Telegram", "discord": "Discord"}
@@ -40,8 +49,8 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SECRET_HINT = "paste it, or $NAME to read the environment variable NAME"
 NO_ANSWERS = (
     "setup stopped: it needs answers on stdin. To set up without questions pass the settings, "
-    "e.g. companion setup --llm-base-url URL --model NAME --telegram-token-env VAR "
-    "(companion setup --help lists them)"
+    "e.g. {program} setup --llm-base-url URL --model NAME --telegram-token-env VAR "
+    "({program} setup --help lists them)"
 )
 
 
@@ -57,6 +66,7 @@ class SetupOptions:
     model: str | None = None
     api_key_env: str | None = None
     telegram_token_env: str | None = None
+    telegram_base_url: str | None = None
     discord_token_env: str | None = None
     telegram_owner: int | None = None
     discord_owner: int | None = None
@@ -98,6 +108,7 @@ class Wizard:
             ("storage", "data_dir", o.data_dir),
             ("llm", "base_url", o.llm_base_url),
             ("llm", "model", o.model),
+            ("telegram", "base_url", o.telegram_base_url),
         ):
             if value is not None:
                 self.file.set(section, key, value)
@@ -152,47 +163,68 @@ class Wizard:
         self.ask_web()
 
     async def ask_llm(self) -> None:
+        """The endpoint first (its address, and its key where one is wanted), checked by
+        listing its models before the model is asked; then the model, checked with one tiny
+        call. A failed check asks again for exactly the answer it names."""
+        models = await self.ask_endpoint()
         while True:
-            url = need(ask("LLM endpoint (OpenAI-compatible base URL)", self.current_url()))
-            if not url.startswith(("http://", "https://")):
-                say(f"  problem: {url!r} is not a URL; it starts with http:// or https://")
-                continue
-            self.file.set("llm", "base_url", url)
-            if not is_local_endpoint(url):
-                keep = (
-                    "Enter keeps the one set" if self.file.get("llm", "api_key") else "Enter: none"
-                )
-                key = need(ask_secret(f"API key for {url}: {SECRET_HINT}; {keep}"))
-                if key:
-                    self.set_secret("llm", "api_key", key)
-            models = await self.models_listed()
-            if models:
-                say(f"  it serves: {', '.join(models[:20])}")
-            default = self.file.get("llm", "model")
-            if models and default not in models and f"{default}:latest" not in models:
-                default = models[0]
-            self.file.set("llm", "model", need(ask("Model", default)))
-            problem = await self.llm_problem_or_config_error()
-            if problem is None:
-                say(f"  ok: {url} answers with model {self.file.get('llm', 'model')}")
+            self.file.set("llm", "model", need(ask("Model", self.default_model(models))))
+            result = await self.endpoint_check(call=True)
+            if result.problem is None:
+                url, model = self.file.get("llm", "base_url"), self.file.get("llm", "model")
+                say(f"  ok: {url} answers with model {model}")
                 return
-            say(f"  problem: {problem}")
+            say(f"  problem: {result.problem}")
+            if result.setting != MODEL:
+                models = await self.ask_endpoint(result.setting)
+
+    async def ask_endpoint(self, failed: str | None = None) -> tuple[str, ...]:
+        """Ask until the endpoint answers; the models it lists. After a refused key only
+        the key is asked again."""
+        while True:
+            if failed != API_KEY:
+                url = need(ask("LLM endpoint (OpenAI-compatible base URL)", self.current_url()))
+                if not url.startswith(("http://", "https://")):
+                    say(f"  problem: {url!r} is not a URL; it starts with http:// or https://")
+                    continue
+                self.file.set("llm", "base_url", url)
+            if failed == API_KEY or not is_local_endpoint(self.current_url()):
+                self.ask_key()
+            listed = await self.endpoint_check(call=False)
+            if listed.problem is None:
+                if listed.models:
+                    say(f"  it serves: {', '.join(listed.models[:20])}")
+                return listed.models or ()
+            say(f"  problem: {listed.problem}")
+            failed = listed.setting
+
+    def ask_key(self) -> None:
+        keep = "Enter keeps the one set" if self.file.get("llm", "api_key") else "Enter: none"
+        key = need(ask_secret(f"API key for {self.current_url()}: {SECRET_HINT}; {keep}"))
+        if key:
+            self.set_secret("llm", "api_key", key)
+
+    def default_model(self, models: tuple[str, ...]) -> str | None:
+        current = self.file.get("llm", "model")
+        if models and current not in models and f"{current}:latest" not in models:
+            return models[0]
+        return str(current) if current else None
 
     def current_url(self) -> str:
         current = self.file.get("llm", "base_url")
         return str(current) if current else DEFAULT_LLM_URL
 
-    async def models_listed(self) -> tuple[str, ...]:
+    async def endpoint_check(self, call: bool) -> EndpointCheck:
+        """The endpoint as the file now stands: listed only, or (``call``) the model too."""
+        if not self.options.check:
+            return EndpointCheck(None)
         try:
-            return (await check_endpoint(self.config().llm, call=False)).models or ()
-        except ConfigError:
-            return ()
-
-    async def llm_problem_or_config_error(self) -> str | None:
-        try:
-            return await self.llm_problem(self.config())
+            llm = self.config().llm
         except ConfigError as exc:
-            return str(exc)
+            return EndpointCheck(str(exc), setting=API_KEY if "api_key" in str(exc) else BASE_URL)
+        if call:
+            return await check_endpoint(llm)
+        return await list_models(llm)
 
     async def llm_problem(self, config: Config) -> str | None:
         if not self.options.check:
@@ -227,12 +259,12 @@ class Wizard:
             if owner_ids(config, platform):
                 continue
             label = PLATFORMS[platform]
-            answer = need(
-                ask(f"Your own {label} user id, if you know it (Enter: claim the bot with a code)")
+            question = (
+                f"Your own {label} user id, if you know it (Enter: claim the bot with a code)"
             )
+            while not (answer := need(ask(question))).isdigit() and answer:
+                say(f"  problem: {answer!r} is not a {label} user id (digits only)")
             if answer:
-                if not answer.isdigit():
-                    raise SetupError(f"{answer!r} is not a {label} user id (digits only)")
                 self.add_owner(platform, int(answer))
 
     def ask_web(self) -> None:
@@ -274,7 +306,7 @@ class Wizard:
     async def offer_claims(self) -> None:
         """A claim code for each enabled platform that still has no owner."""
         config = self.config()
-        store = await Store.open(config.database)
+        store = await open_store(config.database)
         try:
             claimed = {row["user_key"] for row in await store.claimed_owners()}
             configured = {f"{p}:{i}" for p in PLATFORMS for i in owner_ids(config, p)}
@@ -305,12 +337,15 @@ def env_reference(name: str) -> str:
 def need(answer: Any) -> Any:
     """An answer, or stop: the end of input means nobody is there to answer."""
     if answer is None:
-        raise SetupError(NO_ANSWERS)
+        raise SetupError(NO_ANSWERS.format(program=program()))
     return answer
 
 
-async def run_setup(path: Path, options: SetupOptions, checkers: TokenCheckers) -> None:
-    """Ask (or take the options), check, write the file, then offer claim codes."""
+async def run_setup(
+    path: Path, options: SetupOptions, checkers: TokenCheckers, named: str | None = None
+) -> None:
+    """Ask (or take the options), check, write the file, then offer claim codes. ``named``
+    is the ``--config`` given, which the commands it suggests name again."""
     wizard = Wizard(ConfigFile(path), options, checkers)
     if options.interactive:
         wizard.check_loads()
@@ -323,4 +358,7 @@ async def run_setup(path: Path, options: SetupOptions, checkers: TokenCheckers) 
         + (" (readable by you only: it holds a secret)" if wizard.literal_secret else "")
     )
     await wizard.offer_claims()
-    say("Next: `companion run` starts the gateway; `companion doctor` checks everything again.")
+    say(
+        f"Next: `{command('run', named)}` starts the gateway; `{command('doctor', named)}` "
+        "checks everything again."
+    )

@@ -22,6 +22,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
         model=args.model,
         api_key_env=args.api_key_env,
         telegram_token_env=args.telegram_token_env,
+        telegram_base_url=args.telegram_base_url,
         discord_token_env=args.discord_token_env,
         telegram_owner=args.telegram_owner,
         discord_owner=args.discord_owner,
@@ -35,7 +36,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
             "COMPANION_CONFIG is empty (settings from the environment only): name the file "
             "setup writes with --config FILE"
         )
-    asyncio.run(run_setup(path, options, token_checkers()))
+    asyncio.run(run_setup(path, options, token_checkers(), args.config))
     return 0
 
 

@@ -34,6 +34,7 @@ from pydantic import (
 )
 
 from bot.config.environment import NAMING, environment_settings, overlay
+from bot.config.machine_zone import machine_timezone
 from bot.config.platforms import DiscordConfig, TelegramConfig
 from bot.config.section import ConfigError, Section  # ConfigError: imported from here too
 
@@ -330,7 +331,7 @@ class Config(Section):
 
     @property
     def database(self) -> Path | str:
-        """What :meth:`bot.store.Store.open` opens: the PostgreSQL URL when
+        """What :func:`bot.store.opening.open_store` opens: the PostgreSQL URL when
         ``storage.database_url`` is set, else SQLite's file in the data directory."""
         if self.storage.database_url is not None:
             return self.storage.database_url.get_secret_value()
@@ -340,7 +341,7 @@ class Config(Section):
         """The owner's zone, else the machine's, else UTC."""
         if self.owner.timezone:
             return ZoneInfo(self.owner.timezone)
-        return _machine_timezone()
+        return machine_timezone()
 
     def usage_day(self, when: float) -> str:
         """The day tokens spent at ``when`` are booked on, and the day budgets read: the
@@ -357,17 +358,6 @@ def check_timezone(name: str) -> ZoneInfo:
         raise ValueError(
             f"unknown time zone {name!r}; use an IANA name like 'Europe/Lisbon'"
         ) from exc
-
-
-def _machine_timezone() -> ZoneInfo:
-    link = Path("/etc/localtime")
-    try:
-        target = str(link.resolve())
-        if "zoneinfo/" in target:
-            return ZoneInfo(target.split("zoneinfo/", 1)[1])
-    except (OSError, ZoneInfoNotFoundError, ValueError):
-        pass
-    return ZoneInfo("UTC")
 
 
 def config_path(

@@ -98,9 +98,13 @@ class LLMClient:
                 "the LLM endpoint refused the API key; set OPENAI_API_KEY or llm.api_key"
             ) from exc
         except openai.NotFoundError as exc:
+            # a partner's own model (preset.yml) is not llm.model: name the setting that chose it
+            setting = (
+                "llm.model" if request["model"] == self.default_model else "the partner's model"
+            )
             raise LLMUnavailable(
                 f"the LLM endpoint does not know model {request['model']!r} or the path; check "
-                "llm.model and llm.base_url"
+                f"{setting} and llm.base_url"
             ) from exc
         except (openai.APIConnectionError, openai.APIStatusError) as exc:
             raise LLMUnavailable(f"the LLM endpoint failed: {exc}") from exc

@@ -23,6 +23,7 @@ from bot.config.model import LLMConfig
 from bot.services.llm import NO_KEY
 
 CHECK_SECONDS = 10.0
+BASE_URL, API_KEY, MODEL = "llm.base_url", "llm.api_key", "llm.model"
 MODELS_SHOWN = 12
 TEST_MESSAGE = [{"role": "user", "content": "Reply with the single word OK."}]
 LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".lan", ".home.arpa")
@@ -34,6 +35,9 @@ class EndpointCheck:
     """One line naming what is wrong and the fix; None when the endpoint works."""
     models: tuple[str, ...] | None = None
     """What the endpoint lists, if it lists models."""
+    setting: str | None = None
+    """The setting to change (``llm.base_url``, ``llm.api_key``, ``llm.model``): what setup
+    asks again."""
 
 
 def is_local_endpoint(url: str) -> bool:
@@ -58,23 +62,65 @@ async def check_endpoint(
     """List the models, check the configured one is there, and (``call``) make one tiny
     chat call with it."""
     url = config.base_url.rstrip("/")
+    listed = await list_models(config, wait_seconds)
+    if listed.problem is not None:
+        return listed
+    models = listed.models
+    if models is not None and (missing := _missing_model(config.model, models, url)):
+        return EndpointCheck(missing, models, MODEL)
+    if not call:
+        return listed
+    async with _client(config, url, wait_seconds) as client:
+        problem, setting = await _call_problem(client, config, url, wait_seconds)
+    return EndpointCheck(problem, models, setting)
+
+
+async def list_models(config: LLMConfig, wait_seconds: float = CHECK_SECONDS) -> EndpointCheck:
+    """Whether the endpoint answers at all (its address, its key), and the models it lists
+    (None when it has no list). The model setting is not looked at: setup asks for it after
+    the address is known to work."""
+    url = config.base_url.rstrip("/")
     async with _client(config, url, wait_seconds) as client:
         try:
-            models = await _list_models(client)
+            return EndpointCheck(None, await _list_models(client))
         except openai.NotFoundError:
             if not url.endswith("/v1") and await _answers_at(config, f"{url}/v1", wait_seconds):
                 return EndpointCheck(
                     f"{url} has no OpenAI-compatible API, but {url}/v1 has: set "
-                    f'llm.base_url = "{url}/v1" in config.toml'
+                    f'llm.base_url = "{url}/v1" in config.toml',
+                    setting=BASE_URL,
                 )
-            models = None  # an endpoint without a model list: the call will tell
+            return EndpointCheck(None)  # an endpoint without a model list: the call will tell
         except openai.APIError as exc:
-            return EndpointCheck(_problem(exc, config, url, wait_seconds))
-        if models is not None and (missing := _missing_model(config.model, models, url)):
-            return EndpointCheck(missing, models)
-        if call:
-            return EndpointCheck(await _call_problem(client, config, url, wait_seconds), models)
-        return EndpointCheck(None, models)
+            problem, setting = _problem(exc, config, url, wait_seconds)
+            return EndpointCheck(problem, setting=setting)
+
+
+async def check_model(config: LLMConfig, model: str) -> EndpointCheck:
+    """Whether the endpoint serves ``model`` (a partner's own, beside ``llm.model``): a
+    problem for ``llm.model`` when its list lacks it, for another setting when the endpoint
+    could not be asked; no problem and no models when it keeps no list."""
+    listed = await list_models(config)
+    if listed.problem is not None or listed.models is None or is_served(model, listed.models):
+        return listed
+    url = config.base_url.rstrip("/")
+    return EndpointCheck(
+        f'model "{model}" is not served by {url}; served: {shown_models(listed.models)}',
+        listed.models,
+        MODEL,
+    )
+
+
+def is_served(model: str, models: Sequence[str]) -> bool:
+    # Ollama lists "llama3.2:latest" and serves it as "llama3.2" too
+    return model in models or f"{model}:latest" in models
+
+
+def shown_models(models: Sequence[str]) -> str:
+    """The first models of a list, for one line."""
+    if not models:
+        return "none"
+    return ", ".join(models[:MODELS_SHOWN]) + (", …" if len(models) > MODELS_SHOWN else "")
 
 
 def _client(config: LLMConfig, url: str, wait_seconds: float) -> openai.AsyncOpenAI:
@@ -108,24 +154,23 @@ async def _answers_at(config: LLMConfig, url: str, wait_seconds: float) -> bool:
 
 
 def _missing_model(model: str, models: Sequence[str], url: str) -> str | None:
-    # Ollama lists "llama3.2:latest" and serves it as "llama3.2" too
-    if model in models or f"{model}:latest" in models:
+    if is_served(model, models):
         return None
     if not models:
         return (
             f"{url} serves no models yet: add one (Ollama: `ollama pull {model}`), or set "
             "llm.model to a model it has"
         )
-    shown = ", ".join(models[:MODELS_SHOWN]) + (", …" if len(models) > MODELS_SHOWN else "")
     return (
-        f"model {model!r} is not served by {url}; it has: {shown}. Set llm.model to one of "
-        f"them (or, for Ollama, `ollama pull {model}`)"
+        f"model {model!r} is not served by {url}; it has: {shown_models(models)}. Set "
+        f"llm.model to one of them (or, for Ollama, `ollama pull {model}`)"
     )
 
 
 async def _call_problem(
     client: openai.AsyncOpenAI, config: LLMConfig, url: str, wait_seconds: float
-) -> str | None:
+) -> tuple[str | None, str | None]:
+    """What one tiny chat call says is wrong, and the setting to change."""
     try:
         response = await client.chat.completions.create(
             model=config.model,
@@ -133,24 +178,29 @@ async def _call_problem(
         )
     except openai.NotFoundError as exc:
         if "model" in f"{exc.code} {exc.message}".lower():
-            return f"model {config.model!r} is not served by {url}: set llm.model to a model it has"
+            return (
+                f"model {config.model!r} is not served by {url}: set llm.model to a model it has",
+                MODEL,
+            )
         return (
             f"{url}/chat/completions does not exist (404): is llm.base_url the API's address? "
-            "OpenAI-compatible ones usually end in /v1"
+            "OpenAI-compatible ones usually end in /v1",
+            BASE_URL,
         )
     except openai.BadRequestError as exc:
         return (
             f"{url} refused a one-line test request with model {config.model!r} "
-            f"(400: {exc.message}); check llm.model"
+            f"(400: {exc.message}); check llm.model",
+            MODEL,
         )
     except openai.APIError as exc:
         return _problem(exc, config, url, wait_seconds)
     except json.JSONDecodeError:
-        return _not_a_completion(url)
+        return _not_a_completion(url), BASE_URL
     choices = getattr(response, "choices", None)
     if not isinstance(choices, list) or not choices:
-        return _not_a_completion(url)
-    return None
+        return _not_a_completion(url), BASE_URL
+    return None, None
 
 
 def _not_a_completion(url: str) -> str:
@@ -160,38 +210,52 @@ def _not_a_completion(url: str) -> str:
     )
 
 
-def _problem(exc: openai.APIError, config: LLMConfig, url: str, wait_seconds: float) -> str:
-    """One line for the errors listing and calling have in common."""
+def _problem(
+    exc: openai.APIError, config: LLMConfig, url: str, wait_seconds: float
+) -> tuple[str, str]:
+    """One line for the errors listing and calling have in common, and the setting to fix."""
+    if isinstance(exc, openai.AuthenticationError):
+        return _key_problem(config, url), API_KEY
     if isinstance(exc, openai.APITimeoutError):
-        return (
+        problem = (
             f"the LLM endpoint {url} did not answer within {wait_seconds:g} s: is it "
             "overloaded, or is llm.base_url wrong?"
         )
-    if isinstance(exc, openai.APIConnectionError):
-        if connection_refused(exc):
-            return (
-                f"cannot reach the LLM endpoint {url}: connection refused, nothing listens "
-                "there. Start the server (Ollama: `ollama serve`) or fix llm.base_url (inside "
-                "Docker, 127.0.0.1 is the container itself: use the host's address)"
-            )
-        return (
-            f"cannot reach the LLM endpoint {url} ({root_cause(exc)}): check llm.base_url "
-            "and the network"
+    elif isinstance(exc, openai.APIConnectionError):
+        problem = _connection_problem(exc, url)
+    elif isinstance(exc, openai.APIStatusError):
+        problem = (
+            f"{url} answered {exc.status_code} ({exc.message}): check llm.base_url and llm.model"
         )
-    if isinstance(exc, openai.AuthenticationError):
-        if config.api_key is None:
-            return (
-                f"{url} wants an API key (401): set llm.api_key in config.toml "
-                '(api_key = "${OPENAI_API_KEY}" reads it from the environment) or export '
-                "OPENAI_API_KEY"
-            )
+    else:
+        problem = f"the LLM endpoint {url} failed ({exc}): check llm.base_url"
+    return problem, BASE_URL
+
+
+def _connection_problem(exc: openai.APIConnectionError, url: str) -> str:
+    if connection_refused(exc):
         return (
-            f"{url} refused the API key (401): check llm.api_key (or OPENAI_API_KEY, which "
-            "it falls back to)"
+            f"cannot reach the LLM endpoint {url}: connection refused, nothing listens "
+            "there. Start the server (Ollama: `ollama serve`) or fix llm.base_url (inside "
+            "Docker, 127.0.0.1 is the container itself: use the host's address)"
         )
-    if isinstance(exc, openai.APIStatusError):
-        return f"{url} answered {exc.status_code} ({exc.message}): check llm.base_url and llm.model"
-    return f"the LLM endpoint {url} failed ({exc}): check llm.base_url"
+    return (
+        f"cannot reach the LLM endpoint {url} ({root_cause(exc)}): check llm.base_url "
+        "and the network"
+    )
+
+
+def _key_problem(config: LLMConfig, url: str) -> str:
+    if config.api_key is None:
+        return (
+            f"{url} wants an API key (401): set llm.api_key in config.toml "
+            '(api_key = "${OPENAI_API_KEY}" reads it from the environment) or export '
+            "OPENAI_API_KEY"
+        )
+    return (
+        f"{url} refused the API key (401): check llm.api_key (or OPENAI_API_KEY, which "
+        "it falls back to)"
+    )
 
 
 def _causes(exc: BaseException) -> list[BaseException]:

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from bot.store import Store, StoreError
-from bot.store.postgres.connection import is_database_url
+from bot.store.opening import is_database_url, open_store
 from bot.store.postgres.store import BACKUP_ADVICE
 
 DATABASE = "gateway.db"
@@ -53,7 +53,7 @@ async def write_backup(
         if store is not None:
             await store.backup_to(snapshot)
         else:
-            opened = await Store.open(database or data_dir / DATABASE)
+            opened = await open_store(database or data_dir / DATABASE)
             try:
                 await opened.backup_to(snapshot)
             finally:

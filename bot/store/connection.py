@@ -1,14 +1,13 @@
-"""The one SQLite connection every part of the SQLite store shares, and the base the store's
-concern modules are built on.
+"""The one SQLite connection every part of the SQLite store shares (aiosqlite: the standard
+library's ``sqlite3`` on a thread of its own, so the event loop never waits on the disk), and
+:class:`SqliteBase`, the primitives of :class:`bot.store.base.StoreBase` on it.
 
-:class:`Connection` runs the standard library's ``sqlite3`` on a thread of its own, so the
-event loop never waits on the disk. Every hand-off to that thread is a round trip, counted in
-``round_trips`` (the figure the store's speed is judged by); :meth:`Connection.transaction`
-runs a whole transaction in one. (aiosqlite does the same with one trip per statement and
-offers no public way to run several in one.) Every ``sqlite3`` error the database raises for
-its own reasons leaves as a :class:`StoreUnavailable` (or :class:`StoreFull`).
-:class:`SqliteBase` holds the connection, the write lock and the helpers each concern's SQL
-runs through.
+Every ``sqlite3`` error the database raises for its own reasons (a full disk, an I/O error, a
+lock held too long) leaves as a :class:`StoreUnavailable` (or :class:`StoreFull`); a mistake
+in our SQL still raises as itself. One connection serves every task, so writes take turns
+under one lock: one task's statement never lands inside another task's transaction. Round
+trips are not counted here: a hand-off to the database thread costs microseconds (PostgreSQL,
+across a network, counts them).
 """
 
 from __future__ import annotations
@@ -16,16 +15,18 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import aiosqlite
+
+from bot.store.base import StoreBase
 from bot.store.errors import StoreFull, StoreUnavailable
 
 T = TypeVar("T")
 Work = Callable[[sqlite3.Connection], T]
-"""What runs on the database thread: any number of statements, one round trip."""
+"""What runs on the database thread: any number of statements, one hand-off."""
 
 
 @contextmanager
@@ -51,134 +52,163 @@ def statements(script: str) -> list[str]:
     return [s for s in found if s]
 
 
-def _in_transaction(work: Work[T]) -> Work[T]:
-    def run(db: sqlite3.Connection) -> T:
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            result = work(db)
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
-        return result
+def _strpos(text: str | None, part: str | None) -> int | None:
+    """PostgreSQL's ``strpos`` (1-based, 0 when absent), so one query text serves both."""
+    if text is None or part is None:
+        return None
+    return text.find(part) + 1
 
-    return run
+
+def _reads(sql: str) -> bool:
+    """Whether a statement only reads (anything else takes the write lock)."""
+    return sql.lstrip()[:6].upper() in ("SELECT", "PRAGMA")
 
 
 class Connection:
-    """A SQLite connection on a thread of its own that counts its round trips and
-    translates its errors."""
+    """The aiosqlite connection, its errors translated."""
 
-    def __init__(self, db: sqlite3.Connection, thread: ThreadPoolExecutor) -> None:
+    def __init__(self, db: aiosqlite.Connection) -> None:
         self._db = db
-        self._thread = thread
-        self.round_trips = 0
-        """Trips to the database thread since the connection opened."""
 
     @classmethod
     async def open(cls, path: Path) -> Connection:
-        thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlite")
+        # autocommit: the store says BEGIN itself
+        db = await aiosqlite.connect(path, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        await db.create_function("strpos", 2, _strpos, deterministic=True)
+        return cls(db)
 
-        def connect() -> sqlite3.Connection:
-            # autocommit: the store says BEGIN itself; the connection lives on its thread
-            db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-            db.row_factory = sqlite3.Row
-            return db
-
-        try:
-            db = await asyncio.get_running_loop().run_in_executor(thread, connect)
-        except BaseException:
-            thread.shutdown(wait=False)
-            raise
-        return cls(db, thread)
-
-    async def run(self, work: Work[T]) -> T:
-        """Run ``work`` on the database thread: one round trip, whatever it does."""
-        self.round_trips += 1
+    async def execute(self, sql: str, params: Sequence[Any] = ()) -> aiosqlite.Cursor:
         with _translated():
-            return await asyncio.get_running_loop().run_in_executor(self._thread, work, self._db)
-
-    async def transaction(self, work: Work[T]) -> T:
-        """Run ``work`` inside BEGIN IMMEDIATE … COMMIT (ROLLBACK if it raises), in one
-        round trip. The caller holds the store's write lock."""
-        return await self.run(_in_transaction(work))
-
-    async def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
-        return await self.run(lambda db: db.execute(sql, params))
+            return await self._db.execute(sql, params)
 
     async def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        await self.run(lambda db: db.executemany(sql, rows))
+        with _translated():
+            await self._db.executemany(sql, rows)
 
     async def execute_fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        return await self.run(lambda db: db.execute(sql, params).fetchall())
+        with _translated():
+            return list(await self._db.execute_fetchall(sql, params))
 
     async def executescript(self, script: str) -> None:
-        await self.run(lambda db: db.executescript(script))
+        with _translated():
+            await self._db.executescript(script)
+
+    async def run(self, work: Work[T]) -> T:
+        """Run ``work`` on the database thread with the plain ``sqlite3`` connection: the
+        SQLite-only bodies that read several statements at once."""
+        with _translated():
+            return await self._db._execute(work, self._db._conn)
 
     async def backup(self, target: Path) -> None:
         """A consistent copy of the live database into ``target`` (SQLite online backup)."""
-
-        def copy(db: sqlite3.Connection) -> None:
-            dest = sqlite3.connect(target)
-            try:
-                db.backup(dest)
-            finally:
-                dest.close()
-
-        await self.run(copy)
+        dest = await aiosqlite.connect(target)
+        try:
+            with _translated():
+                await self._db.backup(dest)
+        finally:
+            await dest.close()
 
     async def close(self) -> None:
-        try:
-            await asyncio.get_running_loop().run_in_executor(self._thread, self._db.close)
-        finally:
-            self._thread.shutdown(wait=False)
+        await self._db.close()
 
 
-class SqliteBase:
+class _SqliteTransaction:
+    """The statements of one transaction on the shared connection."""
+
+    def __init__(self, db: Connection) -> None:
+        self._db = db
+
+    async def all(self, sql: str, *args: Any) -> list[sqlite3.Row]:
+        return await self._db.execute_fetchall(sql, args)
+
+    async def one(self, sql: str, *args: Any) -> sqlite3.Row | None:
+        rows = await self._db.execute_fetchall(sql, args)
+        return rows[0] if rows else None
+
+    async def value(self, sql: str, *args: Any) -> Any:
+        row = await self.one(sql, *args)
+        return row[0] if row is not None else None
+
+    async def write(self, sql: str, *args: Any) -> int:
+        return (await self._db.execute(sql, args)).rowcount
+
+    async def write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            await self._db.executemany(sql, rows)
+
+
+class SqliteBase(StoreBase):
     """What every concern of the SQLite store stands on: the shared connection, the lock
-    that keeps one task's statement out of another's transaction, and query helpers."""
+    that keeps one task's statement out of another's transaction, and the primitives."""
 
     def __init__(self, db: Connection, path: Path) -> None:
+        super().__init__()  # a concern after this one in the store's MRO starts too
         self._db = db
         self.path = path
         # One connection is shared by every task: writes take turns so that one task's
         # statement never lands inside (and rolls back with) another task's transaction.
         self._write_lock = asyncio.Lock()
 
-    @property
-    def round_trips(self) -> int:
-        """Trips to the database thread so far (bench/turn.py prints them per turn)."""
-        return self._db.round_trips
-
     @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[None]:
+    async def _transaction(self) -> AsyncIterator[_SqliteTransaction]:
+        """BEGIN IMMEDIATE … COMMIT under the write lock (ROLLBACK if the block raises)."""
         async with self._write_lock:
             await self._db.execute("BEGIN IMMEDIATE")
             try:
-                yield
+                yield _SqliteTransaction(self._db)
             except BaseException:
                 await self._db.execute("ROLLBACK")
                 raise
             await self._db.execute("COMMIT")
 
-    async def _all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        """One round trip to the database thread for a whole result."""
-        return await self._db.execute_fetchall(sql, params)
+    async def _all(self, sql: str, *args: Any) -> list[sqlite3.Row]:
+        if _reads(sql):
+            return await self._db.execute_fetchall(sql, args)
+        async with self._write_lock:  # a write that returns rows (RETURNING)
+            return await self._db.execute_fetchall(sql, args)
 
-    async def _one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
-        rows = await self._all(sql, params)
+    async def _one(self, sql: str, *args: Any) -> sqlite3.Row | None:
+        rows = await self._all(sql, *args)
         return rows[0] if rows else None
 
-    async def _in_one_trip(self, work: Work[T]) -> T:
-        """A whole transaction on the database thread: one round trip."""
+    async def _write(self, sql: str, *args: Any) -> int:
         async with self._write_lock:
-            return await self._db.transaction(work)
-
-    async def _write(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
-        async with self._write_lock:
-            return await self._db.execute(sql, params)
+            return (await self._db.execute(sql, args)).rowcount
 
     async def _write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
-            async with self._transaction():
-                await self._db.executemany(sql, rows)
+            async with self._transaction() as tx:
+                await tx.write_many(sql, rows)
+
+    # SQLite-only helpers of the concerns not yet written once (parameters as one sequence)
+
+    async def _sqlite_all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        return await self._db.execute_fetchall(sql, params)
+
+    async def _sqlite_one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+        rows = await self._db.execute_fetchall(sql, params)
+        return rows[0] if rows else None
+
+    async def _sqlite_write(self, sql: str, params: Sequence[Any] = ()) -> aiosqlite.Cursor:
+        async with self._write_lock:
+            return await self._db.execute(sql, params)
+
+    async def _sqlite_write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        await self._write_many(sql, rows)
+
+    async def _in_one_trip(self, work: Work[T]) -> T:
+        """A whole transaction on the database thread, under the write lock."""
+
+        def in_transaction(db: sqlite3.Connection) -> T:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(db)
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+            return result
+
+        async with self._write_lock:
+            return await self._db.run(in_transaction)

@@ -29,7 +29,7 @@ class Forgetting(Messages, Sessions):
             )
 
     async def tombstones(self, partner_id: str, user_key: str) -> set[str]:
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT text_hash FROM tombstones WHERE partner_id = ? AND user_key = ?",
             (partner_id, user_key),
         )
@@ -37,7 +37,7 @@ class Forgetting(Messages, Sessions):
 
     async def partner_tombstones(self, partner_id: str) -> dict[str, set[str]]:
         """Every tombstone of a partner ("" for the owner's memory), hashes by key."""
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT user_key, text_hash FROM tombstones WHERE partner_id = ?", (partner_id,)
         )
         found: dict[str, set[str]] = {}
@@ -57,7 +57,7 @@ class Forgetting(Messages, Sessions):
     ) -> list[int]:
         """A user's finished messages (of these roles) with a partner, their DM replies too."""
         marks = ", ".join("?" for _ in roles)
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT id FROM messages WHERE partner_id = ? AND (user_key = ? OR audience = ?)"
             f" AND role IN ({marks}) AND status != 'pending' ORDER BY id",
             (partner_id, user_key, f"user:{user_key}", *roles),
@@ -86,7 +86,7 @@ class Forgetting(Messages, Sessions):
 
     async def forget_session_prompts(self, partner_id: str, user_key: str) -> None:
         """Frozen prompts hold the user's memory as it was: end those sessions and drop it."""
-        await self._write(
+        await self._sqlite_write(
             "UPDATE sessions SET system_prompt = '', ended_at = COALESCE(ended_at, ?),"
             " end_reason = COALESCE(end_reason, 'forgotten') WHERE partner_id = ? AND user_key = ?",
             (time.time(), partner_id, user_key),
@@ -95,7 +95,7 @@ class Forgetting(Messages, Sessions):
     async def sessions_titled_by(self, partner_id: str, user_key: str) -> list[str]:
         """A user's DM sessions with a partner, and group sessions opened by their message:
         a session's title is its first message."""
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT id FROM sessions WHERE partner_id = ? AND user_key = ? UNION"
             " SELECT m.session_id FROM messages m WHERE m.partner_id = ? AND m.user_key = ?"
             " AND m.role = 'user' AND m.session_id IS NOT NULL AND m.id = (SELECT MIN(f.id)"
@@ -111,7 +111,7 @@ class Forgetting(Messages, Sessions):
             )
 
     async def user_reminders(self, partner_id: str, user_key: str) -> list[ReminderRow]:
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT * FROM reminders WHERE partner_id = ? AND user_key = ? ORDER BY id",
             (partner_id, user_key),
         )
@@ -171,13 +171,13 @@ class Forgetting(Messages, Sessions):
 
     async def forget_scrubbed(self, operation_id: int) -> None:
         """Every copy is gone: the operation keeps no text of its own any more."""
-        await self._write(
+        await self._sqlite_write(
             "UPDATE forget_operations SET status = 'scrubbed', texts = NULL WHERE id = ?",
             (operation_id,),
         )
 
     async def forget_done(self, operation_id: int) -> None:
-        await self._write(
+        await self._sqlite_write(
             "UPDATE forget_operations SET status = 'done', texts = NULL, finished_at = ?"
             " WHERE id = ?",
             (time.time(), operation_id),
@@ -194,7 +194,7 @@ class Forgetting(Messages, Sessions):
         return bool(rows) and rows[0][0] == 0
 
     async def _forget_operations(self, where: str, params: Sequence[Any]) -> list[ForgetOperation]:
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT id, request, partner_id, user_key, kind, entry_ids, hashes, texts,"
             f" session_ids, entries, passages, messages, status FROM forget_operations {where}",
             params,

@@ -1,12 +1,14 @@
 """Voice notes and photos of messages (by platform file id, never the file) and the actions
-of replies (a reaction, a sticker, a voice bubble)."""
+of replies (a reaction, a sticker, a voice bubble). One query text for both backends, but
+for reading a set of messages' media: :class:`SqliteMedia` here (rowid order), and
+:mod:`bot.store.postgres.media` (an array parameter, ``seq`` order)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from bot.store.connection import SqliteBase
+from bot.store.base import StoreBase
 from bot.store.rows import MediaRow, NewMedia
 
 MEDIA_COLUMNS = "message_id, kind, ref, mime, seconds, bytes, filename, state"
@@ -20,29 +22,39 @@ def by_message(rows: Iterable[Sequence[Any]]) -> dict[int, list[MediaRow]]:
     return found
 
 
-class Media(SqliteBase):
+class Media(StoreBase):
     """Media rows of messages."""
 
     async def media_for(self, message_ids: Sequence[int]) -> dict[int, list[MediaRow]]:
         """The media (or reply actions) of these messages, in the order they were stored."""
-        if not message_ids:
-            return {}
-        marks = ", ".join("?" for _ in message_ids)
-        rows = await self._all(
-            f"SELECT {MEDIA_COLUMNS} FROM media WHERE message_id IN ({marks}) ORDER BY rowid",
-            tuple(message_ids),
-        )
-        return by_message(rows)
+        raise NotImplementedError
 
     async def add_media(self, message_id: int, media: Sequence[NewMedia]) -> None:
         await self._write_many(
-            "INSERT OR IGNORE INTO media (message_id, kind, ref, mime, seconds, bytes, filename)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO media (message_id, kind, ref, mime, seconds, bytes, filename)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             [(message_id, x.kind, x.ref, x.mime, x.seconds, x.bytes, x.filename) for x in media],
         )
 
     async def set_media_state(self, message_id: int, kind: str, ref: str, state: str) -> None:
         await self._write(
             "UPDATE media SET state = ? WHERE message_id = ? AND kind = ? AND ref = ?",
-            (state, message_id, kind, ref),
+            state,
+            message_id,
+            kind,
+            ref,
         )
+
+
+class SqliteMedia(Media):
+    """SQLite's read of several messages' media: one ``?`` per message, rowid order."""
+
+    async def media_for(self, message_ids: Sequence[int]) -> dict[int, list[MediaRow]]:
+        if not message_ids:
+            return {}
+        marks = ", ".join("?" for _ in message_ids)
+        rows = await self._all(
+            f"SELECT {MEDIA_COLUMNS} FROM media WHERE message_id IN ({marks}) ORDER BY rowid",
+            *message_ids,
+        )
+        return by_message(rows)

@@ -35,7 +35,7 @@ class Messages(SearchIndex):
 
     async def update_seen(self, platform: str, update_id: str) -> bool:
         """Whether :meth:`seen_update` recorded this platform update id (read only)."""
-        row = await self._one(
+        row = await self._sqlite_one(
             "SELECT 1 FROM seen_updates WHERE platform = ? AND update_id = ?",
             (platform, update_id),
         )
@@ -43,7 +43,7 @@ class Messages(SearchIndex):
 
     async def seen_update(self, platform: str, update_id: str) -> bool:
         """Record a platform update id; True if it was recorded before (a duplicate)."""
-        cursor = await self._write(
+        cursor = await self._sqlite_write(
             "INSERT OR IGNORE INTO seen_updates (platform, update_id, seen_at) VALUES (?, ?, ?)",
             (platform, update_id, time.time()),
         )
@@ -52,7 +52,7 @@ class Messages(SearchIndex):
     async def reject_update(self, platform: str, update_id: str) -> None:
         """Record a platform update the gateway could not read: skipped like a handled one
         if it comes again, and listed by :meth:`rejected_updates`."""
-        await self._write(
+        await self._sqlite_write(
             "INSERT OR IGNORE INTO seen_updates (platform, update_id, seen_at, status)"
             " VALUES (?, ?, ?, 'rejected')",
             (platform, update_id, time.time()),
@@ -60,7 +60,7 @@ class Messages(SearchIndex):
 
     async def rejected_updates(self, platform: str) -> list[str]:
         """Ids of the updates recorded by :meth:`reject_update`, oldest first."""
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT update_id FROM seen_updates WHERE platform = ? AND status = 'rejected'"
             " ORDER BY seen_at, rowid",
             (platform,),
@@ -180,7 +180,7 @@ class Messages(SearchIndex):
 
     async def last_inbound_at(self, chat_key: str) -> float | None:
         """When the newest stored inbound message of a chat was written (platform time)."""
-        row = await self._one(
+        row = await self._sqlite_one(
             "SELECT created_at FROM messages WHERE chat_key = ? AND role IN ('user', 'context')"
             " ORDER BY id DESC LIMIT 1",
             (chat_key,),
@@ -224,7 +224,7 @@ class Messages(SearchIndex):
 
     async def reply_counts(self, since: float) -> dict[str, int]:
         """Replies recorded since a time: 'assistant' answers and 'notice' apologies."""
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT role, COUNT(*) FROM messages WHERE created_at >= ?"
             " AND role IN ('assistant', 'notice') GROUP BY role",
             (since,),
@@ -234,5 +234,7 @@ class Messages(SearchIndex):
     async def _messages(self, where: str, params: Sequence[Any]) -> list[MessageRow]:
         return [
             MessageRow(*row)
-            for row in await self._all(f"SELECT {MESSAGE_COLUMNS} FROM messages {where}", params)
+            for row in await self._sqlite_all(
+                f"SELECT {MESSAGE_COLUMNS} FROM messages {where}", params
+            )
         ]

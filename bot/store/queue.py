@@ -38,7 +38,7 @@ class Queue(Messages):
     async def pending_queue_keys(self) -> list[str]:
         return [
             row[0]
-            for row in await self._all(
+            for row in await self._sqlite_all(
                 "SELECT DISTINCT queue_key FROM messages WHERE status = 'pending' ORDER BY id"
             )
         ]
@@ -49,7 +49,7 @@ class Queue(Messages):
         )
 
     async def pending_count(self) -> int:
-        row = await self._one("SELECT COUNT(*) FROM messages WHERE status = 'pending'")
+        row = await self._sqlite_one("SELECT COUNT(*) FROM messages WHERE status = 'pending'")
         return int(row[0]) if row else 0
 
     async def finish_turn(
@@ -110,7 +110,9 @@ class Queue(Messages):
 
     async def turn_attempts(self, message_id: int) -> int:
         """How many turns raised while this message waited for its answer."""
-        row = await self._one("SELECT turn_attempts FROM messages WHERE id = ?", (message_id,))
+        row = await self._sqlite_one(
+            "SELECT turn_attempts FROM messages WHERE id = ?", (message_id,)
+        )
         return int(row[0]) if row else 0
 
     async def assign_session(self, message_ids: Sequence[int], session_id: str) -> None:
@@ -138,7 +140,9 @@ class Queue(Messages):
         await self._fenced(lease, MARK_DELIVERED, (message_id,))
 
     async def set_status(self, message_id: int, status: str) -> None:
-        await self._write("UPDATE messages SET status = ? WHERE id = ?", (status, message_id))
+        await self._sqlite_write(
+            "UPDATE messages SET status = ? WHERE id = ?", (status, message_id)
+        )
 
     async def mark_failed(self, message_id: int, *, lease: Lease | None = None) -> None:
         await self._fenced(
@@ -150,14 +154,14 @@ class Queue(Messages):
         while they were being sent. A reply of a queue is finished by whoever holds its key
         (:func:`~bot.store.workers.unfinished_replies`), and one waiting for a retry of its
         own is the retry loop's."""
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT id FROM messages WHERE status = 'delivering' AND queue_key IS NULL"
             " AND id NOT IN (SELECT message_id FROM delivery_retries) ORDER BY id"
         )
         return [int(row[0]) for row in rows]
 
     async def delivery_retry(self, message_id: int) -> DeliveryRetry | None:
-        row = await self._one(
+        row = await self._sqlite_one(
             "SELECT message_id, attempts, first_failed_at, next_attempt_at, last_error"
             " FROM delivery_retries WHERE message_id = ?",
             (message_id,),
@@ -182,7 +186,7 @@ class Queue(Messages):
 
     async def chats_with_due_retries(self, now: float) -> list[str]:
         """Chats with a reply whose next attempt is due, the one waiting longest first."""
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT m.chat_key FROM delivery_retries r JOIN messages m ON m.id = r.message_id"
             " WHERE r.next_attempt_at <= ? AND m.status = 'delivering'"
             " GROUP BY m.chat_key ORDER BY MIN(m.id)",
@@ -191,14 +195,14 @@ class Queue(Messages):
         return [str(row[0]) for row in rows]
 
     async def next_delivery_retry_at(self) -> float | None:
-        row = await self._one("SELECT MIN(next_attempt_at) FROM delivery_retries")
+        row = await self._sqlite_one("SELECT MIN(next_attempt_at) FROM delivery_retries")
         return float(row[0]) if row and row[0] is not None else None
 
     async def waiting_replies(
         self, chat_key: str, before_id: int | None = None
     ) -> list[WaitingReply]:
         """Replies of a chat that wait for a retry (older than ``before_id``), oldest first."""
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT m.id, m.queue_key, m.partner_id FROM messages m"
             " JOIN delivery_retries r ON r.message_id = m.id"
             " WHERE m.chat_key = ? AND m.id < ? AND m.status = 'delivering' ORDER BY m.id",
@@ -207,7 +211,9 @@ class Queue(Messages):
         return [WaitingReply(int(row[0]), row[1], row[2]) for row in rows]
 
     async def delivered_chunks(self, message_id: int) -> int:
-        row = await self._one("SELECT COUNT(*) FROM deliveries WHERE message_id = ?", (message_id,))
+        row = await self._sqlite_one(
+            "SELECT COUNT(*) FROM deliveries WHERE message_id = ?", (message_id,)
+        )
         return int(row[0]) if row else 0
 
     async def record_chunk(

@@ -11,17 +11,18 @@ import sqlite3
 import time
 from typing import Any
 
+from bot.store.connection import SqliteBase
 from bot.store.rows import Lease, SessionRow
 from bot.store.sessions import Sessions
 from bot.store.workers import check_lease
 
 
-class ReviewState(Sessions):
+class ReviewState(SqliteBase, Sessions):
     """When sessions are due for review, and how their reviews went."""
 
     async def mark_review_due(self, session_id: str, at: float) -> None:
         """Ask for a review at ``at``; an earlier request stands (that is the debounce)."""
-        await self._write(
+        await self._sqlite_write(
             "UPDATE sessions SET review_due_at = ? WHERE id = ?"
             " AND (review_due_at IS NULL OR review_due_at > ?)",
             (at, session_id, at),
@@ -29,8 +30,7 @@ class ReviewState(Sessions):
 
     async def due_reviews(self, now: float) -> list[SessionRow]:
         return await self._sessions(
-            "WHERE review_due_at IS NOT NULL AND review_due_at <= ? ORDER BY review_due_at",
-            (now,),
+            "WHERE review_due_at IS NOT NULL AND review_due_at <= ? ORDER BY review_due_at", now
         )
 
     async def sessions_to_review(
@@ -48,7 +48,7 @@ class ReviewState(Sessions):
         if partner_id is not None:
             where += " AND partner_id = ?"
             params.append(partner_id)
-        return await self._sessions(where + " ORDER BY last_active_at", params)
+        return await self._sessions(where + " ORDER BY last_active_at", *params)
 
     async def review_succeeded(
         self, session_id: str, upto: int, claim: Lease | None = None
@@ -81,7 +81,7 @@ class ReviewState(Sessions):
 
     async def last_reviews(self) -> dict[str, float]:
         """When each partner's sessions were last reviewed."""
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT partner_id, MAX(reviewed_at) FROM sessions WHERE reviewed_at IS NOT NULL"
             " AND partner_id IS NOT NULL GROUP BY partner_id"
         )

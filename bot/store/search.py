@@ -64,12 +64,12 @@ class SearchIndex(SearchableMessages, SqliteBase):
         params = (
             terms, partner_id, since, until, speaker, CONTEXT_WEIGHT, CONTEXT_WEIGHT, limit
         )  # fmt: skip
-        return [SearchHit(*row) for row in await self._all(sql, params)]
+        return [SearchHit(*row) for row in await self._sqlite_all(sql, params)]
 
     async def search_scopes(self, partner_id: str, audiences: Sequence[str] | None) -> list[str]:
         """The scope tokens of the audiences a search may see (None: all of the partner's)."""
         if audiences is None:
-            rows = await self._all(
+            rows = await self._sqlite_all(
                 "SELECT scope FROM search_scopes WHERE partner_id = ?", (partner_id,)
             )
             return [row[0] for row in rows]
@@ -106,7 +106,7 @@ class SearchIndex(SearchableMessages, SqliteBase):
             params.append(partner_id)
         changed, after = 0, 0
         while True:
-            rows = await self._all(
+            rows = await self._sqlite_all(
                 f"SELECT id, partner_id, scope, text, terms FROM messages WHERE {where}"
                 " ORDER BY id LIMIT ?",
                 (after, *params, REINDEX_BATCH),
@@ -127,7 +127,7 @@ class SearchIndex(SearchableMessages, SqliteBase):
     async def _threads(self, where: str, params: Sequence[Any]) -> list[tuple[str, str, str]]:
         """The conversation threads (chat, partner, audience) that rows matching ``where``
         belong to: what a deletion of those rows must rewrite with _rewrite_neighbours."""
-        rows = await self._all(
+        rows = await self._sqlite_all(
             f"SELECT DISTINCT chat_key, partner_id, audience FROM messages WHERE ({where})"
             f" AND terms IS NOT NULL AND role IN {THREAD_ROLES}",
             params,

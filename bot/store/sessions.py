@@ -1,5 +1,6 @@
 """Sessions: one thread of conversation between a partner and a chat, with its frozen system
-prompt; the owner's views of them and the transcripts referenced from owner sessions."""
+prompt; the owner's views of them and the transcripts referenced from owner sessions. One
+query text for both backends."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from bot.store.connection import SqliteBase
+from bot.store.base import StoreBase
 from bot.store.rows import SessionRow, new_session_id
 
 SESSION_COLUMNS = (
@@ -15,26 +16,35 @@ SESSION_COLUMNS = (
     "created_at, last_active_at, ended_at, reviewed_upto, review_attempts, review_error, "
     "review_due_at"
 )
-OPEN_SESSION = (
-    "WHERE chat_key = ? AND partner_id IS ? AND ended_at IS NULL AND kind = 'chat'"
-    " ORDER BY created_at DESC LIMIT 1"
+OF_PARTNER = "WHERE partner_id = ?1 AND (CAST(?2 AS text) IS NULL OR user_key = ?2)"
+"""A partner's sessions, or one user's with it when ``?2`` is not null."""
+OF_CHAT_AND_PARTNER = (
+    "chat_key = ?1 AND (partner_id = ?2 OR (partner_id IS NULL AND CAST(?2 AS text) IS NULL))"
 )
-"""The open conversation of a chat with a partner (None: the owner assistant)."""
+"""A chat's sessions with partner ``?2`` (None: the owner assistant); a null-safe equality
+both dialects read (SQLite says IS, PostgreSQL IS NOT DISTINCT FROM)."""
 
 
-class Sessions(SqliteBase):
+class Sessions(StoreBase):
     """Opening, ending and finding sessions."""
 
     async def open_session(self, chat_key: str, partner_id: str | None) -> SessionRow | None:
-        rows = await self._sessions(OPEN_SESSION, (chat_key, partner_id))
+        rows = await self._sessions(
+            f"WHERE {OF_CHAT_AND_PARTNER} AND ended_at IS NULL AND kind = 'chat'"
+            " ORDER BY created_at DESC LIMIT 1",
+            chat_key,
+            partner_id,
+        )
         return rows[0] if rows else None
 
     async def latest_session(
         self, chat_key: str, partner_id: str | None, kind: str = "chat"
     ) -> SessionRow | None:
         rows = await self._sessions(
-            "WHERE chat_key = ? AND partner_id IS ? AND kind = ? ORDER BY created_at DESC LIMIT 1",
-            (chat_key, partner_id, kind),
+            f"WHERE {OF_CHAT_AND_PARTNER} AND kind = ?3 ORDER BY created_at DESC LIMIT 1",
+            chat_key,
+            partner_id,
+            kind,
         )
         return rows[0] if rows else None
 
@@ -51,65 +61,54 @@ class Sessions(SqliteBase):
         carry_from: str | None = None,
         session_id: str | None = None,
     ) -> SessionRow:
-        now = time.time()
-        session_id = session_id or new_session_id()
-        await self._write(
+        row = await self._one(
             "INSERT INTO sessions (id, partner_id, chat_key, user_key, audience, kind,"
             " carry_from, title, system_prompt, created_at, last_active_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                session_id,
-                partner_id,
-                chat_key,
-                user_key,
-                audience,
-                kind,
-                carry_from,
-                title,
-                system_prompt,
-                now,
-                now,
-            ),
-        )
-        session = await self.session(session_id)
-        assert session is not None
-        return session
+            f" VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10) RETURNING {SESSION_COLUMNS}",
+            session_id or new_session_id(), partner_id, chat_key, user_key, audience, kind,
+            carry_from, title, system_prompt, time.time(),
+        )  # fmt: skip
+        assert row is not None
+        return SessionRow(*row)
 
     async def session(self, session_id: str) -> SessionRow | None:
-        rows = await self._sessions("WHERE id = ?", (session_id,))
+        rows = await self._sessions("WHERE id = ?1", session_id)
         return rows[0] if rows else None
 
     async def set_session_title(self, session_id: str, title: str) -> None:
         await self._write(
-            "UPDATE sessions SET title = ? WHERE id = ? AND title = ''", (title, session_id)
+            "UPDATE sessions SET title = ?1 WHERE id = ?2 AND title = ''", title, session_id
         )
 
     async def end_session(self, session_id: str, reason: str) -> None:
         await self._write(
-            "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL",
-            (time.time(), reason, session_id),
+            "UPDATE sessions SET ended_at = ?1, end_reason = ?2 WHERE id = ?3 AND ended_at IS NULL",
+            time.time(),
+            reason,
+            session_id,
         )
 
     async def end_chat_sessions(self, chat_key: str, reason: str) -> list[str]:
         """End this chat's open sessions, its consult thread included."""
-        rows = await self._sessions(
-            "WHERE chat_key IN (?, ?) AND ended_at IS NULL AND kind = 'chat'",
-            (chat_key, f"{chat_key}#consult"),
-        )
-        for row in rows:
-            await self.end_session(row.id, reason)
-        return [row.id for row in rows]
+        rows = await self._all(
+            "UPDATE sessions SET ended_at = ?1, end_reason = ?2 WHERE chat_key IN (?3, ?4)"
+            " AND ended_at IS NULL AND kind = 'chat' RETURNING id",
+            time.time(), reason, chat_key, f"{chat_key}#consult",
+        )  # fmt: skip
+        return [row[0] for row in rows]
 
     async def sessions_of(self, partner_id: str, limit: int = 50) -> list[SessionRow]:
         return await self._sessions(
-            "WHERE partner_id = ? ORDER BY last_active_at DESC LIMIT ?", (partner_id, limit)
+            "WHERE partner_id = ?1 ORDER BY last_active_at DESC LIMIT ?2", partner_id, limit
         )
 
     async def find_sessions(self, partner_id: str, id_prefix: str) -> list[SessionRow]:
         """A partner's sessions whose id starts with ``id_prefix`` (ids are shown shortened)."""
         return await self._sessions(
-            "WHERE partner_id = ? AND substr(id, 1, ?) = ? ORDER BY created_at DESC LIMIT 2",
-            (partner_id, len(id_prefix), id_prefix),
+            "WHERE partner_id = ?1 AND substr(id, 1, ?2) = ?3 ORDER BY created_at DESC LIMIT 2",
+            partner_id,
+            len(id_prefix),
+            id_prefix,
         )
 
     async def partner_sessions(
@@ -117,14 +116,16 @@ class Sessions(SqliteBase):
     ) -> list[SessionRow]:
         """A partner's sessions, newest activity first, optionally only one user's: ``limit``
         of them from ``offset``."""
-        where, params = _of_partner(partner_id, user_key)
         return await self._sessions(
-            where + " ORDER BY last_active_at DESC, id LIMIT ? OFFSET ?", (*params, limit, offset)
+            f"{OF_PARTNER} ORDER BY last_active_at DESC, id LIMIT ?3 OFFSET ?4",
+            partner_id,
+            user_key,
+            limit,
+            offset,
         )
 
     async def partner_session_count(self, partner_id: str, user_key: str | None = None) -> int:
-        where, params = _of_partner(partner_id, user_key)
-        row = await self._one(f"SELECT COUNT(*) FROM sessions {where}", params)
+        row = await self._one(f"SELECT COUNT(*) FROM sessions {OF_PARTNER}", partner_id, user_key)
         return int(row[0]) if row else 0
 
     async def message_counts(self, session_ids: Sequence[str]) -> dict[str, int]:
@@ -135,7 +136,7 @@ class Sessions(SqliteBase):
         rows = await self._all(
             f"SELECT session_id, COUNT(*) FROM messages WHERE session_id IN ({marks})"
             " AND role IN ('user', 'assistant') GROUP BY session_id",
-            tuple(session_ids),
+            *session_ids,
         )
         return {row[0]: int(row[1]) for row in rows}
 
@@ -150,45 +151,39 @@ class Sessions(SqliteBase):
     async def add_transcript_ref(self, session_id: str, referenced_id: str, keep: int) -> None:
         """Reference a session's transcript from an owner session; only the newest ``keep``
         references of that session stay."""
-        async with self._transaction():
-            await self._db.execute(
-                "INSERT OR REPLACE INTO transcript_refs (session_id, referenced_id, created_at)"
-                " VALUES (?, ?, ?)",
-                (session_id, referenced_id, time.time()),
-            )
-            await self._db.execute(
-                "DELETE FROM transcript_refs WHERE session_id = ? AND referenced_id NOT IN"
-                " (SELECT referenced_id FROM transcript_refs WHERE session_id = ?"
-                " ORDER BY created_at DESC LIMIT ?)",
-                (session_id, session_id, keep),
+        async with self._transaction() as tx:
+            await tx.write(
+                "INSERT INTO transcript_refs (session_id, referenced_id, created_at)"
+                " VALUES (?1, ?2, ?3) ON CONFLICT (session_id, referenced_id)"
+                " DO UPDATE SET created_at = excluded.created_at",
+                session_id, referenced_id, time.time(),
+            )  # fmt: skip
+            await tx.write(
+                "DELETE FROM transcript_refs WHERE session_id = ?1 AND referenced_id NOT IN"
+                " (SELECT referenced_id FROM transcript_refs WHERE session_id = ?1"
+                " ORDER BY created_at DESC LIMIT ?2)",
+                session_id,
+                keep,
             )
 
     async def transcript_refs(self, session_id: str) -> list[str]:
         """The sessions referenced from ``session_id``, oldest first."""
         rows = await self._all(
-            "SELECT referenced_id FROM transcript_refs WHERE session_id = ? ORDER BY created_at",
-            (session_id,),
+            "SELECT referenced_id FROM transcript_refs WHERE session_id = ?1 ORDER BY created_at",
+            session_id,
         )
         return [row[0] for row in rows]
 
-    async def _sessions(self, where: str, params: Sequence[Any]) -> list[SessionRow]:
-        return [
-            SessionRow(*row)
-            for row in await self._all(f"SELECT {SESSION_COLUMNS} FROM sessions {where}", params)
-        ]
+    async def _sessions(self, where: str, *args: Any) -> list[SessionRow]:
+        rows = await self._all(f"SELECT {SESSION_COLUMNS} FROM sessions {where}", *args)
+        return [SessionRow(*row) for row in rows]
 
     async def count_sessions(self, chat_key: str, partner_id: str) -> int:
         """How many conversations this chat has had with this partner (which greeting is
         next, ``partners/greetings.py``)."""
         row = await self._one(
-            "SELECT COUNT(*) AS n FROM sessions WHERE chat_key = ? AND partner_id = ?",
-            (chat_key, partner_id),
+            "SELECT COUNT(*) FROM sessions WHERE chat_key = ?1 AND partner_id = ?2",
+            chat_key,
+            partner_id,
         )
-        return int(row["n"]) if row else 0
-
-
-def _of_partner(partner_id: str, user_key: str | None) -> tuple[str, list[Any]]:
-    """The WHERE clause (and its values) of a partner's sessions, or of one user's with it."""
-    if user_key is None:
-        return "WHERE partner_id = ?", [partner_id]
-    return "WHERE partner_id = ? AND user_key = ?", [partner_id, user_key]
+        return int(row[0]) if row else 0

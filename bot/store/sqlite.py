@@ -10,11 +10,11 @@ from pathlib import Path
 from bot.store.audit import Audit
 from bot.store.chats import Chats
 from bot.store.checkins import Checkins
-from bot.store.connection import Connection, statements
-from bot.store.documents import Documents
+from bot.store.connection import Connection, SqliteBase, statements
+from bot.store.documents import SqliteDocuments
 from bot.store.errors import StoreError, StoreUnavailable
 from bot.store.forgetting import Forgetting
-from bot.store.media import Media
+from bot.store.media import SqliteMedia
 from bot.store.migrations import SCHEMA, Migration, for_dialect
 from bot.store.queue import Queue
 from bot.store.review import ReviewState
@@ -31,7 +31,7 @@ class SqliteStore(
     Chats,
     Queue,
     TurnContexts,
-    Media,
+    SqliteMedia,
     ReviewState,
     Forgetting,
     Checkins,
@@ -40,7 +40,8 @@ class SqliteStore(
     Vectors,
     WebLogins,
     Workers,
-    Documents,
+    SqliteDocuments,
+    SqliteBase,
 ):
     """The :class:`bot.store.Store` interface on SQLite (the standard library's sqlite3 on a
     thread of its own, see :mod:`bot.store.connection`)."""
@@ -106,7 +107,7 @@ class SqliteStore(
             await self._db.execute(statement)
 
     async def schema_version(self) -> int:
-        row = await self._one("PRAGMA user_version")
+        row = await self._sqlite_one("PRAGMA user_version")
         return int(row[0]) if row else 0
 
     async def backup_to(self, target: Path) -> None:

@@ -14,17 +14,23 @@ from typing import Any, cast
 
 from bot.store.chats import CHAT_BY_KEY
 from bot.store.connection import SqliteBase
+from bot.store.leases import unfinished_replies
 from bot.store.media import MEDIA_COLUMNS, by_message
 from bot.store.messages import MESSAGE_COLUMNS, RECENT_REACTIONS
 from bot.store.rows import ChatRow, MediaRow, MessageRow, SessionRow, TurnContext, UserRow
-from bot.store.sessions import OPEN_SESSION, SESSION_COLUMNS
+from bot.store.sessions import SESSION_COLUMNS
 from bot.store.users import USER_BY_KEY
-from bot.store.workers import unfinished_replies
 
 CONVERSATION = (
     "WHERE session_id = ? AND role IN ('user', 'assistant') AND status != 'pending' ORDER BY id"
 )
 """A session's history, as :meth:`Messages.session_messages` reads it by default."""
+
+OPEN_SESSION = (
+    "WHERE chat_key = ? AND partner_id IS ? AND ended_at IS NULL AND kind = 'chat'"
+    " ORDER BY created_at DESC LIMIT 1"
+)
+"""The open conversation of a chat with a partner (None: the owner assistant)."""
 
 
 class TurnContexts(SqliteBase):

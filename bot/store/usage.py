@@ -1,50 +1,51 @@
 """Usage and budgets: tokens and units (seconds, characters, images) per day, partner, kind and
-model, the messages a user sent (rate limits) and when a "resting" notice was last sent."""
+model, the messages a user sent (rate limits) and when a "resting" notice was last sent. One
+query text for both backends."""
 
 from __future__ import annotations
 
 import time
 from typing import cast
 
-from bot.store.connection import SqliteBase
+from bot.store.base import StoreBase
 from bot.store.rows import RestNoticeRow, UsageRow
 
 ADD_USAGE = (
-    "INSERT INTO usage (day, partner_id, kind, model, calls, prompt_tokens,"
+    "INSERT INTO usage AS u (day, partner_id, kind, model, calls, prompt_tokens,"
     " completion_tokens) VALUES (?, ?, ?, ?, 1, ?, ?)"
-    " ON CONFLICT (day, partner_id, kind, model) DO UPDATE SET calls = calls + 1,"
-    " prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
-    " completion_tokens = completion_tokens + excluded.completion_tokens"
+    " ON CONFLICT (day, partner_id, kind, model) DO UPDATE SET calls = u.calls + 1,"
+    " prompt_tokens = u.prompt_tokens + excluded.prompt_tokens,"
+    " completion_tokens = u.completion_tokens + excluded.completion_tokens"
 )
 """Book one model call's tokens (day, partner, kind, model, prompt, completion)."""
 
 
-class Usage(SqliteBase):
+class Usage(StoreBase):
     """Usage counters and resting notices."""
 
     async def add_usage(
         self, day: str, partner_id: str, kind: str, model: str, prompt: int, completion: int
     ) -> None:
-        await self._write(ADD_USAGE, (day, partner_id, kind, model, prompt, completion))
+        await self._write(ADD_USAGE, day, partner_id, kind, model, prompt, completion)
 
     async def add_units(
         self, day: str, partner_id: str, kind: str, model: str, units: float
     ) -> None:
         """Usage that is not tokens: transcribed seconds, spoken characters, images."""
         await self._write(
-            "INSERT INTO usage (day, partner_id, kind, model, calls, units)"
-            " VALUES (?, ?, ?, ?, 1, ?)"
-            " ON CONFLICT (day, partner_id, kind, model) DO UPDATE SET calls = calls + 1,"
-            " units = units + excluded.units",
-            (day, partner_id, kind, model, units),
-        )
+            "INSERT INTO usage AS u (day, partner_id, kind, model, calls, units)"
+            " VALUES (?1, ?2, ?3, ?4, 1, ?5)"
+            " ON CONFLICT (day, partner_id, kind, model) DO UPDATE SET calls = u.calls + 1,"
+            " units = u.units + excluded.units",
+            day, partner_id, kind, model, units,
+        )  # fmt: skip
 
     async def units_on(self, day: str) -> dict[str, dict[str, float]]:
         """Units (seconds, characters, images) used on one day, per partner and kind."""
         rows = await self._all(
-            "SELECT partner_id, kind, SUM(units) FROM usage WHERE day = ? AND units > 0"
+            "SELECT partner_id, kind, SUM(units) FROM usage WHERE day = ?1 AND units > 0"
             " GROUP BY partner_id, kind",
-            (day,),
+            day,
         )
         found: dict[str, dict[str, float]] = {}
         for row in rows:
@@ -52,45 +53,47 @@ class Usage(SqliteBase):
         return found
 
     async def usage(self, since_day: str) -> list[UsageRow]:
-        return [
-            cast(UsageRow, dict(row))
-            for row in await self._all(
-                "SELECT * FROM usage WHERE day >= ? ORDER BY day, partner_id, kind", (since_day,)
-            )
-        ]
+        rows = await self._all(
+            "SELECT * FROM usage WHERE day >= ?1 ORDER BY day, partner_id, kind", since_day
+        )
+        return [cast(UsageRow, dict(row)) for row in rows]
 
     async def tokens_on(self, day: str) -> dict[str, int]:
         """Tokens (prompt + completion) used on one day, per partner."""
         rows = await self._all(
             "SELECT partner_id, SUM(prompt_tokens + completion_tokens) FROM usage"
-            " WHERE day = ? GROUP BY partner_id",
-            (day,),
+            " WHERE day = ?1 GROUP BY partner_id",
+            day,
         )
         return {row[0]: int(row[1] or 0) for row in rows}
 
     async def user_messages_since(self, user_key: str, since: float) -> int:
         row = await self._one(
-            "SELECT COUNT(*) FROM messages WHERE user_key = ? AND created_at >= ?"
+            "SELECT COUNT(*) FROM messages WHERE user_key = ?1 AND created_at >= ?2"
             " AND role = 'user'",
-            (user_key, since),
+            user_key,
+            since,
         )
         return int(row[0]) if row else 0
 
     async def last_rest_notice(self, kind: str, subject: str) -> float | None:
         row = await self._one(
-            "SELECT sent_at FROM rest_notices WHERE kind = ? AND subject = ?", (kind, subject)
+            "SELECT sent_at FROM rest_notices WHERE kind = ?1 AND subject = ?2", kind, subject
         )
         return float(row[0]) if row else None
 
     async def note_rest_notice(self, kind: str, subject: str) -> None:
         await self._write(
-            "INSERT OR REPLACE INTO rest_notices (kind, subject, sent_at) VALUES (?, ?, ?)",
-            (kind, subject, time.time()),
+            "INSERT INTO rest_notices (kind, subject, sent_at) VALUES (?1, ?2, ?3)"
+            " ON CONFLICT (kind, subject) DO UPDATE SET sent_at = excluded.sent_at",
+            kind,
+            subject,
+            time.time(),
         )
 
     async def rest_notices_since(self, since: float) -> list[RestNoticeRow]:
         rows = await self._all(
-            "SELECT kind, subject, sent_at FROM rest_notices WHERE sent_at >= ? ORDER BY sent_at",
-            (since,),
+            "SELECT kind, subject, sent_at FROM rest_notices WHERE sent_at >= ?1 ORDER BY sent_at",
+            since,
         )
         return [cast(RestNoticeRow, dict(row)) for row in rows]

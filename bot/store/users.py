@@ -1,23 +1,26 @@
-"""Users and access: people on each platform with their access, voice mode and time zone;
-pairing requests of strangers; owner claims made with a one-time code."""
+"""Users (a person on one platform), pairing requests and owner claims. One query text for
+both backends."""
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any, cast
 
-from bot.store.connection import Connection, SqliteBase
+from bot.store.base import StoreBase
 from bot.store.rows import ClaimedOwnerRow, PairingRow, UserRow
 
 USER_BY_KEY = "SELECT * FROM users WHERE user_key = ?"
 
 
-class Users(SqliteBase):
+class _ClaimLost(Exception):
+    """The code was no longer live: roll the claim back."""
+
+
+class Users(StoreBase):
     """Users, pairing requests and owner claims."""
 
-    def __init__(self, db: Connection, path: Path) -> None:
-        super().__init__(db, path)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         # what upsert_user last wrote, so an unchanged name costs no write
         self._written_users: dict[str, tuple[str, str | None]] = {}
 
@@ -28,68 +31,78 @@ class Users(SqliteBase):
             return
         now = time.time()
         await self._write(
-            "INSERT INTO users (user_key, platform, platform_user_id, display_name, username,"
-            " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            "INSERT INTO users AS u (user_key, platform, platform_user_id, display_name,"
+            " username, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)"
             " ON CONFLICT (user_key) DO UPDATE SET display_name = excluded.display_name,"
             " username = excluded.username, updated_at = excluded.updated_at"
-            " WHERE display_name IS NOT excluded.display_name"
-            " OR username IS NOT excluded.username",
-            (user_key, platform, platform_user_id, name, username, now, now),
-        )
+            # null-safe "differs" both read (SQLite has IS DISTINCT FROM only since 3.39);
+            # a display name is never null
+            " WHERE u.display_name != excluded.display_name"
+            " OR ((u.username = excluded.username) IS NOT TRUE"
+            " AND (u.username IS NOT NULL OR excluded.username IS NOT NULL))",
+            user_key, platform, platform_user_id, name, username, now,
+        )  # fmt: skip
         self._written_users[user_key] = (name, username)
 
     async def user(self, user_key: str) -> UserRow | None:
-        row = await self._one(USER_BY_KEY, (user_key,))
+        row = await self._one("SELECT * FROM users WHERE user_key = ?1", user_key)
         return cast(UserRow, dict(row)) if row else None
 
     async def set_user_access(self, user_key: str, access: str) -> bool:
-        cursor = await self._write(
-            "UPDATE users SET access = ?, updated_at = ? WHERE user_key = ?",
-            (access, time.time(), user_key),
+        changed = await self._write(
+            "UPDATE users SET access = ?1, updated_at = ?2 WHERE user_key = ?3",
+            access,
+            time.time(),
+            user_key,
         )
-        return cursor.rowcount > 0
+        return changed > 0
 
     async def voice_mode(self, user_key: str) -> str | None:
-        row = await self._one("SELECT voice_mode FROM users WHERE user_key = ?", (user_key,))
+        row = await self._one("SELECT voice_mode FROM users WHERE user_key = ?1", user_key)
         return row[0] if row else None
 
     async def set_voice_mode(self, user_key: str, mode: str) -> None:
         await self._write(
-            "UPDATE users SET voice_mode = ?, updated_at = ? WHERE user_key = ?",
-            (mode, time.time(), user_key),
+            "UPDATE users SET voice_mode = ?1, updated_at = ?2 WHERE user_key = ?3",
+            mode,
+            time.time(),
+            user_key,
         )
 
     async def set_user_timezone(self, user_key: str, timezone: str) -> None:
         await self._write(
-            "UPDATE users SET timezone = ?, updated_at = ? WHERE user_key = ?",
-            (timezone, time.time(), user_key),
+            "UPDATE users SET timezone = ?1, updated_at = ?2 WHERE user_key = ?3",
+            timezone,
+            time.time(),
+            user_key,
         )
 
     async def create_pairing(self, code: str, user_key: str, ttl_seconds: float) -> None:
         now = time.time()
         await self._write(
             "INSERT INTO pairing_requests (code, user_key, created_at, expires_at)"
-            " VALUES (?, ?, ?, ?)",
-            (code, user_key, now, now + ttl_seconds),
+            " VALUES (?1, ?2, ?3, ?4)",
+            code,
+            user_key,
+            now,
+            now + ttl_seconds,
         )
 
     async def live_pairings(self, user_key: str | None = None) -> list[PairingRow]:
-        sql = "SELECT * FROM pairing_requests WHERE status = 'pending' AND expires_at > ?"
-        params: tuple[Any, ...] = (time.time(),)
-        if user_key is not None:
-            sql += " AND user_key = ?"
-            params += (user_key,)
-        return [
-            cast(PairingRow, dict(row))
-            for row in await self._all(sql + " ORDER BY created_at", params)
-        ]
+        rows = await self._all(
+            "SELECT * FROM pairing_requests WHERE status = 'pending' AND expires_at > ?1"
+            " AND user_key = coalesce(?2, user_key) ORDER BY created_at",
+            time.time(),
+            user_key,
+        )
+        return [cast(PairingRow, dict(row)) for row in rows]
 
     async def pairing(self, code: str) -> PairingRow | None:
-        row = await self._one("SELECT * FROM pairing_requests WHERE code = ?", (code,))
+        row = await self._one("SELECT * FROM pairing_requests WHERE code = ?1", code)
         return cast(PairingRow, dict(row)) if row else None
 
     async def close_pairing(self, code: str, status: str) -> None:
-        await self._write("UPDATE pairing_requests SET status = ? WHERE code = ?", (status, code))
+        await self._write("UPDATE pairing_requests SET status = ?1 WHERE code = ?2", status, code)
 
     async def unannounced_approvals(self) -> list[PairingRow]:
         """Pairing requests approved (from the terminal) whose user has not been told yet."""
@@ -101,56 +114,64 @@ class Users(SqliteBase):
 
     async def take_announcement(self, code: str) -> bool:
         """Claim the telling of an approval: True for exactly one caller."""
-        cursor = await self._write(
-            "UPDATE pairing_requests SET announced_at = ? WHERE code = ?"
+        changed = await self._write(
+            "UPDATE pairing_requests SET announced_at = ?1 WHERE code = ?2"
             " AND status = 'approved' AND announced_at IS NULL",
-            (time.time(), code),
+            time.time(),
+            code,
         )
-        return cursor.rowcount == 1
+        return changed == 1
 
     async def add_claim_code(self, code_hash: str, platform: str, ttl_seconds: float) -> None:
         now = time.time()
         await self._write(
             "INSERT INTO claim_codes (code_hash, platform, created_at, expires_at)"
-            " VALUES (?, ?, ?, ?)",
-            (code_hash, platform, now, now + ttl_seconds),
+            " VALUES (?1, ?2, ?3, ?4)",
+            code_hash,
+            platform,
+            now,
+            now + ttl_seconds,
         )
 
     async def live_claim_codes(self, platform: str) -> list[str]:
         """Hashes of the codes that may still claim ``platform`` (unused, unexpired)."""
         rows = await self._all(
-            "SELECT code_hash FROM claim_codes WHERE platform = ? AND used_at IS NULL"
-            " AND expires_at > ?",
-            (platform, time.time()),
+            "SELECT code_hash FROM claim_codes WHERE platform = ?1 AND used_at IS NULL"
+            " AND expires_at > ?2",
+            platform,
+            time.time(),
         )
         return [row[0] for row in rows]
 
     async def redeem_claim(self, code_hash: str, platform: str, user_key: str) -> bool:
         """Make ``user_key`` the owner of ``platform`` with a live code, in one transaction:
-        False if the code is no longer live or the platform has been claimed meanwhile. Every
-        other code for the platform is used up with it."""
+        False if the code is no longer live or the platform has been claimed meanwhile (by
+        this worker or another: the platform's owner row is unique). Every other code for the
+        platform is used up with it."""
         now = time.time()
-        async with self._transaction():
-            taken = await self._db.execute_fetchall(
-                "SELECT 1 FROM claimed_owners WHERE platform = ?", (platform,)
-            )
-            if list(taken):
-                return False
-            cursor = await self._db.execute(
-                "UPDATE claim_codes SET used_at = ?, used_by = ? WHERE code_hash = ?"
-                " AND platform = ? AND used_at IS NULL AND expires_at > ?",
-                (now, user_key, code_hash, platform, now),
-            )
-            if cursor.rowcount != 1:
-                return False
-            await self._db.execute(
-                "INSERT INTO claimed_owners (user_key, platform, claimed_at) VALUES (?, ?, ?)",
-                (user_key, platform, now),
-            )
-            await self._db.execute(
-                "UPDATE claim_codes SET used_at = ? WHERE platform = ? AND used_at IS NULL",
-                (now, platform),
-            )
+        try:
+            async with self._transaction() as tx:
+                claimed = await tx.write(
+                    "INSERT INTO claimed_owners (user_key, platform, claimed_at)"
+                    " VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+                    user_key, platform, now,
+                )  # fmt: skip
+                if claimed != 1:
+                    return False
+                redeemed = await tx.write(
+                    "UPDATE claim_codes SET used_at = ?1, used_by = ?2 WHERE code_hash = ?3"
+                    " AND platform = ?4 AND used_at IS NULL AND expires_at > ?1",
+                    now, user_key, code_hash, platform,
+                )  # fmt: skip
+                if redeemed != 1:
+                    raise _ClaimLost
+                await tx.write(
+                    "UPDATE claim_codes SET used_at = ?1 WHERE platform = ?2 AND used_at IS NULL",
+                    now,
+                    platform,
+                )
+        except _ClaimLost:
+            return False
         return True
 
     async def claimed_owners(self) -> list[ClaimedOwnerRow]:
@@ -161,8 +182,8 @@ class Users(SqliteBase):
 
     async def live_pairing_count(self) -> int:
         row = await self._one(
-            "SELECT COUNT(*) FROM pairing_requests WHERE status = 'pending' AND expires_at > ?",
-            (time.time(),),
+            "SELECT COUNT(*) FROM pairing_requests WHERE status = 'pending' AND expires_at > ?1",
+            time.time(),
         )
         return int(row[0]) if row else 0
 
@@ -170,8 +191,9 @@ class Users(SqliteBase):
         rows = await self._all(
             "SELECT p.*, u.display_name FROM pairing_requests p"
             " LEFT JOIN users u ON u.user_key = p.user_key"
-            " WHERE p.status = 'pending' AND p.expires_at > ? ORDER BY p.created_at LIMIT ?",
-            (time.time(), limit),
+            " WHERE p.status = 'pending' AND p.expires_at > ?1 ORDER BY p.created_at LIMIT ?2",
+            time.time(),
+            limit,
         )
         return [dict(row) for row in rows]
 
@@ -181,8 +203,9 @@ class Users(SqliteBase):
 
     async def web_users(self, limit: int, offset: int = 0) -> list[dict[str, Any]]:
         rows = await self._all(
-            "SELECT * FROM users ORDER BY updated_at DESC, user_key LIMIT ? OFFSET ?",
-            (limit, offset),
+            "SELECT * FROM users ORDER BY updated_at DESC, user_key LIMIT ?1 OFFSET ?2",
+            limit,
+            offset,
         )
         users = [dict(row) for row in rows]
         if not users:
@@ -190,7 +213,7 @@ class Users(SqliteBase):
         marks = ", ".join("?" for _ in users)
         checkins = await self._all(
             f"SELECT * FROM checkins WHERE user_key IN ({marks}) ORDER BY partner_id",
-            [user["user_key"] for user in users],
+            *[user["user_key"] for user in users],
         )
         return with_checkins(users, [dict(row) for row in checkins])
 

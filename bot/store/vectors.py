@@ -23,12 +23,12 @@ class Vectors(SearchIndex):
         watermark may move to the last id read: SQLite commits one writer at a time, so ids
         become visible in order (PostgreSQL's store cannot assume that)."""
         upto = await self.embedding_watermark(model)
-        redo = await self._all(
+        redo = await self._sqlite_all(
             "SELECT m.id, m.text FROM embedding_redo r JOIN messages m ON m.id = r.message_id"
             " WHERE r.message_id <= ? AND m.terms IS NOT NULL ORDER BY r.message_id LIMIT ?",
             (upto, limit),
         )
-        fresh = await self._all(
+        fresh = await self._sqlite_all(
             "SELECT id, text FROM messages WHERE id > ? AND terms IS NOT NULL ORDER BY id LIMIT ?",
             (upto, max(limit - len(redo), 0)),
         )
@@ -39,7 +39,9 @@ class Vectors(SearchIndex):
 
     async def embedding_watermark(self, model: str) -> int:
         """How far the background embedder has read ``model``'s messages (a message id)."""
-        row = await self._one("SELECT upto FROM embedding_progress WHERE model = ?", (model,))
+        row = await self._sqlite_one(
+            "SELECT upto FROM embedding_progress WHERE model = ?", (model,)
+        )
         return int(row[0]) if row else 0
 
     async def save_vectors(
@@ -79,14 +81,14 @@ class Vectors(SearchIndex):
 
     async def skip_embedding(self, message_ids: Sequence[int]) -> None:
         """Messages the endpoint refused to embed (or with nothing to embed) are not retried."""
-        await self._write_many(
+        await self._sqlite_write_many(
             "DELETE FROM embedding_redo WHERE message_id = ?", [(i,) for i in message_ids]
         )
 
     async def embedding_backlog(self, model: str) -> int:
         """Searchable messages still waiting for a vector of ``model``."""
         upto = await self.embedding_watermark(model)
-        row = await self._one(
+        row = await self._sqlite_one(
             "SELECT (SELECT COUNT(*) FROM messages WHERE id > ? AND terms IS NOT NULL)"
             " + (SELECT COUNT(*) FROM embedding_redo r JOIN messages m ON m.id = r.message_id"
             " WHERE r.message_id <= ? AND m.terms IS NOT NULL)",
@@ -100,7 +102,7 @@ class Vectors(SearchIndex):
         """Searchable messages (all, or one partner's) with no vector of ``model``, by id
         after ``after_id``: what ``companion reindex`` embeds."""
         partner = "AND m.partner_id = ?" if partner_id is not None else ""
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT m.id, m.text FROM messages m"
             " LEFT JOIN message_vectors v ON v.message_id = m.id AND v.model = ?"
             f" WHERE m.id > ? AND m.terms IS NOT NULL {partner} AND v.message_id IS NULL"
@@ -129,7 +131,7 @@ class Vectors(SearchIndex):
         if not scopes:
             return []
         marks = ", ".join("?" for _ in scopes)
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT v.message_id, v.vector FROM message_vectors v"
             " JOIN messages m ON m.id = v.message_id"
             f" WHERE v.scope IN ({marks}) AND v.model = ? AND v.dim = ?"
@@ -148,7 +150,7 @@ class Vectors(SearchIndex):
         if not message_ids:
             return {}
         marks = ", ".join("?" for _ in message_ids)
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT m.id, COALESCE(s.title, ''), m.role, m.text, m.created_at,"
             " m.platform_message_id FROM messages m LEFT JOIN sessions s ON s.id = m.session_id"
             f" WHERE m.id IN ({marks})",
@@ -159,7 +161,7 @@ class Vectors(SearchIndex):
     async def vector_log_position(self) -> int:
         """Where the vector log stands now: read it before reading the vectors it covers, so
         a change made in between is seen again, never missed."""
-        row = await self._one("SELECT MAX(seq) FROM vector_log")
+        row = await self._sqlite_one("SELECT MAX(seq) FROM vector_log")
         return int(row[0]) if row and row[0] is not None else 0
 
     async def vector_changes(self, after_seq: int) -> VectorChanges:
@@ -199,7 +201,7 @@ class Vectors(SearchIndex):
             where = f" AND v.message_id IN ({', '.join('?' for _ in message_ids)})"
             params.extend(message_ids)
         params.append(-1 if limit is None else limit)
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT v.message_id, v.scope, m.created_at, m.speaker, v.vector"
             " FROM message_vectors v JOIN messages m ON m.id = v.message_id"
             " WHERE m.partner_id = ? AND v.model = ? AND v.dim = ? AND v.message_id > ?"

@@ -20,80 +20,22 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 from bot.store.connection import SqliteBase
 from bot.store.errors import LeaseLost
-from bot.store.rows import Leader, Lease, ShardLease, WorkerRow
-
-NOW = "((julianday('now') - 2440587.5) * 86400.0)"
-"""The database's clock in seconds since the epoch (constant within one statement)."""
-LEADER = "gateway"
-"""The name of the one leader row."""
-
-
-class Liveness(Protocol):
-    """What :meth:`Workers.hold_liveness` holds for a worker: on PostgreSQL, a connection of
-    its own whose lock says the worker lives and which hears other workers' messages."""
-
-    async def check(self) -> bool:
-        """Whether the worker's liveness still holds (the connection answers)."""
-
-    async def reopen(self) -> None:
-        """Hold it again on a new connection (after it was lost);
-        :class:`bot.store.StoreUnavailable` while the database cannot be reached."""
-
-    async def close(self) -> None:
-        """Let it go (the worker stops)."""
-
-
-def unfinished_replies(queue_key: str) -> str:
-    """The ids of the replies of a queue key (``queue_key``: SQL naming it) that were recorded but
-    not delivered and wait for no retry of their own: a delivery that an outage, a lost lease or a
-    dead worker cut off. They keep their key claimable, and its holder finishes them first
-    (docs/architecture.md "Nothing stays pending forever"); a reply the platform refused has a
-    retry row and is the retry loop's."""
-    return (
-        f"SELECT u.id FROM messages u WHERE u.queue_key = {queue_key}"
-        " AND u.status = 'delivering'"
-        " AND NOT EXISTS (SELECT 1 FROM delivery_retries r WHERE r.message_id = u.id)"
-    )
-
-
-def waits_for_retry(message_id: str, queue_key: str) -> str:
-    """SQL that is true when reply ``message_id`` waits for a retry (a refused reply still
-    being delivered) and is sent under queue key ``queue_key`` (both: SQL naming them): the
-    key of the turn that wrote it, or, for one outside every queue (a greeting, a check-in),
-    a key of its chat."""
-    return (
-        "EXISTS (SELECT 1 FROM messages w JOIN delivery_retries r ON r.message_id = w.id"
-        f" WHERE w.id = {message_id} AND w.status = 'delivering' AND (w.queue_key = {queue_key}"
-        f" OR (w.queue_key IS NULL AND substr({queue_key}, 1, length(w.chat_key) + 1)"
-        " = w.chat_key || '|')))"
-    )
-
-
-CLAIMABLE = (
-    "(EXISTS (SELECT 1 FROM messages m WHERE m.queue_key = l.queue_key"
-    f" AND m.status = 'pending') OR EXISTS ({unfinished_replies('l.queue_key')}))"
+from bot.store.leases import (
+    CLAIMABLE,
+    HOLDS_LEADERSHIP,
+    HOLDS_LEASE,
+    LEADER,
+    LONGEST_WAITING,
+    NOW,
+    REVIEW_PREFIX,
+    Liveness,
+    review_key,
+    waits_for_retry,
 )
-"""A lease row ``l`` whose key has work: pending messages or an unfinished reply."""
-REVIEW_PREFIX = "review:"
-
-HOLDS_LEASE = "SELECT 1 FROM chat_leases WHERE queue_key = ? AND worker_id = ? AND epoch = ?"
-HOLDS_LEADERSHIP = "SELECT 1 FROM leader WHERE name = ? AND worker_id = ? AND epoch = ?"
-
-
-def review_key(session_id: str) -> str:
-    """The lease key of a session's review claim."""
-    return REVIEW_PREFIX + session_id
-
-
-def reviewed_session(claim: Lease) -> str:
-    """The session a review claim is on."""
-    if not claim.queue_key.startswith(REVIEW_PREFIX):
-        raise ValueError(f"{claim.queue_key!r} is not a review claim")
-    return claim.queue_key.removeprefix(REVIEW_PREFIX)
+from bot.store.rows import Leader, Lease, ShardLease, WorkerRow
 
 
 def check_lease(db: sqlite3.Connection, lease: Lease | None) -> None:
@@ -211,7 +153,7 @@ class Workers(SqliteBase):
         await self._in_one_trip(leave)
 
     async def workers(self) -> list[WorkerRow]:
-        rows = await self._all(
+        rows = await self._sqlite_all(
             "SELECT w.worker_id, w.host, w.pid, w.started_at, w.heartbeat_at,"
             f" (SELECT COUNT(*) FROM chat_leases l WHERE l.worker_id = w.worker_id"
             f"  AND l.expires_at > {NOW} AND l.queue_key NOT LIKE '{REVIEW_PREFIX}%')"
@@ -223,7 +165,9 @@ class Workers(SqliteBase):
         ]
 
     async def forget_workers_before(self, heartbeat_at: float) -> int:
-        cursor = await self._write("DELETE FROM workers WHERE heartbeat_at < ?", (heartbeat_at,))
+        cursor = await self._sqlite_write(
+            "DELETE FROM workers WHERE heartbeat_at < ?", (heartbeat_at,)
+        )
         return int(cursor.rowcount)
 
     # ---- leases --------------------------------------------------------------------------
@@ -245,7 +189,7 @@ class Workers(SqliteBase):
                 f"  SELECT l.queue_key FROM chat_leases l WHERE (l.expires_at <= {NOW}"
                 "   OR (? IS NOT NULL AND l.worker_id = ?))"
                 f"   AND l.queue_key = coalesce(?, l.queue_key) AND {CLAIMABLE}"
-                "  ORDER BY l.queue_key LIMIT ?)"
+                f"  ORDER BY {LONGEST_WAITING} LIMIT ?)"
                 " RETURNING queue_key, worker_id, epoch, expires_at",
                 (worker_id, lease_seconds, queue_key, worker_id, queue_key, limit),
             ).fetchall()
@@ -311,14 +255,14 @@ class Workers(SqliteBase):
         return await self._in_one_trip(renew)
 
     async def release_leases(self, leases: Sequence[Lease]) -> None:
-        await self._write_many(
+        await self._sqlite_write_many(
             "UPDATE chat_leases SET worker_id = '', expires_at = 0"
             " WHERE queue_key = ? AND worker_id = ? AND epoch = ?",
             [(lease.queue_key, lease.worker_id, lease.epoch) for lease in leases],
         )
 
     async def lease(self, queue_key: str) -> Lease | None:
-        row = await self._one(
+        row = await self._sqlite_one(
             "SELECT queue_key, worker_id, epoch, expires_at FROM chat_leases WHERE queue_key = ?",
             (queue_key,),
         )
@@ -376,26 +320,26 @@ class Workers(SqliteBase):
         return await self._in_one_trip(renew)
 
     async def release_shards(self, leases: Sequence[ShardLease]) -> None:
-        await self._write_many(
+        await self._sqlite_write_many(
             "UPDATE shard_leases SET worker_id = '', expires_at = 0"
             " WHERE shard_count = ? AND shard_id = ? AND worker_id = ? AND epoch = ?",
             [(s.shard_count, s.shard_id, s.worker_id, s.epoch) for s in leases],
         )
 
     async def shard_leases(self, shard_count: int) -> list[ShardLease]:
-        rows = await self._all(
+        rows = await self._sqlite_all(
             f"SELECT {SHARD_COLUMNS} FROM shard_leases WHERE shard_count = ? ORDER BY shard_id",
             (shard_count,),
         )
         return [_shard_lease(row) for row in rows]
 
     async def join_shards(self, worker_id: str, shard_count: int) -> None:
-        await self._write(
+        await self._sqlite_write(
             "UPDATE workers SET shard_count = ? WHERE worker_id = ?", (shard_count, worker_id)
         )
 
     async def shard_workers(self, shard_count: int, within_seconds: float) -> int:
-        row = await self._one(
+        row = await self._sqlite_one(
             f"SELECT count(*) FROM workers WHERE shard_count = ? AND heartbeat_at > {NOW} - ?",
             (shard_count, within_seconds),
         )
@@ -422,7 +366,7 @@ class Workers(SqliteBase):
         return await self._in_one_trip(lead)
 
     async def leader(self) -> Leader | None:
-        row = await self._one(
+        row = await self._sqlite_one(
             "SELECT worker_id, epoch, expires_at FROM leader WHERE name = ?", (LEADER,)
         )
         return Leader(str(row[0]), int(row[1]), float(row[2])) if row else None

@@ -25,18 +25,19 @@ user's photo can never reach another user's request.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import re
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
+from typing import cast
 
 from adapters.base import Channel, DeliveryError, MediaChannel, MediaTooBig
 from bot.config.model import Config
 from bot.services.llm import LLMClient, LLMError
 from bot.services.speech import SpeechClient, SpeechError
 from bot.store import MediaRow, MessageRow, Store
-from bot.turn.images import NotAnImage, image_url
 from bot.turn.media_limits import cut_text
 from partners.persona import Partner
 
@@ -263,9 +264,12 @@ class MediaReader:
 
     async def _image_url(self, row: MessageRow, data: bytes) -> str | None:
         llm = self.config.llm
+        # Pillow (2 MB resident) loads with the first photo, in a thread: most gateways
+        # never get one, and the import reads files the event loop need not wait for
+        images = await asyncio.to_thread(importlib.import_module, "bot.turn.images")
         try:
-            return await image_url(data, llm.image_max_side, llm.image_max_bytes)
-        except NotAnImage as exc:
+            return cast(str, await images.image_url(data, llm.image_max_side, llm.image_max_bytes))
+        except images.NotAnImage as exc:
             logger.warning("photo of message %d refused: %s", row.id, exc)
             return None
 

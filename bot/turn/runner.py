@@ -369,7 +369,8 @@ class TurnRunner:
             )
             usage = self._usage(partner, "chat", output)
         except LLMError as exc:
-            logger.warning("turn in %s failed: %s", chat.chat_key, exc)
+            who = f"partner {partner.id}, model {model}" if partner else f"model {model}"
+            logger.warning("turn in %s (%s) failed: %s", chat.chat_key, who, exc)
             role, text = "notice", APOLOGY
         except TurnStopped:
             logger.info("turn in %s stopped by the chat", chat.chat_key)

@@ -63,7 +63,7 @@ from typing import Protocol
 from bot.config.model import WorkersConfig
 from bot.services.fault_log import FaultLog
 from bot.store import Leader, Lease, LeaseLost, Store, StoreError, StoreUnavailable
-from bot.store.workers import Liveness
+from bot.store.leases import Liveness
 from bot.workers.dispatcher import Dispatcher
 
 logger = logging.getLogger(__name__)
@@ -357,6 +357,21 @@ class Worker:
         held = self._held.get(lease.queue_key)
         if held is not None and held.lease.epoch == lease.epoch:
             held.idle_since = self.clock()
+
+    def kept(self, queue_key: str) -> Lease | None:
+        """The lease kept idle on this key since its last turn, if any."""
+        held = self._held.get(queue_key)
+        return held.lease if held is not None and held.idle_since is not None else None
+
+    async def give_back(self, lease: Lease) -> None:
+        """Nothing is pending on this key and the dispatcher has no room for its next message:
+        the lease goes back now, so another worker with room may take that message. (One
+        stored before the lease went back is claimed again by this worker's own task, which
+        heard of it.)"""
+        held = self._held.get(lease.queue_key)
+        if held is not None and held.lease.epoch == lease.epoch:
+            del self._held[lease.queue_key]
+            await self.store.release_leases([lease])
 
     def forget(self, lease: Lease) -> None:
         """Stop counting a lease that was taken over."""

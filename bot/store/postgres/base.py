@@ -12,6 +12,7 @@ from typing import Any
 
 import asyncpg
 
+from bot.store.base import StoreBase, numbered
 from bot.store.errors import StoreFull, StoreUnavailable
 
 TRANSIENT = (
@@ -39,10 +40,12 @@ def translated() -> Iterator[None]:
         raise StoreUnavailable(f"the database cannot be reached ({exc})") from exc
 
 
-class PostgresBase:
-    """The pool, the round-trip counter and the helpers each concern's SQL runs through."""
+class PostgresBase(StoreBase):
+    """The pool, the round-trip counter and the primitives of :class:`StoreBase` on asyncpg
+    (a statement's ``?`` marks become ``$1``, ``$2``, see :func:`numbered`)."""
 
     def __init__(self, pool: asyncpg.Pool) -> None:
+        super().__init__()  # a concern after this one in the store's MRO starts too
         self._pool = pool
         self._round_trips = 0
 
@@ -54,20 +57,30 @@ class PostgresBase:
     async def _all(self, sql: str, *args: Any) -> list[asyncpg.Record]:
         self._round_trips += 1
         with translated():
-            return list(await self._pool.fetch(sql, *args))
+            return list(await self._pool.fetch(numbered(sql), *args))
 
     async def _one(self, sql: str, *args: Any) -> asyncpg.Record | None:
         self._round_trips += 1
         with translated():
-            return await self._pool.fetchrow(sql, *args)
+            return await self._pool.fetchrow(numbered(sql), *args)
 
     async def _write(self, sql: str, *args: Any, allowed_seconds: float | None = None) -> int:
         """Run one statement; the rows it changed. ``allowed_seconds`` replaces the pool's
         statement timeout for a statement that may rightly take long (maintenance)."""
         self._round_trips += 1
         with translated():
-            status = await self._pool.execute(sql, *args, timeout=allowed_seconds)
+            status = await self._pool.execute(numbered(sql), *args, timeout=allowed_seconds)
         return changed_rows(status)
+
+    async def _value(self, sql: str, *args: Any) -> Any:
+        self._round_trips += 1
+        with translated():
+            return await self._pool.fetchval(numbered(sql), *args)
+
+    async def _write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            async with self._transaction() as tx:
+                await tx.write_many(sql, rows)
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[Transaction]:
@@ -88,21 +101,25 @@ class Transaction:
 
     async def all(self, sql: str, *args: Any) -> list[asyncpg.Record]:
         self._store._round_trips += 1
-        return list(await self._connection.fetch(sql, *args))
+        return list(await self._connection.fetch(numbered(sql), *args))
 
     async def one(self, sql: str, *args: Any) -> asyncpg.Record | None:
         self._store._round_trips += 1
-        return await self._connection.fetchrow(sql, *args)
+        return await self._connection.fetchrow(numbered(sql), *args)
+
+    async def value(self, sql: str, *args: Any) -> Any:
+        self._store._round_trips += 1
+        return await self._connection.fetchval(numbered(sql), *args)
 
     async def write(self, sql: str, *args: Any) -> int:
         self._store._round_trips += 1
-        return changed_rows(await self._connection.execute(sql, *args))
+        return changed_rows(await self._connection.execute(numbered(sql), *args))
 
     async def write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """One statement for each of ``rows``, sent together: one round trip."""
         if rows:
             self._store._round_trips += 1
-            await self._connection.executemany(sql, rows)
+            await self._connection.executemany(numbered(sql), rows)
 
 
 def changed_rows(status: str) -> int:

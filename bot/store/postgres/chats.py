@@ -1,51 +1,17 @@
-"""Chats and bindings on PostgreSQL (see :mod:`bot.store.chats`, whose SQLite twin this is)."""
+"""Chats on PostgreSQL where its SQL differs (the rest is :mod:`bot.store.chats`): a chat and
+its person read in one statement, the row of the person as JSON."""
 
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Iterable
 from typing import cast
 
-import asyncpg
-
-from bot.store.postgres.base import PostgresBase
-from bot.store.rows import BindingRow, ChatRow, UserRow
-
-CHAT_COLUMNS = "chat_key, platform, platform_chat_id, thread_id, kind, title, selected_partner"
+from bot.store.chats import CHAT_COLUMNS, Chats
+from bot.store.rows import ChatRow, UserRow
 
 
-class Chats(PostgresBase):
-    """Chats and bindings."""
-
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        super().__init__(pool)
-        # what upsert_chat last wrote, so an unchanged title costs no write
-        self._written_chats: dict[str, tuple[str, str | None]] = {}
-
-    async def upsert_chat(
-        self,
-        chat_key: str,
-        platform: str,
-        chat_id: str,
-        thread_id: str | None,
-        kind: str,
-        title: str | None,
-    ) -> None:
-        if self._written_chats.get(chat_key) == (kind, title):
-            return
-        await self._write(
-            "INSERT INTO chats AS c (chat_key, platform, platform_chat_id, thread_id, kind,"
-            " title, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7)"
-            " ON CONFLICT (chat_key) DO UPDATE SET title = excluded.title,"
-            " updated_at = excluded.updated_at WHERE c.title IS DISTINCT FROM excluded.title",
-            chat_key, platform, chat_id, thread_id, kind, title, time.time(),
-        )  # fmt: skip
-        self._written_chats[chat_key] = (kind, title)
-
-    async def chat(self, chat_key: str) -> ChatRow | None:
-        row = await self._one(f"SELECT {CHAT_COLUMNS} FROM chats WHERE chat_key = $1", chat_key)
-        return ChatRow(*row) if row else None
+class PostgresChats(Chats):
+    """Chats and bindings, a turn's first read in one round trip."""
 
     async def chat_and_user(
         self, chat_key: str, user_key: str
@@ -62,55 +28,3 @@ class Chats(PostgresBase):
         chat = ChatRow(*list(row)[:-1]) if row["chat_key"] is not None else None
         user = cast(UserRow, json.loads(row["person"])) if row["person"] else None
         return chat, user
-
-    async def selected_partner(self, chat_key: str) -> str | None:
-        row = await self._one("SELECT selected_partner FROM chats WHERE chat_key = $1", chat_key)
-        return row[0] if row else None
-
-    async def select_partner(self, chat_key: str, partner_id: str | None) -> None:
-        await self._write(
-            "UPDATE chats SET selected_partner = $1, updated_at = $2 WHERE chat_key = $3",
-            partner_id,
-            time.time(),
-            chat_key,
-        )
-
-    async def bind(self, platform: str, chat_id: str, partner_id: str, source: str) -> bool:
-        added = await self._write(
-            "INSERT INTO bindings (platform, chat_id, partner_id, source, created_at)"
-            " VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
-            platform, chat_id, partner_id, source, time.time(),
-        )  # fmt: skip
-        return added > 0
-
-    async def unbind(self, platform: str, chat_id: str, partner_id: str | None) -> int:
-        return await self._write(
-            "DELETE FROM bindings WHERE platform = $1 AND chat_id = $2 AND source != 'config'"
-            " AND partner_id = coalesce($3, partner_id)",
-            platform,
-            chat_id,
-            partner_id,
-        )
-
-    async def bindings(
-        self, platform: str | None = None, chat_id: str | None = None
-    ) -> list[BindingRow]:
-        rows = await self._all(
-            "SELECT platform, chat_id, partner_id, source FROM bindings"
-            " WHERE platform = coalesce($1, platform) AND chat_id = coalesce($2, chat_id)"
-            " ORDER BY created_at",
-            platform,
-            chat_id,
-        )
-        return [cast(BindingRow, dict(row)) for row in rows]
-
-    async def replace_config_bindings(self, rows: Iterable[tuple[str, str, str]]) -> None:
-        now = time.time()
-        async with self._transaction() as tx:
-            await tx.write("DELETE FROM bindings WHERE source = 'config'")
-            await tx.write_many(
-                "INSERT INTO bindings (platform, chat_id, partner_id, source, created_at)"
-                " VALUES ($1, $2, $3, 'config', $4) ON CONFLICT (platform, chat_id, partner_id)"
-                " DO UPDATE SET source = 'config', created_at = excluded.created_at",
-                [(platform, chat_id, partner_id, now) for platform, chat_id, partner_id in rows],
-            )

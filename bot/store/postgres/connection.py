@@ -13,7 +13,6 @@ from bot.store.errors import StoreError
 from bot.store.postgres.migrations import schema_version
 
 _PASSWORD_OPTION = re.compile(r"(?i)((?:^|&)password=)[^&]*")
-URL_SCHEMES = ("postgresql://", "postgres://")
 CONNECT_TIMEOUT_SECONDS = 10.0
 POOL_SIZE = 10
 """Connections one gateway process holds: enough for its concurrent turns' short statements."""
@@ -26,11 +25,6 @@ by a healthy database however loaded, yet a stalled turn gives up and is retried
 time a user still waits for an answer. Not a setting: no deployment should need statements
 that wait longer. Schema changes run on a connection of their own without it, and the
 maintenance after forgetting passes its own."""
-
-
-def is_database_url(location: object) -> bool:
-    """Whether ``location`` names a PostgreSQL database (else it is a SQLite file)."""
-    return isinstance(location, str) and location.startswith(URL_SCHEMES)
 
 
 def redacted(url: str) -> str:

@@ -26,8 +26,8 @@ from dataclasses import replace
 from typing import Any, cast
 
 from bot.store.postgres.messages import Messages
-from bot.store.postgres.sessions import Sessions
 from bot.store.rows import ForgetOperation, MessageRow, ReminderRow
+from bot.store.sessions import Sessions
 
 MAINTENANCE_TIMEOUT_SECONDS = 3600.0
 """VACUUM and the rebuilt search index after forgetting take as long as the tables are big:

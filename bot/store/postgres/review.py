@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import time
 
-from bot.store.postgres.sessions import Sessions
 from bot.store.postgres.workers import FENCED, fenced, lease_lost, lease_values
 from bot.store.rows import Lease, SessionRow
+from bot.store.sessions import Sessions
 
 REVIEW_SUCCEEDED = fenced(
     "done AS (UPDATE sessions SET reviewed_upto = GREATEST(reviewed_upto, $1),"

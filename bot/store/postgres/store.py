@@ -9,23 +9,24 @@ from pathlib import Path
 
 import asyncpg
 
+from bot.store.audit import Audit
+from bot.store.checkins import Checkins
 from bot.store.errors import StoreError
-from bot.store.postgres.audit import Audit
-from bot.store.postgres.chats import Chats
-from bot.store.postgres.checkins import Checkins
+from bot.store.postgres.base import PostgresBase
+from bot.store.postgres.chats import PostgresChats
 from bot.store.postgres.connection import connect, create_pool, redacted
-from bot.store.postgres.documents import Documents
+from bot.store.postgres.documents import PostgresDocuments
 from bot.store.postgres.forgetting import Forgetting
-from bot.store.postgres.media import Media
+from bot.store.postgres.media import PostgresMedia
 from bot.store.postgres.migrations import migrate, schema_version
 from bot.store.postgres.queue import Queue
 from bot.store.postgres.review import ReviewState
 from bot.store.postgres.turn_context import TurnContexts
-from bot.store.postgres.usage import Usage
-from bot.store.postgres.users import Users
 from bot.store.postgres.vectors import Vectors
-from bot.store.postgres.web import WebLogins
 from bot.store.postgres.workers import Workers
+from bot.store.usage import Usage
+from bot.store.users import Users
+from bot.store.web import WebLogins
 
 BACKUP_ADVICE = (
     "the database is on PostgreSQL: back it up with pg_dump (for example"
@@ -36,10 +37,10 @@ BACKUP_ADVICE = (
 
 class PostgresStore(
     Users,
-    Chats,
+    PostgresChats,
     Queue,
     TurnContexts,
-    Media,
+    PostgresMedia,
     ReviewState,
     Forgetting,
     Checkins,
@@ -48,7 +49,8 @@ class PostgresStore(
     Vectors,
     WebLogins,
     Workers,
-    Documents,
+    PostgresDocuments,
+    PostgresBase,
 ):
     """The :class:`bot.store.Store` interface on PostgreSQL (asyncpg, a pool per process)."""
 

@@ -26,18 +26,19 @@ from collections.abc import Callable, Sequence
 import asyncpg
 
 from bot.store.errors import LeaseLost
-from bot.store.postgres.base import PostgresBase, Transaction
-from bot.store.postgres.liveness import GONE, HELD, LivenessConnection
-from bot.store.rows import Leader, Lease, ShardLease, WorkerRow
-from bot.store.workers import (
+from bot.store.leases import (
     CLAIMABLE,
     LEADER,
+    LONGEST_WAITING,
     REVIEW_PREFIX,
-    SHARD_COLUMNS,
     Liveness,
     review_key,
     waits_for_retry,
 )
+from bot.store.postgres.base import PostgresBase, Transaction
+from bot.store.postgres.liveness import GONE, HELD, LivenessConnection
+from bot.store.rows import Leader, Lease, ShardLease, WorkerRow
+from bot.store.workers import SHARD_COLUMNS
 
 NOW = "extract(epoch FROM clock_timestamp())::double precision"
 
@@ -209,7 +210,7 @@ class Workers(PostgresBase):
                 f"  SELECT l.queue_key FROM chat_leases l WHERE (l.expires_at <= {NOW}"
                 f"   OR l.worker_id IN ({GONE}) OR ($3::text IS NOT NULL AND l.worker_id = $1))"
                 f"   AND l.queue_key = coalesce($3, l.queue_key) AND {CLAIMABLE}"
-                "  ORDER BY l.queue_key LIMIT $4 FOR UPDATE SKIP LOCKED)"
+                f"  ORDER BY {LONGEST_WAITING} LIMIT $4 FOR UPDATE SKIP LOCKED)"
                 " RETURNING queue_key, worker_id, epoch, expires_at",
                 worker_id,
                 lease_seconds,

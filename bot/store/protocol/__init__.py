@@ -1,8 +1,10 @@
 """The store interface: every read and write of the gateway's database, whatever the backend.
 
 The gateway, the partners and the CLI are written against :class:`Store` and never see SQL or
-a driver; a backend implements it (:class:`bot.store.sqlite.SqliteStore`, the embedded default,
-and :class:`bot.store.postgres.store.PostgresStore`, which several workers share). Rows come
+a driver (importing this package loads none); a backend implements it
+(:class:`bot.store.sqlite.SqliteStore`, the embedded default, and
+:class:`bot.store.postgres.store.PostgresStore`, which several workers share), and
+:func:`bot.store.opening.open_store` opens one. Rows come
 back as the types in :mod:`bot.store.rows`; a database that cannot work raises from
 :mod:`bot.store.errors`.
 
@@ -10,9 +12,9 @@ back as the types in :mod:`bot.store.rows`; a database that cannot work raises f
 named like the modules that implement it on either backend: the messages concern is
 :class:`bot.store.protocol.messages.MessagesStore`, implemented in :mod:`bot.store.messages`
 and :mod:`bot.store.postgres.messages`. A new method goes into its concern's protocol and
-both of its implementations; what concerns the database as a whole (opening, closing, its
-schema version, a backup, the round-trip count) stays here. Both backends are checked
-against the whole of :class:`Store` where :meth:`Store.open` returns them.
+both of its implementations; what concerns the database as a whole (closing, its
+schema version, a backup) stays here. Most of a concern's SQL is written once for both
+backends (:mod:`bot.store.base`).
 """
 
 from __future__ import annotations
@@ -20,8 +22,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from bot.store.postgres.connection import is_database_url
-from bot.store.postgres.store import PostgresStore
 from bot.store.protocol.audit import AuditStore
 from bot.store.protocol.chats import ChatsStore
 from bot.store.protocol.checkins import CheckinsStore
@@ -39,7 +39,6 @@ from bot.store.protocol.users import UsersStore
 from bot.store.protocol.vectors import VectorsStore
 from bot.store.protocol.web import WebStore
 from bot.store.protocol.workers import WorkersStore
-from bot.store.sqlite import SqliteStore
 
 
 class Store(
@@ -65,15 +64,6 @@ class Store(
     """The gateway's database: users and chats, messages and their search index, the work
     queue, sessions and review state, forget operations, usage and the audit log."""
 
-    @classmethod
-    async def open(cls, location: Path | str) -> Store:
-        """The store in the database at ``location``, created or migrated to the current
-        schema as needed: a ``postgresql://`` URL opens PostgreSQL, anything else is the path
-        of a SQLite file (``Config.database`` says which the config asks for)."""
-        if is_database_url(location):
-            return await PostgresStore.open(str(location))
-        return await SqliteStore.open(Path(location))
-
     async def close(self) -> None: ...
 
     async def schema_version(self) -> int:
@@ -82,7 +72,3 @@ class Store(
     async def backup_to(self, target: Path) -> None:
         """A consistent copy of the live database in the file ``target`` (SQLite; PostgreSQL
         raises :class:`StoreError` saying to use pg_dump)."""
-
-    @property
-    def round_trips(self) -> int:
-        """Trips to the database so far, the figure store speed is measured in."""

@@ -2,8 +2,8 @@
 for the web page, and the owner's settings overrides (``/admin settings``; config.toml stays the
 base).
 
-Part of :class:`bot.store.Store`; SQLite implements it in :class:`bot.store.audit.Audit`,
-PostgreSQL in :class:`bot.store.postgres.audit.Audit`."""
+Part of :class:`bot.store.Store`; implemented once for both backends in
+:class:`bot.store.audit.Audit`."""
 
 from __future__ import annotations
 

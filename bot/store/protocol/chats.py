@@ -1,8 +1,9 @@
 """Chats: a DM, group, channel, thread or forum topic with the partner selected in it, and the
 bindings of groups and channels to partners (from config.toml or ``/admin bind``).
 
-Part of :class:`bot.store.Store`; SQLite implements it in :class:`bot.store.chats.Chats`,
-PostgreSQL in :class:`bot.store.postgres.chats.Chats`."""
+Part of :class:`bot.store.Store`; implemented once for both backends in
+:class:`bot.store.chats.Chats` (PostgreSQL reads a chat and its person in one statement:
+:mod:`bot.store.postgres.chats`)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ class ChatsStore(Protocol):
     async def chat_and_user(
         self, chat_key: str, user_key: str
     ) -> tuple[ChatRow | None, UserRow | None]:
-        """A chat and one of its people, read in one round trip (a turn needs both)."""
+        """A chat and one of its people (a turn needs both; one round trip on PostgreSQL)."""
 
     async def selected_partner(self, chat_key: str) -> str | None: ...
 

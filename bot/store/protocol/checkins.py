@@ -1,8 +1,8 @@
 """Check-ins and reminders: a partner writing first to a user who opted in, and the dated
 reminders a partner promised.
 
-Part of :class:`bot.store.Store`; SQLite implements it in :class:`bot.store.checkins.Checkins`,
-PostgreSQL in :class:`bot.store.postgres.checkins.Checkins`."""
+Part of :class:`bot.store.Store`; implemented once for both backends in
+:class:`bot.store.checkins.Checkins`."""
 
 from __future__ import annotations
 

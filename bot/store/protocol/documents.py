@@ -2,9 +2,10 @@
 writes, and a lock per document across one writer's read-modify-write (see
 :mod:`partners.documents`).
 
-Part of :class:`bot.store.Store`; SQLite implements it in
-:class:`bot.store.documents.Documents`, PostgreSQL in
-:class:`bot.store.postgres.documents.Documents`."""
+Part of :class:`bot.store.Store`; implemented once for both backends in
+:class:`bot.store.documents.Documents` but for appending and the lock
+(:class:`bot.store.documents.SqliteDocuments`,
+:class:`bot.store.postgres.documents.PostgresDocuments`)."""
 
 from __future__ import annotations
 

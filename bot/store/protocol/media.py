@@ -1,8 +1,9 @@
 """Media: voice notes and photos of messages (by platform file id, never the file) and the
 actions of replies (a reaction, a sticker, a voice bubble).
 
-Part of :class:`bot.store.Store`; SQLite implements it in :class:`bot.store.media.Media`,
-PostgreSQL in :class:`bot.store.postgres.media.Media`."""
+Part of :class:`bot.store.Store`; implemented once for both backends in
+:class:`bot.store.media.Media` (reading several messages' media differs:
+:class:`bot.store.media.SqliteMedia`, :class:`bot.store.postgres.media.PostgresMedia`)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Sessions: one thread of conversation between a partner and a chat, with its frozen system
 prompt; the owner's views of them and the transcripts referenced from owner sessions.
 
-Part of :class:`bot.store.Store`; SQLite implements it in :class:`bot.store.sessions.Sessions`,
-PostgreSQL in :class:`bot.store.postgres.sessions.Sessions`."""
+Part of :class:`bot.store.Store`; implemented once for both backends in
+:class:`bot.store.sessions.Sessions`."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Usage and budgets: tokens and units (seconds, characters, images) per day, partner, kind and
 model, the messages a user sent (rate limits) and when a "resting" notice was last sent.
 
-Part of :class:`bot.store.Store`; SQLite implements it in :class:`bot.store.usage.Usage`,
-PostgreSQL in :class:`bot.store.postgres.usage.Usage`."""
+Part of :class:`bot.store.Store`; implemented once for both backends in
+:class:`bot.store.usage.Usage`."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 pairing requests of strangers; owner claims made with a one-time code; the web page's list of
 users.
 
-Part of :class:`bot.store.Store`; SQLite implements it in :class:`bot.store.users.Users`,
-PostgreSQL in :class:`bot.store.postgres.users.Users`."""
+Part of :class:`bot.store.Store`; implemented once for both backends in
+:class:`bot.store.users.Users`."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The web page's logins: one-time login links and browser sessions, both kept only as hashes of
 their secrets.
 
-Part of :class:`bot.store.Store`; SQLite implements it in :class:`bot.store.web.WebLogins`,
-PostgreSQL in :class:`bot.store.postgres.web.WebLogins`."""
+Part of :class:`bot.store.Store`; implemented once for both backends in
+:class:`bot.store.web.WebLogins`."""
 
 from __future__ import annotations
 

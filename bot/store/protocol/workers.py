@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from bot.store.leases import Liveness
 from bot.store.rows import Leader, Lease, ShardLease, WorkerRow
-from bot.store.workers import Liveness
 
 
 class WorkersStore(Protocol):
