@@ -31,7 +31,6 @@ from bot.events import ChatRef, Inbound, Outbound, Sender
 from bot.text.literal import unescape
 
 CONSOLE_CHAT = ChatRef("console", "console", "dm", title="console")
-CONSOLE_USER = Sender("console", "console", "you")
 REPLY_TIMEOUT_SECONDS = 900.0
 LOG_FILE = "logs/console.log"
 HISTORY_FILE = "console_history"
@@ -45,8 +44,11 @@ class ConsoleChannel:
         stdin: TextIO | None = None,
         stdout: TextIO | None = None,
         exports: Path = Path("data/exports"),
+        user_name: str = "you",
     ) -> None:
         self.exports = exports
+        self.user = Sender("console", "console", user_name)
+        """The person at the console (the owner), by the name partners call them."""
         self._in = stdin or sys.stdin
         self._out = stdout or sys.stdout
         self.interactive = self._in.isatty() and self._out.isatty()
@@ -135,7 +137,7 @@ class ConsoleChannel:
         """Send one line as a message and wait for its reply."""
         assert self._receiver is not None
         self._replied.clear()
-        inbound = Inbound(CONSOLE_CHAT, CONSOLE_USER, str(time.time_ns()), text, datetime.now(UTC))
+        inbound = Inbound(CONSOLE_CHAT, self.user, str(time.time_ns()), text, datetime.now(UTC))
         self._waiting = True
         try:
             await self._receiver.receive(inbound)

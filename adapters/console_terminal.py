@@ -6,6 +6,10 @@
 * While the partner thinks, rich's spinner runs on the line below the question and erases
   itself before the reply is printed, so a reply never starts with what is left of it.
 * Replies are Markdown rendered by rich: bold is bold, lists and code blocks look like them.
+  The Markdown is read by the parser every channel shares (``adapters/markdown_parse.py``),
+  not rich's own: ``<id>`` or ``<b>`` is text, never HTML that rich would silently drop, and
+  each line break is kept (a chat message, ``/help`` included, is written line by line; rich
+  would join the lines of a paragraph). Text is never read as rich's ``[style]`` markup.
 * Ctrl-C while the partner thinks stops that turn at once (the terminal is not in the line
   editor then, so it arrives as SIGINT; the channel decides what it means).
 * Log lines would land in the middle of the conversation: while the terminal is in use they go
@@ -21,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
+from markdown_it.token import Token
 from prompt_toolkit import PromptSession
 from prompt_toolkit.application import run_in_terminal
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
@@ -93,7 +98,7 @@ class Terminal:
 
         def write() -> None:
             self.done_thinking()
-            self.console.print(Markdown(_with_name(name, markdown)))
+            self.console.print(ChatMarkdown(_with_name(name, markdown)))
             for label, command in choices:
                 self.console.print(Text(f"  [{label}] {command}", style="dim"))
 
@@ -101,6 +106,25 @@ class Terminal:
             await run_in_terminal(write)
         else:
             write()
+
+
+class ChatMarkdown(Markdown):
+    """rich's Markdown renderer over the shared parser's tokens, every line break kept."""
+
+    def __init__(self, markup: str) -> None:
+        super().__init__(markup, hyperlinks=False)
+        self.parsed = parse(markup)
+        _keep_line_breaks(self.parsed)
+
+
+def _keep_line_breaks(tokens: list[Token]) -> None:
+    """A soft break (one newline inside a paragraph) becomes a hard one: rich shows a soft
+    break as a space."""
+    for token in tokens:
+        if token.children:
+            _keep_line_breaks(token.children)
+        if token.type == "softbreak":
+            token.type = "hardbreak"
 
 
 def _with_name(name: str, markdown: str) -> str:

@@ -89,6 +89,11 @@ def to_card_text(text: str) -> str:
     return _PARTNER.sub("{{char}}", text)
 
 
+PRIVATE_NOTE = "private: only you can pick it until /admin partner set {id} public true"
+"""An imported partner is private (``public: false``): a card is somebody else's writing, which
+the owner reads and shapes before anyone else can choose it in /partner."""
+
+
 @dataclass
 class ImportPlan:
     partner_id: str
@@ -115,6 +120,7 @@ class ImportPlan:
             f"greetings: {self.greetings}",
             f"lorebook entries: {self.lore_entries}",
             f"avatar: {f'{len(avatar):,} bytes' if avatar else 'none'}",
+            PRIVATE_NOTE.format(id=self.partner_id),
             *(f"note: {note}" for note in self.notes),
         ]
 
@@ -179,6 +185,7 @@ def _preset(name: str, data: dict[str, Any]) -> bytes:
     if tagline:
         lines.append(f"description: {json.dumps(tagline, ensure_ascii=False)}")
     lines.append("memory_scope: per_user")
+    lines.append("public: false")  # the owner's until published (PRIVATE_NOTE)
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 

@@ -17,6 +17,22 @@ from partners.memory_errors import MemoryInputError
 from partners.memory_format import MarkdownDocument, fingerprint, new_entry_id
 
 
+def undoable(change: Change) -> bool:
+    """Whether :func:`undo` can reverse ``change`` from its record alone (what a page offers
+    Undo on): not a forgetting, nor a change whose record holds no text to bring back."""
+    if change.op == "replace_file":
+        return change.old is not None and change.new is not None
+    if change.op == "add":
+        return bool(change.entry)
+    if change.op == "edit":
+        return bool(change.entry and change.old)
+    if change.op == "replace":
+        return change.old is not None and bool(change.new)
+    if change.op == "remove":
+        return bool(change.old) or (change.old is not None and bool(change.new))
+    return False
+
+
 async def undo(memory: MemoryStore, root: Path, change_id: str, *, source: str) -> WriteResult:
     """Reverse one recorded change of the namespace ``root``, as a new change of its own."""
     change = next((c for c in await memory.changes(root) if c.id == change_id), None)

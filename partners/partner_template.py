@@ -1,6 +1,11 @@
 """The template a new partner starts from: the example partner shipped in
 ``partners/template/example``, given the new partner's name.
 
+A new partner is private (``public: false``): only the owner can pick it until they publish
+it with ``/admin partner set ID public true``, so nobody meets a persona still being written.
+(The example partner made on the first start keeps the template's ``public: true``: someone
+must be there to talk to.)
+
 The template's name is the one thing in it that is not a placeholder: a new partner gets its
 own name in preset.yml's ``name`` and wherever the template's name appears in its preset and
 persona files (comments and persona text alike). Used for a directory on disk
@@ -49,7 +54,8 @@ def checked_name(name: str | None) -> str | None:
 
 def renamed(files: Mapping[str, bytes], name: str, partner_id: str) -> dict[str, bytes]:
     """A fresh copy of the template's files with its own name: in preset.yml's ``name`` and
-    wherever the template's name appears in its files (comments and persona text alike)."""
+    wherever the template's name appears in its files (comments and persona text alike);
+    private until published."""
     preset = files.get(PRESET_FILE, b"")
     template_name = parse_preset(preset, f"{partner_id}'s {PRESET_FILE}", partner_id).name
     result = dict(files)
@@ -60,6 +66,7 @@ def renamed(files: Mapping[str, bytes], name: str, partner_id: str) -> dict[str,
                 text = pattern.sub(lambda _: name, data.decode("utf-8"))
                 result[file_name] = text.encode("utf-8")
     preset_text = changed_preset(result.get(PRESET_FILE, b""), ("name",), name, partner_id)
+    preset_text = changed_preset(preset_text.encode("utf-8"), ("public",), False, partner_id)
     result[PRESET_FILE] = preset_text.encode("utf-8")
     return result
 

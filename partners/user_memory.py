@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 from datetime import UTC, datetime
 from typing import Any
@@ -115,7 +116,13 @@ async def journal_passages(
     return found
 
 
+_CHAT_MARKERS = re.compile(r"[ \t]*<!-- chat:.*?-->")
+"""A journal heading's marker of its chat (``partners/journal.py``), and the space before it."""
+
+
 def summary_markdown(data: dict[str, Any]) -> str:
+    """summary.md, for a person to read: the journal passages without the markers that tie
+    each to its chat (export.json keeps them, as stored)."""
     lines = [
         f"# What {data['partner']['name']} keeps about you",
         f"Exported {data['exported_at']} for {data['user']}.",
@@ -126,6 +133,8 @@ def summary_markdown(data: dict[str, Any]) -> str:
         "- none"
     ]
     lines += ["", "## Diary passages from your conversations"]
-    lines += [f"### {j['date']}\n{j['text']}" for j in data["journal"]] or ["none"]
+    lines += [f"### {j['date']}\n{_CHAT_MARKERS.sub('', j['text'])}" for j in data["journal"]] or [
+        "none"
+    ]
     lines += ["", f"## Messages ({len(data['messages'])} in export.json)"]
     return "\n".join(lines) + "\n"

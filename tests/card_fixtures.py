@@ -6,10 +6,21 @@ from __future__ import annotations
 import base64
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
+
+from partners.preset_edit import changed_preset
+
+
+def publish(partner_dir: Path) -> None:
+    """Make an imported partner public, as ``/admin partner set ID public true`` does: an
+    import is private until then."""
+    preset = partner_dir / "preset.yml"
+    edited = changed_preset(preset.read_bytes(), ("public",), True, partner_dir.name)
+    preset.write_text(edited, encoding="utf-8")
 
 
 def book(entries: int = 2) -> dict[str, Any]:

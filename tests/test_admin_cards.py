@@ -28,6 +28,18 @@ async def test_an_import_waits_for_the_owner_and_card_text_is_shown_literally(
     assert "no card waits" in again
 
 
+async def test_an_imported_partner_is_private_and_the_preview_says_so(harness: Harness) -> None:
+    card = ("s.png", cards.png(cards.v2()))
+    answer = await admin(harness, "/admin partner import", attachment=card)
+    assert "private: only you can pick it until /admin partner set sirin public true" in (
+        answer.replace("\\", "")
+    )
+    token = answer.split("/admin partner import confirm ")[1].split()[0]
+    await admin(harness, f"/admin partner import confirm {token}")
+    assert harness.app.catalog.require("sirin").preset.public is False
+    assert "sirin" not in [p.id for p in harness.app.catalog.public()]
+
+
 async def test_import_without_a_file_says_how_to_send_one(harness: Harness) -> None:
     answer = await admin(harness, "/admin partner import")
     assert "as a file" in answer and "not as a photo" in answer

@@ -39,6 +39,14 @@ async def test_partner_new_creates_from_the_template_and_refuses_bad_ids(harness
     assert harness.app.catalog.get("long") is None
 
 
+async def test_a_new_partner_is_private_until_the_owner_publishes_it(harness: Harness) -> None:
+    answer = await admin(harness, "/admin partner new kai Kai the Cat")
+    assert "private until you publish it: /admin partner set kai public true" in answer
+    assert "kai" not in [p.id for p in harness.app.catalog.public()]
+    await admin(harness, "/admin partner set kai public true")
+    assert "kai" in [p.id for p in harness.app.catalog.public()]
+
+
 async def test_partner_clone_copies_persona_without_journals(harness: Harness) -> None:
     (partner_dir(harness) / "memory" / "2024-01-01.md").write_text("# 2024-01-01\n")
     assert "Cloned example to twin" in await admin(harness, "/admin partner clone example twin")

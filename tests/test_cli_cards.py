@@ -34,8 +34,10 @@ def test_import_shows_the_summary_and_writes_only_when_confirmed(
     shown = capsys.readouterr()
     assert "lorebook entries: 2" in shown.out and "Create partner 'sirin'?" in shown.err
     assert not (tmp_path / "data" / "partners" / "sirin").exists()
+    assert "private: only you can pick it until /admin partner set sirin public true" in shown.out
     assert run(config, "partners", "import", str(card), stdin="y\n") == 0
     assert (tmp_path / "data" / "partners" / "sirin" / "lorebook.json").exists()
+    assert "public: false" in (tmp_path / "data/partners/sirin/preset.yml").read_text("utf-8")
 
 
 def test_a_bad_card_is_one_line_on_stderr(

@@ -140,3 +140,41 @@ async def test_ctrl_c_stops_the_turn_at_once_and_the_conversation_goes_on(
         child.close(force=True)
     assert child.exitstatus == 0
     assert len(llm.requests) == 2
+
+
+async def test_a_reply_keeps_every_character_its_line_breaks_and_no_markup(
+    llm: FakeLLM, tmp_path: Path
+) -> None:
+    lines = [
+        "First line with <id> and <name>,",
+        "second line with [bold]not bold[/bold] and [red]x[/red],",
+        "third line with <b>tags</b> and `<code>` in code.",
+    ]
+    llm.script(Reply(text="\n".join(lines)))
+    child = await start_chat(write_config(tmp_path, llm.base_url))
+    try:
+        _, reply = await reply_after(child, "show me")
+    finally:
+        child.close(force=True)
+    shown = [line.rstrip() for line in visible(reply).splitlines()]
+    # the code span is rendered as code: its backticks go, its text stays
+    assert shown[:3] == [f"Mira: {lines[0]}", lines[1], lines[2].replace("`", "")]
+
+
+async def test_help_and_admin_at_a_terminal_keep_their_lines_and_placeholders(
+    llm: FakeLLM, tmp_path: Path
+) -> None:
+    child = await start_chat(write_config(tmp_path, llm.base_url))
+    shown: dict[str, list[str]] = {}
+    try:
+        for command in ("/help", "/admin"):
+            child.send(command + "\r")
+            await child.expect_exact("gateway", async_=True)
+            await child.expect_exact(PROMPT, async_=True)
+            shown[command] = [line.strip() for line in visible(str(child.before)).splitlines()]
+    finally:
+        child.close(force=True)
+    assert "/help — this list" in shown["/help"]
+    assert "/forget <id>|all|history — make it forget" in shown["/help"]
+    assert "/admin approve <code> — let a pairing user in" in shown["/admin"]
+    assert "/admin partner show <id> — a partner's settings and files" in shown["/admin"]

@@ -19,6 +19,7 @@ GREETING = "*looks up from the easel* Oh, hello Alice! I'm Ŝirin 🌙."
 def add_card_partner(harness: Harness) -> None:
     root = Path(harness.config.data_dir) / "partners"
     write_import(plan_import(cards.as_json(cards.v2()), "c.json", "sirin", root), root)
+    cards.publish(root / "sirin")  # user 42 is not the owner
     harness.app.catalog.reload()
 
 
@@ -87,3 +88,21 @@ def test_alternate_greetings_given_as_one_text_are_one_greeting(tmp_path: Path) 
     side["alternate_greetings"] = "Hello again"
     card.write_text(json.dumps(side), encoding="utf-8")
     assert greetings_of(load_partner(root / "sirin")) == [side["first_mes"], "Hello again"]
+
+
+async def test_new_before_any_conversation_greets_instead_of_saying_it_is_new(
+    harness_factory: HarnessFactory,
+) -> None:
+    harness = await harness_factory(partners={"default": "sirin"})
+    add_card_partner(harness)
+    await harness.send(dm(42, "/new"))
+    sent = await harness.channel.wait_sent(2)
+    assert sent[0].text.startswith("Started a new conversation")
+    assert sent[1].text == GREETING
+
+
+async def test_new_before_any_conversation_without_greetings_says_so(harness: Harness) -> None:
+    await harness.send(dm(42, "/new"))
+    sent = await harness.channel.wait_sent(1)
+    await harness.settle()
+    assert [m.text for m in sent] == ["This is already a new conversation."]

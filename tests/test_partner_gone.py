@@ -16,6 +16,7 @@ async def test_a_user_whose_partner_was_deleted_is_told_once_and_not_answered_by
     harness: Harness,
 ) -> None:
     await admin(harness, "/admin partner new luna Luna")
+    await admin(harness, "/admin partner set luna public true")  # a new partner is private
     await harness.send(dm(ALICE, "/partner luna"))
     await say(harness, ALICE, "hello", "hi, Luna here")
     await admin(harness, "/admin partner delete luna confirm")

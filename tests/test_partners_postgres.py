@@ -102,6 +102,19 @@ async def turn(workers: Workers, harness: Harness, text: str, answer: str) -> st
     return str(workers.llm.requests[-1]["messages"][0]["content"])
 
 
+async def new_luna(harness: Harness) -> str:
+    """The owner makes partner luna and publishes it (a new partner is private): Alice may
+    pick it. The answer to its creation."""
+    created = await admin(harness, "/admin partner new luna Luna")
+    assert "public is now true" in await admin(harness, "/admin partner set luna public true")
+    return created
+
+
+def public(harness: Harness, partner_id: str) -> bool:
+    """Whether this worker knows the partner as one anybody may pick."""
+    return partner_id in [p.id for p in harness.app.catalog.public()]
+
+
 async def command(harness: Harness, text: str, user: int = ALICE) -> str:
     """A user's command on ``harness``; its answer."""
     before = len(harness.channel.sent)
@@ -113,8 +126,8 @@ async def command(harness: Harness, text: str, user: int = ALICE) -> str:
 async def test_a_partner_made_on_one_worker_is_served_by_another(workers: Workers) -> None:
     a = await workers.start("a")
     b = await workers.start("b")
-    assert (await admin(a, "/admin partner new luna Luna")).startswith("Created Luna (luna)")
-    await until(lambda: b.app.catalog.get("luna") is not None, "worker b to know luna")
+    assert (await new_luna(a)).startswith("Created Luna (luna)")
+    await until(lambda: public(b, "luna"), "worker b to know luna, published")
     await workers.stop(a)  # from now on b answers every turn
     assert "Luna (luna)" in await command(b, "/partner")
     assert (await command(b, "/partner luna")).startswith("You're now talking with Luna")
@@ -128,7 +141,7 @@ async def test_a_worker_that_has_not_heard_of_a_partner_never_answers_as_another
 ) -> None:
     a = await workers.start("a")
     b = await workers.start("b", DEAF)
-    await admin(a, "/admin partner new luna Luna")
+    await new_luna(a)
     assert (await command(a, "/partner luna")).startswith("You're now talking with Luna")
     assert b.app.catalog.get("luna") is None  # b has heard nothing yet
     assert "You are Luna" in await turn(workers, b, "hello", "hi there")
@@ -139,8 +152,8 @@ async def test_a_worker_that_has_not_heard_of_a_partner_never_answers_as_another
 async def test_a_changed_setting_reaches_the_prompt_on_another_worker(workers: Workers) -> None:
     a = await workers.start("a")
     b = await workers.start("b")
-    await admin(a, "/admin partner new luna Luna")
-    await until(lambda: b.app.catalog.get("luna") is not None, "worker b to know luna")
+    await new_luna(a)
+    await until(lambda: public(b, "luna"), "worker b to know luna, published")
     assert "name is now Stella" in await admin(a, "/admin partner set luna name Stella")
     await until(lambda: b.app.catalog.require("luna").name == "Stella", "b to see the new name")
     await workers.stop(a)
@@ -157,7 +170,8 @@ async def test_a_card_imported_on_one_worker_brings_persona_greeting_and_lore_to
     [question] = await admin_messages(a, "/admin partner import sirin", ("sirin.png", card))
     [button] = question.choices
     assert "Created" in await admin(a, button.command)
-    await until(lambda: b.app.catalog.get("sirin") is not None, "worker b to know sirin")
+    await admin(a, "/admin partner set sirin public true")  # an import is private
+    await until(lambda: public(b, "sirin"), "worker b to know sirin, published")
     await workers.stop(a)
     sent = len(workers.channel.sent)
     await b.send(dm(ALICE, "/partner sirin"))
@@ -177,8 +191,8 @@ async def test_a_partner_deleted_on_one_worker_is_gone_on_another_and_the_user_i
 ) -> None:
     a = await workers.start("a")
     b = await workers.start("b")
-    await admin(a, "/admin partner new luna Luna")
-    await until(lambda: b.app.catalog.get("luna") is not None, "worker b to know luna")
+    await new_luna(a)
+    await until(lambda: public(b, "luna"), "worker b to know luna, published")
     await command(b, "/partner luna")
     assert "Moved Luna to" in await admin(a, "/admin partner delete luna confirm")
     await until(lambda: b.app.catalog.get("luna") is None, "worker b to let luna go")
@@ -194,7 +208,7 @@ async def test_a_worker_with_an_empty_data_directory_serves_the_databases_partne
     workers: Workers,
 ) -> None:
     a = await workers.start("a")
-    await admin(a, "/admin partner new luna Luna")
+    await new_luna(a)
     await workers.stop(a)
     b = await workers.start("b")
     assert [p.id for p in b.app.catalog.all()] == ["example", "luna"]
@@ -227,6 +241,7 @@ async def test_the_web_pages_partner_editor_writes_what_another_worker_serves(
     async with browser:
         made = await post(browser, base + "/partners", {"csrf": csrf, "id": "luna", "name": "Luna"})
         assert "Created Luna (luna)" in made
+        await admin(a, "/admin partner set luna public true")  # a new partner is private
         page = await post(
             browser,
             base + "/partners/luna/settings",
@@ -252,7 +267,7 @@ async def test_an_export_on_another_worker_holds_what_the_database_keeps(
     workers: Workers,
 ) -> None:
     a = await workers.start("a")
-    await admin(a, "/admin partner new luna Luna")
+    await new_luna(a)
     await workers.stop(a)
     b = await workers.start("b")
     await command(b, "/partner luna")

@@ -28,8 +28,9 @@ from bot.store import (
 from bot.store.leases import Liveness
 from bot.store.opening import open_store
 from bot.store.postgres.connection import create_pool
-from bot.store.postgres.messages import Messages as PostgresMessages
+from bot.store.postgres.messages import PostgresMessages
 from bot.store.postgres.migrations import migrate
+from bot.store.postgres.search import SearchIndex as PostgresSearchIndex
 from bot.store.postgres.workers import Workers as PostgresWorkers
 from tests.liveness_support import drop_liveness_connection, liveness_holder
 from tests.postgres_server import PostgresServer
@@ -37,6 +38,10 @@ from tests.postgres_server import PostgresServer
 LEASE_SECONDS = 60.0
 WAIT_SECONDS = 15.0
 _dedup = itertools.count(1)
+
+
+class PostgresMessagesAlone(PostgresMessages, PostgresSearchIndex):
+    """The messages concern of PostgreSQL on its own (with the search index it writes)."""
 
 
 class SqliteSide:
@@ -56,7 +61,7 @@ class PostgresSide:
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
         self.workers = PostgresWorkers(pool)
-        self._messages = PostgresMessages(pool)
+        self._messages = PostgresMessagesAlone(pool)
 
     async def add_pending(self, queue_key: str) -> None:
         await self._messages.add_message(_pending(queue_key))

@@ -118,6 +118,7 @@ async def test_picking_a_card_partner_shows_its_picture_then_its_greeting(
     root = gateways.data_dir / "partners"
     PartnerCatalog(root).ensure_example()
     write_import(plan_import(cards.png(cards.v2()), "sirin.png", "sirin", root), root)
+    cards.publish(root / "sirin")  # Alice is not the owner
     await gateways.start()
     fake.send_user_message(chat_id=ALICE, text="/partner sirin")
     [photo] = await fake.wait_for_sent(chat_id=ALICE, method="sendPhoto")

@@ -205,6 +205,8 @@ async def test_export_contains_entries_messages_and_journal(harness_factory: Any
     assert "Bob" not in json.dumps(exported)
     assert exported["journal"] and "marathon" in exported["journal"][0]["text"]
     assert "Alice runs marathons" in summary
+    assert "marathon plans" in summary and "<!--" not in summary and "chat:" not in summary
+    assert "<!-- chat:test:42 -->" in exported["journal"][0]["text"]  # export.json: as kept
 
 
 async def test_user_memory_commands_are_dm_only(harness: Harness) -> None:

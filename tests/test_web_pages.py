@@ -14,7 +14,7 @@ from bot.gateway.access import APPROVED_WELCOME
 from partners.memory_format import fingerprint
 from partners.tools import user_memory_file
 from tests.admin_support import admin, partner_dir, say
-from tests.conftest import Harness, HarnessFactory, dm
+from tests.conftest import OWNER_ID, Harness, HarnessFactory, dm
 from tests.test_memory import edit_by_hand_in_the_same_tick
 from tests.test_web_auth import logged_in, seen_user
 from tests.web_support import csrf_of, web_harness
@@ -56,6 +56,24 @@ async def test_a_persona_file_is_saved_after_its_diff(harness_factory: HarnessFa
     [row] = await harness.app.store.audit_rows("web partner put")
     assert row["actor"] == "web:owner" and row["detail"]["outcome"] == "ok"
     assert "c_" in (await admin(harness, "/admin changes example"))
+
+
+async def test_post_history_instructions_are_listed_and_edited_like_the_persona_files(
+    harness_factory: HarnessFactory,
+) -> None:
+    harness = await web_harness(harness_factory)
+    browser, base, csrf = await logged_in(harness)
+    url = base + "/partners/example/files/POST_HISTORY.md"
+    async with browser:
+        listing = await page(browser, base + "/partners/example")
+        editor = await page(browser, url)
+        [version] = re.findall(r'name="version" value="([0-9a-f]*)"', editor)
+        data = {"csrf": csrf, "version": version, "text": "Stay in character.\n"}
+        saved = await post(browser, url, {**data, "step": "save"})
+    assert 'href="/partners/example/files/POST_HISTORY.md"' in listing
+    assert "Saved POST_HISTORY.md" in saved
+    post_history = (partner_dir(harness) / "POST_HISTORY.md").read_text(encoding="utf-8")
+    assert post_history == "Stay in character.\n"
 
 
 async def test_a_persona_edit_that_crossed_another_change_is_not_saved(
@@ -126,6 +144,28 @@ async def test_memory_entries_are_remembered_edited_undone_and_forgotten(
     assert {"admin remember", "web memory edit", "admin undo", "admin forget"} <= set(actions)
 
 
+async def test_undo_is_offered_only_on_changes_that_can_be_undone(
+    harness_factory: HarnessFactory,
+) -> None:
+    harness = await web_harness(harness_factory)
+    browser, base, csrf = await logged_in(harness)
+    async with browser:
+        kept = await post(browser, base + "/memory/remember", {"csrf": csrf, "text": "Tea"})
+        gone = await post(browser, base + "/memory/remember", {"csrf": csrf, "text": "Coffee"})
+        [tea] = set(re.findall(r"entry (m_[0-9a-z]+)", kept))
+        [entry] = set(re.findall(r"entry (m_[0-9a-z]+)", gone)) - {tea}
+        forget = {"csrf": csrf, "entry": entry, "partner": "", "back": "/memory"}
+        await post(browser, base + "/memory/forget", forget)
+        html = await page(browser, base + "/memory")
+    changes = html.split("Latest changes to", 1)[1]
+    rows = re.findall(r"<tr>(.*?)</tr>", changes, re.DOTALL)
+    forgotten = [row for row in rows if "forgotten" in row]
+    added = [row for row in rows if ">add<" in row]
+    assert forgotten and all("Undo</button>" not in row for row in forgotten)
+    assert all("cannot be undone" in row for row in forgotten)
+    assert added and all("Undo</button>" in row for row in added)
+
+
 async def test_a_partners_memory_is_searched_like_partner_search(
     harness_factory: HarnessFactory,
 ) -> None:
@@ -156,6 +196,23 @@ async def test_a_pairing_request_is_approved_from_the_page(harness_factory: Harn
     assert f"Approved test:{STRANGER}" in approved
     assert harness.channel.texts(str(STRANGER))[-1] == APPROVED_WELCOME
     assert (await harness.app.store.pairing(request["code"]) or {})["status"] == "approved"
+
+
+async def test_the_owner_is_listed_as_the_owner_without_allow_or_block(
+    harness_factory: HarnessFactory,
+) -> None:
+    harness = await web_harness(harness_factory)
+    await say(harness, OWNER_ID, "hello", "hi")
+    await say(harness, 42, "hello", "hi")
+    browser, base, _ = await logged_in(harness)
+    async with browser:
+        people = await page(browser, base + "/people")
+    rows = re.findall(r"<tr>(.*?)</tr>", people.split("<h2>Users</h2>", 1)[1], re.DOTALL)
+    [owner] = [row for row in rows if f"test:{OWNER_ID}<" in row]
+    [other] = [row for row in rows if "test:42<" in row]
+    assert "<td>owner</td>" in owner and "unknown" not in owner
+    assert "Block</button>" not in owner and "Allow</button>" not in owner
+    assert "Block</button>" in other
 
 
 async def test_usage_is_charted_per_partner_and_kind(harness_factory: HarnessFactory) -> None:

@@ -88,7 +88,8 @@ async def partner_new(ctx: CommandContext) -> CommandReply:
     await apply_search_languages(ctx.store, ctx.catalog)
     return CommandReply(
         f"Created {created.name} ({created.id}) from the template. Shape it with "
-        f"/admin partner edit {created.id} SOUL.md (and IDENTITY.md, SYSTEM.md...)."
+        f"/admin partner edit {created.id} SOUL.md (and IDENTITY.md, SYSTEM.md...). It is "
+        f"private until you publish it: /admin partner set {created.id} public true."
     )
 
 

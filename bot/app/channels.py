@@ -5,6 +5,7 @@ module is imported when it is needed, so a command that uses none starts without
 from __future__ import annotations
 
 import asyncio
+import getpass
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -38,6 +39,8 @@ class Console:
     """A person at a terminal (not a pipe): Ctrl-C is then the console's, not the process's."""
     finished: asyncio.Event
     """Set when input ends (Ctrl-D, or the end of a pipe)."""
+    user_name: str
+    """The person at the terminal, by the name partners call them (:func:`console_user_name`)."""
 
 
 def console(config: Config) -> Console:
@@ -45,9 +48,24 @@ def console(config: Config) -> Console:
     (building the gateway logs too)."""
     from adapters.console_channel import CONSOLE_CHAT, ConsoleChannel
 
-    channel = ConsoleChannel(exports=config.data_dir / "exports")
+    name = console_user_name(config)
+    channel = ConsoleChannel(exports=config.data_dir / "exports", user_name=name)
     channel.keep_logs_off_the_terminal()
-    return Console({"console": channel}, CONSOLE_CHAT.key, channel.interactive, channel.finished)
+    return Console(
+        {"console": channel}, CONSOLE_CHAT.key, channel.interactive, channel.finished, name
+    )
+
+
+def console_user_name(config: Config) -> str:
+    """The console's one user is the owner: ``owner.name`` if set, else the login name (a
+    partner's ``{{user}}`` reads "Ana arrives…", not "you arrives…"); "you" if the system
+    knows no login name (a container run under a bare user id)."""
+    if config.owner.name and config.owner.name.strip():
+        return config.owner.name.strip()
+    try:
+        return getpass.getuser() or "you"
+    except (OSError, KeyError):  # no LOGNAME/USER and no passwd entry for this user id
+        return "you"
 
 
 def token_checkers() -> dict[str, Callable[[Config], Awaitable[TokenCheck]]]:

@@ -15,15 +15,17 @@ from pathlib import Path
 
 from adapters.base import Channel
 from bot.app import App, build_app
-from bot.app.channels import console, platform_channels, token_checkers
+from bot.app.channels import Console, console, platform_channels, token_checkers
 from bot.cli import terminal
 from bot.cli.data import CLIError
 from bot.cli.invocation import command
 from bot.cli.setup_wizard import SetupOptions, run_setup
 from bot.config.model import Config, config_path
+from bot.gateway.access import CONSOLE_OWNER
 from bot.gateway.claims import claim_notice
 from bot.services.llm import configuration_problem
 from bot.services.llm_check import check_endpoint
+from bot.turn.sessions import Speaker
 
 logger = logging.getLogger("companion")
 
@@ -129,6 +131,7 @@ async def console_session(config: Config, partner_id: str | None) -> int:
             await app.sessions.end_chat(chat_key, "partner changed")
         name = app.catalog.require(partner).name if partner else "your assistant"
         print(f"Talking with {name}. /help lists commands; Ctrl-D ends.", file=sys.stderr)
+        await greet_in_console(app, terminal_chat, partner)  # before the first line is read
         await app.start()
         # at a terminal, Ctrl-C stops the partner's turn (the console's), not the session
         stops = (signal.SIGTERM,) if terminal_chat.interactive else (signal.SIGINT, signal.SIGTERM)
@@ -137,6 +140,16 @@ async def console_session(config: Config, partner_id: str | None) -> int:
     finally:
         await app.stop()
     return 0
+
+
+async def greet_in_console(app: App, terminal_chat: Console, partner_id: str | None) -> None:
+    """A card's greeting opens the console's conversation when none is open, as picking the
+    partner does on Telegram and Discord (``bot/delivery/greeter.py``)."""
+    partner = app.catalog.get(partner_id) if partner_id else None
+    if partner is None or app.gateway.greeter is None:
+        return
+    speaker = Speaker(CONSOLE_OWNER, terminal_chat.user_name, is_owner=True)
+    await app.gateway.greeter.greet(terminal_chat.chat_key, partner, speaker)
 
 
 def default_partner(app: App) -> str | None:

@@ -4,12 +4,15 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from bot.commands.memory import NO_PARTNER
 from bot.commands.table import help_text, transparency_note
 from bot.commands.types import CommandContext, CommandReply
 from bot.config.model import check_timezone
 from bot.events import Choice
 from partners.checkins import Proactive
+from partners.greetings import greetings_of
 
 OWNER_ASSISTANT_CHOICE = "assistant"
 
@@ -67,9 +70,14 @@ def _partner_menu(ctx: CommandContext) -> CommandReply:
 
 
 async def new(ctx: CommandContext) -> CommandReply:
+    """End the open conversation. A partner with a card greeting opens the new one with it
+    even when none was open (the first ``/new`` of a console, whose conversation has not
+    begun): the greeting is the new conversation's start."""
     ended = await ctx.end_sessions(ctx.chat_key, "new")
-    if ended:
-        greet = ctx.partner.id if ctx.partner is not None else None
+    partner = ctx.partner
+    greets = partner is not None and bool(await asyncio.to_thread(greetings_of, partner))
+    if ended or greets:
+        greet = partner.id if partner is not None else None
         return CommandReply("Started a new conversation. What's on your mind?", greet=greet)
     return CommandReply("This is already a new conversation.")
 

@@ -99,6 +99,8 @@ class OwnerConfig(Section):
     discord_ids: list[int] = Field(default_factory=list)
     timezone: str | None = None
     consult_budget: int = Field(5, ge=1, le=12)
+    name: str | None = None
+    """What partners call the owner in the console (``{{user}}``); unset: the login name."""
 
     @field_validator("timezone")
     @classmethod

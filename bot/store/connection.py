@@ -162,6 +162,11 @@ class SqliteBase(StoreBase):
                 raise
             await self._db.execute("COMMIT")
 
+    def _open_transaction(self) -> _SqliteTransaction:
+        """The statements of the transaction a schema step has open (it holds the
+        connection alone while the store opens)."""
+        return _SqliteTransaction(self._db)
+
     async def _all(self, sql: str, *args: Any) -> list[sqlite3.Row]:
         if _reads(sql):
             return await self._db.execute_fetchall(sql, args)

@@ -11,12 +11,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
+from bot.store.connection import SqliteBase
 from bot.store.messages import Messages
 from bot.store.rows import ForgetOperation, MessageRow, ReminderRow
 from bot.store.sessions import Sessions
 
 
-class Forgetting(Messages, Sessions):
+class Forgetting(Messages, Sessions, SqliteBase):
     """Tombstones, a user's rows, and forget operations."""
 
     async def add_tombstones(self, partner_id: str, user_key: str, hashes: Iterable[str]) -> None:
@@ -49,7 +50,9 @@ class Forgetting(Messages, Sessions):
         """A user's messages with a partner and the partner's replies in their DMs."""
         return await self._messages(
             "WHERE partner_id = ? AND (user_key = ? OR audience = ?) ORDER BY id",
-            (partner_id, user_key, f"user:{user_key}"),
+            partner_id,
+            user_key,
+            f"user:{user_key}",
         )
 
     async def user_message_ids(
@@ -67,7 +70,7 @@ class Forgetting(Messages, Sessions):
     async def journal_messages(self, partner_id: str) -> list[MessageRow]:
         """Every journal entry of a partner as search indexes it."""
         return await self._messages(
-            "WHERE partner_id = ? AND role = 'journal' ORDER BY id", (partner_id,)
+            "WHERE partner_id = ? AND role = 'journal' ORDER BY id", partner_id
         )
 
     async def delete_messages(self, message_ids: Sequence[int]) -> int:
@@ -75,13 +78,12 @@ class Forgetting(Messages, Sessions):
         index entry, and the copies of its words in its neighbours' context columns. Returns
         how many were still there."""
         deleted = 0
-        async with self._transaction():
+        async with self._transaction() as tx:
             threads: set[tuple[str, str, str]] = set()
             for message_id in message_ids:
-                threads.update(await self._threads("id = ?", (message_id,)))
-                cursor = await self._db.execute("DELETE FROM messages WHERE id = ?", (message_id,))
-                deleted += cursor.rowcount
-            await self._rewrite_neighbours(sorted(threads))
+                threads.update(await self._threads(tx, "id = ?", message_id))
+                deleted += await tx.write("DELETE FROM messages WHERE id = ?", message_id)
+            await self._rewrite_neighbours(tx, sorted(threads))
         return deleted
 
     async def forget_session_prompts(self, partner_id: str, user_key: str) -> None:

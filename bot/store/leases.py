@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from bot.store.rows import Lease
+from bot.store.base import Transaction
+from bot.store.errors import LeaseLost
+from bot.store.rows import Leader, Lease
 
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 """The database's clock in seconds since the epoch (constant within one statement)."""
@@ -70,6 +72,26 @@ REVIEW_PREFIX = "review:"
 
 HOLDS_LEASE = "SELECT 1 FROM chat_leases WHERE queue_key = ? AND worker_id = ? AND epoch = ?"
 HOLDS_LEADERSHIP = "SELECT 1 FROM leader WHERE name = ? AND worker_id = ? AND epoch = ?"
+
+
+def lease_lost(lease: Lease) -> LeaseLost:
+    return LeaseLost(f"the lease on {lease.queue_key} (epoch {lease.epoch}) was taken over")
+
+
+async def check_lease(tx: Transaction, lease: Lease | None) -> None:
+    """Inside a write's transaction: refuse it unless ``lease`` is still held with its epoch
+    (None: a write no lease fences, such as the console's own turn)."""
+    if lease is None:
+        return
+    if await tx.one(HOLDS_LEASE, lease.queue_key, lease.worker_id, lease.epoch) is None:
+        raise lease_lost(lease)
+
+
+async def check_leadership(tx: Transaction, leader: Leader, lock: str = "") -> None:
+    """Inside a leader-only write's transaction: refuse it unless ``leader`` still leads
+    (``lock``: how the backend locks the leader row until the write commits, if it can)."""
+    if await tx.one(HOLDS_LEADERSHIP + lock, LEADER, leader.worker_id, leader.epoch) is None:
+        raise LeaseLost(f"the leadership of epoch {leader.epoch} was taken over")
 
 
 def review_key(session_id: str) -> str:

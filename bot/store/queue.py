@@ -3,25 +3,38 @@ in memory, so restart recovery is a query; a turn closes them and records its re
 transaction; each delivered chunk is recorded so it is never sent twice, and a reply the
 platform refused waits for its retry here. Each write that commits a turn's outcome can be
 fenced by the turn's lease (:mod:`bot.store.workers`): checked in the same transaction, it is
-refused with :class:`LeaseLost` once another worker has taken the queue key over."""
+refused with :class:`LeaseLost` once another worker has taken the queue key over.
+
+One query text for both backends but for those fenced writes: :class:`SqliteQueue` here (the
+lease checked, then the writes, in one transaction) and :mod:`bot.store.postgres.queue` (one
+fenced statement each, one round trip)."""
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import astuple, replace
+from typing import Any
 
+from bot.store.connection import SqliteBase
+from bot.store.leases import check_lease
 from bot.store.messages import Messages
 from bot.store.rows import DeliveryRetry, Lease, MessageRow, NewMessage, NewUsage, WaitingReply
 from bot.store.usage import ADD_USAGE
-from bot.store.workers import check_lease
 
 RECORD_CHUNK = (
-    "INSERT OR IGNORE INTO deliveries (message_id, chunk, platform_message_id, sent_at)"
-    " VALUES (?, ?, ?, ?)"
+    "INSERT INTO deliveries (message_id, chunk, platform_message_id, sent_at)"
+    " VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
 MARK_DELIVERED = "UPDATE messages SET status = 'delivered' WHERE id = ?"
+MARK_FAILED = "UPDATE messages SET status = 'undeliverable' WHERE id = ?"
+SCHEDULE_DELIVERY_RETRY = (
+    "INSERT INTO delivery_retries (message_id, attempts, first_failed_at,"
+    " next_attempt_at, last_error) VALUES (?, ?, ?, ?, ?)"
+    " ON CONFLICT (message_id) DO UPDATE SET attempts = excluded.attempts,"
+    " first_failed_at = excluded.first_failed_at,"
+    " next_attempt_at = excluded.next_attempt_at, last_error = excluded.last_error"
+)
 
 
 def queued_reply(reply: NewMessage, inbound_ids: Sequence[int], lease: Lease | None) -> NewMessage:
@@ -32,25 +45,141 @@ def queued_reply(reply: NewMessage, inbound_ids: Sequence[int], lease: Lease | N
     return replace(reply, answers_upto=max(inbound_ids), queue_key=queue_key)
 
 
+def marks(values: Sequence[Any]) -> str:
+    """One ``?`` per value, for ``IN (…)``."""
+    return ", ".join("?" for _ in values)
+
+
 class Queue(Messages):
     """Pending turns, their replies and the delivery of each chunk."""
 
     async def pending_queue_keys(self) -> list[str]:
-        return [
-            row[0]
-            for row in await self._sqlite_all(
-                "SELECT DISTINCT queue_key FROM messages WHERE status = 'pending' ORDER BY id"
-            )
-        ]
+        rows = await self._all(
+            "SELECT queue_key FROM messages WHERE status = 'pending'"
+            " GROUP BY queue_key ORDER BY min(id)"
+        )
+        return [row[0] for row in rows]
 
     async def pending(self, queue_key: str) -> list[MessageRow]:
         return await self._messages(
-            "WHERE status = 'pending' AND queue_key = ? ORDER BY id", (queue_key,)
+            "WHERE status = 'pending' AND queue_key = ? ORDER BY id", queue_key
         )
 
     async def pending_count(self) -> int:
-        row = await self._sqlite_one("SELECT COUNT(*) FROM messages WHERE status = 'pending'")
+        row = await self._one("SELECT COUNT(*) FROM messages WHERE status = 'pending'")
         return int(row[0]) if row else 0
+
+    async def turn_attempts(self, message_id: int) -> int:
+        """How many turns raised while this message waited for its answer."""
+        row = await self._one("SELECT turn_attempts FROM messages WHERE id = ?", message_id)
+        return int(row[0]) if row else 0
+
+    async def assign_session(self, message_ids: Sequence[int], session_id: str) -> None:
+        if message_ids:
+            await self._write(
+                f"UPDATE messages SET session_id = ? WHERE id IN ({marks(message_ids)})",
+                session_id,
+                *message_ids,
+            )
+
+    async def set_status(self, message_id: int, status: str) -> None:
+        await self._write("UPDATE messages SET status = ? WHERE id = ?", status, message_id)
+
+    async def interrupted_deliveries(self) -> list[int]:
+        """Replies outside every queue (greetings, check-ins) that a stop or crash cut off
+        while they were being sent. A reply of a queue is finished by whoever holds its key
+        (:func:`~bot.store.workers.unfinished_replies`), and one waiting for a retry of its
+        own is the retry loop's."""
+        rows = await self._all(
+            "SELECT id FROM messages WHERE status = 'delivering' AND queue_key IS NULL"
+            " AND id NOT IN (SELECT message_id FROM delivery_retries) ORDER BY id"
+        )
+        return [int(row[0]) for row in rows]
+
+    async def delivery_retry(self, message_id: int) -> DeliveryRetry | None:
+        row = await self._one(
+            "SELECT message_id, attempts, first_failed_at, next_attempt_at, last_error"
+            " FROM delivery_retries WHERE message_id = ?",
+            message_id,
+        )
+        return DeliveryRetry(*row) if row else None
+
+    async def chats_with_due_retries(self, now: float) -> list[str]:
+        """Chats with a reply whose next attempt is due, the one waiting longest first."""
+        rows = await self._all(
+            "SELECT m.chat_key FROM delivery_retries r JOIN messages m ON m.id = r.message_id"
+            " WHERE r.next_attempt_at <= ? AND m.status = 'delivering'"
+            " GROUP BY m.chat_key ORDER BY MIN(m.id)",
+            now,
+        )
+        return [str(row[0]) for row in rows]
+
+    async def next_delivery_retry_at(self) -> float | None:
+        row = await self._one("SELECT MIN(next_attempt_at) FROM delivery_retries")
+        return float(row[0]) if row and row[0] is not None else None
+
+    async def delivered_chunks(self, message_id: int) -> int:
+        row = await self._one("SELECT COUNT(*) FROM deliveries WHERE message_id = ?", message_id)
+        return int(row[0]) if row else 0
+
+    async def mark_delivered(self, message_id: int, *, lease: Lease | None = None) -> None:
+        await self._fenced(lease, self._MARK_DELIVERED, message_id)
+
+    async def mark_failed(self, message_id: int, *, lease: Lease | None = None) -> None:
+        await self._fenced(lease, self._MARK_FAILED, message_id)
+
+    async def schedule_delivery_retry(
+        self, retry: DeliveryRetry, *, lease: Lease | None = None
+    ) -> None:
+        await self._fenced(lease, self._SCHEDULE_DELIVERY_RETRY, *astuple(retry))
+
+    async def record_chunk(
+        self,
+        message_id: int,
+        chunk: int,
+        platform_message_id: str | None,
+        *,
+        lease: Lease | None = None,
+    ) -> None:
+        await self._fenced(
+            lease, self._RECORD_CHUNK, message_id, chunk, platform_message_id, time.time()
+        )
+
+    async def _fenced(self, lease: Lease | None, sql: str, *args: Any) -> Any:
+        """Run ``sql`` (one of the statements below as the backend writes it) only while
+        ``lease`` is held, else raise :class:`LeaseLost`."""
+        raise NotImplementedError
+
+    _MARK_DELIVERED = MARK_DELIVERED
+    _MARK_FAILED = MARK_FAILED
+    _SCHEDULE_DELIVERY_RETRY = SCHEDULE_DELIVERY_RETRY
+    _RECORD_CHUNK = RECORD_CHUNK
+    """The writes a lease fences, as :meth:`_fenced` runs them (PostgreSQL: each one
+    statement that also checks the lease)."""
+
+    async def answered_message(self, reply_id: int) -> MessageRow | None:
+        """The last inbound message a reply answers (what the reply should quote)."""
+        rows = await self._messages(
+            "WHERE id = (SELECT answers_upto FROM messages WHERE id = ?)", reply_id
+        )
+        return rows[0] if rows else None
+
+    async def reply_for_platform_message(
+        self, chat_key: str, platform_message_id: str
+    ) -> MessageRow | None:
+        """The reply one of whose chunks is this platform message, if any."""
+        rows = await self._messages(
+            "WHERE chat_key = ? AND role = 'assistant' AND id IN (SELECT message_id FROM"
+            " deliveries WHERE platform_message_id = ?) ORDER BY id DESC LIMIT 1",
+            chat_key,
+            platform_message_id,
+        )
+        return rows[0] if rows else None
+
+
+class SqliteQueue(Queue, SqliteBase):
+    """SQLite's fenced writes: the lease checked, then the writes, in one transaction (one
+    process writes the file, so nothing takes the lease in between)."""
 
     async def finish_turn(
         self,
@@ -66,24 +195,22 @@ class Queue(Messages):
         tokens the reply cost (``usage``) if given (all refused with :class:`LeaseLost` if
         ``lease`` was taken over). Without a session the inbound messages stay out of every
         session's history."""
-        marks = ", ".join("?" for _ in inbound_ids)
-
-        def finish(db: sqlite3.Connection) -> int:
-            check_lease(db, lease)
-            db.execute(
-                f"UPDATE messages SET status = ?, session_id = ? WHERE id IN ({marks})",
-                (inbound_status, session_id, *inbound_ids),
+        async with self._transaction() as tx:
+            await check_lease(tx, lease)
+            await tx.write(
+                "UPDATE messages SET status = ?, session_id = ?"
+                f" WHERE id IN ({marks(inbound_ids)})",
+                inbound_status,
+                session_id,
+                *inbound_ids,
             )
-            reply_id = self._insert_message(db, queued_reply(reply, inbound_ids, lease))
-            assert reply_id is not None
-            db.execute(
-                "UPDATE sessions SET last_active_at = ? WHERE id = ?", (time.time(), session_id)
+            reply_id = await self._insert_message(tx, queued_reply(reply, inbound_ids, lease))
+            assert reply_id is not None  # a reply has no dedup key: it is always recorded
+            await tx.write(
+                "UPDATE sessions SET last_active_at = ? WHERE id = ?", time.time(), session_id
             )
             if usage is not None:
-                db.execute(ADD_USAGE, astuple(usage))
-            return reply_id
-
-        reply_id = await self._in_one_trip(finish)
+                await tx.write(ADD_USAGE, *astuple(usage))
         self._stored([reply])
         return reply_id
 
@@ -92,111 +219,51 @@ class Queue(Messages):
     ) -> int:
         """Count a turn that raised against each of its messages that is still pending; the
         highest count, or 0 when none is pending any more (the turn had recorded its reply)."""
-        marks = ", ".join("?" for _ in message_ids)
-        pending = f"status = 'pending' AND id IN ({marks})"
-
-        def count(db: sqlite3.Connection) -> int:
-            check_lease(db, lease)
-            db.execute(
+        pending = f"status = 'pending' AND id IN ({marks(message_ids)})"
+        async with self._transaction() as tx:
+            await check_lease(tx, lease)
+            await tx.write(
                 f"UPDATE messages SET turn_attempts = turn_attempts + 1 WHERE {pending}",
-                tuple(message_ids),
+                *message_ids,
             )
-            row = db.execute(
-                f"SELECT MAX(turn_attempts) FROM messages WHERE {pending}", tuple(message_ids)
-            ).fetchone()
-            return int(row[0] or 0) if row else 0
-
-        return await self._in_one_trip(count)
-
-    async def turn_attempts(self, message_id: int) -> int:
-        """How many turns raised while this message waited for its answer."""
-        row = await self._sqlite_one(
-            "SELECT turn_attempts FROM messages WHERE id = ?", (message_id,)
-        )
-        return int(row[0]) if row else 0
-
-    async def assign_session(self, message_ids: Sequence[int], session_id: str) -> None:
-        async with self._transaction():
-            await self._db.executemany(
-                "UPDATE messages SET session_id = ? WHERE id = ?",
-                [(session_id, message_id) for message_id in message_ids],
+            attempts = await tx.value(
+                f"SELECT MAX(turn_attempts) FROM messages WHERE {pending}", *message_ids
             )
+        return int(attempts or 0)
 
     async def close_unanswered(
         self, message_ids: Sequence[int], session_id: str, *, lease: Lease | None = None
     ) -> None:
         """Keep messages in their session's history without a reply (a resting partner)."""
-
-        def close(db: sqlite3.Connection) -> None:
-            check_lease(db, lease)
-            db.executemany(
-                "UPDATE messages SET status = 'done', session_id = ? WHERE id = ?",
-                [(session_id, message_id) for message_id in message_ids],
-            )
-
-        await self._in_one_trip(close)
-
-    async def mark_delivered(self, message_id: int, *, lease: Lease | None = None) -> None:
-        await self._fenced(lease, MARK_DELIVERED, (message_id,))
-
-    async def set_status(self, message_id: int, status: str) -> None:
-        await self._sqlite_write(
-            "UPDATE messages SET status = ? WHERE id = ?", (status, message_id)
-        )
-
-    async def mark_failed(self, message_id: int, *, lease: Lease | None = None) -> None:
-        await self._fenced(
-            lease, "UPDATE messages SET status = 'undeliverable' WHERE id = ?", (message_id,)
-        )
-
-    async def interrupted_deliveries(self) -> list[int]:
-        """Replies outside every queue (greetings, check-ins) that a stop or crash cut off
-        while they were being sent. A reply of a queue is finished by whoever holds its key
-        (:func:`~bot.store.workers.unfinished_replies`), and one waiting for a retry of its
-        own is the retry loop's."""
-        rows = await self._sqlite_all(
-            "SELECT id FROM messages WHERE status = 'delivering' AND queue_key IS NULL"
-            " AND id NOT IN (SELECT message_id FROM delivery_retries) ORDER BY id"
-        )
-        return [int(row[0]) for row in rows]
-
-    async def delivery_retry(self, message_id: int) -> DeliveryRetry | None:
-        row = await self._sqlite_one(
-            "SELECT message_id, attempts, first_failed_at, next_attempt_at, last_error"
-            " FROM delivery_retries WHERE message_id = ?",
-            (message_id,),
-        )
-        return DeliveryRetry(*row) if row else None
-
-    async def schedule_delivery_retry(
-        self, retry: DeliveryRetry, *, lease: Lease | None = None
-    ) -> None:
         await self._fenced(
             lease,
-            "INSERT OR REPLACE INTO delivery_retries (message_id, attempts, first_failed_at,"
-            " next_attempt_at, last_error) VALUES (?, ?, ?, ?, ?)",
-            (
-                retry.message_id,
-                retry.attempts,
-                retry.first_failed_at,
-                retry.next_attempt_at,
-                retry.last_error,
-            ),
+            "UPDATE messages SET status = 'done', session_id = ?"
+            f" WHERE id IN ({marks(message_ids)})",
+            session_id,
+            *message_ids,
         )
 
-    async def chats_with_due_retries(self, now: float) -> list[str]:
-        """Chats with a reply whose next attempt is due, the one waiting longest first."""
-        rows = await self._sqlite_all(
-            "SELECT m.chat_key FROM delivery_retries r JOIN messages m ON m.id = r.message_id"
-            " WHERE r.next_attempt_at <= ? AND m.status = 'delivering'"
-            " GROUP BY m.chat_key ORDER BY MIN(m.id)",
-            (now,),
-        )
-        return [str(row[0]) for row in rows]
+    async def record_last_chunk(
+        self,
+        message_id: int,
+        chunk: int,
+        platform_message_id: str | None,
+        *,
+        lease: Lease | None = None,
+    ) -> None:
+        """:meth:`record_chunk` for a reply's last chunk and :meth:`mark_delivered`, in one
+        transaction."""
+        async with self._transaction() as tx:
+            await check_lease(tx, lease)
+            await tx.write(RECORD_CHUNK, message_id, chunk, platform_message_id, time.time())
+            await tx.write(MARK_DELIVERED, message_id)
 
-    async def next_delivery_retry_at(self) -> float | None:
-        row = await self._sqlite_one("SELECT MIN(next_attempt_at) FROM delivery_retries")
-        return float(row[0]) if row and row[0] is not None else None
+    async def _fenced(self, lease: Lease | None, sql: str, *args: Any) -> None:
+        """One write, refused with :class:`LeaseLost` unless ``lease`` is still held (checked
+        in the same transaction)."""
+        async with self._transaction() as tx:
+            await check_lease(tx, lease)
+            await tx.write(sql, *args)
 
     async def waiting_replies(
         self, chat_key: str, before_id: int | None = None
@@ -209,67 +276,3 @@ class Queue(Messages):
             (chat_key, before_id if before_id is not None else 2**63 - 1),
         )
         return [WaitingReply(int(row[0]), row[1], row[2]) for row in rows]
-
-    async def delivered_chunks(self, message_id: int) -> int:
-        row = await self._sqlite_one(
-            "SELECT COUNT(*) FROM deliveries WHERE message_id = ?", (message_id,)
-        )
-        return int(row[0]) if row else 0
-
-    async def record_chunk(
-        self,
-        message_id: int,
-        chunk: int,
-        platform_message_id: str | None,
-        *,
-        lease: Lease | None = None,
-    ) -> None:
-        await self._fenced(
-            lease, RECORD_CHUNK, (message_id, chunk, platform_message_id, time.time())
-        )
-
-    async def record_last_chunk(
-        self,
-        message_id: int,
-        chunk: int,
-        platform_message_id: str | None,
-        *,
-        lease: Lease | None = None,
-    ) -> None:
-        """:meth:`record_chunk` for a reply's last chunk and :meth:`mark_delivered`, in one
-        transaction and one round trip."""
-
-        def record(db: sqlite3.Connection) -> None:
-            check_lease(db, lease)
-            db.execute(RECORD_CHUNK, (message_id, chunk, platform_message_id, time.time()))
-            db.execute(MARK_DELIVERED, (message_id,))
-
-        await self._in_one_trip(record)
-
-    async def _fenced(self, lease: Lease | None, sql: str, params: Sequence[object]) -> None:
-        """One write, refused with :class:`LeaseLost` unless ``lease`` is still held (in the
-        same transaction and round trip)."""
-
-        def write(db: sqlite3.Connection) -> None:
-            check_lease(db, lease)
-            db.execute(sql, params)
-
-        await self._in_one_trip(write)
-
-    async def answered_message(self, reply_id: int) -> MessageRow | None:
-        """The last inbound message a reply answers (what the reply should quote)."""
-        rows = await self._messages(
-            "WHERE id = (SELECT answers_upto FROM messages WHERE id = ?)", (reply_id,)
-        )
-        return rows[0] if rows else None
-
-    async def reply_for_platform_message(
-        self, chat_key: str, platform_message_id: str
-    ) -> MessageRow | None:
-        """The reply one of whose chunks is this platform message, if any."""
-        rows = await self._messages(
-            "WHERE chat_key = ? AND role = 'assistant' AND id IN (SELECT message_id FROM"
-            " deliveries WHERE platform_message_id = ?) ORDER BY id DESC LIMIT 1",
-            (chat_key, platform_message_id),
-        )
-        return rows[0] if rows else None

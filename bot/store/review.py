@@ -1,5 +1,8 @@
 """Review state: each session's watermark (the last message reviewed into memory), the debounced
-due time of its next review, and the count of failed attempts.
+due time of its next review, and the count of failed attempts. One query text for both
+backends but for the two writes a review's claim fences: :class:`SqliteReviewState` here (a
+check of the claim and the write in one transaction) and :mod:`bot.store.postgres.review`
+(one fenced statement each).
 
 A review runs under a claim (a lease on ``review:<session id>``, :mod:`bot.store.workers`):
 the watermark and the failure count are written only while that claim is held, so a worker
@@ -7,25 +10,35 @@ that lost it (paused, cut off) cannot advance a watermark another worker's revie
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from typing import Any
 
-from bot.store.connection import SqliteBase
+from bot.store.leases import check_lease
 from bot.store.rows import Lease, SessionRow
 from bot.store.sessions import Sessions
-from bot.store.workers import check_lease
+
+SUCCEEDED = (
+    "UPDATE sessions SET reviewed_upto = {greatest}(reviewed_upto, ?1), review_attempts = 0,"
+    " review_error = NULL, review_due_at = NULL, reviewed_at = ?2 WHERE id = ?3"
+)
+"""A review's success (``{greatest}``: the dialect's two-argument maximum)."""
+FAILED = (
+    "UPDATE sessions SET review_attempts = review_attempts + 1, review_error = ?1,"
+    " review_due_at = ?2 WHERE id = ?3"
+)
+"""A review's failed attempt (the watermark stays)."""
 
 
-class ReviewState(SqliteBase, Sessions):
+class ReviewState(Sessions):
     """When sessions are due for review, and how their reviews went."""
 
     async def mark_review_due(self, session_id: str, at: float) -> None:
         """Ask for a review at ``at``; an earlier request stands (that is the debounce)."""
-        await self._sqlite_write(
-            "UPDATE sessions SET review_due_at = ? WHERE id = ?"
-            " AND (review_due_at IS NULL OR review_due_at > ?)",
-            (at, session_id, at),
+        await self._write(
+            "UPDATE sessions SET review_due_at = ?1 WHERE id = ?2"
+            " AND (review_due_at IS NULL OR review_due_at > ?1)",
+            at,
+            session_id,
         )
 
     async def due_reviews(self, now: float) -> list[SessionRow]:
@@ -53,36 +66,40 @@ class ReviewState(SqliteBase, Sessions):
     async def review_succeeded(
         self, session_id: str, upto: int, claim: Lease | None = None
     ) -> None:
-        def succeeded(db: sqlite3.Connection) -> None:
-            check_lease(db, claim)
-            db.execute(
-                "UPDATE sessions SET reviewed_upto = MAX(reviewed_upto, ?), review_attempts = 0,"
-                " review_error = NULL, review_due_at = NULL, reviewed_at = ? WHERE id = ?",
-                (upto, time.time(), session_id),
-            )
-
-        await self._in_one_trip(succeeded)
+        raise NotImplementedError
 
     async def review_failed(
         self, session_id: str, error: str, retry_at: float, claim: Lease | None = None
     ) -> int:
         """Count a failed attempt (the watermark stays); returns the attempts so far."""
-
-        def failed(db: sqlite3.Connection) -> int:
-            check_lease(db, claim)
-            row = db.execute(
-                "UPDATE sessions SET review_attempts = review_attempts + 1, review_error = ?,"
-                " review_due_at = ? WHERE id = ? RETURNING review_attempts",
-                (error[:500], retry_at, session_id),
-            ).fetchone()
-            return int(row[0]) if row else 0
-
-        return await self._in_one_trip(failed)
+        raise NotImplementedError
 
     async def last_reviews(self) -> dict[str, float]:
         """When each partner's sessions were last reviewed."""
-        rows = await self._sqlite_all(
+        rows = await self._all(
             "SELECT partner_id, MAX(reviewed_at) FROM sessions WHERE reviewed_at IS NOT NULL"
             " AND partner_id IS NOT NULL GROUP BY partner_id"
         )
         return {row[0]: float(row[1]) for row in rows}
+
+
+class SqliteReviewState(ReviewState):
+    """SQLite's fenced review writes: the claim checked and the write made in one
+    transaction (one process writes the file, so nothing can take the claim in between)."""
+
+    async def review_succeeded(
+        self, session_id: str, upto: int, claim: Lease | None = None
+    ) -> None:
+        async with self._transaction() as tx:
+            await check_lease(tx, claim)
+            await tx.write(SUCCEEDED.format(greatest="MAX"), upto, time.time(), session_id)
+
+    async def review_failed(
+        self, session_id: str, error: str, retry_at: float, claim: Lease | None = None
+    ) -> int:
+        async with self._transaction() as tx:
+            await check_lease(tx, claim)
+            attempts = await tx.value(
+                FAILED + " RETURNING review_attempts", error[:500], retry_at, session_id
+            )
+        return int(attempts or 0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from bot.store.base import Transaction
 from bot.store.connection import SqliteBase
 from bot.store.rows import SearchHit
 from bot.store.search_terms import match_expression
@@ -80,16 +81,18 @@ class SearchIndex(SearchableMessages, SqliteBase):
         ``search_language``); a change re-indexes what is stored. Returns messages re-indexed."""
         if self._language(partner_id) == language:
             return 0
-        async with self._transaction():
-            await self._db.execute(
+        async with self._transaction() as tx:
+            await tx.write(
                 "INSERT INTO search_languages (partner_id, language) VALUES (?, ?)"
                 " ON CONFLICT (partner_id) DO UPDATE SET language = excluded.language",
-                (partner_id, language),
+                partner_id,
+                language,
             )
             self._languages[partner_id] = language
             try:
                 count = await self._recompute_search_terms(partner_id)
-                await self._rewrite_neighbours(await self._threads("partner_id = ?", (partner_id,)))
+                threads = await self._threads(tx, "partner_id = ?", partner_id)
+                await self._rewrite_neighbours(tx, threads)
                 return count
             except BaseException:
                 await self._load_search_languages()
@@ -122,26 +125,26 @@ class SearchIndex(SearchableMessages, SqliteBase):
         """Every message's terms and context columns recomputed (a migration step, run while
         the index and its triggers are dropped)."""
         await self._recompute_search_terms()
-        await self._rewrite_neighbours()
+        await self._rewrite_neighbours(self._open_transaction())
 
-    async def _threads(self, where: str, params: Sequence[Any]) -> list[tuple[str, str, str]]:
+    async def _threads(self, tx: Transaction, where: str, *args: Any) -> list[tuple[str, str, str]]:
         """The conversation threads (chat, partner, audience) that rows matching ``where``
         belong to: what a deletion of those rows must rewrite with _rewrite_neighbours."""
-        rows = await self._sqlite_all(
+        rows = await tx.all(
             f"SELECT DISTINCT chat_key, partner_id, audience FROM messages WHERE ({where})"
             f" AND terms IS NOT NULL AND role IN {THREAD_ROLES}",
-            params,
+            *args,
         )
         return [(row[0], row[1], row[2]) for row in rows]
 
     async def _rewrite_neighbours(
-        self, threads: Sequence[tuple[str, str, str]] | None = None
+        self, tx: Transaction, threads: Sequence[tuple[str, str, str]] | None = None
     ) -> int:
         """Set every message's context columns to the terms of its neighbours as the threads
         stand now (all threads if None), rewriting only rows that differ; the update trigger
         rewrites their index rows. Every deletion of messages calls this for the threads it
         touched, so no neighbour keeps a copy of forgotten words. Runs inside the caller's
-        transaction; returns the rows rewritten."""
+        transaction ``tx``; returns the rows rewritten."""
         thread = (
             "AND chat_key = ? AND partner_id = ? AND audience = ?" if threads is not None else ""
         )
@@ -154,8 +157,8 @@ class SearchIndex(SearchableMessages, SqliteBase):
             " AND (messages.before_terms IS NOT t.before OR messages.after_terms IS NOT t.after)"
         )
         if threads is None:
-            return (await self._db.execute(sql)).rowcount
+            return await tx.write(sql)
         rewritten = 0
         for key in threads:
-            rewritten += (await self._db.execute(sql, key)).rowcount
+            rewritten += await tx.write(sql, *key)
         return rewritten

@@ -11,6 +11,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from bot.store.base import Transaction
 from bot.store.rows import NewMessage
 from bot.store.search_terms import DEFAULT_LANGUAGE, index_terms
 
@@ -84,6 +85,19 @@ class SearchableMessages:
     def _terms(self, text: str, partner_id: str | None, scope: str) -> str:
         """A message's index terms: stemmed in its partner's language, tagged with its scope."""
         return index_terms(text, self._language(partner_id), term_tag(scope))
+
+    async def _threads(self, tx: Transaction, where: str, *args: Any) -> list[tuple[str, str, str]]:
+        """The conversation threads (chat, partner, audience) that rows matching ``where``
+        belong to: what a change to those rows must rewrite with :meth:`_rewrite_neighbours`
+        (the backend's search index answers)."""
+        raise NotImplementedError
+
+    async def _rewrite_neighbours(
+        self, tx: Transaction, threads: Sequence[tuple[str, str, str]]
+    ) -> int:
+        """Set the context columns of every message of these threads to the terms of its
+        neighbours as they stand now, inside ``tx`` (the backend's search index answers)."""
+        raise NotImplementedError
 
     def _changed_terms(self, rows: Sequence[Any]) -> list[tuple[str, int]]:
         """(terms, id) for each message row (id, partner_id, scope, text, terms) whose terms,

@@ -16,8 +16,8 @@ from bot.store.errors import StoreError, StoreUnavailable
 from bot.store.forgetting import Forgetting
 from bot.store.media import SqliteMedia
 from bot.store.migrations import SCHEMA, Migration, for_dialect
-from bot.store.queue import Queue
-from bot.store.review import ReviewState
+from bot.store.queue import SqliteQueue
+from bot.store.review import SqliteReviewState
 from bot.store.turn_context import TurnContexts
 from bot.store.usage import Usage
 from bot.store.users import Users
@@ -29,10 +29,10 @@ from bot.store.workers import Workers
 class SqliteStore(
     Users,
     Chats,
-    Queue,
+    SqliteQueue,
     TurnContexts,
     SqliteMedia,
-    ReviewState,
+    SqliteReviewState,
     Forgetting,
     Checkins,
     Usage,

@@ -18,6 +18,7 @@ from bot.web.pages import WebParts, form
 from bot.web.security import site_path
 from partners.memory import MemoryFile
 from partners.memory_errors import MemoryInputError
+from partners.memory_undo import undoable
 from partners.persona import Partner
 from partners.tools import ToolContext, ToolError, partner_search
 
@@ -164,6 +165,7 @@ async def memory_page(
     number = query.page(request, pages)
     shown = entries[(number - 1) * ENTRIES_PER_PAGE : number * ENTRIES_PER_PAGE]
     changes = [c for c in await memory.changes(file.root) if c.file == file.name]
+    shown_changes = list(reversed(changes))[:CHANGES_SHOWN]
     wanted = query.text(request, "q")
     results = await search(parts, partner, wanted) if partner and wanted else []
     return parts.render(
@@ -178,7 +180,8 @@ async def memory_page(
         find=find,
         page=number,
         pages=pages,
-        changes=list(reversed(changes))[:CHANGES_SHOWN],
+        changes=shown_changes,
+        undoable={c.id for c in shown_changes if undoable(c)},
         **await _user_file_list(parts, partner, query.text(request, "user")),
         query=wanted,
         results=results,

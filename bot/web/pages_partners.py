@@ -15,11 +15,12 @@ from typing import Any
 
 from aiohttp import web
 
+from bot.admin.partners import EDITABLE_FILES
 from bot.web.pages import WebParts, form
 from partners.memory import MemoryFile
 from partners.memory_errors import FileChanged
 from partners.memory_format import fingerprint
-from partners.persona import PROMPT_FILES, Partner
+from partners.persona import Partner
 from partners.preset_edit import SETTABLE
 
 MAX_EDIT_CHARS = 512 * 1024
@@ -42,10 +43,11 @@ def routes(parts: WebParts) -> list[web.RouteDef]:
 
 
 def file_name(raw: str) -> str:
-    """One of the persona files, by its exact name: anything else (``../preset.yml``,
-    ``users/x.md``) is not a file this page edits."""
-    if raw not in PROMPT_FILES:
-        raise web.HTTPNotFound(text=f"{raw!r} is not a persona file; they are {PROMPT_FILES}.")
+    """One of the persona files (those ``/admin partner edit`` edits, POST_HISTORY.md
+    included), by its exact name: anything else (``../preset.yml``, ``users/x.md``) is not a
+    file this page edits."""
+    if raw not in EDITABLE_FILES:
+        raise web.HTTPNotFound(text=f"{raw!r} is not a persona file; they are {EDITABLE_FILES}.")
     return raw
 
 
@@ -124,7 +126,7 @@ class PartnerPages:
     async def show(self, request: web.Request) -> web.Response:
         partner = self._partner(request)
         sizes = {}
-        for name in PROMPT_FILES:
+        for name in EDITABLE_FILES:
             data = (await self._memory.stored(MemoryFile(partner.dir, name))).data
             sizes[name] = len(data.decode("utf-8", "replace"))
         return self.parts.render(

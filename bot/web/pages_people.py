@@ -1,6 +1,7 @@
 """People: pairing requests to approve or deny, and the users with their access (allow,
 block) and check-in settings, a page at a time. The buttons run
-``/admin approve|deny|allow|block``."""
+``/admin approve|deny|allow|block``. The owner is listed as the owner, without buttons: no
+access row decides what the owner may do."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def routes(parts: WebParts) -> list[web.RouteDef]:
             pending=await parts.store.web_pairings(PAIRINGS_SHOWN),
             waiting=await parts.store.live_pairing_count(),
             users=users,
+            owners={u["user_key"] for u in users if parts.actions.access.is_owner(u["user_key"])},
             total=total,
             page=number,
             pages=pages,

@@ -25,7 +25,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
-from bot.store.postgres.messages import Messages
+from bot.store.postgres.base import PostgresBase
+from bot.store.postgres.messages import PostgresMessages
 from bot.store.rows import ForgetOperation, MessageRow, ReminderRow
 from bot.store.sessions import Sessions
 
@@ -43,7 +44,7 @@ ADD_TOMBSTONE = (
 )
 
 
-class Forgetting(Messages, Sessions):
+class Forgetting(PostgresMessages, Sessions, PostgresBase):
     """Tombstones, a user's rows, and forget operations."""
 
     async def add_tombstones(self, partner_id: str, user_key: str, hashes: Iterable[str]) -> None:

@@ -36,7 +36,7 @@ from bot.store.postgres.base import translated
 LIVENESS_CLASS = 0x636F6D70  # "comp": the first key of every worker's liveness lock
 PENDING_CHANNEL = "companion_pending"
 """What the store notifies, with the queue key, once a pending message it stored has
-committed (:meth:`bot.store.postgres.messages.Messages.add_message`)."""
+committed (:meth:`bot.store.messages.Messages.add_message`)."""
 PROBE_TIMEOUT_SECONDS = 5.0
 """How long the heartbeat's probe of the liveness connection may take before the connection
 counts as lost (a half-open link answers nothing)."""

@@ -1,134 +1,25 @@
-"""Messages on PostgreSQL (see :mod:`bot.store.messages`, whose SQLite twin this is): recording
-them (deduplicated by platform message id, indexed for search in the same statement), waking
-the workers that listen when a stored message waits for a turn, platform update ids seen, and
-reading history back."""
+"""Messages on PostgreSQL where they differ (the rest is :mod:`bot.store.messages`): waking
+the workers that listen when a stored message waits for a turn, and the order rows were
+stored in (an identity column ``seq``; SQLite has its rowid)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
-from bot.store.messages import MESSAGE_COLUMNS
-from bot.store.postgres.base import Transaction
-from bot.store.postgres.search import SearchIndex
+from bot.store.messages import Messages
 from bot.store.postgres.wakeups import WakeUps
-from bot.store.rows import MessageRow, NewMessage
-from bot.store.searchable import SEARCHABLE_ROLES, THREAD_ROLES, audience_token
-
-REVIEWABLE = (
-    "WHERE session_id = $1 AND role IN ('user', 'assistant') AND id > $2 AND status != 'pending'"
-    " AND id < coalesce((SELECT min(w.id) FROM messages w JOIN sessions s"
-    "  ON w.chat_key = s.chat_key WHERE s.id = $1 AND w.status = 'pending'), 1::bigint << 62)"
-    " ORDER BY id"
-)
-"""As :data:`bot.store.messages.REVIEWABLE`."""
-INSERT_INTO_MESSAGES = (
-    "INSERT INTO messages (dedup_key, queue_key, session_id, partner_id, chat_key,"
-    " platform_message_id, user_key, speaker, role, text, audience, status, created_at,"
-    " answers_upto, terms, scope, before_terms)"
-)
-MESSAGE_VALUES = (
-    "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,"
-    " CASE WHEN $17 THEN ("
-    "  SELECT terms FROM messages WHERE chat_key = $5 AND partner_id = $4 AND audience = $11"
-    "  AND terms IS NOT NULL AND role IN ("
-    + ", ".join(f"'{role}'" for role in THREAD_ROLES)
-    + ") ORDER BY id DESC LIMIT 1"
-    " ) END"
-)
-"""One message's values (:meth:`Messages._message_values`) and its "before" context (the terms
-of the message before it in its thread), for :data:`INSERT_INTO_MESSAGES`."""
-INSERT_MESSAGE = (
-    f"{INSERT_INTO_MESSAGES} VALUES ({MESSAGE_VALUES}) ON CONFLICT DO NOTHING RETURNING id"
-)
-"""One message, its "before" context read in the same statement; the insert trigger makes it
-that message's "after"."""
-INSERT_MEDIA = (
-    "INSERT INTO media (message_id, kind, ref, mime, seconds, bytes, filename)"
-    " VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING"
-)
+from bot.store.rows import NewMessage
 
 
-class Messages(SearchIndex):
-    """Recording messages and reading them back."""
+class PostgresMessages(Messages):
+    """Recording messages, the other workers woken once a pending one has committed."""
+
+    _INSERTION_ORDER = "seq"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._wake_ups = WakeUps(self._write)
-
-    async def update_seen(self, platform: str, update_id: str) -> bool:
-        """Whether :meth:`seen_update` recorded this platform update id (read only)."""
-        row = await self._one(
-            "SELECT 1 FROM seen_updates WHERE platform = $1 AND update_id = $2",
-            platform,
-            update_id,
-        )
-        return row is not None
-
-    async def seen_update(self, platform: str, update_id: str) -> bool:
-        """Record a platform update id; True if it was recorded before (a duplicate)."""
-        added = await self._write(
-            "INSERT INTO seen_updates (platform, update_id, seen_at) VALUES ($1, $2, $3)"
-            " ON CONFLICT DO NOTHING",
-            platform,
-            update_id,
-            time.time(),
-        )
-        return added == 0
-
-    async def reject_update(self, platform: str, update_id: str) -> None:
-        """Record a platform update the gateway could not read (see the SQLite store)."""
-        await self._write(
-            "INSERT INTO seen_updates (platform, update_id, seen_at, status)"
-            " VALUES ($1, $2, $3, 'rejected') ON CONFLICT DO NOTHING",
-            platform,
-            update_id,
-            time.time(),
-        )
-
-    async def rejected_updates(self, platform: str) -> list[str]:
-        """Ids of the updates recorded by :meth:`reject_update`, oldest first."""
-        rows = await self._all(
-            "SELECT update_id FROM seen_updates WHERE platform = $1 AND status = 'rejected'"
-            " ORDER BY seen_at, seq",
-            platform,
-        )
-        return [str(row[0]) for row in rows]
-
-    async def add_message(self, message: NewMessage) -> int | None:
-        """Record a message and index it; None if its dedup key was recorded before. One
-        statement (triggers keep the search columns), one round trip."""
-        if message.media:
-            return await self.add_message_with_media(message)
-        row = await self._one(INSERT_MESSAGE, *self._message_values(message))
-        self._stored([message])
-        if row is None:
-            return None
-        await self._wake_workers([message])
-        return int(row[0])
-
-    async def add_message_with_media(self, message: NewMessage) -> int | None:
-        """:meth:`add_message` for a message with media: both in one transaction."""
-        async with self._transaction() as tx:
-            message_id = await self._insert_message(tx, message)
-        self._stored([message])
-        if message_id is not None:
-            await self._wake_workers([message])
-        return message_id
-
-    async def add_messages(self, messages: Sequence[NewMessage]) -> list[int | None]:
-        async with self._transaction() as tx:
-            message_ids = [await self._insert_message(tx, message) for message in messages]
-        self._stored(messages)
-        await self._wake_workers(
-            [
-                m
-                for m, message_id in zip(messages, message_ids, strict=True)
-                if message_id is not None
-            ]
-        )
-        return message_ids
 
     async def _wake_workers(self, stored: Sequence[NewMessage]) -> None:
         """Wake the workers listening for pending messages, once the insert has committed
@@ -136,136 +27,3 @@ class Messages(SearchIndex):
         await self._wake_ups.wake(
             m.queue_key for m in stored if m.status == "pending" and m.queue_key
         )
-
-    async def _insert_message(self, tx: Transaction, m: NewMessage) -> int | None:
-        """Record one message (and its media) inside the caller's transaction."""
-        row = await tx.one(INSERT_MESSAGE, *self._message_values(m))
-        if row is None:
-            return None
-        message_id = int(row[0])
-        await tx.write_many(
-            INSERT_MEDIA,
-            [(message_id, x.kind, x.ref, x.mime, x.seconds, x.bytes, x.filename) for x in m.media],
-        )
-        return message_id
-
-    def _message_values(self, m: NewMessage) -> tuple[Any, ...]:
-        """INSERT_MESSAGE's parameters for one message, its index terms made here."""
-        searchable = m.role in SEARCHABLE_ROLES and m.partner_id
-        threaded = bool(searchable and m.role in THREAD_ROLES)
-        scope = audience_token(m.partner_id, m.audience) if m.partner_id and searchable else None
-        return (
-            m.dedup_key, m.queue_key, m.session_id, m.partner_id, m.chat_key,
-            m.platform_message_id, m.user_key, m.speaker, m.role, m.text, m.audience, m.status,
-            m.created_at if m.created_at is not None else time.time(), m.answers_upto,
-            self._terms(m.text, m.partner_id, scope) if scope else None, scope, threaded,
-        )  # fmt: skip
-
-    async def message(self, message_id: int) -> MessageRow | None:
-        rows = await self._messages("WHERE id = $1", message_id)
-        return rows[0] if rows else None
-
-    async def session_messages(
-        self, session_id: str, roles: Sequence[str] = ("user", "assistant"), after_id: int = 0
-    ) -> list[MessageRow]:
-        return await self._messages(
-            "WHERE session_id = $1 AND role = ANY($2::text[]) AND id > $3 AND status != 'pending'"
-            " ORDER BY id",
-            session_id,
-            list(roles),
-            after_id,
-        )
-
-    async def reviewable_messages(self, session_id: str, after_id: int) -> list[MessageRow]:
-        """As :meth:`bot.store.messages.Messages.reviewable_messages`: one statement, one
-        snapshot of the rows and the wait."""
-        return await self._messages(REVIEWABLE, session_id, after_id)
-
-    async def recent_context(self, chat_key: str, after_id: int, limit: int) -> list[MessageRow]:
-        """Unaddressed group chatter since ``after_id``, oldest first, at most ``limit``."""
-        rows = await self._messages(
-            "WHERE chat_key = $1 AND role = 'context' AND id > $2 ORDER BY id DESC LIMIT $3",
-            chat_key,
-            after_id,
-            limit,
-        )
-        return rows[::-1]
-
-    async def recent_reactions(
-        self, chat_key: str, partner_id: str | None, after_id: int, limit: int
-    ) -> list[MessageRow]:
-        """Users' reactions to a partner's messages since ``after_id``, oldest first."""
-        rows = await self._messages(
-            "WHERE chat_key = $1 AND partner_id IS NOT DISTINCT FROM $2 AND role = 'reaction'"
-            " AND id > $3 ORDER BY id DESC LIMIT $4",
-            chat_key,
-            partner_id,
-            after_id,
-            limit,
-        )
-        return rows[::-1]
-
-    async def last_inbound_at(self, chat_key: str) -> float | None:
-        """When the newest stored inbound message of a chat was written (platform time)."""
-        row = await self._one(
-            "SELECT created_at FROM messages WHERE chat_key = $1 AND role IN ('user', 'context')"
-            " ORDER BY id DESC LIMIT 1",
-            chat_key,
-        )
-        return float(row[0]) if row is not None else None
-
-    async def set_message_text(
-        self, message_id: int, text: str, media: tuple[str, str, str] | None = None
-    ) -> None:
-        """Replace a message's text (a transcript, a photo's description), index included;
-        ``media`` (kind, ref, state) is the state of the medium it came from, set with it.
-        Its neighbours' context columns are rewritten."""
-        async with self._transaction() as tx:
-            if media is not None:
-                await tx.write(
-                    "UPDATE media SET state = $1 WHERE message_id = $2 AND kind = $3 AND ref = $4",
-                    media[2],
-                    message_id,
-                    media[0],
-                    media[1],
-                )
-            row = await tx.one(
-                "SELECT partner_id, role, audience FROM messages WHERE id = $1", message_id
-            )
-            if row is None:
-                return
-            partner_id, role, audience = row
-            searchable = role in SEARCHABLE_ROLES and partner_id
-            scope = audience_token(partner_id, audience) if searchable else None
-            terms = self._terms(text, partner_id, scope) if scope else None
-            await tx.write(
-                "UPDATE messages SET text = $1, terms = $2, scope = $3 WHERE id = $4",
-                text,
-                terms,
-                scope,
-                message_id,
-            )
-            await self._rewrite_neighbours(tx, await self._threads(tx, "id = $1", message_id))
-        if scope:
-            self._new_searchable.set()  # embedded again (embedding_redo)
-
-    async def partner_messages(self, partner_id: str) -> list[MessageRow]:
-        """Every recorded message of a partner, session by session (for an export)."""
-        return await self._messages(
-            "WHERE partner_id = $1 AND status != 'pending'"
-            " ORDER BY session_id NULLS FIRST, id",  # as SQLite orders them
-            partner_id,
-        )
-
-    async def reply_counts(self, since: float) -> dict[str, int]:
-        """Replies recorded since a time: 'assistant' answers and 'notice' apologies."""
-        rows = await self._all(
-            "SELECT role, COUNT(*) FROM messages WHERE created_at >= $1"
-            " AND role IN ('assistant', 'notice') GROUP BY role",
-            since,
-        )
-        return {row[0]: int(row[1]) for row in rows}
-
-    async def _messages(self, where: str, *args: Any) -> list[MessageRow]:
-        rows = await self._all(f"SELECT {MESSAGE_COLUMNS} FROM messages {where}", *args)
-        return [MessageRow(*row) for row in rows]

@@ -1,9 +1,6 @@
-"""The work queue and delivery on PostgreSQL (see :mod:`bot.store.queue`, whose SQLite twin
-this is): inbound messages wait as rows (``status = 'pending'``), a turn closes them and
-records its reply in one statement, each delivered chunk is recorded so it is never sent
-twice, and a reply the platform refused waits for its retry here.
-
-Every write that commits a turn's outcome is one statement fenced by the turn's lease
+"""The work queue and delivery on PostgreSQL where its SQL differs (the rest is
+:mod:`bot.store.queue`): a turn closes its inbound messages and records its reply in one
+statement, and every write that commits a turn's outcome is one statement fenced by the turn's lease
 (:func:`~bot.store.postgres.workers.fenced`): the lease row is locked and checked in the same
 statement, so it costs no round trip more, and once another worker took the queue key over
 the statement writes nothing and the store raises :class:`LeaseLost`."""
@@ -17,13 +14,16 @@ from typing import Any
 
 import asyncpg
 
-from bot.store.postgres.messages import INSERT_INTO_MESSAGES, MESSAGE_VALUES, Messages
-from bot.store.postgres.workers import FENCED, fenced, lease_lost, lease_values
-from bot.store.queue import queued_reply
-from bot.store.rows import DeliveryRetry, Lease, MessageRow, NewMessage, NewUsage, WaitingReply
+from bot.store.base import numbered
+from bot.store.leases import lease_lost
+from bot.store.messages import INSERT_INTO_MESSAGES, MESSAGE_VALUES
+from bot.store.postgres.messages import PostgresMessages
+from bot.store.postgres.workers import FENCED, fenced, lease_values
+from bot.store.queue import Queue, queued_reply
+from bot.store.rows import Lease, NewMessage, NewUsage, WaitingReply
 
 FINISH_TURN = fenced(
-    f"reply AS ({INSERT_INTO_MESSAGES} SELECT {MESSAGE_VALUES} FROM fence"
+    f"reply AS ({INSERT_INTO_MESSAGES} SELECT {numbered(MESSAGE_VALUES)} FROM fence"
     " ON CONFLICT DO NOTHING RETURNING id),"
     " closed AS (UPDATE messages SET status = $18, session_id = $19"
     f" WHERE id = ANY($20::bigint[]) AND {FENCED}),"
@@ -87,24 +87,13 @@ SCHEDULE_DELIVERY_RETRY = fenced(
 )
 
 
-class Queue(Messages):
-    """Pending turns, their replies and the delivery of each chunk."""
+class PostgresQueue(Queue, PostgresMessages):
+    """A turn's outcome and each delivered chunk, one fenced statement each."""
 
-    async def pending_queue_keys(self) -> list[str]:
-        rows = await self._all(
-            "SELECT queue_key FROM messages WHERE status = 'pending'"
-            " GROUP BY queue_key ORDER BY min(id)"
-        )
-        return [row[0] for row in rows]
-
-    async def pending(self, queue_key: str) -> list[MessageRow]:
-        return await self._messages(
-            "WHERE status = 'pending' AND queue_key = $1 ORDER BY id", queue_key
-        )
-
-    async def pending_count(self) -> int:
-        row = await self._one("SELECT COUNT(*) FROM messages WHERE status = 'pending'")
-        return int(row[0]) if row else 0
+    _MARK_DELIVERED = MARK_DELIVERED
+    _MARK_FAILED = MARK_FAILED
+    _SCHEDULE_DELIVERY_RETRY = SCHEDULE_DELIVERY_RETRY
+    _RECORD_CHUNK = RECORD_CHUNK
 
     async def finish_turn(
         self,
@@ -143,78 +132,11 @@ class Queue(Messages):
         row = await self._fenced(lease, COUNT_FAILED_TURN, list(message_ids))
         return int(row["attempts"] or 0)
 
-    async def turn_attempts(self, message_id: int) -> int:
-        """How many turns raised while this message waited for its answer."""
-        row = await self._one("SELECT turn_attempts FROM messages WHERE id = $1", message_id)
-        return int(row[0]) if row else 0
-
-    async def assign_session(self, message_ids: Sequence[int], session_id: str) -> None:
-        await self._write(
-            "UPDATE messages SET session_id = $1 WHERE id = ANY($2::bigint[])",
-            session_id,
-            list(message_ids),
-        )
-
     async def close_unanswered(
         self, message_ids: Sequence[int], session_id: str, *, lease: Lease | None = None
     ) -> None:
         """Keep messages in their session's history without a reply (a resting partner)."""
         await self._fenced(lease, CLOSE_UNANSWERED, session_id, list(message_ids))
-
-    async def mark_delivered(self, message_id: int, *, lease: Lease | None = None) -> None:
-        await self._fenced(lease, MARK_DELIVERED, message_id)
-
-    async def set_status(self, message_id: int, status: str) -> None:
-        await self._write("UPDATE messages SET status = $1 WHERE id = $2", status, message_id)
-
-    async def mark_failed(self, message_id: int, *, lease: Lease | None = None) -> None:
-        await self._fenced(lease, MARK_FAILED, message_id)
-
-    async def interrupted_deliveries(self) -> list[int]:
-        """Replies outside every queue (greetings, check-ins) that a stop or crash cut off
-        while they were being sent. A reply of a queue is finished by whoever holds its key
-        (:func:`~bot.store.workers.unfinished_replies`), and one waiting for a retry of its
-        own is the retry loop's."""
-        rows = await self._all(
-            "SELECT id FROM messages WHERE status = 'delivering' AND queue_key IS NULL"
-            " AND id NOT IN (SELECT message_id FROM delivery_retries) ORDER BY id"
-        )
-        return [int(row[0]) for row in rows]
-
-    async def delivery_retry(self, message_id: int) -> DeliveryRetry | None:
-        row = await self._one(
-            "SELECT message_id, attempts, first_failed_at, next_attempt_at, last_error"
-            " FROM delivery_retries WHERE message_id = $1",
-            message_id,
-        )
-        return DeliveryRetry(*row) if row else None
-
-    async def schedule_delivery_retry(
-        self, retry: DeliveryRetry, *, lease: Lease | None = None
-    ) -> None:
-        await self._fenced(
-            lease,
-            SCHEDULE_DELIVERY_RETRY,
-            retry.message_id,
-            retry.attempts,
-            retry.first_failed_at,
-            retry.next_attempt_at,
-            retry.last_error,
-        )
-
-    async def chats_with_due_retries(self, now: float) -> list[str]:
-        """Chats with a reply whose next attempt is due, the one waiting longest first."""
-        rows = await self._all(
-            "SELECT m.chat_key FROM delivery_retries r JOIN messages m ON m.id = r.message_id"
-            " WHERE r.next_attempt_at <= $1 AND m.status = 'delivering'"
-            " GROUP BY m.chat_key ORDER BY MIN(m.id)",
-            now,
-        )
-        return [str(row[0]) for row in rows]
-
-    async def next_delivery_retry_at(self) -> float | None:
-        row = await self._one("SELECT MIN(next_attempt_at) FROM delivery_retries")
-        return float(row[0]) if row and row[0] is not None else None
 
     async def waiting_replies(
         self, chat_key: str, before_id: int | None = None
@@ -228,20 +150,6 @@ class Queue(Messages):
             before_id if before_id is not None else 2**63 - 1,
         )
         return [WaitingReply(int(row[0]), row[1], row[2]) for row in rows]
-
-    async def delivered_chunks(self, message_id: int) -> int:
-        row = await self._one("SELECT COUNT(*) FROM deliveries WHERE message_id = $1", message_id)
-        return int(row[0]) if row else 0
-
-    async def record_chunk(
-        self,
-        message_id: int,
-        chunk: int,
-        platform_message_id: str | None,
-        *,
-        lease: Lease | None = None,
-    ) -> None:
-        await self._fenced(lease, RECORD_CHUNK, message_id, chunk, platform_message_id, time.time())
 
     async def record_last_chunk(
         self,
@@ -265,22 +173,3 @@ class Queue(Messages):
         if lease is not None and not row["held"]:
             raise lease_lost(lease)
         return row
-
-    async def answered_message(self, reply_id: int) -> MessageRow | None:
-        """The last inbound message a reply answers (what the reply should quote)."""
-        rows = await self._messages(
-            "WHERE id = (SELECT answers_upto FROM messages WHERE id = $1)", reply_id
-        )
-        return rows[0] if rows else None
-
-    async def reply_for_platform_message(
-        self, chat_key: str, platform_message_id: str
-    ) -> MessageRow | None:
-        """The reply one of whose chunks is this platform message, if any."""
-        rows = await self._messages(
-            "WHERE chat_key = $1 AND role = 'assistant' AND id IN (SELECT message_id FROM"
-            " deliveries WHERE platform_message_id = $2) ORDER BY id DESC LIMIT 1",
-            chat_key,
-            platform_message_id,
-        )
-        return rows[0] if rows else None

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from bot.store.base import Transaction as AnyTransaction
 from bot.store.migrations.search_words import postgres_search_words
 from bot.store.postgres.base import PostgresBase, Transaction
 from bot.store.rows import SearchHit
@@ -191,7 +192,9 @@ class SearchIndex(SearchableMessages, PostgresBase):
             changed += len(updates)
             after = rows[-1][0]
 
-    async def _threads(self, tx: Transaction, where: str, *args: Any) -> list[tuple[str, str, str]]:
+    async def _threads(
+        self, tx: AnyTransaction, where: str, *args: Any
+    ) -> list[tuple[str, str, str]]:
         """The conversation threads (chat, partner, audience) that rows matching ``where``
         belong to: what a deletion of those rows must rewrite with _rewrite_neighbours."""
         rows = await tx.all(
@@ -202,7 +205,7 @@ class SearchIndex(SearchableMessages, PostgresBase):
         return [(row[0], row[1], row[2]) for row in rows]
 
     async def _rewrite_neighbours(
-        self, tx: Transaction, threads: Sequence[tuple[str, str, str]]
+        self, tx: AnyTransaction, threads: Sequence[tuple[str, str, str]]
     ) -> int:
         """Set the context columns of every message of these threads to the terms of its
         neighbours as the threads stand now, rewriting only rows that differ. Every deletion

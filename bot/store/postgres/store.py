@@ -19,8 +19,8 @@ from bot.store.postgres.documents import PostgresDocuments
 from bot.store.postgres.forgetting import Forgetting
 from bot.store.postgres.media import PostgresMedia
 from bot.store.postgres.migrations import migrate, schema_version
-from bot.store.postgres.queue import Queue
-from bot.store.postgres.review import ReviewState
+from bot.store.postgres.queue import PostgresQueue
+from bot.store.postgres.review import PostgresReviewState
 from bot.store.postgres.turn_context import TurnContexts
 from bot.store.postgres.vectors import Vectors
 from bot.store.postgres.workers import Workers
@@ -38,10 +38,10 @@ BACKUP_ADVICE = (
 class PostgresStore(
     Users,
     PostgresChats,
-    Queue,
+    PostgresQueue,
     TurnContexts,
     PostgresMedia,
-    ReviewState,
+    PostgresReviewState,
     Forgetting,
     Checkins,
     Usage,

@@ -32,6 +32,7 @@ from bot.store.leases import (
     LONGEST_WAITING,
     REVIEW_PREFIX,
     Liveness,
+    lease_lost,
     review_key,
     waits_for_retry,
 )
@@ -79,10 +80,6 @@ def lease_values(lease: Lease | None) -> tuple[str | None, str | None, int | Non
     if lease is None:
         return None, None, None
     return lease.queue_key, lease.worker_id, lease.epoch
-
-
-def lease_lost(lease: Lease) -> LeaseLost:
-    return LeaseLost(f"the lease on {lease.queue_key} (epoch {lease.epoch}) was taken over")
 
 
 async def check_leadership(tx: Transaction, leader: Leader) -> None:

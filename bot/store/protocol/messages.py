@@ -1,8 +1,8 @@
 """Messages: recording them (deduplicated by platform message id, indexed for search as they are
 written), the platform update ids seen or rejected, and reading history back.
 
-Part of :class:`bot.store.Store`; SQLite implements it in :class:`bot.store.messages.Messages`,
-PostgreSQL in :class:`bot.store.postgres.messages.Messages`."""
+Part of :class:`bot.store.Store`, implemented once in :class:`bot.store.messages.Messages`
+(PostgreSQL adds waking other workers: :class:`bot.store.postgres.messages.PostgresMessages`)."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@ records its reply in one transaction; each delivered chunk is recorded so it is 
 twice, and a reply the platform refused waits here for its retry. A turn's writes can be fenced
 by its lease.
 
-Part of :class:`bot.store.Store`; SQLite implements it in :class:`bot.store.queue.Queue`,
-PostgreSQL in :class:`bot.store.postgres.queue.Queue`."""
+Part of :class:`bot.store.Store`, implemented once in :class:`bot.store.queue.Queue` (the fenced
+writes: :class:`bot.store.queue.SqliteQueue`, :class:`bot.store.postgres.queue.PostgresQueue`)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,9 @@
 due time of its next review and its failed attempts, written only under the review's claim when
 one is given.
 
-Part of :class:`bot.store.Store`; SQLite implements it in :class:`bot.store.review.ReviewState`,
-PostgreSQL in :class:`bot.store.postgres.review.ReviewState`."""
+Part of :class:`bot.store.Store`, implemented once in :class:`bot.store.review.ReviewState`
+(the fenced writes: :class:`bot.store.review.SqliteReviewState`,
+:class:`bot.store.postgres.review.PostgresReviewState`)."""
 
 from __future__ import annotations
 
