@@ -21,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from adapters.base import Channel, MediaChannel, ReplyStream
-from bot.config.model import Config, MemoryConfig
+from bot.config.memory import MemoryConfig
+from bot.config.model import Config
 from bot.delivery.reply import PendingReply, chat_ref
 from bot.delivery.sender import Delivery
 from bot.gateway.access import OwnerCheck

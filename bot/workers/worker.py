@@ -60,7 +60,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from bot.config.model import WorkersConfig
+from bot.config.deployment import WorkersConfig
 from bot.services.fault_log import FaultLog
 from bot.store import Leader, Lease, LeaseLost, Store, StoreError, StoreUnavailable
 from bot.store.leases import Liveness
