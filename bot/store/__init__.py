@@ -6,7 +6,8 @@ A newcomer's map:
 - :mod:`bot.store.opening` — ``await open_store(path_or_url)`` opens the database.
 - :mod:`bot.store.base` — the primitives every concern's SQL runs through, written once for
   both backends (``?`` parameters, numbered for PostgreSQL).
-- :mod:`bot.store.rows` — the typed rows its methods take and return.
+- :mod:`bot.store.rows` — the typed rows its methods take and return (conversations; beside it
+  ``search_rows``, ``admin_rows``, ``worker_rows``).
 - :mod:`bot.store.errors` — :class:`StoreUnavailable` and its family, the only database errors
   that leave the store.
 - :mod:`bot.store.migrations` — the versioned migrations, one module per step
@@ -36,44 +37,39 @@ The dispatcher's queue is rows in ``messages`` (``status = 'pending'``), not onl
 restart recovery is a query and a second backend can offer failover with the same code path.
 """
 
+from bot.store.admin_rows import (
+    AuditRow,
+    BindingRow,
+    CheckinCandidate,
+    CheckinSetting,
+    ClaimedOwnerRow,
+    PairingRow,
+    ReminderRow,
+    RestNoticeRow,
+    UsageRow,
+    UserRow,
+)
 from bot.store.errors import LeaseLost, StoreError, StoreFull, StoreUnavailable
 from bot.store.leases import review_key, reviewed_session
 from bot.store.migrations import SCHEMA, Dialects, Migration, for_dialect
 from bot.store.protocol import Store
 from bot.store.rows import (
-    AuditRow,
-    BindingRow,
     ChatRow,
-    CheckinCandidate,
-    CheckinSetting,
-    ClaimedOwnerRow,
     DeliveryRetry,
     DocumentRow,
-    EmbeddingWork,
     ForgetOperation,
-    Leader,
-    Lease,
     MediaRow,
     MessageRow,
     NewMedia,
     NewMessage,
     NewUsage,
-    NewVector,
-    PairingRow,
-    ReminderRow,
-    RestNoticeRow,
-    SearchHit,
     SessionRow,
-    ShardLease,
-    StoredVector,
     TurnContext,
-    UsageRow,
-    UserRow,
-    VectorChanges,
     WaitingReply,
-    WorkerRow,
     new_session_id,
 )
+from bot.store.search_rows import EmbeddingWork, NewVector, SearchHit, StoredVector, VectorChanges
+from bot.store.worker_rows import Leader, Lease, ShardLease, WorkerRow
 
 __all__ = [
     "SCHEMA",

@@ -35,7 +35,7 @@ from bot.store.leases import (
     review_key,
     waits_for_retry,
 )
-from bot.store.rows import Leader, Lease, ShardLease, WorkerRow
+from bot.store.worker_rows import Leader, Lease, ShardLease, WorkerRow
 
 
 def check_lease(db: sqlite3.Connection, lease: Lease | None) -> None:

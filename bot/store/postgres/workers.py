@@ -38,7 +38,7 @@ from bot.store.leases import (
 )
 from bot.store.postgres.base import PostgresBase, Transaction
 from bot.store.postgres.liveness import GONE, HELD, LivenessConnection
-from bot.store.rows import Leader, Lease, ShardLease, WorkerRow
+from bot.store.worker_rows import Leader, Lease, ShardLease, WorkerRow
 from bot.store.workers import SHARD_COLUMNS
 
 NOW = "extract(epoch FROM clock_timestamp())::double precision"
