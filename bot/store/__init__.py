@@ -31,7 +31,8 @@ and delivery), ``turn_context`` (what a turn reads first, in one round trip), ``
 ``sessions``, ``review`` (review state), ``search``, ``forgetting``, ``checkins`` (and
 reminders), ``usage`` (and budgets), ``audit`` (and settings), ``vectors`` (semantic recall),
 ``web`` (the web page's logins), ``workers`` (the worker registry, the leader and queue-key
-leases with fencing epochs), ``documents`` (memory documents as rows, when they are not files).
+leases with fencing epochs), ``shard_leases`` (the Discord bot's shards, leased the same way;
+its interface is part of ``protocol/workers.py``), ``documents`` (memory documents as rows, when they are not files).
 
 The dispatcher's queue is rows in ``messages`` (``status = 'pending'``), not only memory, so
 restart recovery is a query and a second backend can offer failover with the same code path.
