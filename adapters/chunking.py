@@ -3,15 +3,14 @@
 Telegram takes 4096 UTF-16 units of visible text per message, Discord 2000 characters of
 Markdown; each channel calls :func:`split` with its limit and how it measures a message.
 
-Every chunk is Markdown that stands on its own and shows what the reply showed there. The
-reply is parsed (``adapters/markdown_parse.py``) and cut between blocks first, keeping the
-blank lines between them. A block too long for one message is cut by its structure: a list
-between items (each keeps its number), a quote inside, each piece quoted again, a table
-between rows with its header repeated, a code block between lines, closed and reopened with
-its language (``adapters/chunk_code.py``; the room a message has: ``adapters/chunk_room.py``). A paragraph or heading is cut at line breaks, sentence ends or spaces, with
-bold, italic, links and code closed at the cut and opened again after it
-(``adapters/markdown_inline.py``).
-"""
+Every chunk is Markdown that stands on its own and shows what the reply showed there. The reply is
+parsed (``adapters/markdown_parse.py``) and cut between blocks first, keeping the blank lines
+between them. A block too long for one message is cut by its structure: a list between items (each
+keeps its number), a quote inside, each piece quoted again, a table between rows with its header
+repeated, a code block between lines, closed and reopened with its language
+(``adapters/chunk_code.py``; the room a message has: ``adapters/chunk_room.py``). A paragraph or
+heading is cut at line breaks, sentence ends or spaces, with bold, italic, links and code closed at
+the cut and opened again after it (``adapters/markdown_inline.py``). """
 
 from __future__ import annotations
 
