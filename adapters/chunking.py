@@ -10,7 +10,7 @@ keeps its number), a quote inside, each piece quoted again, a table between rows
 repeated, a code block between lines, closed and reopened with its language
 (``adapters/chunk_code.py``; the room a message has: ``adapters/chunk_room.py``). A paragraph or
 heading is cut at line breaks, sentence ends or spaces, with bold, italic, links and code closed at
-the cut and opened again after it (``adapters/markdown_inline.py``). """
+the cut and opened again after it (``adapters/markdown_inline.py``)."""
 
 from __future__ import annotations
 
