@@ -28,8 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from partners.lore import Lorebook  # noqa: E402
-from partners.lore_format import DEFAULT_TOKEN_BUDGET  # noqa: E402
+from partners.lore import DEFAULT_BUDGET, Lorebook  # noqa: E402
 
 SCAN_DEPTH = 20
 CJK_WORDS = ["東京", "灯台", "港町", "魔法", "騎士団", "図書館", "月光", "深海", "森の精", "旅人"]
@@ -162,7 +161,7 @@ def main() -> None:
     print(f"book load (parse + automaton): {built * 1000:.0f} ms")
     print(f"matching per turn: p50 {p50:.3f} ms, p95 {p95:.3f} ms (goal p95 <= 2 ms)")
     print(
-        f"prompt bytes added per turn at the default budget ({DEFAULT_TOKEN_BUDGET} tokens): "
+        f"prompt bytes added per turn at the default budget ({DEFAULT_BUDGET} tokens): "
         f"median {statistics.median(added):.0f}, max {max(added)}; "
         f"entries fired: median {statistics.median(fired):.0f}, max {max(fired)}"
     )

@@ -43,7 +43,9 @@ FIX_CARD = "export the card again from its front-end"
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 CARD_KEYWORDS = ("ccv3", "chara")
-"""Card chunks, the one preferred first: a V3 card also carries a V2 copy for old readers."""
+"""Card chunks, the one preferred first: a V3 card also carries a V2 copy for old readers.
+As SillyTavern reads them: keywords in any case, and of two chunks with one keyword (sites
+add their own copy beside the card's) the first."""
 V2_SPEC = "chara_card_v2"
 V3_SPEC = "chara_card_v3"
 
@@ -158,9 +160,11 @@ def parse_card_json(raw: bytes | str, filename: str = "card") -> Card:
 
 
 def _from_v1(document: dict[str, Any], filename: str) -> dict[str, Any]:
+    """A V1 card's fields, every one of them: front-ends wrote more than the six V1 ones
+    (creator notes, tags, talkativeness, …) at the top level, and they are the card's."""
     if not isinstance(document.get("name"), str) or not document["name"].strip():
         raise CardError(f"{filename}: not a card: no 'spec' and no 'name'")
-    return _checked({key: document.get(key, "") for key in V1_FIELDS}, filename)
+    return _checked({**{key: "" for key in V1_FIELDS}, **document}, filename)
 
 
 def _checked(data: object, filename: str) -> dict[str, Any]:
@@ -194,9 +198,9 @@ def _card_from_png(raw: bytes, filename: str) -> tuple[bytes, bytes]:
     compressed: list[str] = []
     kept = [PNG_SIGNATURE]
     for kind, body, chunk in _chunks(raw, filename):
-        keyword = body.split(b"\0", 1)[0].decode("latin-1")
+        keyword = body.split(b"\0", 1)[0].decode("latin-1").lower()
         if kind == b"tEXt" and keyword in CARD_KEYWORDS:
-            found[keyword] = body[len(keyword) + 1 :]
+            found.setdefault(keyword, body[len(keyword) + 1 :])
             continue
         if kind in (b"zTXt", b"iTXt") and keyword in CARD_KEYWORDS:
             compressed.append(f"{kind.decode()} {keyword!r}")
@@ -224,7 +228,7 @@ def png_image(raw: bytes, filename: str) -> bytes:
     kept = [
         chunk
         for kind, body, chunk in chunks
-        if kind != b"tEXt" or body.split(b"\0", 1)[0].decode("latin-1") not in CARD_KEYWORDS
+        if kind != b"tEXt" or body.split(b"\0", 1)[0].decode("latin-1").lower() not in CARD_KEYWORDS
     ]
     return PNG_SIGNATURE + b"".join(kept)
 

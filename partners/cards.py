@@ -40,8 +40,9 @@ from partners.card_format import (
     read_card,
     write_png,
 )
+from partners.lore import DEFAULT_BUDGET, Lorebook
 from partners.lore_books import LOREBOOK_FILE as LOREBOOK_FILE
-from partners.lore_books import book_of
+from partners.lore_books import book_of, too_large_notes
 from partners.lore_format import check_book
 from partners.partner_directories import write_directory
 from partners.persona import (
@@ -126,10 +127,16 @@ class ImportPlan:
 
 
 def plan_import(
-    raw: bytes, filename: str, partner_id: str | None, taken: Path | Callable[[str], bool]
+    raw: bytes,
+    filename: str,
+    partner_id: str | None,
+    taken: Path | Callable[[str], bool],
+    lore_budget: int = DEFAULT_BUDGET,
 ) -> ImportPlan:
     """Read a card and lay out the partner it becomes; nothing is written. ``taken`` says
-    whether an id is in use: a directory of partners, or a question to the catalog."""
+    whether an id is in use: a directory of partners, or a question to the catalog;
+    ``lore_budget`` is what its lorebook's entries may take a turn (an entry that never fits
+    is named)."""
     card = read_card(raw, filename)
     data = card.data
     chosen = partner_id or slug(data["name"])
@@ -160,11 +167,13 @@ def plan_import(
         files[LOREBOOK_FILE] = dump_book(book.book)
         entries = len(book.entries)
         notes += book.notes
+        notes += too_large_notes(Lorebook(book.book), lore_budget)
     if card.image is not None:
         files[AVATAR_FILE] = card.image
     notes += [f"kept, not used: {label}" for key, label in UNUSED_FIELDS.items() if data.get(key)]
-    if data.get("extensions"):
-        notes.append(f"kept, not used: extensions ({', '.join(sorted(data['extensions']))})")
+    unused = sorted(key for key in data.get("extensions", {}) if key != "depth_prompt")
+    if unused:
+        notes.append(f"kept, not used: extensions ({', '.join(unused)})")
     greetings = (1 if data["first_mes"].strip() else 0) + len(data["alternate_greetings"])
     return ImportPlan(chosen, name, card.spec, files, entries, greetings, notes)
 
@@ -177,8 +186,10 @@ def slug(name: str) -> str:
 
 
 def _preset(name: str, data: dict[str, Any]) -> bytes:
-    notes = data.get("creator_notes", "")
-    tagline = next((line.strip() for line in notes.splitlines() if line.strip()), "")
+    """preset.yml of an imported partner; the picker's line is the first line of the card's
+    description (its creator notes, often markup or a note to other users, never)."""
+    text = _USER.sub("you", _CHAR.sub(name, data.get("description", "")))
+    tagline = next((" ".join(line.split()) for line in text.splitlines() if line.strip()), "")
     if len(tagline) > MAX_DESCRIPTION_CHARS:
         tagline = tagline[: MAX_DESCRIPTION_CHARS - 1].rstrip() + "…"
     lines = [f"name: {json.dumps(name, ensure_ascii=False)}"]

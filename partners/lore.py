@@ -37,6 +37,8 @@ import ahocorasick
 from bot.store.search_terms import fold
 from partners.lore_format import FIX_IMPORT, BookEntry, check_book
 
+DEFAULT_BUDGET = 2048
+"""Tokens a turn's entries may take when the caller does not say (a quarter of 8,192)."""
 MAX_RECURSION_STEPS = 3
 """Rounds of entries activated by other entries' text, when the book scans recursively."""
 DEFAULT_WHOLE_WORDS = True
@@ -72,6 +74,8 @@ class LoreEntry:
     """Not activated by another entry's text, only by the conversation."""
     prevent_recursion: bool
     """Its text does not activate other entries."""
+    ignore_budget: bool
+    """Goes into the turn however much of the budget is spent (SillyTavern's ``ignoreBudget``)."""
     tokens: int
 
 
@@ -141,6 +145,7 @@ def parse_entry(index: int, entry: BookEntry) -> LoreEntry:
         whole_words=_first_set(entry.match_whole_words, ext.match_whole_words, DEFAULT_WHOLE_WORDS),
         exclude_recursion=ext.exclude_recursion,
         prevent_recursion=ext.prevent_recursion,
+        ignore_budget=ext.ignore_budget,
         tokens=estimate_tokens(entry.content),
     )
 
@@ -155,7 +160,6 @@ class Lorebook:
         self.notes = checked.notes
         self.name = checked.settings.name
         self.scan_depth = checked.settings.scan_depth
-        self.token_budget = checked.settings.token_budget
         self.recursive = checked.settings.recursive_scanning
         self.entries = tuple(parse_entry(i, e) for i, e in enumerate(checked.entries))
         self._folded = ahocorasick.Automaton()
@@ -200,9 +204,14 @@ class Lorebook:
         automaton.add_word(needle, needle_id)
         return needle_id
 
-    def fire(self, messages: Sequence[str], chance: Callable[[], float] = random.random) -> Fired:
+    def fire(
+        self,
+        messages: Sequence[str],
+        chance: Callable[[], float] = random.random,
+        budget: int = DEFAULT_BUDGET,
+    ) -> Fired:
         """The entries the newest ``scan_depth`` of ``messages`` (oldest first) bring in,
-        within the token budget, and the text that carries them into the turn.
+        within ``budget`` tokens, and the text that carries them into the turn.
 
         With recursive scanning, each round scans only the text of the entries the round
         before brought in that made it into the turn (within the budget), once; an entry
@@ -213,7 +222,7 @@ class Lorebook:
         scanned = list(messages[-self.scan_depth :]) if self.scan_depth > 0 else []
         active = self._activated(self._found(scanned, work), set(), chance, by_recursion=False)
         seen = set(active)
-        kept = self._within_budget(active)
+        kept = self._within_budget(active, budget)
         lending = self._lending(active, kept)
         steps = 0
         while self.recursive and lending and steps < MAX_RECURSION_STEPS:
@@ -222,7 +231,7 @@ class Lorebook:
             new = self._activated(self._found(texts, work), seen, chance, by_recursion=True)
             seen.update(new)
             active += new
-            kept = self._within_budget(active)
+            kept = self._within_budget(active, budget)
             lending = self._lending(new, kept)
         chosen = sorted(
             (self.entries[i] for i in kept),
@@ -298,21 +307,30 @@ class Lorebook:
             return matched == len(secondary)
         return matched < len(secondary)  # not_all
 
-    def _within_budget(self, active: list[int]) -> set[int]:
-        """Constant entries first, then by priority and insertion order, until the budget is
-        spent."""
+    def _within_budget(self, active: list[int], budget: int) -> set[int]:
+        """Constant entries first, then by priority and insertion order, as SillyTavern
+        spends its budget: an entry that would reach it is left out and so is every later
+        one, but entries that ignore the budget come in all the same (and count)."""
         ranked = sorted(
             (self.entries[i] for i in active),
             key=lambda e: (not e.constant, -e.priority, e.order, e.index),
         )
         kept: set[int] = set()
         used = 0
+        overflowed = False
         for entry in ranked:
-            if used + entry.tokens > self.token_budget:
-                break
+            if overflowed and not entry.ignore_budget:
+                continue
             used += entry.tokens
+            if not entry.ignore_budget and used >= budget:
+                overflowed = True
+                continue
             kept.add(entry.index)
         return kept
+
+    def too_large(self, budget: int) -> list[LoreEntry]:
+        """Enabled entries that can never come into a turn within ``budget`` tokens."""
+        return [e for e in self.entries if e.enabled and not e.ignore_budget and e.tokens >= budget]
 
 
 @functools.lru_cache(maxsize=512)

@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.config.model import Config
 from partners.card_format import CardError, parse_json
 from partners.lore import Lorebook
-from partners.lore_format import MAX_LOREBOOK_BYTES
+from partners.lore_format import MAX_LOREBOOK_BYTES, MAX_TOKEN_BUDGET
+from partners.persona import CARD_FILE, Partner, fill_placeholders
 from partners.persona import LOREBOOK_FILE as LOREBOOK_FILE
 from partners.persona import POST_HISTORY_FILE as POST_HISTORY_FILE
-from partners.persona import Partner, fill_placeholders
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,67 @@ def parse_book(data: bytes, where: str) -> dict[str, Any]:
     return book
 
 
+DEFAULT_CONTEXT_TOKENS = 8192
+"""The model's context window when neither ``[llm] context_tokens`` nor the partner's
+``context_tokens`` says: small enough for any chat model in use."""
+DEFAULT_BUDGET_PERCENT = 25
+"""SillyTavern's default share of the context for world info."""
+
+
+@dataclass(frozen=True)
+class LoreBudget:
+    """How many tokens a turn's lorebook entries may take, measured as SillyTavern measures
+    it: a share of the model's context window, at most ``cap`` (0: no cap). A book's own
+    ``token_budget`` plays no part, as in SillyTavern."""
+
+    context_tokens: int = DEFAULT_CONTEXT_TOKENS
+    percent: int = DEFAULT_BUDGET_PERCENT
+    cap: int = MAX_TOKEN_BUDGET
+
+    @classmethod
+    def configured(cls, config: Config) -> LoreBudget:
+        shares = config.partners
+        return cls(config.llm.context_tokens, shares.lore_budget_percent, shares.lore_budget_cap)
+
+    def tokens(self, partner: Partner | None = None) -> int:
+        """The budget for ``partner``'s turns (its own ``context_tokens`` if it sets one)."""
+        own = partner.preset.context_tokens if partner is not None else None
+        budget = max(1, round(self.percent * (own or self.context_tokens) / 100))
+        return min(budget, self.cap) if self.cap > 0 else budget
+
+
+DEFAULT_DEPTH = 4
+"""Where SillyTavern puts a card's depth prompt when the card does not say."""
+ROLES = ("system", "user", "assistant")
+
+
+@dataclass(frozen=True)
+class DepthNote:
+    """A card's ``extensions.depth_prompt``: text placed among the conversation's messages,
+    ``depth`` messages before its end (0: after the last), with its role, as SillyTavern
+    places it."""
+
+    depth: int
+    role: str
+    text: str
+
+
+def depth_prompt(card: dict[str, Any]) -> tuple[int, str, str] | None:
+    """(depth, role, text) of a card's depth prompt as SillyTavern reads it, None if it has
+    none: depth 4 and the system role unless the card says otherwise."""
+    extensions = card.get("extensions")
+    found = extensions.get("depth_prompt") if isinstance(extensions, dict) else None
+    if not isinstance(found, dict) or not isinstance(found.get("prompt"), str):
+        return None
+    if not found["prompt"].strip():
+        return None
+    depth = found.get("depth")
+    if isinstance(depth, bool) or not isinstance(depth, int | float) or depth < 0:
+        depth = DEFAULT_DEPTH
+    role = found.get("role") if found.get("role") in ROLES else "system"
+    return int(depth), str(role), found["prompt"]
+
+
 _PLACEHOLDERS = re.compile(r"\{\{\s*(char|partner|user)\s*\}\}", re.IGNORECASE)
 
 
@@ -79,12 +141,23 @@ class LastTurn:
     scanned: int
 
 
+def too_large_notes(book: Lorebook, budget: int) -> list[str]:
+    """A line for each entry of ``book`` that can never come into a turn."""
+    return [
+        f"entry {entry.label!r} ({entry.tokens:,} tokens) never fits the budget of "
+        f"{budget:,} tokens; shorten it, or set its ignore_budget"
+        for entry in book.too_large(budget)
+    ]
+
+
 class LoreLibrary:
     """Each partner's lorebook, loaded when its file changes, and the note a turn gets after
     the history: the entries that fired and the card's post-history instructions."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: LoreBudget | None = None) -> None:
+        self.budget = budget or LoreBudget()
         self._books: dict[str, tuple[str, Lorebook | None]] = {}
+        self._depths: dict[str, tuple[str, tuple[int, str, str] | None]] = {}
         self.problems: dict[str, tuple[str, ...]] = {}
         """Partner id -> why its book is not used, or which entries were left out."""
         self.last: dict[str, LastTurn] = {}
@@ -141,7 +214,7 @@ class LoreLibrary:
         parts = []
         book = self.book(partner)
         if book is not None:
-            fired = book.fire(messages, self.chance)
+            fired = book.fire(messages, self.chance, self.budget.tokens(partner))
             self.last[partner.id] = LastTurn(
                 chat_key, now, tuple(e.label for e in fired.entries), len(book.entries)
             )
@@ -153,3 +226,28 @@ class LoreLibrary:
             parts.append(instructions)
         values = {"char": partner.name, "partner": partner.name, "user": user}
         return fill_placeholders("\n\n".join(parts), _PLACEHOLDERS, values, any_case=True)
+
+    def depth_note(self, partner: Partner, user: str) -> DepthNote | None:
+        """The card's depth prompt, its placeholders filled (None if it has none); read when
+        card.json changes, blocking when it is a file on disk."""
+        stamp = partner.file_stamp(CARD_FILE)
+        cached = self._depths.get(partner.id)
+        if cached is None or cached[0] != stamp:
+            cached = (stamp or "", self._read_depth(partner))
+            self._depths[partner.id] = cached
+        if cached[1] is None:
+            return None
+        depth, role, text = cached[1]
+        values = {"char": partner.name, "partner": partner.name, "user": user}
+        return DepthNote(depth, role, fill_placeholders(text, _PLACEHOLDERS, values, any_case=True))
+
+    def _read_depth(self, partner: Partner) -> tuple[int, str, str] | None:
+        raw = partner.file(CARD_FILE)
+        if raw is None:
+            return None
+        try:
+            card = parse_json(raw, f"{partner.id}/{CARD_FILE}", MAX_LOREBOOK_BYTES, FIX_STORED)
+        except CardError as exc:
+            logger.warning("partner %s: depth prompt not used: %s", partner.id, exc)
+            return None
+        return depth_prompt(card) if isinstance(card, dict) else None

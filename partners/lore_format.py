@@ -19,7 +19,9 @@ What a book may hold, decided here once for every door it comes through:
   stored book);
 - a book whose own settings are wrong (no list of entries, a token budget that is no number)
   is refused whole, in one line: nothing in it can be trusted to mean what it says;
-- a ``token_budget`` over ``MAX_TOKEN_BUDGET`` is lowered to it, with a note.
+- a book's own ``token_budget`` is kept as written and does not limit a turn: as in
+  SillyTavern, what a turn's entries may take is a share of the model's context
+  (``partners/lore_books.py``).
 
 A checked book keeps every field it came with (front-ends' own settings included), so an
 export loses nothing; only nulls, lone keys and numbers written as text are rewritten.
@@ -45,13 +47,10 @@ from partners.card_format import CardError
 
 DEFAULT_SCAN_DEPTH = 2
 """Messages scanned for keys when the book does not say (SillyTavern's default)."""
-DEFAULT_TOKEN_BUDGET = 400
-"""Tokens all inserted entries may take per turn when the book does not say."""
 MAX_TOKEN_BUDGET = 8_000
-"""The most a book's entries may take per turn, whatever the book asks: the gateway does not
-know the model's context window, and 8,000 tokens (some 32,000 characters) of background is
-well past what front-ends send by default, where a card asking for millions would make every
-request megabytes long."""
+"""The most a book's entries take per turn by default (``[partners] lore_budget_cap``), however
+large the model's context: 8,000 tokens (some 32,000 characters) of background is well past
+what a conversation needs, and keeps every request small."""
 MAX_KEY_CHARS = 100
 """A key is a name or a phrase. The cap also bounds how many keys can end at one place in a
 text (``partners/lore.py``), which keeps the scan linear in the text however the keys
@@ -120,6 +119,7 @@ class EntryExtensions(_Lenient):
     selectiveLogic: Number = 0
     exclude_recursion: bool = False
     prevent_recursion: bool = False
+    ignore_budget: bool = False
     match_whole_words: bool | None = None
     case_sensitive: bool | None = None
 
@@ -150,7 +150,8 @@ class BookSettings(_Lenient):
     name: str = ""
     description: str = ""
     scan_depth: Number = DEFAULT_SCAN_DEPTH
-    token_budget: Number = DEFAULT_TOKEN_BUDGET
+    token_budget: Number | None = None
+    """Kept for export; a turn's budget is a share of the model's context instead."""
     recursive_scanning: bool = False
     extensions: dict[str, Any] = Field(default_factory=dict)
 
@@ -172,6 +173,7 @@ class WorldInfoEntry(_Lenient):
     disable: bool = False
     excludeRecursion: bool | None = None
     preventRecursion: bool | None = None
+    ignoreBudget: bool | None = None
     probability: Number | None = None
     useProbability: bool | None = None
     selectiveLogic: Number | None = None
@@ -202,12 +204,6 @@ def check_book(document: object, where: str, fix: str = FIX_IMPORT) -> CheckedBo
         )
     settings = _settings(document, where, fix)
     notes: list[str] = []
-    if settings.token_budget > MAX_TOKEN_BUDGET:
-        notes.append(
-            f"{where}: token_budget {settings.token_budget:,} lowered to {MAX_TOKEN_BUDGET:,} "
-            "(the most a turn takes)"
-        )
-        settings = settings.model_copy(update={"token_budget": MAX_TOKEN_BUDGET})
     entries = []
     for number, raw in enumerate(raw_entries, 1):
         entry = checked_entry(BookEntry, raw, f"{where}: entry {number}", notes)

@@ -28,7 +28,7 @@ from pydantic_core import ErrorDetails
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from bot.config.model import check_timezone
+from bot.config.access import check_timezone
 from bot.store.search_terms import DEFAULT_LANGUAGE, search_language
 
 MAX_NAME_CHARS = 60
@@ -84,6 +84,7 @@ class PresetFile(_Strict):
     avatar: str | None = None
     tools: Tools = Tools()
     daily_token_budget: int | None = Field(None, ge=1)
+    context_tokens: int | None = Field(None, ge=512, le=10_000_000)
     resting_message: str | None = None
     proactive: ProactiveSettings | None = None
     vision: bool | None = None
@@ -140,6 +141,8 @@ class Preset:
     tools_deny: tuple[str, ...] = ()
     daily_token_budget: int | None = None
     """Tokens the partner may use per day (owner's time zone) before it rests; None: no limit."""
+    context_tokens: int | None = None
+    """Its model's context window, for its lorebook's budget (None: ``[llm] context_tokens``)."""
     resting_message: str | None = None
     """What the partner says, once, when it rests (over its budget or a user's rate limit)."""
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -182,6 +185,7 @@ def parse_preset(data: bytes, where: str, partner_id: str) -> Preset:
         tools_allow=tuple(checked.tools.allow),
         tools_deny=tuple(checked.tools.deny),
         daily_token_budget=checked.daily_token_budget,
+        context_tokens=checked.context_tokens,
         resting_message=checked.resting_message or None,
         extra=extra,
         greetings=checked.greetings,

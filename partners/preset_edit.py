@@ -39,6 +39,7 @@ SETTABLE: dict[str, str] = {
     "timezone": "an IANA zone like Europe/Lisbon, or default",
     "language": "for searching its history: a code like en or es, or default",
     "daily_token_budget": "tokens per day before it rests, or none",
+    "context_tokens": "its model's context window in tokens (for its lorebook), or default",
     "resting_message": "what it says when it rests, or default",
     "greetings": "a character card's greetings in_turn or at random",
     "proactive.enabled": "whether it may write first: true or false",
@@ -49,9 +50,22 @@ SETTABLE: dict[str, str] = {
     "proactive.idle_hours": "hours without a message from the user first",
 }
 """What ``/admin partner set`` may change, with what each takes."""
-_OPTIONAL = ("avatar", "model", "timezone", "language", "daily_token_budget", "resting_message")
+_OPTIONAL = (
+    "avatar",
+    "model",
+    "timezone",
+    "language",
+    "daily_token_budget",
+    "context_tokens",
+    "resting_message",
+)
 _BOOLEANS = ("public", "proactive.enabled")
-_NUMBERS = ("daily_token_budget", "proactive.max_per_day", "proactive.max_per_week")
+_NUMBERS = (
+    "daily_token_budget",
+    "context_tokens",
+    "proactive.max_per_day",
+    "proactive.max_per_week",
+)
 _FRACTIONS = ("proactive.idle_hours",)
 
 

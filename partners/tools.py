@@ -278,10 +278,20 @@ def _day_arg(args: dict[str, Any], key: str) -> datetime | None:
     return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
+def hit_moment(created_at: float) -> datetime | None:
+    """When a found message was said, in UTC; None for a stored time no date can show (a
+    history imported with milliseconds taken for seconds): the hit is still shown."""
+    try:
+        return datetime.fromtimestamp(created_at, UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
 def format_hit(hit: SearchHit, query: str = "", language: str = DEFAULT_LANGUAGE) -> str:
     """One result line: where and when, then the part of the message around the words the
     query matched."""
-    when = datetime.fromtimestamp(hit.created_at, UTC).strftime("%Y-%m-%d %H:%M")
+    moment = hit_moment(hit.created_at)
+    when = moment.strftime("%Y-%m-%d %H:%M") if moment is not None else "unknown time"
     text = snippet(hit.text, query, language, SNIPPET_CHARS)
     return f"[{hit.session_title or 'untitled'} · {hit.role} · {when}] {text}"
 

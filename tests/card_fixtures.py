@@ -122,3 +122,103 @@ def deep_card(levels: int) -> bytes:
     nested = '{"a": ' * (levels - 1) + "{}" + "}" * (levels - 1)
     head = '{"spec": "chara_card_v2", "spec_version": "2.0", "data": {"name": "Deep", '
     return f'{head}"extensions": {nested}}}}}'.encode()
+
+
+def large_world_book(entries: int = 27, chars: int = 860) -> dict[str, Any]:
+    """A book that holds a whole world in large entries, as some cards do: the first constant,
+    every one about ``chars`` tokens of CJK text (a token a character), each with its own key."""
+    places = ["港口", "灯塔", "市场", "山谷", "森林", "城堡", "河流", "寺庙", "码头"]
+    return {
+        "name": "Big world",
+        "entries": [
+            {
+                "keys": [] if i == 0 else [f"{places[i % len(places)]}{i}"],
+                "content": f"第{i}条。" + "风" * chars,
+                "constant": i == 0,
+                "insertion_order": 100 + i,
+                "enabled": True,
+                "comment": f"part {i}",
+                "extensions": {},
+            }
+            for i in range(entries)
+        ],
+    }
+
+
+def png_with_chunks(*chunks: tuple[str, dict[str, Any]]) -> bytes:
+    """A PNG carrying each (keyword, card) as base64 JSON in its own tEXt chunk, in order, as
+    a site that adds its copy of the card beside the one already there writes it."""
+    info = PngInfo()
+    for keyword, document in chunks:
+        encoded = base64.b64encode(json.dumps(document, ensure_ascii=False).encode()).decode()
+        info.add_text(keyword, encoded)
+    out = io.BytesIO()
+    image().save(out, format="PNG", pnginfo=info)
+    return out.getvalue()
+
+
+def novelai_lorebook() -> dict[str, Any]:
+    """A NovelAI ``.lorebook``: entries with ``text`` and ``displayName``."""
+    return {
+        "lorebookVersion": 5,
+        "entries": [
+            {
+                "text": "The harbour freezes in winter.",
+                "keys": ["harbour"],
+                "displayName": "Harbour",
+                "enabled": True,
+                "contextConfig": {"budgetPriority": 400},
+            },
+            {"text": "Unused.", "keys": ["attic"], "displayName": "Attic", "enabled": False},
+        ],
+        "settings": {"orderByKeyLocations": False},
+    }
+
+
+def agnai_memory_book() -> dict[str, Any]:
+    """An Agnai memory book: ``kind: memory``, entries with ``keywords`` and ``entry``."""
+    return {
+        "kind": "memory",
+        "name": "Harbour town",
+        "description": "",
+        "entries": [
+            {
+                "name": "Harbour",
+                "entry": "The harbour freezes in winter.",
+                "keywords": ["harbour"],
+                "priority": 1,
+                "weight": 7,
+                "enabled": True,
+            }
+        ],
+    }
+
+
+def risu_lorebook() -> dict[str, Any]:
+    """A RisuAI lorebook export: ``type: risu``, keys as one comma-separated text."""
+    return {
+        "type": "risu",
+        "ver": 1,
+        "data": [
+            {
+                "key": "harbour, port",
+                "secondkey": "",
+                "comment": "Harbour",
+                "content": "The harbour freezes in winter.",
+                "mode": "normal",
+                "insertorder": 100,
+                "alwaysActive": False,
+                "selective": False,
+            },
+            {
+                "key": "",
+                "secondkey": "",
+                "comment": "Always",
+                "content": "Gulls everywhere.",
+                "mode": "normal",
+                "insertorder": 90,
+                "alwaysActive": True,
+                "selective": False,
+            },
+        ],
+    }

@@ -70,7 +70,7 @@ async def test_lore_lists_entries_and_what_fired_on_the_last_turn(harness: Harne
 
 
 async def test_names_and_descriptions_from_a_card_are_shown_literally(harness: Harness) -> None:
-    data = cards.card_data(name="_Under_ *Star*", creator_notes="[click](https://x.example)")
+    data = cards.card_data(name="_Under_ *Star*", description="[click](https://x.example)")
     raw = cards.as_json(cards.v2(data))
     answer = await admin(harness, "/admin partner import star", attachment=("s.json", raw))
     token = answer.split("/admin partner import confirm ")[1].split()[0]

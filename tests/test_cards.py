@@ -165,7 +165,7 @@ def test_the_summary_names_sizes_lore_and_what_was_not_mapped(tmp_path: Path) ->
     assert "greetings: 3" in summary
     identity = "{{partner}} is a lighthouse painter who talks to {{user}} kindly."
     assert f"IDENTITY.md {len(identity)}" in summary
-    assert "extensions (depth_prompt, talkativeness)" in summary
+    assert "extensions (talkativeness)" in summary
     assert "{{original}}" in summary
 
 

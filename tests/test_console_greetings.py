@@ -33,7 +33,9 @@ async def test_chat_with_a_card_partner_opens_with_its_greeting_to_the_owner_by_
     greeting = f"{PARTNER}: *looks up from the easel* Oh, hello Alice! I'm {PARTNER}."
     assert out.splitlines()[0] == greeting
     messages = llm.requests[0]["messages"]
-    assert messages[1]["role"] == "assistant" and "hello Alice!" in messages[1]["content"]
+    # the card's depth prompt (depth 4, system) comes before the greeting, as in SillyTavern
+    assert messages[1] == {"role": "system", "content": "x"}
+    assert messages[2]["role"] == "assistant" and "hello Alice!" in messages[2]["content"]
     assert "Alice visits" in messages[0]["content"]  # the card's scenario names the owner
     assert "you visits" not in messages[0]["content"]
 

@@ -34,9 +34,10 @@ async def test_picking_the_partner_greets_and_the_model_sees_the_greeting(
     harness.llm.script(Reply(text="Nice to meet you"))
     await harness.send(dm(42, "hi"))
     await harness.settle()
-    messages = harness.llm.requests[0]["messages"]
-    assert messages[1] == {"role": "assistant", "content": GREETING}
-    assert messages[2]["content"].endswith("hi")
+    # the card's depth prompt comes before both (depth 4, system), as in SillyTavern
+    messages = [m for m in harness.llm.requests[0]["messages"] if m["role"] != "system"]
+    assert messages[0] == {"role": "assistant", "content": GREETING}
+    assert messages[1]["content"].endswith("hi")
 
 
 async def test_new_conversation_greets_with_the_next_greeting_in_turn(harness: Harness) -> None:

@@ -8,8 +8,14 @@ from typing import Any
 
 import pytest
 
-from partners.lore import LORE_FRAME, MAX_RECURSION_STEPS, Lorebook, estimate_tokens
-from partners.lore_format import DEFAULT_TOKEN_BUDGET, MAX_KEY_CHARS
+from partners.lore import (
+    DEFAULT_BUDGET,
+    LORE_FRAME,
+    MAX_RECURSION_STEPS,
+    Lorebook,
+    estimate_tokens,
+)
+from partners.lore_format import MAX_KEY_CHARS
 from partners.world_info import from_world_info
 from tests.conftest import Harness, dm
 from tests.fakes.fake_llm import Reply
@@ -19,8 +25,11 @@ def entry(keys: list[str], content: str, **fields: Any) -> dict[str, Any]:
     return {"keys": keys, "content": content, "insertion_order": 100, **fields}
 
 
-def fired(book: dict[str, Any], *messages: str, chance: float = 0.0) -> list[str]:
-    return [e.content for e in Lorebook(book).fire(list(messages), lambda: chance).entries]
+def fired(
+    book: dict[str, Any], *messages: str, chance: float = 0.0, budget: int = DEFAULT_BUDGET
+) -> list[str]:
+    found = Lorebook(book).fire(list(messages), lambda: chance, budget)
+    return [e.content for e in found.entries]
 
 
 def test_a_key_fires_its_entry_folding_case_and_accents() -> None:
@@ -92,14 +101,13 @@ def test_constant_entries_always_come_and_disabled_ones_never() -> None:
 def test_the_budget_keeps_constant_then_higher_priority_entries() -> None:
     big = "x" * 400  # 100 tokens
     book = {
-        "token_budget": 250,
         "entries": [
             entry(["a"], big + "low", priority=1),
             entry(["a"], big + "high", priority=9),
             entry([], big + "constant", constant=True),
         ],
     }
-    assert [c.removeprefix(big) for c in fired(book, "a")] == ["high", "constant"]
+    assert [c.removeprefix(big) for c in fired(book, "a", budget=250)] == ["high", "constant"]
 
 
 def test_entries_are_ordered_by_position_then_insertion_order() -> None:
@@ -254,7 +262,7 @@ def test_the_scan_calls_the_matcher_once_per_round_whatever_the_entry_count() ->
 def test_recursion_reads_only_the_text_of_entries_that_made_it_into_the_turn() -> None:
     # an ASCII token is four characters: no round reads more than the budget's worth of text
     # (and a few characters around each entry's)
-    most = len(" w ") + MAX_RECURSION_STEPS * (4 * DEFAULT_TOKEN_BUDGET + 50)
+    most = len(" w ") + MAX_RECURSION_STEPS * (4 * DEFAULT_BUDGET + 50)
     for entries in (50, 500, 5_000):
         assert Lorebook(overlapping(entries)).fire(["w"]).work.chars <= most
 

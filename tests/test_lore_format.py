@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from partners.card_format import CardError
 from partners.cards import plan_import
 from partners.lore import Lorebook, estimate_tokens
+from partners.lore_books import LoreBudget
 from partners.lore_format import MAX_TOKEN_BUDGET
 from partners.world_info import from_world_info
 from tests import card_fixtures as cards
@@ -90,7 +91,7 @@ def test_numbers_written_as_text_or_whole_floats_are_numbers() -> None:
         "entries": [entry(["a"], "ok", insertion_order="7", extensions={"probability": 50.0})],
     }
     loaded = Lorebook(book)
-    assert loaded.scan_depth == 3 and loaded.token_budget == 400
+    assert loaded.scan_depth == 3
     assert (loaded.entries[0].order, loaded.entries[0].probability) == (7, 50)
 
 
@@ -112,19 +113,22 @@ def test_the_stored_book_keeps_what_front_ends_wrote_and_fills_only_nulls(
     assert b'"extensions": {}' in plan.files["lorebook.json"]
 
 
-def test_a_token_budget_over_the_ceiling_is_lowered_with_a_note(tmp_path: Path) -> None:
-    book = {"token_budget": 10**9, "entries": [entry(["harbour"], "Boats.")]}
+def test_a_books_own_token_budget_is_kept_and_does_not_limit_a_turn(tmp_path: Path) -> None:
+    entries = [entry(["harbour"], f"{i} " + "tide " * 200) for i in range(4)]  # 250 tokens each
+    book = {"token_budget": 10, "entries": entries}
     plan = plan_import(card_with_book(book), "c.json", "c", tmp_path)
-    assert json.loads(plan.files["lorebook.json"])["token_budget"] == MAX_TOKEN_BUDGET
-    lowered = f"token_budget 1,000,000,000 lowered to {MAX_TOKEN_BUDGET:,} (the most a turn takes)"
-    assert f"c.json: character_book: {lowered}" in plan.notes
+    assert json.loads(plan.files["lorebook.json"])["token_budget"] == 10
+    assert not [note for note in plan.notes if "token_budget" in note]
+    assert len(Lorebook(book).fire(["the harbour"], budget=2048).entries) == 4
 
 
-def test_what_fires_stays_within_the_ceiling_whatever_the_book_asks() -> None:
+def test_what_fires_stays_within_the_cap_however_large_the_context() -> None:
     entries = [entry(["harbour"], f"{i} " + "tide " * 2_000) for i in range(40)]
     book = Lorebook({"token_budget": 10**9, "entries": entries})
-    text = book.fire(["the harbour"]).text
-    assert MAX_TOKEN_BUDGET // 2 < estimate_tokens(text) <= MAX_TOKEN_BUDGET + 100
+    budget = LoreBudget(context_tokens=10**7).tokens()
+    assert budget == MAX_TOKEN_BUDGET
+    text = book.fire(["the harbour"], budget=budget).text
+    assert MAX_TOKEN_BUDGET // 2 < estimate_tokens(text) <= MAX_TOKEN_BUDGET
 
 
 JSON = st.recursive(

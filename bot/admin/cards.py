@@ -26,7 +26,8 @@ from bot.text.literal import literal_line
 from partners.card_format import MAX_CARD_FILE_BYTES
 from partners.cards import TEXT_FILES, export_partner, import_files, plan_import
 from partners.catalog import apply_search_languages
-from partners.lore import Lorebook, LoreEntry
+from partners.lore import DEFAULT_BUDGET, Lorebook, LoreEntry
+from partners.lore_books import LoreBudget, too_large_notes
 from partners.memory import MemoryFile
 
 CONFIRM = "confirm"
@@ -52,7 +53,8 @@ async def partner_import(ctx: CommandContext) -> CommandReply:
     filename, raw = sent
     wanted = ctx.args[0] if ctx.args else None
     await ctx.catalog.refresh()  # an id another worker took a moment ago is taken
-    plan = await asyncio.to_thread(plan_import, raw, filename, wanted, _taken(ctx))
+    budget = LoreBudget.configured(ctx.config).tokens()
+    plan = await asyncio.to_thread(plan_import, raw, filename, wanted, _taken(ctx), budget)
     token = hashlib.sha256(raw).hexdigest()[:TOKEN_CHARS]
     await asyncio.to_thread(_stage, _staging(ctx), token, raw, filename, plan.partner_id)
     command = f"/admin partner import {CONFIRM} {token}"
@@ -164,7 +166,9 @@ async def admin_lore(ctx: CommandContext) -> CommandReply:
         return CommandReply(f"{literal_line(partner.name)} has no lorebook entries.")
     query = " ".join(ctx.args[1:])
     shown = [e for e in book.entries if not query or _mentions(e, query)]
-    lines = [_heading(partner.name, book, len(shown), query)]
+    budget = lore.budget.tokens(partner) if lore else DEFAULT_BUDGET
+    lines = [_heading(partner.name, book, budget, len(shown), query)]
+    problems = (*problems, *too_large_notes(book, budget))
     lines += [f"Problem: {literal_line(problem)}" for problem in problems]
     last = lore.last.get(partner.id) if lore else None
     if last is not None:
@@ -175,11 +179,11 @@ async def admin_lore(ctx: CommandContext) -> CommandReply:
     return paged("\n".join(lines), f"/admin lore {partner.id} {query}".rstrip(), page)
 
 
-def _heading(name: str, book: Lorebook, shown: int, query: str) -> str:
+def _heading(name: str, book: Lorebook, budget: int, shown: int, query: str) -> str:
     scope = f", {shown} matching {literal_line(query)!r}" if query else ""
     return (
         f"{literal_line(name)}'s lorebook: {len(book.entries)} entries{scope}; scans "
-        f"{book.scan_depth} messages, budget {book.token_budget} tokens"
+        f"{book.scan_depth} messages, budget {budget:,} tokens"
         + (", recursive" if book.recursive else "")
     )
 

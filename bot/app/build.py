@@ -37,7 +37,7 @@ from bot.workers.shards import shard_keeper
 from partners.checkins import Checkins
 from partners.consolidate import Consolidator
 from partners.forgetting import Forgetting
-from partners.lore_books import LoreLibrary
+from partners.lore_books import LoreBudget, LoreLibrary
 from partners.recall import Recall
 from partners.review import Reviewer
 from partners.user_memory import UserMemory
@@ -154,7 +154,7 @@ def front_parts(
 ) -> Front:
     """The turn runner, the dispatcher, the owner's services, the gateway and the web page."""
     config, store = data.config, data.store
-    lore = LoreLibrary()
+    lore = LoreLibrary(LoreBudget.configured(config))
     runner = TurnRunner(
         config,
         store,

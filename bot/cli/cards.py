@@ -14,6 +14,7 @@ import asyncio
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bot.app import DataDirLock
 from bot.cli import terminal
@@ -32,11 +33,14 @@ from partners.cards import (
     write_import,
 )
 from partners.catalog import PartnerCatalog
-from partners.lore_books import LOREBOOK_FILE, parse_book
+from partners.lore_books import LOREBOOK_FILE, LoreBudget, parse_book
 from partners.lore_format import MAX_LORE_ENTRIES, MAX_LOREBOOK_BYTES, CheckedBook, check_book
 from partners.memory import MemoryFile
 from partners.persona import Partner
 from partners.world_info import FIX_WORLD_INFO, from_world_info
+
+BOM = b"\xef\xbb\xbf"
+"""What some editors write before UTF-8 text; JSON files are read with or without it."""
 
 
 class CardCommandError(Exception):
@@ -59,7 +63,8 @@ def cmd_partners_import(config: Config, args: argparse.Namespace) -> int:
     raw, name = _read(args.file)
     root = config.data_dir / "partners"
     rows = rows_configured(config)
-    plan = plan_import(raw, name, args.id, _known_partner(config) if rows else root)
+    taken = _known_partner(config) if rows else root
+    plan = plan_import(raw, name, args.id, taken, LoreBudget.configured(config).tokens())
     print(f"{terminal.printable(plan.name)} from {name}:")
     for line in plan.summary():
         print(f"  {terminal.printable(line)}")
@@ -119,63 +124,101 @@ def cmd_partners_export(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
+SOURCE_WORLD = "source_world"
+"""The ``extensions`` field naming the world an imported entry came from: importing that
+world again replaces its entries instead of adding them twice."""
+
+
 def cmd_lore_import(config: Config, args: argparse.Namespace) -> int:
     raw, name = _read(args.file)
     incoming = lore_from_file(raw, name)
     for note in incoming.notes:
         print(f"note: {terminal.printable(note)}", file=sys.stderr)
+    world = str(incoming.book.get("name") or "").strip() or Path(name).stem
+    entries = _tagged(incoming.book["entries"], world)
 
-    async def merge(catalog: PartnerCatalog, _: Store | None) -> tuple[str, int]:
+    async def merge(catalog: PartnerCatalog, _: Store | None) -> tuple[str, int, int]:
         partner = catalog.require(args.partner)
-        before: list[int] = []
+        counts: list[tuple[int, int]] = []
 
         def merged(data: bytes | None) -> bytes:
-            body, count = _merged(data, f"{partner.id}'s {LOREBOOK_FILE}", incoming)
-            before.append(count)
+            where = f"{partner.id}'s {LOREBOOK_FILE}"
+            body, kept, replaced = _merged(data, where, incoming.book, entries, world)
+            counts.append((kept, replaced))
             return body
 
         await catalog.change_file(partner.id, LOREBOOK_FILE, merged)
-        return partner.id, before[-1]
+        return partner.id, *counts[-1]
 
     if rows_configured(config):
-        partner_id, before = with_catalog(config, merge)
+        partner_id, kept, replaced = with_catalog(config, merge)
     else:
         lock = DataDirLock(config.data_dir)
         lock.acquire()
         try:
-            partner_id, before = with_catalog(config, merge)
+            partner_id, kept, replaced = with_catalog(config, merge)
         finally:
             lock.release()
-    added = len(incoming.entries)
-    print(f"added {added} entries to {partner_id}'s {LOREBOOK_FILE} (now {before + added})")
+    added, now = len(entries), kept + len(entries)
+    shown = terminal.printable(world)
+    if replaced:
+        print(
+            f"replaced the {replaced} entries of {shown!r} in {partner_id}'s {LOREBOOK_FILE} "
+            f"with {added} (now {now})"
+        )
+    else:
+        print(f"added {added} entries of {shown!r} to {partner_id}'s {LOREBOOK_FILE} (now {now})")
     return 0
 
 
-def _merged(data: bytes | None, where: str, incoming: CheckedBook) -> tuple[bytes, int]:
+def _tagged(entries: list[dict[str, Any]], world: str) -> list[dict[str, Any]]:
+    """The entries, each marked with the world it came from."""
+    tagged = []
+    for entry in entries:
+        extensions = entry.get("extensions")
+        extensions = dict(extensions) if isinstance(extensions, dict) else {}
+        tagged.append({**entry, "extensions": {**extensions, SOURCE_WORLD: world}})
+    return tagged
+
+
+def _from_world(entry: object, world: str) -> bool:
+    extensions = entry.get("extensions") if isinstance(entry, dict) else None
+    return isinstance(extensions, dict) and extensions.get(SOURCE_WORLD) == world
+
+
+def _merged(
+    data: bytes | None,
+    where: str,
+    incoming: dict[str, Any],
+    entries: list[dict[str, Any]],
+    world: str,
+) -> tuple[bytes, int, int]:
     """The book with the new entries after the stored ones, which are kept as they are (a
-    stored entry that no longer reads is still the owner's); and how many there were before."""
+    stored entry that no longer reads is still the owner's) but for those an earlier import
+    of the same world brought; how many were kept and how many replaced."""
     book = parse_book(data, where) if data is not None else {"entries": []}
-    before = len(book["entries"])
-    if before + len(incoming.entries) > MAX_LORE_ENTRIES:
+    kept = [entry for entry in book["entries"] if not _from_world(entry, world)]
+    replaced = len(book["entries"]) - len(kept)
+    if len(kept) + len(entries) > MAX_LORE_ENTRIES:
         raise CardCommandError(
-            f"{where} has {before:,} entries; with {len(incoming.entries):,} more it would be "
+            f"{where} has {len(kept):,} entries; with {len(entries):,} more it would be "
             f"over the limit of {MAX_LORE_ENTRIES:,}: remove some first"
         )
-    book["entries"] = [*book["entries"], *incoming.book["entries"]]
-    if not before:
-        book.update({k: v for k, v in incoming.book.items() if k != "entries"})
+    if not book["entries"]:
+        book.update({k: v for k, v in incoming.items() if k != "entries"})
+    book["entries"] = [*kept, *entries]
     body = dump_book(book)
     if len(body) > MAX_LOREBOOK_BYTES:  # it would no longer load: the partner would lose it
         raise CardCommandError(
             f"{where} would be {len(body):,} bytes with these entries, over the limit of "
             f"{MAX_LOREBOOK_BYTES:,}: remove some first"
         )
-    return body, before
+    return body, len(kept), replaced
 
 
 def lore_from_file(raw: bytes, name: str) -> CheckedBook:
     """A lorebook from world-info JSON, a ``character_book``, or a card that carries one."""
-    if not raw.startswith(b"{"):
+    if not raw.removeprefix(BOM).lstrip().startswith(b"{"):
         return _card_book(raw, name)
     document = parse_json(raw, name, MAX_LOREBOOK_BYTES, FIX_WORLD_INFO)
     if isinstance(document, dict) and "spec" in document:

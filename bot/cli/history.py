@@ -1,5 +1,6 @@
 """``companion search``, ``reindex`` and ``import``: past conversations from the terminal,
-searched, embedded for semantic recall, or imported from a JSONL file. An import stores no
+searched, embedded for semantic recall, or imported from another app's history
+(:mod:`bot.cli.history_formats` reads the files). An import stores no
 message its user had forgotten (``/forget history`` left a tombstone of each)."""
 
 from __future__ import annotations
@@ -8,12 +9,16 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from bot.cli.data import CLIError, load_catalog, lock_data_dir
+from bot.cli.history_formats import detect, read
+from bot.cli.history_formats.messages import BadHistory, Choices, Imported, audience_of, user_of
 from bot.config.model import Config
 from bot.services.embeddings import EmbeddingsClient, EmbeddingsUnavailable
 from bot.store import NewMessage, Store
@@ -22,7 +27,7 @@ from bot.workers.embedder import reindex
 from partners.persona import Partner
 from partners.recall import Recall
 from partners.tombstones import unforgotten
-from partners.tools import format_hit
+from partners.tools import format_hit, hit_moment
 
 
 def cmd_search(config: Config, args: argparse.Namespace) -> int:
@@ -110,40 +115,19 @@ def _hits_json(hits: list[Any]) -> list[dict[str, Any]]:
             "id": hit.platform_message_id,
             "session": hit.session_title,
             "role": hit.role,
-            "time": datetime.fromtimestamp(hit.created_at, UTC).isoformat(),
+            "time": _iso(hit_moment(hit.created_at)),
             "text": hit.text,
         }
         for hit in hits
     ]
 
 
-IMPORT_ROLES = ("user", "assistant")
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None
 
 
-def parse_import_line(number: int, line: str) -> dict[str, Any]:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise CLIError(f"line {number}: not JSON ({exc.msg})") from exc
-    if not isinstance(record, dict):
-        raise CLIError(f"line {number}: expected a JSON object")
-    for key in ("session", "user", "role", "text", "time"):
-        if key not in record or record[key] in (None, ""):
-            raise CLIError(f"line {number}: missing '{key}'")
-    if record["role"] not in IMPORT_ROLES:
-        raise CLIError(f"line {number}: role must be user or assistant, not {record['role']!r}")
-    record["time"] = _parse_time(number, record["time"])
-    return record
-
-
-def _parse_time(number: int, value: Any) -> float:
-    if isinstance(value, int | float):
-        return float(value)
-    try:
-        parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise CLIError(f"line {number}: time {value!r} is not ISO 8601 or epoch seconds") from exc
-    return (parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)).timestamp()
+IMPORT_BATCH = 2000
+"""Messages stored in one trip: a large history streams through in batches this size."""
 
 
 def cmd_import(config: Config, args: argparse.Namespace) -> int:
@@ -151,87 +135,104 @@ def cmd_import(config: Config, args: argparse.Namespace) -> int:
     path = Path(args.file)
     if not path.is_file():
         raise CLIError(f"{path}: no such file")
-    records = [
-        parse_import_line(number, line)
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
-        if line.strip()
-    ]
-    lock = lock_data_dir(config)
+    choices = Choices(as_user=args.as_user, chat=args.chat)
     try:
-        added, skipped, forgotten = asyncio.run(_import(config, partner, records))
+        format = args.format or detect(path)
+    except BadHistory as exc:
+        raise CLIError(str(exc)) from None
+    lock = lock_data_dir(config)
+    counts = [0, 0, 0]
+    try:
+        asyncio.run(_import(config, partner, read(path, format, choices), counts))
+    except BadHistory as exc:
+        stored = f"; {counts[0]} messages before it were imported" if counts[0] else ""
+        raise CLIError(f"{exc}{stored} (fix it and import again: nothing is added twice)") from None
     finally:
         lock.release()
+    added, skipped, forgotten = counts
     left_out = f", {forgotten} forgotten on request and left out" if forgotten else ""
     print(f"imported {added} messages into {partner.id} ({skipped} already there{left_out})")
     return 0
 
 
 async def _import(
-    config: Config, partner: Partner, records: list[dict[str, Any]]
-) -> tuple[int, int, int]:
-    """Store the records' messages; how many were added, already there, and left out
-    because their user had forgotten them (:func:`partners.tombstones.unforgotten`)."""
+    config: Config, partner: Partner, history: Iterable[Imported], counts: list[int]
+) -> None:
+    """Store the history's messages in batches, counting in ``counts`` how many were added,
+    already there, and left out because their user had forgotten them
+    (:func:`partners.tombstones.unforgotten`)."""
     store = await open_store(config.database)
     try:
         # imported messages are stemmed in the partner's language, as the gateway would
         await store.set_search_language(partner.id, partner.preset.language)
-        read = [(r, _imported(partner.id, n, r)) for n, r in enumerate(records)]
-        kept = {id(m) for m in await unforgotten(store, [message for _, message in read])}
         sessions: dict[str, str] = {}
-        messages = []
-        for record, message in read:
-            if id(message) not in kept:
-                continue  # not even as a session's title
-            if message.chat_key not in sessions:
-                sessions[message.chat_key] = await _import_session(
-                    store, partner.id, message.chat_key, record
-                )
-            messages.append(replace(message, session_id=sessions[message.chat_key]))
-        ids = await store.add_messages(messages)
+        for batch in _batches(history):
+            added, skipped, forgotten = await _import_batch(store, partner.id, batch, sessions)
+            counts[0] += added
+            counts[1] += skipped
+            counts[2] += forgotten
     finally:
         await store.close()
+
+
+async def _import_batch(
+    store: Store, partner_id: str, batch: list[Imported], sessions: dict[str, str]
+) -> tuple[int, int, int]:
+    read = [(item, _imported(partner_id, item)) for item in batch]
+    kept = {id(m) for m in await unforgotten(store, [message for _, message in read])}
+    messages = []
+    for item, message in read:
+        if id(message) not in kept:
+            continue  # not even as a session's title
+        if message.chat_key not in sessions:
+            sessions[message.chat_key] = await _import_session(
+                store, partner_id, message.chat_key, item
+            )
+        messages.append(replace(message, session_id=sessions[message.chat_key]))
+    ids = await store.add_messages(messages)
     added = sum(1 for i in ids if i is not None)
     return added, len(ids) - added, len(read) - len(messages)
 
 
-def _imported(partner_id: str, number: int, record: dict[str, Any]) -> NewMessage:
-    """The message one record (the ``number``-th of its file) becomes, without its session."""
-    user = str(record["user"])
-    user_key = user if ":" in user else f"import:{user}"
-    ident = str(record.get("id") or f"{record['session']}:{number}")
-    is_user = record["role"] == "user"
+def _imported(partner_id: str, item: Imported) -> NewMessage:
+    """The message one imported message becomes, without its session."""
+    user_key = user_of(item.user)
+    is_user = item.role == "user"
     return NewMessage(
-        chat_key=f"import:{partner_id}:{record['session']}",
-        role=record["role"],
-        text=str(record["text"]),
-        audience=f"user:{user_key}",
-        dedup_key=f"import:{partner_id}:{ident}",
+        chat_key=f"import:{partner_id}:{item.conversation}",
+        role=item.role,
+        text=item.text,
+        audience=audience_of(item.user),
+        dedup_key=f"import:{partner_id}:{item.ident}",
         partner_id=partner_id,
-        platform_message_id=ident,
+        platform_message_id=item.ident,
         user_key=user_key if is_user else None,
-        speaker=user if is_user else partner_id,
-        created_at=record["time"],
+        speaker=item.user if is_user else partner_id,
+        created_at=item.time,
     )
 
 
-async def _import_session(
-    store: Store, partner_id: str, chat_key: str, record: dict[str, Any]
-) -> str:
+async def _import_session(store: Store, partner_id: str, chat_key: str, item: Imported) -> str:
     """The session an imported conversation goes into: the one an earlier import of the same
-    file made, or a new, ended one titled by its first record."""
+    file made, or a new, ended one titled by its first message."""
     earlier = await store.latest_session(chat_key, partner_id, kind="import")
     if earlier is not None:
         return earlier.id
-    user = str(record["user"])
-    user_key = user if ":" in user else f"import:{user}"
+    user_key = user_of(item.user)
     session = await store.create_session(
         partner_id=partner_id,
         chat_key=chat_key,
         user_key=user_key,
-        audience=f"user:{user_key}",
+        audience=audience_of(item.user),
         system_prompt="",
         kind="import",
-        title=str(record.get("title") or record["text"])[:60],
+        title=(item.title or item.text)[:60],
     )
     await store.end_session(session.id, "imported")
     return session.id
+
+
+def _batches(history: Iterable[Imported]) -> Iterator[list[Imported]]:
+    items = iter(history)
+    while batch := list(islice(items, IMPORT_BATCH)):
+        yield batch

@@ -86,17 +86,25 @@ def setup_logging(verbose: int, quiet: bool) -> None:
 
 
 IMPORT_FORMAT = """\
-FILE holds one JSON object per line:
-  session  any text that groups lines into one conversation (required)
-  user     who spoke with the partner: "telegram:123", "discord:456" or any name (required)
-  role     "user" or "assistant" (required)
-  text     what was said (required)
-  time     ISO 8601 ("2026-01-02T10:00:00Z") or epoch seconds (required)
-  title    the conversation's title (optional; default: its first text)
-  id       a stable id for the line, returned by `search --json` (optional)
-Example line:
-  {"session": "s1", "user": "telegram:5", "role": "user", "text": "We fly to Tokyo next week", \
-"time": "2026-01-02T10:00:00Z", "id": "old-1"}
+FILE is detected as one of (or say which with --format):
+  jsonl        this project's format, one JSON object per line:
+                 session  any text that groups lines into one conversation (required)
+                 user     who spoke with the partner: "telegram:123", "discord:456" or a name
+                 role     "user" or "assistant" (required)
+                 text     what was said (required)
+                 time     when (required; forms below)
+                 title    the conversation's title (optional; default: its first text)
+                 id       a stable id for the line, returned by `search --json` (optional)
+               {"session": "s1", "user": "telegram:5", "role": "user", \
+"text": "We fly to Tokyo next week", "time": "2026-01-02T10:00:00Z", "id": "old-1"}
+  sillytavern  a SillyTavern chat file (.jsonl): your lines are the user's (named by the
+               file, or --as-user), the characters' the partner's; the chosen swipe of each
+  telegram     Telegram Desktop's result.json: one chat, or --chat NAME of a whole export;
+               --as-user NAME says which sender is the user (a whole export knows)
+  chatgpt      ChatGPT's conversations.json: the branch each conversation shows, as the
+               owner's (or --as-user NAME's)
+--as-user owner makes the history the owner's (recalled in the owner's chats).
+Times: epoch seconds or milliseconds, ISO 8601 (no zone: UTC) or "June 5, 2024 3:04pm".
 Importing the same file twice adds nothing.
 """
 
@@ -182,12 +190,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     imp = sub.add_parser(
         "import",
-        help="import past conversations from a JSONL file",
+        help="import past conversations (this project's JSONL, SillyTavern, Telegram, ChatGPT)",
         epilog=IMPORT_FORMAT,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     imp.add_argument("partner", help="partner id the conversations were with")
-    imp.add_argument("file", help="the JSONL file (format below)")
+    imp.add_argument("file", help="the history file (formats below)")
+    imp.add_argument(
+        "--format",
+        choices=("jsonl", "sillytavern", "telegram", "chatgpt"),
+        help="the file's format (default: detected)",
+    )
+    imp.add_argument("--as-user", metavar="NAME", help="who in the file is the user")
+    imp.add_argument("--chat", metavar="NAME", help="which chat of a whole Telegram export")
     imp.set_defaults(handler="bot.cli.history:cmd_import")
 
     add_database_command(sub)

@@ -20,6 +20,7 @@ from bot.events import ToolCall, Usage
 from bot.services.llm import Completion, ContextTooLong, Delta, LLMClient
 from bot.store import MessageRow, Store
 from bot.turn.tools import ToolSurface
+from partners.lore_books import DepthNote
 from partners.tools import ToolContext
 
 logger = logging.getLogger(__name__)
@@ -50,6 +51,8 @@ class TurnInput:
     (``partners/lore_books.py``): placed after the new messages, never in the system prompt, so the
     system prompt and the history stay byte-identical from turn to turn and prompt caches keep
     hitting; it is not stored, so the next turn's history does not carry it."""
+    depth_note: DepthNote | None = None
+    """A card's depth prompt, placed among the conversation's messages at its depth."""
 
 
 @dataclass(frozen=True)
@@ -89,24 +92,31 @@ def history_window(rows: Sequence[MessageRow], max_chars: int) -> list[MessageRo
 
 
 def build_messages(turn: TurnInput) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [{"role": "system", "content": turn.system_prompt}]
+    messages: list[dict[str, Any]] = []
+    if turn.system_prompt.strip():  # a card that keeps its all in its lorebook has none
+        messages.append({"role": "system", "content": turn.system_prompt})
+    chat: list[dict[str, Any]] = []
     for row in turn.history:
         if row.role == "user":
             content = envelope(row, turn.timezone, turn.is_group, turn.notes.get(row.id))
-            messages.append({"role": "user", "content": content})
+            chat.append({"role": "user", "content": content})
         else:
-            messages.append({"role": "assistant", "content": row.text})
+            chat.append({"role": "assistant", "content": row.text})
     if turn.transcript:
-        messages.append({"role": "user", "content": turn.transcript})
+        chat.append({"role": "user", "content": turn.transcript})
     if turn.context:
         lines = [envelope(row, turn.timezone, True) for row in turn.context]
-        messages.append({"role": "user", "content": "\n".join([GROUP_CONTEXT_NOTE, *lines])})
+        chat.append({"role": "user", "content": "\n".join([GROUP_CONTEXT_NOTE, *lines])})
     if turn.reactions:
         lines = [envelope(row, turn.timezone, False) for row in turn.reactions]
-        messages.append({"role": "user", "content": "\n".join([REACTIONS_NOTE, *lines])})
+        chat.append({"role": "user", "content": "\n".join([REACTIONS_NOTE, *lines])})
     for row in turn.new_messages:
         text = envelope(row, turn.timezone, turn.is_group, turn.notes.get(row.id))
-        messages.append({"role": "user", "content": _with_images(text, turn.images.get(row.id))})
+        chat.append({"role": "user", "content": _with_images(text, turn.images.get(row.id))})
+    note = turn.depth_note
+    if note is not None:  # SillyTavern's depth: messages counted back from the newest
+        chat.insert(max(0, len(chat) - note.depth), {"role": note.role, "content": note.text})
+    messages += chat
     if turn.after_history:
         messages.append({"role": "user", "content": turn.after_history})
     return messages

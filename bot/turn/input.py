@@ -13,7 +13,8 @@ import asyncio
 from collections.abc import Callable
 from zoneinfo import ZoneInfo
 
-from bot.config.model import Config, MemoryConfig
+from bot.config.memory import MemoryConfig
+from bot.config.model import Config
 from bot.store import MediaRow, MessageRow, SessionRow, Store, TurnContext
 from bot.turn.chat import TurnInput, history_window
 from bot.turn.conversation import Conversation
@@ -21,7 +22,7 @@ from bot.turn.media import MediaReader, Prepared
 from bot.turn.sessions import Sessions, with_carried
 from bot.turn.transcripts import load_transcripts
 from partners.catalog import PartnerCatalog
-from partners.lore_books import LoreLibrary
+from partners.lore_books import DepthNote, LoreLibrary
 from partners.persona import Partner
 
 MAX_REACTIONS_SHOWN = 20
@@ -81,6 +82,7 @@ class TurnPrompt:
             images=prepared.images,
             reactions=await self._reactions(conversation, since, read),
             after_history=await self._after_history(conversation, history, prepared.rows, now),
+            depth_note=await self._depth_note(conversation),
         )
 
     async def _history(
@@ -132,6 +134,13 @@ class TurnPrompt:
             since,
             MAX_REACTIONS_SHOWN,
         )
+
+    async def _depth_note(self, conversation: Conversation) -> DepthNote | None:
+        """The partner's card's depth prompt (``extensions.depth_prompt``), if it has one."""
+        partner = conversation.partner
+        if self.lore is None or partner is None:
+            return None
+        return await asyncio.to_thread(self.lore.depth_note, partner, conversation.speaker.name)
 
     async def _after_history(
         self,
