@@ -1,7 +1,9 @@
 """The channel protocol: what the gateway needs from a platform adapter.
 
-An adapter turns platform events into :class:`~bot.events.Inbound` and hands them to the
-gateway; the gateway hands back :class:`~bot.events.Outbound` chunks. Splitting a reply into
+An adapter turns platform events into :data:`~bot.events.Event` and hands them to the
+gateway (one call per event: addressing, commands and partners are the gateway's); the
+gateway hands back :class:`~bot.events.Outbound` chunks and tells a channel what it must know
+as a :class:`~bot.events.ChannelView`, pushed when it changes. Splitting a reply into
 chunks is the adapter's (it knows the platform's limits); recording which chunk was delivered
 is the gateway's, so a restart never sends a confirmed chunk twice.
 """
@@ -12,7 +14,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from bot.events import ChatRef, Inbound, Outbound, Reaction
+from bot.events import ChannelView, ChatRef, Event, Outbound
 
 
 @dataclass(frozen=True)
@@ -70,31 +72,14 @@ class ReplyStream(Protocol):
 
 
 class Receiver(Protocol):
-    """The gateway as a channel sees it."""
+    """The gateway as a channel sees it: events in; the rest the gateway pushes (a
+    :class:`~bot.events.ChannelView`, replies through :class:`Channel`)."""
 
-    async def receive(self, inbound: Inbound) -> None:
-        """Store and route one inbound message; raises NotStored if it could not be stored."""
-        ...
-
-    async def receive_reaction(self, reaction: Reaction) -> None:
-        """Note a user's reaction (context for the partner's next turn, no model call)."""
-        ...
-
-    async def seen_update(self, platform: str, update_id: str) -> bool:
-        """Record a platform update id (kept across restarts); True if it came before."""
-        ...
-
-    async def update_seen(self, platform: str, update_id: str) -> bool:
-        """Whether :meth:`seen_update` recorded this update id (without recording it)."""
-        ...
-
-    async def reject_update(self, platform: str, update_id: str) -> None:
-        """Record an update the channel could not read, as seen (it is skipped if it comes
-        again) and rejected (so it can be found); raises NotStored if it could not be."""
-        ...
-
-    async def partner_names(self, chat: ChatRef) -> list[tuple[str, str]]:
-        """(id, name) of the partners bound to a group chat, to tell who is addressed."""
+    async def receive(self, event: Event) -> None:
+        """Handle one event: a message (stored and routed), a reaction (context), something
+        unreadable (recorded as rejected). An event with an ``update_id`` is handled once and
+        recorded after it was. Raises NotStored if it could not be stored: the channel must
+        then leave it with the platform, to be offered again."""
         ...
 
     def note_bot_identity(
@@ -104,16 +89,8 @@ class Receiver(Protocol):
         whether it sees every group message (False: privacy mode, only mentions and replies)."""
         ...
 
-    async def bound_chats(self, platform: str) -> list[str]:
-        """Ids of the group chats (channels) that have a partner bound on this platform."""
-        ...
-
     async def last_inbound_at(self, chat: ChatRef) -> float | None:
         """Platform time (epoch seconds) of the newest stored message of ``chat``, if any."""
-        ...
-
-    def partner_choices(self) -> list[tuple[str, str]]:
-        """(id, name) of the partners anyone may pick with ``/partner``."""
         ...
 
     async def stop_turn(self, chat: ChatRef) -> bool:
@@ -123,10 +100,6 @@ class Receiver(Protocol):
 
     async def notify_owner(self, platform: str, text: str) -> None:
         """Tell the owner something they need to act on (a missing permission, ...)."""
-        ...
-
-    def owner_ids(self, platform: str) -> list[str]:
-        """The platform user ids of the owners: config.toml's and those who claimed the bot."""
         ...
 
 
@@ -273,4 +246,16 @@ class PhotoChannel(Protocol):
     async def send_photo(self, message: Outbound, photo: bytes) -> str | None:
         """Send ``photo`` with ``message.text`` as its caption and ``message.choices`` as its
         buttons; returns the platform's message id. Raises DeliveryError."""
+        ...
+
+
+@runtime_checkable
+class ViewChannel(Protocol):
+    """A channel that needs to know something of the gateway's state (owners for a command
+    menu, bound chats to catch up, chats whose replies name their speaker). The gateway
+    pushes a :class:`~bot.events.ChannelView` before :meth:`Channel.start` and again whenever
+    it changes; the channel keeps the latest."""
+
+    def set_view(self, view: ChannelView) -> None:
+        """Keep ``view`` as what is true from now on (no I/O)."""
         ...

@@ -3,79 +3,28 @@
 Telegram takes 4096 UTF-16 units of visible text per message, Discord 2000 characters of
 Markdown; each channel calls :func:`split` with its limit and how it measures a message.
 
-Every chunk is Markdown that stands on its own and shows what the reply showed there. The
-reply is parsed (``adapters/markdown_parse.py``) and cut between blocks first, keeping the
-blank lines between them. A block too long for one message is cut by its structure: a list
-between items (each keeps its number), a quote inside, each piece quoted again, a table
-between rows with its header repeated, a code block between lines, closed and reopened with
-its language. A paragraph or heading is cut at line breaks, sentence ends or spaces, with
-bold, italic, links and code closed at the cut and opened again after it
-(``adapters/markdown_inline.py``).
-"""
+Every chunk is Markdown that stands on its own and shows what the reply showed there. The reply is
+parsed (``adapters/markdown_parse.py``) and cut between blocks first, keeping the blank lines
+between them. A block too long for one message is cut by its structure: a list between items (each
+keeps its number), a quote inside, each piece quoted again, a table between rows with its header
+repeated, a code block between lines, closed and reopened with its language
+(``adapters/chunk_code.py``; the room a message has: ``adapters/chunk_room.py``). A paragraph or
+heading is cut at line breaks, sentence ends or spaces, with bold, italic, links and code closed at
+the cut and opened again after it (``adapters/markdown_inline.py``)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
-from functools import cached_property
+from collections.abc import Iterable
 
 from markdown_it.token import Token
 
+from adapters.chunk_code import cut_code, fenced
+from adapters.chunk_room import Measure, Piece, Room, SpansMeasure
 from adapters.markdown_inline import Span, cut, spans_of, to_markdown
 from adapters.markdown_parse import parse, top_level_blocks
 from adapters.markdown_table import table_text
 from bot.text.utf16 import utf16_len
-
-Measure = Callable[[str], int]
-"""The size of a message as the platform counts it."""
-SpansMeasure = Callable[[list[Span]], int]
-"""The same for a paragraph not yet written as Markdown (cheaper than parsing it again)."""
-
-
-@dataclass(frozen=True)
-class Room:
-    """How much one message holds, how the platform measures it, and how a piece will be
-    written where it goes (inside a quote, under a list marker)."""
-
-    limit: int
-    measure: Measure
-    measure_spans: SpansMeasure | None = None
-    wrap: Callable[[str], str] = str
-
-    def fits(self, markdown: str) -> bool:
-        return self.measure(self.wrap(markdown)) <= self.limit
-
-    def spans_size(self, spans: list[Span]) -> int:
-        """The size of a paragraph's piece, written as Markdown where it goes."""
-        if self.measure_spans is None:
-            return self.measure(self.wrap(to_markdown(spans)))
-        first, per_line = self.wrapping
-        lines = sum(span.text.count("\n") for span in spans)
-        return first + per_line * lines + self.measure_spans(spans)
-
-    @cached_property
-    def wrapping(self) -> tuple[int, int]:
-        """What ``wrap`` adds to a paragraph's size: for its first line, and for each line
-        after it (a list item indents them), measured on one line and on two."""
-        assert self.measure_spans is not None
-        one, two = Span("x", ()), Span("x\nx", ())
-        first = self.measure(self.wrap("x")) - self.measure_spans([one])
-        second = self.measure(self.wrap("x\nx")) - self.measure_spans([two])
-        return first, second - first
-
-    def inside(self, wrap: Callable[[str], str]) -> Room:
-        outer = self.wrap
-        return replace(self, wrap=lambda markdown: outer(wrap(markdown)))
-
-
-@dataclass(frozen=True)
-class Piece:
-    """A part of the reply no chunk boundary may fall inside, and what joins it to the one
-    before when both go in the same chunk."""
-
-    separator: str
-    text: str
 
 
 def split(
@@ -184,7 +133,7 @@ def _cut(tokens: list[Token], room: Room, whole: bool = True) -> list[Piece]:
         parts = cut(_heading_spans(tokens), heading.spans_size, room.limit)
         return _parts(_heading_line(prefix, part) for part in parts)
     if kind == "fence":
-        return _parts(_cut_code(tokens[0].markup, tokens[0].info, tokens[0].content, room))
+        return _parts(cut_code(tokens[0].markup, tokens[0].info, tokens[0].content, room))
     if kind in ("bullet_list", "ordered_list"):
         return _cut_list(tokens, room)
     if kind == "blockquote":
@@ -210,7 +159,7 @@ def _written(tokens: list[Token]) -> str | None:
     if kind == "heading":
         return _heading_line(_heading_prefix(first), to_markdown(_heading_spans(tokens)))
     if kind == "fence":
-        return _fenced(first.markup, first.info, first.content.removesuffix("\n"))
+        return fenced(first.markup, first.info, first.content.removesuffix("\n"))
     if kind == "hr":
         return "***"  # after a paragraph, "---" would underline it as a heading
     if kind == "table":
@@ -266,51 +215,6 @@ def _heading_line(prefix: str, markdown: str) -> str:
 def _heading_spans(tokens: list[Token]) -> list[Span]:
     # written as "# ...", a heading is one line (an underlined one may have had several)
     return [Span(span.text.replace("\n", " "), span.marks) for span in _spans(tokens)]
-
-
-def _fenced(fence: str, info: str, code: str) -> str:
-    return f"{fence}{info}\n{code}\n{fence}"
-
-
-def _cut_code(fence: str, info: str, body: str, room: Room) -> list[str]:
-    """A code block cut between lines (a line longer than a message between characters),
-    each piece a closed block with the same language. Code is shown as it is, so a block's
-    size is its fences and wrapping (measured once, for one line and for two) plus its
-    text: a long block is not measured again line after line."""
-    if not room.fits(_fenced(fence, info, "x")):
-        info = ""  # an absurdly long language is not worth a message
-    one_line = room.measure(room.wrap(_fenced(fence, info, "x"))) - 1
-    per_line = room.measure(room.wrap(_fenced(fence, info, "x\nx"))) - one_line - 2
-    room_for_text = room.limit - one_line
-    lines: list[str] = []
-    for line in body.removesuffix("\n").split("\n"):
-        lines.extend(_cut_line(line, lambda part: utf16_len(part) <= room_for_text))
-    groups: list[list[str]] = [[]]
-    used = 0
-    for line in lines:
-        extra = utf16_len(line) + (per_line if groups[-1] else 0)
-        if groups[-1] and used + extra > room_for_text:
-            groups.append([])
-            used, extra = 0, utf16_len(line)
-        groups[-1].append(line)
-        used += extra
-    return [_fenced(fence, info, "\n".join(group)) for group in groups]
-
-
-def _cut_line(line: str, fits: Callable[[str], bool]) -> list[str]:
-    """A line too long for a message, cut between characters (at least one per part)."""
-    parts: list[str] = []
-    while not fits(line) and len(line) > 1:
-        low, high = 1, len(line) - 1
-        while low < high:
-            middle = (low + high + 1) // 2
-            if fits(line[:middle]):
-                low = middle
-            else:
-                high = middle - 1
-        parts.append(line[:low])
-        line = line[low:]
-    return [*parts, line]
 
 
 # ---- lists, quotes, tables -----------------------------------------------------------------
@@ -405,7 +309,7 @@ def _cut_table(tokens: list[Token], room: Room) -> list[Piece]:
     header, delimiter, *rows = _table_rows(tokens)
     head = [header, delimiter]
     if not rows or not all(room.fits("\n".join([*head, row])) for row in rows):
-        return _parts(_cut_code("```", "", table_text(tokens), room))
+        return _parts(cut_code("```", "", table_text(tokens), room))
     pieces: list[Piece] = []
     current: list[str] = []
     for row in rows:

@@ -28,24 +28,20 @@ import contextlib
 import io
 import logging
 from collections.abc import Awaitable, Callable, Collection
-from typing import Any
 
 import aiohttp
 import discord
-import discord.gateway
-import discord.http
-import yarl
 
 from adapters import discord_media
 from adapters.base import DeliveryError, Receiver, ReplyStream
 from adapters.chat_locks import ChatLocks
 from adapters.chunking import split as split_markdown
+from adapters.discord_client import apply_endpoints, assigned_client, build_client
 from adapters.discord_commands import SlashCommands, build_tree
 from adapters.discord_delivery import (
     CANNOT_MESSAGE_USER,
     MAX_MESSAGE_CHARS,
     NO_PINGS,
-    EditStream,
     PersonaWebhooks,
     Poster,
     delivery_error,
@@ -55,15 +51,11 @@ from adapters.discord_events import (
     BotIdentity,
 )
 from adapters.discord_receiving import DiscordReceiving
-from adapters.discord_shards import (
-    IDENTIFY_INTERVAL_SECONDS,
-    PacedShardsClient,
-    ShardConnections,
-    gateway_ended,
-)
+from adapters.discord_shards import IDENTIFY_INTERVAL_SECONDS, ShardConnections, gateway_ended
+from adapters.discord_streams import EditStream
 from bot.config.model import ConfigError
 from bot.config.platforms import DiscordConfig
-from bot.events import ChatRef, Outbound
+from bot.events import ChannelView, ChatRef, Outbound
 
 logger = logging.getLogger(__name__)
 
@@ -72,51 +64,6 @@ NAME_PREFIX_RESERVE = 70
 CHUNK_CHARS = MAX_MESSAGE_CHARS - NAME_PREFIX_RESERVE
 READY_TIMEOUT_SECONDS = 60.0
 STOP_TIMEOUT_SECONDS = 10.0
-
-
-def apply_endpoints(config: DiscordConfig) -> None:
-    """Point discord.py at another REST base / gateway (documented advanced settings)."""
-    if config.api_base:
-        discord.http.Route.BASE = config.api_base.rstrip("/")
-    if config.gateway_url:
-        discord.gateway.DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(config.gateway_url)
-
-
-def client_options(guild_ready_timeout: float) -> dict[str, Any]:
-    intents = discord.Intents.none()
-    intents.guilds = True
-    intents.guild_messages = True
-    intents.dm_messages = True
-    intents.message_content = True
-    # users' reactions to a partner's messages are context for its next turn
-    intents.guild_reactions = True
-    intents.dm_reactions = True
-    return {
-        "intents": intents,
-        "allowed_mentions": NO_PINGS,  # the default for every send; each send sets its own too
-        "guild_ready_timeout": guild_ready_timeout,
-    }
-
-
-def build_client(config: DiscordConfig, guild_ready_timeout: float) -> discord.Client:
-    options = client_options(guild_ready_timeout)
-    if config.shards == "auto":
-        return discord.AutoShardedClient(**options)
-    if isinstance(config.shards, int):
-        if config.shard_ids is not None:  # this worker's part of the bot's shards
-            options["shard_ids"] = config.shard_ids
-        return discord.AutoShardedClient(shard_count=config.shards, **options)
-    return discord.Client(**options)
-
-
-def assigned_client(
-    config: DiscordConfig, guild_ready_timeout: float, identify_interval: float
-) -> PacedShardsClient:
-    """The client of a worker whose shards the gateway assigns: all ``discord.shards`` of the
-    bot (one when unset), none launched until assigned."""
-    count = config.shards if isinstance(config.shards, int) else 1
-    options = client_options(guild_ready_timeout)
-    return PacedShardsClient(identify_interval=identify_interval, shard_count=count, **options)
 
 
 class DiscordChannel(DiscordReceiving):
@@ -151,6 +98,8 @@ class DiscordChannel(DiscordReceiving):
         self.webhooks = PersonaWebhooks(self.client, self._missing_webhook_permission)
         self.poster = Poster(self.client, self.webhooks)
         self.receiver: Receiver | None = None
+        self.view = ChannelView()
+        """What the gateway last told this channel (bound chats, the partners to offer)."""
         self.me: BotIdentity | None = None
         self.unreachable_users: set[str] = set()
         """Users Discord will not let the bot message (code 50007); check-ins skip them."""
@@ -205,6 +154,9 @@ class DiscordChannel(DiscordReceiving):
 
     # ---- lifecycle -------------------------------------------------------------------
 
+    def set_view(self, view: ChannelView) -> None:
+        self.view = view
+
     async def start(self, receiver: Receiver) -> None:
         self.receiver = receiver
         await self._login()
@@ -213,7 +165,7 @@ class DiscordChannel(DiscordReceiving):
         self.me = BotIdentity(user.id, self.client.application_id)
         receiver.note_bot_identity(PLATFORM, user.name, None)
         if self._tree is None:
-            self._tree = build_tree(self.client, receiver.partner_choices(), self._on_command)
+            self._tree = build_tree(self.client, self.view.partners, self._on_command)
         if self.shard_connections is not None:
             logger.info("discord: %s logged in; it connects the shards assigned to it", user.name)
             return

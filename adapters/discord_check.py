@@ -8,7 +8,7 @@ import aiohttp
 import discord
 
 from adapters.base import TokenCheck
-from adapters.discord_channel import apply_endpoints
+from adapters.discord_client import apply_endpoints
 from bot.config.platforms import DiscordConfig
 
 INVITE_PERMISSIONS = 277562330112

@@ -1,11 +1,13 @@
 """Receiving on Discord: gateway events, slash commands handed over, and missed messages.
 
 Messages become :class:`~bot.events.Inbound` (``adapters/discord_events.py``), handed to the
-gateway one chat at a time in arrival order; the gateway stores each one deduplicated by
-message id, so a repeated MESSAGE_CREATE gets one reply. After every READY and RESUMED the
-recent history of each bound channel (and its active threads) in a guild on this worker's
-shards is fetched once and fed through the same path: messages younger than
-``discord.missed_max_age_minutes`` are answered, older ones kept as context only. With
+gateway one chat at a time in arrival order, one call each; the gateway stores each one
+deduplicated by message id (and runs a command once per message id), so a repeated
+MESSAGE_CREATE gets one reply. After every READY and RESUMED the recent history of each bound
+channel (those of the gateway's last :class:`~bot.events.ChannelView`, and their active
+threads) in a guild on this worker's shards is fetched once and fed through the same path:
+messages younger than ``discord.missed_max_age_minutes`` are answered, older ones are handed
+over as late (context only, never run as a command). With
 assigned shards this happens per shard, when that shard is READY or RESUMED; and events of a
 shard no longer assigned to this process are dropped (another process connects it now).
 
@@ -17,8 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import replace
+from collections.abc import Coroutine
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -29,18 +30,10 @@ from adapters.base import Receiver
 from adapters.chat_locks import ChatLocks
 from adapters.discord_commands import SlashCommands
 from adapters.discord_delivery import PersonaWebhooks, Poster
-from adapters.discord_events import (
-    PLATFORM,
-    UNSUPPORTED_REPLY,
-    BotIdentity,
-    Unsupported,
-    chat_of,
-    message_event,
-)
+from adapters.discord_events import PLATFORM, BotIdentity, chat_of, message_event
 from adapters.discord_shards import ShardConnections
-from bot.commands.table import parse_command
 from bot.config.platforms import DiscordConfig
-from bot.events import ChatRef, Inbound, Outbound, Reaction
+from bot.events import ChannelView, ChatRef, Reaction
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +51,7 @@ class DiscordReceiving:
     webhooks: PersonaWebhooks
     poster: Poster
     receiver: Receiver | None
+    view: ChannelView
     me: BotIdentity | None
     catch_ups: int
     commands: SlashCommands
@@ -66,9 +60,6 @@ class DiscordReceiving:
     _connected: bool
     _background: set[asyncio.Task[None]]
     _chat_locks: ChatLocks
-
-    send: Callable[[Outbound], Awaitable[str | None]]
-    """The channel's own send (a polite line to an unsupported message)."""
 
     def _register_events(self) -> None:
         client = self.client
@@ -151,7 +142,7 @@ class DiscordReceiving:
         try:
             reaction = await self._reaction(payload)
             if reaction is not None:
-                await self.receiver.receive_reaction(reaction)
+                await self.receiver.receive(reaction)
         except Exception:
             logger.exception("discord: reaction on %s not handled", payload.message_id)
 
@@ -194,38 +185,14 @@ class DiscordReceiving:
         me: BotIdentity,
         missed: bool,
     ) -> None:
-        partners = [] if chat.is_dm else await receiver.partner_names(chat)
-        event = message_event(
-            message, me, self.webhooks.own_ids, partners, answer_bots=self.config.answer_bots
-        )
+        late = missed and message.created_at < self._answer_cutoff()
+        own = self.webhooks.own_ids
+        event = message_event(message, me, own, answer_bots=self.config.answer_bots, late=late)
         if event is None:
-            return
-        if isinstance(event, Unsupported):
-            if event.chat.is_dm and not missed:
-                await self.send(Outbound(event.chat, UNSUPPORTED_REPLY, event.message_id))
             return
         if isinstance(message.channel, discord.DMChannel):
             self.poster.remember_dm(chat.chat_id, message.channel)
-        too_old = missed and message.created_at < self._answer_cutoff()
-        if parse_command(event.text) is not None:
-            await self._run_command(event, receiver, too_old)
-            return
-        if too_old:
-            event = replace(event, addressed=False)
         await receiver.receive(event)
-
-    async def _run_command(self, event: Inbound, receiver: Receiver, too_old: bool) -> None:
-        """A typed command, at most once per message id (a stale missed one never).
-
-        Commands are not stored like messages: their ids are recorded instead, and only once
-        the command has run. A stop or crash in between leaves it unrecorded, so the catch-up
-        after the restart runs it again (a command cut off in its answer may answer twice;
-        one recorded first and cut off would never answer at all)."""
-        seen_key = f"command:{event.message_id}"
-        if too_old or await receiver.update_seen(PLATFORM, seen_key):
-            return
-        await receiver.receive(event)
-        await receiver.seen_update(PLATFORM, seen_key)
 
     def _answer_cutoff(self) -> datetime:
         return discord.utils.utcnow() - timedelta(minutes=self.config.missed_max_age_minutes)
@@ -243,7 +210,7 @@ class DiscordReceiving:
             self.catch_ups += 1
 
     async def _fetch_missed(self, receiver: Receiver, shard_ids: set[int] | None) -> None:
-        for chat_id in await receiver.bound_chats(PLATFORM):
+        for chat_id in self.view.bound_chats:
             try:
                 await self._catch_up_channel(int(chat_id), receiver, shard_ids)
             except (discord.HTTPException, ValueError) as exc:

@@ -24,8 +24,6 @@ from typing import Any
 
 from telegram import (
     Bot,
-    BotCommand,
-    BotCommandScopeChat,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
     Message,
@@ -47,16 +45,16 @@ from adapters.base import DeliveryError, Receiver, ReplyStream
 from adapters.telegram_format import Rendered, render
 from adapters.telegram_format import split as split_markdown
 from adapters.telegram_media import MAX_CAPTION_UTF16, MAX_DOWNLOAD_BYTES, TelegramMedia
+from adapters.telegram_menu import set_menus, show_owner_menu
 from adapters.telegram_poll_client import PollClient
 from adapters.telegram_receiving import TelegramReceiving
 from adapters.telegram_send_request import SendRequest
 from adapters.telegram_streams import DraftStream, EditStream, retry_after_seconds
 from adapters.telegram_updates import PLATFORM, BotIdentity
 from adapters.telegram_webhook import WebhookServer
-from bot.commands.table import COMMANDS
 from bot.config.model import ConfigError
 from bot.config.platforms import TelegramConfig
-from bot.events import ChatRef, Choice, Outbound
+from bot.events import ChannelView, ChatRef, Choice, Outbound
 
 logger = logging.getLogger(__name__)
 
@@ -65,13 +63,6 @@ MAX_CALLBACK_DATA_BYTES = 64
 SEND_POOL_SIZE = 32
 POOL_TIMEOUT_SECONDS = 10.0
 _draft_ids = itertools.count(1)
-
-
-def _menu(owner: bool) -> list[BotCommand]:
-    """The command menu: the user commands, and for an owner the owner's after them."""
-    users = [BotCommand(c.name, c.help) for c in COMMANDS.values() if not c.owner_only]
-    owners = [BotCommand(c.name, c.help) for c in COMMANDS.values() if c.owner_only]
-    return users + owners if owner else users
 
 
 class TelegramChannel(TelegramReceiving):
@@ -89,12 +80,13 @@ class TelegramChannel(TelegramReceiving):
         self.bot = _build_bot(config)
         self.media = TelegramMedia(self.bot, delivery_error)
         self.receiver: Receiver | None = None
+        self.view = ChannelView()
+        """What the gateway last told this channel (owners, groups with several partners)."""
         self.me: BotIdentity | None = None
         self.watchdog_restarts = 0
         self._stopping = asyncio.Event()
         self._poller: asyncio.Task[None] | None = None
         self._offset: int | None = None
-        self._unseen_from: int | None = None
         self._webhook: WebhookServer | None = None
         self._last_poll_at: float | None = None
         self._not_storing = False
@@ -114,6 +106,9 @@ class TelegramChannel(TelegramReceiving):
         return last is not None and time.monotonic() - last < self.config.watchdog_seconds
 
     # ---- lifecycle -------------------------------------------------------------------
+
+    def set_view(self, view: ChannelView) -> None:
+        self.view = view
 
     async def start(self, receiver: Receiver) -> None:
         self.receiver = receiver
@@ -174,26 +169,13 @@ class TelegramChannel(TelegramReceiving):
 
     async def _set_commands(self) -> None:
         """The command menu: user commands for everyone, /admin too in the owners' chats
-        (config.toml's owners and those who claimed the bot)."""
-        assert self.receiver is not None
-        owners = [int(i) for i in self.receiver.owner_ids(PLATFORM) if i.lstrip("-").isdigit()]
-        try:
-            await self.bot.set_my_commands(_menu(owner=False))
-            for owner_id in dict.fromkeys([*self.owner_ids, *owners]):
-                await self.bot.set_my_commands(
-                    _menu(owner=True), scope=BotCommandScopeChat(owner_id)
-                )
-        except TelegramError as exc:
-            logger.warning("telegram: command menu not set (%s); commands still work", exc)
+        (config.toml's owners and those who claimed the bot, as the gateway's view says)."""
+        owners = [int(i) for i in self.view.owners if i.lstrip("-").isdigit()]
+        await set_menus(self.bot, dict.fromkeys([*self.owner_ids, *owners]))
 
     async def show_owner_commands(self, user_id: str) -> None:
         """A new owner (a claim) sees /admin in the menu of their chat with the bot."""
-        try:
-            await self.bot.set_my_commands(
-                _menu(owner=True), scope=BotCommandScopeChat(int(user_id))
-            )
-        except TelegramError as exc:
-            logger.warning("telegram: owner's command menu not set (%s); /admin works", exc)
+        await show_owner_menu(self.bot, int(user_id))
 
     # ---- sending ---------------------------------------------------------------------
 
@@ -204,7 +186,7 @@ class TelegramChannel(TelegramReceiving):
         rendered = render(message.text)
         if not rendered.plain.strip():
             rendered = Rendered(html.escape(message.text), message.text)
-        if message.partner_name and await self._several_partners(message.chat):
+        if message.partner_name and self._several_partners(message.chat):
             name = message.partner_name
             rendered = Rendered(
                 f"<b>{html.escape(name)}</b>: {rendered.html}", f"{name}: {rendered.plain}"
@@ -242,11 +224,9 @@ class TelegramChannel(TelegramReceiving):
             int(chat.chat_id), rendered.plain, reply_markup=markup, **where
         )
 
-    async def _several_partners(self, chat: ChatRef) -> bool:
+    def _several_partners(self, chat: ChatRef) -> bool:
         """A group with more than one partner bound: each reply says who is speaking."""
-        if chat.is_dm or self.receiver is None:
-            return False
-        return len(await self.receiver.partner_names(chat)) > 1
+        return not chat.is_dm and chat.chat_id in self.view.shared_chats
 
     async def send_file(
         self, chat: ChatRef, filename: str, data: bytes, caption: str
@@ -331,7 +311,7 @@ class TelegramChannel(TelegramReceiving):
 
         async def can_preview() -> bool:
             # with several partners the reply starts with a name the preview cannot know
-            return not await self._several_partners(chat)
+            return not self._several_partners(chat)
 
         return EditStream(send_preview, edit, delete, can_preview)
 
@@ -349,9 +329,6 @@ class TelegramChannel(TelegramReceiving):
                 raise
             logger.warning("telegram refused the formatting (%s); editing as plain text", exc)
             await self.bot.edit_message_text(rendered.plain, int(chat.chat_id), message_id)
-
-
-# ---- helpers ---------------------------------------------------------------------------
 
 
 def _build_bot(config: TelegramConfig) -> Bot:

@@ -3,8 +3,9 @@
 Either way an update is confirmed to Telegram only after the gateway has stored it
 (docs/architecture.md, "Decisions"): polling advances its offset past a batch only once
 :meth:`Receiver.receive` returned for every update in it (chats side by side, each chat in order),
-and the webhook (``adapters/telegram_webhook.py``) answers 200 only then. Update ids are recorded
-in the store, so an update delivered twice (also across a restart) is handled once. Each update is
+and the webhook (``adapters/telegram_webhook.py``) answers 200 only then. Every event carries its
+update id, which the gateway records, so an update delivered twice (also across a restart) is
+handled once. Each update is
 parsed on its own: one python-telegram-bot cannot read is logged, recorded as rejected and
 confirmed with its batch. A polling watchdog restarts a long poll that has not come back within
 ``watchdog_seconds``; network errors and flood waits back off and retry. A getUpdates cut off (by
@@ -27,27 +28,20 @@ import logging
 import time
 import warnings
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from telegram import Bot, Update
 from telegram.error import NetworkError, RetryAfter, TelegramError
 from telegram.warnings import PTBUserWarning
 
-from adapters.base import DeliveryError, NotStored, Receiver
+from adapters.base import NotStored, Receiver
 from adapters.telegram_poll_client import PollClient
 from adapters.telegram_streams import retry_after_seconds
-from adapters.telegram_updates import (
-    GROUP_TYPES,
-    PLATFORM,
-    BotIdentity,
-    Unsupported,
-    chat_of,
-    update_event,
-)
+from adapters.telegram_updates import PLATFORM, BotIdentity, update_event
 from adapters.telegram_webhook import WebhookServer
 from bot.config.platforms import TelegramConfig
-from bot.events import Inbound, Outbound, Reaction
+from bot.events import Event, Unreadable
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +56,6 @@ MAX_BACKOFF_SECONDS = 60.0
 CONFIRM_TIMEOUT_SECONDS = 5.0
 POLL_READ_MARGIN_SECONDS = 5.0
 """How much longer than its own timeout a long poll's answer may take (PTB's default)."""
-UNSUPPORTED_REPLY = "Sorry — I can't open that kind of file. Could you write it down for me?"
 NOT_STORED_NOTICE = (
     "I cannot store incoming Telegram messages: {error}. Is the disk full? They stay with "
     "Telegram and are answered once they can be stored."
@@ -88,7 +81,6 @@ class TelegramReceiving:
     _stopping: asyncio.Event
     _poller: asyncio.Task[None] | None
     _offset: int | None
-    _unseen_from: int | None  # ids from here on were in no batch of this poll loop yet
     _webhook: WebhookServer | None
     _last_poll_at: float | None
     _not_storing: bool
@@ -96,9 +88,6 @@ class TelegramReceiving:
     _poll_failure: tuple[float, str] | None
     """Since when (``time.monotonic()``) getUpdates has failed with no success since, and the
     last failure; None while it works."""
-
-    send: Callable[[Outbound], Awaitable[str | None]]
-    """The channel's own send (a polite line to an unsupported message)."""
 
     def duties_failing(self) -> tuple[float, str] | None:
         """Since when polling has failed without a success in between, and how it last
@@ -109,7 +98,6 @@ class TelegramReceiving:
     async def _poll_loop(self) -> None:
         backoff = unstored_wait = BACKOFF_SECONDS
         self._poll_failure = None
-        self._unseen_from = None  # a previous poller (here or elsewhere) may have recorded any
         while not self._stopping.is_set():
             wait = 0.0
             try:
@@ -182,26 +170,15 @@ class TelegramReceiving:
             chat = update.effective_chat
             by_chat[chat.id if chat is not None else None].append(update)
         rejected = [await self._reject(payload) for payload in unreadable]
-        unseen = self._unseen(payloads)
 
         async def in_order(chat_updates: list[Update]) -> bool:
             for update in chat_updates:
-                if not await self.handle_update(update, unseen):
+                if not await self.handle_update(update):
                     return False
             return True
 
         stored = await asyncio.gather(*(in_order(updates) for updates in by_chat.values()))
         return all(rejected) and all(stored)
-
-    def _unseen(self, payloads: Sequence[dict[str, Any]]) -> set[int]:
-        """Ids of a batch no one can have recorded: past every batch of this poll loop (ids
-        grow, and a batch given again is below). A loop's first batch is checked whole: a
-        poller before it may have handled it unconfirmed."""
-        ids = {i for p in payloads if (i := _update_id(p)) is not None}
-        known_from = self._unseen_from
-        if ids:
-            self._unseen_from = max(max(ids) + 1, known_from or 0)
-        return set() if known_from is None else {i for i in ids if i >= known_from}
 
     async def _poll(self) -> list[dict[str, Any]] | None:
         """One long poll; None when stopping. Raises PollStalled past the watchdog time."""
@@ -305,42 +282,24 @@ class TelegramReceiving:
         assert self.receiver is not None
         update_id = str(payload["update_id"])
         try:
-            await self.receiver.reject_update(PLATFORM, update_id)
+            await self.receiver.receive(Unreadable(PLATFORM, update_id))
         except NotStored as exc:
             await self._not_stored(update_id, exc)
             return False
         return True
 
-    async def handle_update(self, update: Update, unseen: set[int] | None = None) -> bool:
-        """Deduplicate, convert and hand over one update. Never raises: one bad update must
-        not stop the ones after it. False only if it could not be stored: it must then stay
-        with Telegram (not confirmed), to be offered again.
-
-        The update id is recorded only once the update is handled (its message stored): a
-        crash in between must leave it unrecorded, or the copy Telegram delivers again after
-        the restart would be skipped and the message lost. That copy's message is then
-        deduplicated by its message id. An id in ``unseen`` (:meth:`_unseen`) is not looked up."""
+    async def handle_update(self, update: Update) -> bool:
+        """Convert and hand over one update (the gateway skips one it handled before). Never
+        raises: one bad update must not stop the ones after it. False only if it could not
+        be stored: it must then stay with Telegram (not confirmed), to be offered again."""
         assert self.receiver is not None
-        update_id = str(update.update_id)
         try:
-            if unseen is not None and update.update_id in unseen:
-                unseen.discard(update.update_id)  # its second copy, if any, is checked
-            elif await self.receiver.update_seen(PLATFORM, update_id):
-                logger.info("telegram: update %s seen before; skipped", update_id)
-                return True
             event = await self.event_of(update)
-            if isinstance(event, Reaction):
-                await self.receiver.receive_reaction(event)
-            elif isinstance(event, Inbound):
+            if event is not None:
                 await self.receiver.receive(event)
-            elif isinstance(event, Unsupported) and event.chat.is_dm:
-                await self.send(Outbound(event.chat, UNSUPPORTED_REPLY))
-            await self.receiver.seen_update(PLATFORM, update_id)
         except NotStored as exc:
-            await self._not_stored(update_id, exc)
+            await self._not_stored(str(update.update_id), exc)
             return False
-        except DeliveryError as exc:
-            logger.warning("telegram: answer to update %s not sent: %s", update.update_id, exc)
         except Exception:
             logger.exception("telegram: update %s not handled", update.update_id)
         if self._not_storing:
@@ -363,21 +322,15 @@ class TelegramReceiving:
         except Exception:
             logger.exception("telegram: the owner could not be told")
 
-    async def event_of(self, update: Update) -> Inbound | Unsupported | Reaction | None:
+    async def event_of(self, update: Update) -> Event | None:
         """What the update means for the gateway (answers a pressed button on the way)."""
-        assert self.receiver is not None and self.me is not None
+        assert self.me is not None
         if update.callback_query is not None:
             try:
                 await update.callback_query.answer()
             except TelegramError as exc:
                 logger.info("telegram: button press not acknowledged (%s)", exc)
-        partners: list[tuple[str, str]] = []
-        message = update.message
-        if message is not None and message.chat.type in GROUP_TYPES:
-            chat = chat_of(message)
-            if chat is not None:
-                partners = await self.receiver.partner_names(chat)
-        return update_event(update, self.me, partners)
+        return update_event(update, self.me)
 
 
 def _update_id(payload: object) -> int | None:

@@ -1,33 +1,33 @@
 """Telegram updates as the gateway's events: who wrote, where, and whether the bot was meant.
 
-Pure functions over python-telegram-bot's parsed objects, no I/O: the channel fetches what
-they need (the bot's identity, the partners bound to a group) and acts on the result.
+Pure functions over python-telegram-bot's parsed objects, no I/O. They say what only Telegram
+knows; whether a message is a command, addresses a partner and which one, the gateway decides
+(``bot/gateway/addressing.py``).
 
 * A private chat is a DM; a group or supergroup is a group; a forum topic is its own
   conversation (``thread_id``), so each topic keeps its own session.
-* In a group the bot is *addressed* by an @mention, a reply to one of its messages, a command
-  naming it (``/cmd@thisbot``) or a user command (``/help``; an unknown one or ``/admin`` is
-  chatter, as on Discord), or the name of a partner bound to that chat. Anything else is
-  context for the next answered turn.
+* An @mention of the bot (by username or a text mention) and a reply to one of its messages
+  are marked (a forum topic's messages "reply" to the topic's first message: not to us).
 * Voice notes, audio files and video notes come as voice :class:`~bot.events.Media`, photos
   (and image documents) as photo media, by file id, with the caption as text; a sticker comes
   as its emoji and set name (``[sticker 😂 from set …]``); custom emoji are in the text as
-  their alt emoji already. A document with a caption comes as an
-  :class:`~bot.events.Attachment` (for the owner's file commands). Nothing is downloaded
+  their alt emoji already. A document comes as an :class:`~bot.events.Attachment` too (for the
+  owner's file commands; the gateway drops the photo of a command). Nothing is downloaded
   here: files travel by file id and are fetched later, for a turn or a command that needs
   them. Other media (files without a caption, videos, ...) are :class:`Unsupported`: the
   channel answers with a short line in DMs and ignores them in groups.
 * A ``message_reaction`` update (a user set an emoji on a message) is a
   :class:`~bot.events.Reaction`.
-* A pressed inline button arrives as its ``callback_data``, a command, typed by that user.
+* A pressed inline button arrives as its ``callback_data``, typed by that user in answer to
+  the bot's message.
+* Every event carries its update id: the gateway handles each update once.
 """
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from telegram import (
@@ -42,8 +42,7 @@ from telegram import (
 )
 from telegram.warnings import PTBDeprecationWarning
 
-from bot.commands.table import is_user_command, parse_command
-from bot.events import Attachment, ChatRef, Inbound, Media, Reaction, Sender
+from bot.events import Attachment, ChatRef, Inbound, Media, Reaction, Sender, Unsupported
 
 PLATFORM = "telegram"
 PRIVATE = Chat.PRIVATE
@@ -54,14 +53,6 @@ GROUP_TYPES = frozenset({Chat.GROUP, Chat.SUPERGROUP})
 class BotIdentity:
     user_id: int
     username: str
-
-
-@dataclass(frozen=True)
-class Unsupported:
-    """A message the gateway cannot read (a sticker, a voice note, a file, ...)."""
-
-    chat: ChatRef
-    message_id: str
 
 
 def chat_of(message: Message) -> ChatRef | None:
@@ -82,12 +73,8 @@ def sender_of(user: User) -> Sender:
     return Sender(PLATFORM, str(user.id), user.full_name or str(user.id), user.username)
 
 
-def message_event(
-    message: Message, me: BotIdentity, partners: Sequence[tuple[str, str]] = ()
-) -> Inbound | Unsupported | None:
-    """One message as an Inbound, Unsupported, or None (nothing for the gateway).
-
-    ``partners`` are (id, name) of the partners bound to the message's chat."""
+def message_event(message: Message, me: BotIdentity) -> Inbound | Unsupported | None:
+    """One message as an Inbound, Unsupported, or None (nothing for the gateway)."""
     chat = chat_of(message)
     user = message.from_user
     if chat is None or user is None or user.is_bot:
@@ -100,22 +87,18 @@ def message_event(
         if message.effective_attachment is None:
             return None  # service messages: members joining, pins, topic edits
         return Unsupported(chat, str(message.message_id))
-    text = text or ""
-    addressed, hint = True, None
-    if not chat.is_dm:
-        hint = named_partner(text, partners)
-        addressed = hint is not None or addresses_bot(message, me)
     replied = message.reply_to_message
+    group = not chat.is_dm  # in a DM everything is for the bot
     return Inbound(
         chat,
         sender_of(user),
         str(message.message_id),
-        text,
+        text or "",
         _utc(message.date),
-        addressed=addressed,
-        partner_hint=hint,
+        mentioned=group and mentions_bot(message, me),
+        replied_to_bot=group and replies_to_bot(message, me),
         reply_to_message_id=str(replied.message_id) if replied is not None else None,
-        attachment=attachment_of(message) if media is None else None,
+        attachment=attachment_of(message),
         media=media,
     )
 
@@ -147,7 +130,7 @@ def media_of(message: Message) -> Media | None:
         return Media("photo", largest.file_id, "image/jpeg", size=largest.file_size)
     document = message.document
     is_image = document is not None and (document.mime_type or "").startswith("image/")
-    if document is not None and is_image and parse_command(message.caption or "") is None:
+    if document is not None and is_image:
         return Media(
             "photo", document.file_id, document.mime_type, None, document.file_size,
             document.file_name,
@@ -213,28 +196,25 @@ def callback_event(query: CallbackQuery) -> Inbound | None:
         where = ChatRef(PLATFORM, str(chat.id), "group", thread_id=thread, title=chat.title)
     else:
         return None
-    # the button belongs to our message, so pressing it addresses us
-    return Inbound(
-        where, sender_of(query.from_user), f"cb{query.id}", query.data, datetime.now(UTC)
-    )
+    # the button belongs to our message: pressing it answers us
+    user = sender_of(query.from_user)
+    return Inbound(where, user, f"cb{query.id}", query.data, datetime.now(UTC), mentioned=True)
 
 
-def update_event(
-    update: Update, me: BotIdentity, partners: Sequence[tuple[str, str]] = ()
-) -> Inbound | Unsupported | Reaction | None:
+def update_event(update: Update, me: BotIdentity) -> Inbound | Unsupported | Reaction | None:
+    """What the update means for the gateway, carrying its update id (handled once)."""
+    event: Inbound | Unsupported | Reaction | None = None
     if update.message_reaction is not None:
-        return reaction_event(update.message_reaction)
-    if update.callback_query is not None:
-        return callback_event(update.callback_query)
-    if update.message is not None:
-        return message_event(update.message, me, partners)
-    return None
+        event = reaction_event(update.message_reaction)
+    elif update.callback_query is not None:
+        event = callback_event(update.callback_query)
+    elif update.message is not None:
+        event = message_event(update.message, me)
+    return None if event is None else replace(event, update_id=str(update.update_id))
 
 
-def addresses_bot(message: Message, me: BotIdentity) -> bool:
-    """An @mention, a reply to the bot, a command naming it (``/cmd@thisbot``) or a user
-    command without a name (not an unknown one, nor ``/admin``: see
-    :func:`bot.commands.table.is_user_command`)."""
+def mentions_bot(message: Message, me: BotIdentity) -> bool:
+    """An @mention of the bot's username, or a text mention of the bot."""
     handle = f"@{me.username}".casefold()
     entities = [
         *_fragments(message.text, message.entities),
@@ -246,25 +226,19 @@ def addresses_bot(message: Message, me: BotIdentity) -> bool:
         mentioned = entity.user.id if entity.user is not None else None
         if entity.type == MessageEntity.TEXT_MENTION and mentioned == me.user_id:
             return True
-        is_command = entity.type == MessageEntity.BOT_COMMAND and entity.offset == 0
-        if is_command and _command_for_us(fragment, me):
-            return True
+    return False
+
+
+def replies_to_bot(message: Message, me: BotIdentity) -> bool:
+    """A reply to one of the bot's messages. In a forum every topic message "replies" to the
+    topic's creation message: not to us."""
     replied = message.reply_to_message
-    # In a forum every topic message "replies" to the topic's creation message: not to us.
     return (
         replied is not None
         and replied.forum_topic_created is None
         and replied.from_user is not None
         and replied.from_user.id == me.user_id
     )
-
-
-def _command_for_us(command: str, me: BotIdentity) -> bool:
-    """``/cmd@thisbot``, or a user command that names no bot (see the module's docstring)."""
-    name, _, target = command.removeprefix("/").partition("@")
-    if target:
-        return target.casefold() == me.username.casefold()
-    return is_user_command(name)
 
 
 def _fragments(
@@ -274,19 +248,11 @@ def _fragments(
     emoji in half loses that half instead of failing (PTB's parse_entity would raise)."""
     if not text:
         return []
-    encoded = text.encode("utf-16-le")
+    encoded = text.encode("utf-16-le", "surrogatepass")  # a lone half is dropped below
     return [
         (e, encoded[2 * e.offset : 2 * (e.offset + e.length)].decode("utf-16-le", "ignore"))
         for e in entities
     ]
-
-
-def named_partner(text: str, partners: Sequence[tuple[str, str]]) -> str | None:
-    """The id of the first bound partner whose name appears in ``text`` as a whole word."""
-    for partner_id, name in partners:
-        if name and re.search(rf"(?<!\w){re.escape(name)}(?!\w)", text, re.IGNORECASE):
-            return partner_id
-    return None
 
 
 def _utc(moment: datetime | None) -> datetime:

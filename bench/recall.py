@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from aiohttp import web  # noqa: E402
 
-from bot.config.model import EmbeddingsConfig, LLMConfig  # noqa: E402
+from bot.config.services import EmbeddingsConfig, LLMConfig  # noqa: E402
 from bot.services.embeddings import EmbeddingsClient  # noqa: E402
 from bot.store import NewMessage, Store  # noqa: E402
 from bot.store.opening import open_store

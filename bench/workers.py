@@ -56,7 +56,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.llm_process import llm_process  # noqa: E402
 from bench.telegram_throughput import Replies  # noqa: E402
 from bot.app import build_app  # noqa: E402
-from bot.config.model import Config, StorageConfig  # noqa: E402
+from bot.config.deployment import StorageConfig  # noqa: E402
+from bot.config.model import Config  # noqa: E402
 from bot.events import ChatRef, Inbound, Outbound, Sender  # noqa: E402
 from tests.e2e.gateway_process import GatewayProcess, write_config  # noqa: E402
 from tests.fakes.fake_telegram import TOKEN, FakeTelegram  # noqa: E402

@@ -7,7 +7,7 @@ What a platform hands in is cleaned as it becomes one of these: a surrogate code
 an emoji whose ``\ud83d`` JSON escape lost its other half, or a byte the console read with
 Python's ``surrogateescape``) cannot be encoded as UTF-8, so no database or file could take the
 message, and its sender could never be served. Every text an inbound message carries (text,
-caption, names, username, title, file name) is therefore made storable at construction.
+caption, names, username, title, file names) is therefore made storable at construction.
 
 Files come by reference (:class:`Media`, :class:`Attachment`): a channel never downloads on
 receipt, so nothing is fetched for a message the gateway will not serve.
@@ -43,6 +43,9 @@ def _make_storable(instance: DataclassInstance) -> None:
         value = getattr(instance, item.name)
         if isinstance(value, str) and SURROGATE.search(value) is not None:
             object.__setattr__(instance, item.name, storable(value))
+        elif isinstance(value, tuple) and any(isinstance(v, str) for v in value):
+            cleaned = tuple(storable(v) if isinstance(v, str) else v for v in value)
+            object.__setattr__(instance, item.name, cleaned)
 
 
 @dataclass(frozen=True)
@@ -125,22 +128,36 @@ class Attachment:
 
 @dataclass(frozen=True)
 class Inbound:
-    """One message from a platform, after the adapter has decided who and where it is."""
+    """One message from a platform, as the adapter saw it: where, who, the text, and the facts
+    only the platform knows (a mention, a reply to the bot, files by reference). Whether it
+    addresses a partner, whether it is a command and which partner it is for, the gateway
+    decides (``bot/gateway/addressing.py``)."""
 
     chat: ChatRef
     sender: Sender
     message_id: str
     text: str
     time: datetime
-    addressed: bool = True
-    """False for group chatter that does not address the partner: stored as context only."""
-    partner_hint: str | None = None
-    """A partner id the message names, when several partners are bound to one chat."""
+    mentioned: bool = False
+    """The bot was @mentioned (or pressed: a button on one of its messages, a slash command)."""
+    replied_to_bot: bool = False
+    """A reply to one of the bot's own messages (a persona webhook's included)."""
+    replied_as: str | None = None
+    """The name the answered message of the bot went out under (a persona webhook's name)."""
+    late: bool = False
+    """Fetched after a reconnect and too old to answer: kept as context, never run as a
+    command."""
+    update_id: str | None = None
+    """The platform's id of this delivery (Telegram's update id): handled once, however
+    often it comes."""
     reply_to_message_id: str | None = None
     attachment: Attachment | None = None
-    """A document sent with the message, by reference; the text is its caption."""
+    """A document sent with the message, by reference (an owner command reads it); the text
+    is its caption."""
     media: Media | None = None
     """A voice note or photo sent with the message; the text is its caption (or empty)."""
+    file_names: tuple[str, ...] = ()
+    """Files that came along which nobody reads (a zip, a PDF): a conversation names them."""
 
     def __post_init__(self) -> None:
         _make_storable(self)
@@ -155,9 +172,48 @@ class Reaction:
     message_id: str
     emoji: str
     time: datetime
+    update_id: str | None = None
 
     def __post_init__(self) -> None:
         _make_storable(self)
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """A message with nothing the gateway can read (a file without a caption, a video)."""
+
+    chat: ChatRef
+    message_id: str
+    update_id: str | None = None
+    late: bool = False
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """An update the channel could not parse at all: recorded as seen (skipped if it comes
+    again) and as rejected (so it can be found)."""
+
+    platform: str
+    update_id: str
+
+
+Event = Inbound | Reaction | Unsupported | Unreadable
+"""What a channel hands the gateway (:meth:`adapters.base.Receiver.receive`)."""
+
+
+@dataclass(frozen=True)
+class ChannelView:
+    """What the gateway tells a channel, pushed at start and whenever it changes; the channel
+    keeps the latest and never asks per message or per send."""
+
+    owners: tuple[str, ...] = ()
+    """The owners' user ids on this platform (config.toml's and those who claimed the bot)."""
+    bound_chats: tuple[str, ...] = ()
+    """Ids of the group chats with a partner bound (missed messages are fetched there)."""
+    shared_chats: frozenset[str] = frozenset()
+    """Ids of the group chats with several partners bound: a reply there says who speaks."""
+    partners: tuple[tuple[str, str], ...] = ()
+    """(id, name) of the partners anyone may pick with ``/partner``."""
 
 
 @dataclass(frozen=True)

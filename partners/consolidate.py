@@ -24,7 +24,7 @@ from importlib import resources
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bot.config.model import MemoryConfig
+from bot.config.memory import MemoryConfig
 from bot.services.llm import LLMClient, LLMError
 from bot.store import Store
 from partners.catalog import PartnerCatalog

@@ -28,7 +28,7 @@ from pydantic_core import ErrorDetails
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from bot.config.model import check_timezone
+from bot.config.access import check_timezone
 from bot.store.search_terms import DEFAULT_LANGUAGE, search_language
 
 MAX_NAME_CHARS = 60

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bot.config.model import EmbeddingsConfig
+from bot.config.services import EmbeddingsConfig
 from bot.services.embeddings import EmbeddingsClient, EmbeddingsError
 from bot.store import SearchHit, Store
 

@@ -33,7 +33,7 @@ from datetime import datetime
 from typing import Any, Protocol
 from zoneinfo import ZoneInfo
 
-from bot.config.model import MemoryConfig
+from bot.config.memory import MemoryConfig
 from bot.services.llm import LLMClient, LLMError, storable
 from bot.store import Lease, LeaseLost, MessageRow, SessionRow, Store, reviewed_session
 from bot.text.literal import literal_line

@@ -8,7 +8,7 @@ from datetime import datetime
 from importlib import resources
 from zoneinfo import ZoneInfo
 
-from bot.config.model import MemoryConfig
+from bot.config.memory import MemoryConfig
 from bot.store import MessageRow, SessionRow
 from partners.journal import summaries_for_chat
 from partners.memory import MemoryFile, MemoryStore

@@ -125,9 +125,17 @@ def dm(user_id: int | str, text: str, name: str = "Alice", **kwargs: Any) -> Inb
 
 
 def group_message(
-    chat_id: str, user_id: int | str, text: str, name: str = "Bob", **kwargs: Any
+    chat_id: str,
+    user_id: int | str,
+    text: str,
+    name: str = "Bob",
+    *,
+    addressed: bool = True,
+    **kwargs: Any,
 ) -> Inbound:
+    """A message in a group; ``addressed``: it @mentions the bot (else it is chatter)."""
     thread = kwargs.pop("thread_id", None)
+    kwargs.setdefault("mentioned", addressed)
     return Inbound(
         ChatRef("test", chat_id, "group", thread_id=thread, title="Tea club"),
         Sender("test", str(user_id), name, name.lower()),

@@ -21,6 +21,7 @@ from bot.app import App, build_app
 from bot.config.model import Config
 from bot.workers.shards import shards_leased
 from partners.catalog import PartnerCatalog
+from tests.card_fixtures import publish
 from tests.conftest import make_config
 from tests.fakes.fake_discord import (
     BOT_TOKEN,
@@ -72,6 +73,7 @@ class DiscordGateways:
         catalog = PartnerCatalog(self.data_dir / "partners")
         catalog.ensure_example()
         partner = catalog.create(partner_id, name)
+        publish(partner.dir)  # a new partner is private until published
         if avatar:
             with (partner.dir / "preset.yml").open("a", encoding="utf-8") as preset:
                 preset.write(f"avatar: {avatar}\n")

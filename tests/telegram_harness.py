@@ -21,6 +21,7 @@ from adapters.telegram_channel import TelegramChannel
 from bot.app import App, build_app
 from bot.config.model import Config
 from partners.catalog import PartnerCatalog
+from tests.card_fixtures import publish
 from tests.conftest import make_config
 from tests.fakes.fake_llm import FakeLLM
 from tests.fakes.fake_telegram import TOKEN, Call, FakeTelegram
@@ -70,7 +71,7 @@ class TelegramGateways:
         """A second partner next to the example (Mira), before the gateway starts."""
         catalog = PartnerCatalog(self.data_dir / "partners")
         catalog.ensure_example()
-        catalog.create(partner_id, name)
+        publish(catalog.create(partner_id, name).dir)  # a new partner is private until published
 
     async def start(self, **sections: dict[str, Any]) -> Gateway:
         config = self.config(**sections)

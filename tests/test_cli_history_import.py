@@ -21,7 +21,7 @@ from bot.cli.history_formats.times import BadTime, parse_time
 from bot.store import NewMessage
 from bot.store.migrations import SCHEMA
 from bot.store.opening import open_store
-from bot.store.rows import SearchHit
+from bot.store.search_rows import SearchHit
 from partners.tools import format_hit
 from tests.conftest import StoreBackend
 from tests.fakes.fake_llm import FakeLLM, Reply, ToolCallSpec

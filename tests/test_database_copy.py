@@ -28,10 +28,10 @@ from bot.store.opening import open_store
 from bot.store.postgres.copy import (
     DERIVED_TABLES,
     NewDocument,
-    SourceNotCurrent,
     TargetNotEmpty,
     copy_to_postgres,
 )
+from bot.store.postgres.copy_source import SourceNotCurrent
 from partners.catalog import PartnerCatalog
 from partners.greetings import greetings_of
 from partners.partner_rows import PartnerRows

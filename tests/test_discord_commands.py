@@ -13,6 +13,7 @@ from tests.discord_harness import (
     TIMEOUT,
     DiscordGateways,
     discord_gateways,  # noqa: F401 (the gateways fixture)
+    eventually,
     tea_house,  # noqa: F401 (the fake fixture)
 )
 from tests.fakes.fake_discord import FakeDiscord, RestCall
@@ -115,7 +116,10 @@ async def test_owner_binds_a_channel_with_the_admin_command(
     )  # fmt: skip
     _, followup = await answer_to(fake, payload)
     assert "Mira now answers here" in followup.json["content"]
-    assert await gateway.app.gateway.bound_chats("discord") == [str(CHANNEL)]
+    assert await gateway.app.store.bindings("discord") != []
+    # the channel learns of it (it fetches what it missed there after a reconnect)
+    bound = (str(CHANNEL),)
+    await eventually(lambda: gateway.channel.view.bound_chats == bound, "the channel's view")
 
 
 async def test_command_in_an_unbound_channel_ends_quietly(

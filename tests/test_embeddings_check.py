@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bot.config.model import EmbeddingsConfig, LLMConfig
+from bot.config.services import EmbeddingsConfig, LLMConfig
 from bot.services.embeddings_check import TEST_INPUT, check_embeddings
 from tests.fakes.fake_llm import FAKE_MODEL_ID, FakeLLM
 from tests.test_doctor import bad, doctor, no_openai_key, write_config  # noqa: F401

@@ -16,14 +16,16 @@ def test_inbound_texts_lose_their_lone_surrogates_as_they_cross_the_boundary() -
         "9",
         "caption \ud83d",
         datetime.now(UTC),
-        partner_hint="mira\udfff",
+        replied_as="mira\udfff",
         reply_to_message_id="8",
         attachment=Attachment("notes\ud83d.txt", "file-1", 12),
+        file_names=("a\ud83d.zip",),
     )
     assert chat.title == "Tea \ufffd club"
     assert (sender.display_name, sender.username) == ("Ann\ufffd", "ann\ufffd")
     assert inbound.text == "caption \ufffd"
-    assert inbound.partner_hint == "mira\ufffd"
+    assert inbound.replied_as == "mira\ufffd"
+    assert inbound.file_names == ("a\ufffd.zip",)
     assert inbound.attachment == Attachment("notes\ufffd.txt", "file-1", 12)
     texts = [chat.title, sender.display_name, sender.username, inbound.text, "notes\ufffd.txt"]
     for text in texts:

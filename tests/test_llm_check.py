@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from bot.config.model import LLMConfig
+from bot.config.services import LLMConfig
 from bot.services.llm_check import check_endpoint, is_local_endpoint
 from tests.fakes.fake_llm import FAKE_MODEL_ID, FakeLLM
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from bot.config.model import EmbeddingsConfig, LLMConfig, parse_config
+from bot.config.model import parse_config
+from bot.config.services import EmbeddingsConfig, LLMConfig
 from bot.services.embeddings import EmbeddingsClient
 from bot.store import NewMessage, Store
 from bot.store.opening import open_store

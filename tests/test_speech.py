@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bot.config.model import LLMConfig, SpeechConfig
+from bot.config.services import LLMConfig, SpeechConfig
 from bot.services.speech import SpeechClient, SpeechError
 from bot.turn.media import kept_suffix
 from bot.turn.media_limits import CUT_NOTE, MAX_INBOUND_CHARS

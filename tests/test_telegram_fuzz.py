@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,9 @@ from telegram import Update
 
 from adapters import chunking
 from adapters.telegram_format import render, split, utf16_len
-from adapters.telegram_updates import BotIdentity, Unsupported, update_event
-from bot.events import Inbound
+from adapters.telegram_updates import BotIdentity, update_event
+from bot.events import Inbound, Unsupported
+from bot.gateway.addressing import named_partner, read_group
 from tests.fakes.fake_llm import FakeLLM
 from tests.fakes.fake_telegram import FakeTelegram
 from tests.fakes.telegram_html import parse_html
@@ -31,7 +33,15 @@ from tests.telegram_harness import BOT_USERNAME, GROUP, TelegramGateways, settle
 
 BOT_ID = 999
 ME = BotIdentity(BOT_ID, BOT_USERNAME)
-PARTNERS = [("example", "Mira"), ("sol", "Sol")]
+
+
+@dataclass(frozen=True)
+class Bound:
+    id: str
+    name: str
+
+
+PARTNERS = [Bound("example", "Mira"), Bound("sol", "Sol")]
 ENTITY_TYPES = ["mention", "text_mention", "bot_command", "bold", "url", "hashtag", "code"]
 
 names = st.one_of(
@@ -177,14 +187,19 @@ def update_payloads(draw: st.DrawFn) -> dict[str, Any]:
 @given(update_payloads())
 def test_any_update_converts_to_an_event_without_error(payload: dict[str, Any]) -> None:
     update = Update.de_json({"update_id": 1, **payload}, None)
-    event = update_event(update, ME, PARTNERS)
+    event = update_event(update, ME)
+    if event is not None:
+        assert event.update_id == "1"  # what the gateway handles each update once by
     if isinstance(event, Inbound):
         # a voice note or photo may come without a caption: its media is what it says
         assert (event.text or event.media is not None) and event.chat.platform == "telegram"
         assert event.sender.user_id != str(BOT_ID)  # never our own messages: no loops
-        assert event.addressed or not event.chat.is_dm
-        if event.partner_hint is not None:
-            assert event.partner_hint in {"example", "sol"} and event.addressed
+        # and the gateway reads any of them: a partner named is the one addressed
+        reading = read_group(event, PARTNERS, BOT_USERNAME)
+        named = named_partner(event.text, PARTNERS)
+        assert reading.partner_id in {"example", "sol"}
+        if named is not None:
+            assert reading.partner_id == named and reading.addressed
     elif isinstance(event, Unsupported):
         assert event.chat.platform == "telegram"
 

@@ -10,7 +10,7 @@ import itertools
 
 import pytest
 
-from bot.config.model import DeliveryConfig, WorkersConfig
+from bot.config.deployment import DeliveryConfig, WorkersConfig
 from bot.delivery.reply import PendingReply
 from bot.delivery.sender import Delivery
 from bot.store import LeaseLost, NewMessage, Store

@@ -17,7 +17,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from bot.config.model import DeliveryConfig, WorkersConfig
+from bot.config.deployment import DeliveryConfig, WorkersConfig
 from bot.delivery.reply import PendingReply
 from bot.delivery.sender import Delivery
 from bot.store import Leader, Lease, LeaseLost, NewMessage, Store, StoreError

@@ -103,8 +103,7 @@ class App:
             logger.info("recovered: %d interrupted /forget operations finished", forgotten)
         if self.web is not None:  # before the channels: a port in use stops the start
             await self.web.start()
-        for channel in self.channels.values():
-            await channel.start(self.gateway)
+        await self.gateway.start_channels()
         await self.worker.start(self.dispatcher, self.leader_duties, self.reviewer)
         if self.shards is not None:  # once this worker counts among the live ones
             await self.shards.start()

@@ -28,7 +28,8 @@ from bot.config.model import Config
 from bot.gateway.memory_documents import files_read_key, files_read_record
 from bot.store.opening import is_database_url
 from bot.store.postgres.connection import redacted
-from bot.store.postgres.copy import NewDocument, copy_to_postgres, read_tombstones
+from bot.store.postgres.copy import NewDocument, copy_to_postgres
+from bot.store.postgres.copy_source import read_tombstones
 from partners.documents import ADOPTED_FOLDERS, FileDocuments
 from partners.partner_rows import PARTNER_FILES_READ_KEY, namespace_of
 from partners.persona import PARTNER_FILES, PARTNER_ID, PRESET_FILE

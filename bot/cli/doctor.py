@@ -23,7 +23,8 @@ from pathlib import Path
 from adapters.base import TokenCheck
 from bot.cli.invocation import command
 from bot.config.environment import environment_variable
-from bot.config.model import Config, LLMConfig
+from bot.config.model import Config
+from bot.config.services import LLMConfig
 from bot.gateway.memory_documents import loaded_catalogs, partner_catalog, rows_configured
 from bot.services.embeddings_check import check_embeddings
 from bot.services.llm import configuration_problem

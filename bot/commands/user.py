@@ -9,7 +9,7 @@ import asyncio
 from bot.commands.memory import NO_PARTNER
 from bot.commands.table import help_text, transparency_note
 from bot.commands.types import CommandContext, CommandReply
-from bot.config.model import check_timezone
+from bot.config.access import check_timezone
 from bot.events import Choice
 from partners.checkins import Proactive
 from partners.greetings import greetings_of

@@ -2,7 +2,7 @@
 
 ``/admin settings <key> <value>`` stores an override in the store's settings table, so it survives
 restarts and wins over config.toml (docs/architecture.md "Decisions": state). Values go through the
-same :class:`~bot.config.model.MemoryConfig` model as the config file, so a review threshold of 0,
+same :class:`~bot.config.memory.MemoryConfig` model as the config file, so a review threshold of 0,
 a negative number or a non-number falls back to its default exactly as it would there (seed 003: a
 threshold of 0 would review on every turn). When a change applies (seed 003): review thresholds on
 the next trigger — the reviewer reads :meth:`Settings.memory` every time — and the prompt budget
@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bot.config.model import MemoryConfig
+from bot.config.memory import MemoryConfig
 from bot.store import Store
 
 logger = logging.getLogger(__name__)

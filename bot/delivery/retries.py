@@ -23,7 +23,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from adapters.base import DeliveryError
-from bot.config.model import DeliveryConfig
+from bot.config.deployment import DeliveryConfig
 from bot.delivery.reply import PendingReply
 from bot.events import storable
 from bot.services.fault_log import FaultLog

@@ -43,7 +43,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import replace
 
 from adapters.base import Channel, DeliveryError, ReplyStream
-from bot.config.model import DeliveryConfig
+from bot.config.deployment import DeliveryConfig
 from bot.delivery.actions import ReplyActions
 from bot.delivery.reply import PartnerFace, PendingReply, outbound, record
 from bot.delivery.retries import DeliveryRetries, NotifyOwner

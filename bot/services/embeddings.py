@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import openai
 from pydantic import SecretStr
 
-from bot.config.model import EmbeddingsConfig, LLMConfig
+from bot.config.services import EmbeddingsConfig, LLMConfig
 
 if TYPE_CHECKING:  # numpy is loaded only when [embeddings] is set: ~20 MB a gateway without
     import numpy as np  # semantic recall never needs

@@ -14,7 +14,7 @@ import json
 
 import openai
 
-from bot.config.model import EmbeddingsConfig, LLMConfig
+from bot.config.services import EmbeddingsConfig, LLMConfig
 from bot.services.embeddings import NO_KEY, EmbeddingsUnavailable, answered, api_key
 from bot.services.llm_check import CHECK_SECONDS, MODELS_SHOWN, connection_refused, root_cause
 

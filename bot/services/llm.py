@@ -19,7 +19,7 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-from bot.config.model import LLMConfig
+from bot.config.services import LLMConfig
 from bot.events import ToolCall, Usage, storable
 
 logger = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import openai
 
-from bot.config.model import LLMConfig
+from bot.config.services import LLMConfig
 from bot.services.llm import NO_KEY
 
 CHECK_SECONDS = 10.0

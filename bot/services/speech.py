@@ -20,7 +20,7 @@ from typing import Final, Literal
 
 import openai
 
-from bot.config.model import LLMConfig, SpeechConfig
+from bot.config.services import LLMConfig, SpeechConfig
 from bot.text import markers
 
 logger = logging.getLogger(__name__)

@@ -6,7 +6,8 @@ A newcomer's map:
 - :mod:`bot.store.opening` — ``await open_store(path_or_url)`` opens the database.
 - :mod:`bot.store.base` — the primitives every concern's SQL runs through, written once for
   both backends (``?`` parameters, numbered for PostgreSQL).
-- :mod:`bot.store.rows` — the typed rows its methods take and return.
+- :mod:`bot.store.rows` — the typed rows its methods take and return (conversations; beside it
+  ``search_rows``, ``admin_rows``, ``worker_rows``).
 - :mod:`bot.store.errors` — :class:`StoreUnavailable` and its family, the only database errors
   that leave the store.
 - :mod:`bot.store.migrations` — the versioned migrations, one module per step
@@ -22,58 +23,54 @@ A newcomer's map:
 Each concern has one name: its interface is ``bot/store/protocol/<name>.py`` and its SQL
 ``bot/store/<name>.py``, written once for both backends where it is (``users``, ``chats``,
 ``sessions``, ``media``, ``checkins``, ``usage``, ``audit``, ``web``, ``documents``), with
-``bot/store/postgres/<name>.py`` holding only what PostgreSQL says otherwise; the other
-concerns still have a SQLite body there and a PostgreSQL one in ``bot/store/postgres/``
-(tests/test_store_written_once.py lists what is left). The concerns: ``users`` (users,
-pairings, owner claims), ``chats`` (chats, bindings), ``messages``, ``queue`` (pending turns
-and delivery), ``turn_context`` (what a turn reads first, in one round trip), ``media``,
-``sessions``, ``review`` (review state), ``search``, ``forgetting``, ``checkins`` (and
-reminders), ``usage`` (and budgets), ``audit`` (and settings), ``vectors`` (semantic recall),
-``web`` (the web page's logins), ``workers`` (the worker registry, the leader and queue-key
-leases with fencing epochs), ``documents`` (memory documents as rows, when they are not files).
+``bot/store/postgres/<name>.py`` holding only what PostgreSQL says otherwise; the other concerns
+still have a SQLite body there and a PostgreSQL one in ``bot/store/postgres/``
+(tests/test_store_written_once.py lists what is left). The concerns: ``users`` (users, pairings,
+owner claims), ``chats`` (chats, bindings), ``messages``, ``queue`` (pending turns and delivery),
+``turn_context`` (what a turn reads first, in one round trip), ``media``, ``sessions``, ``review``
+(review state), ``search``, ``forgetting``, ``checkins`` (and reminders), ``usage`` (and budgets),
+``audit`` (and settings), ``vectors`` (semantic recall), ``web`` (the web page's logins),
+``workers`` (the worker registry, the leader and queue-key leases with fencing epochs),
+``shard_leases`` (the Discord bot's shards, leased the same way; its interface is part of
+``protocol/workers.py``), ``documents`` (memory documents as rows, when they are not files).
 
 The dispatcher's queue is rows in ``messages`` (``status = 'pending'``), not only memory, so
 restart recovery is a query and a second backend can offer failover with the same code path.
 """
 
+from bot.store.admin_rows import (
+    AuditRow,
+    BindingRow,
+    CheckinCandidate,
+    CheckinSetting,
+    ClaimedOwnerRow,
+    PairingRow,
+    ReminderRow,
+    RestNoticeRow,
+    UsageRow,
+    UserRow,
+)
 from bot.store.errors import LeaseLost, StoreError, StoreFull, StoreUnavailable
 from bot.store.leases import review_key, reviewed_session
 from bot.store.migrations import SCHEMA, Dialects, Migration, for_dialect
 from bot.store.protocol import Store
 from bot.store.rows import (
-    AuditRow,
-    BindingRow,
     ChatRow,
-    CheckinCandidate,
-    CheckinSetting,
-    ClaimedOwnerRow,
     DeliveryRetry,
     DocumentRow,
-    EmbeddingWork,
     ForgetOperation,
-    Leader,
-    Lease,
     MediaRow,
     MessageRow,
     NewMedia,
     NewMessage,
     NewUsage,
-    NewVector,
-    PairingRow,
-    ReminderRow,
-    RestNoticeRow,
-    SearchHit,
     SessionRow,
-    ShardLease,
-    StoredVector,
     TurnContext,
-    UsageRow,
-    UserRow,
-    VectorChanges,
     WaitingReply,
-    WorkerRow,
     new_session_id,
 )
+from bot.store.search_rows import EmbeddingWork, NewVector, SearchHit, StoredVector, VectorChanges
+from bot.store.worker_rows import Leader, Lease, ShardLease, WorkerRow
 
 __all__ = [
     "SCHEMA",

@@ -8,8 +8,8 @@ import json
 import time
 from typing import Any
 
+from bot.store.admin_rows import AuditRow
 from bot.store.base import StoreBase
-from bot.store.rows import AuditRow
 
 
 class Audit(StoreBase):

@@ -9,8 +9,9 @@ import time
 from collections.abc import Iterable
 from typing import Any, cast
 
+from bot.store.admin_rows import BindingRow, UserRow
 from bot.store.base import StoreBase
-from bot.store.rows import BindingRow, ChatRow, UserRow
+from bot.store.rows import ChatRow
 from bot.store.users import USER_BY_KEY
 
 CHAT_COLUMNS = "chat_key, platform, platform_chat_id, thread_id, kind, title, selected_partner"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from typing import cast
 
+from bot.store.admin_rows import CheckinCandidate, CheckinSetting, ReminderRow
 from bot.store.base import StoreBase
-from bot.store.rows import CheckinCandidate, CheckinSetting, ReminderRow
 
 
 class Checkins(StoreBase):

@@ -11,9 +11,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
+from bot.store.admin_rows import ReminderRow
 from bot.store.connection import SqliteBase
 from bot.store.messages import Messages
-from bot.store.rows import ForgetOperation, MessageRow, ReminderRow
+from bot.store.rows import ForgetOperation, MessageRow
 from bot.store.sessions import Sessions
 
 

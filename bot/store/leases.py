@@ -8,7 +8,7 @@ from typing import Protocol
 
 from bot.store.base import Transaction
 from bot.store.errors import LeaseLost
-from bot.store.rows import Leader, Lease
+from bot.store.worker_rows import Leader, Lease
 
 NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 """The database's clock in seconds since the epoch (constant within one statement)."""

@@ -19,8 +19,9 @@ from typing import Any
 from bot.store.connection import SqliteBase
 from bot.store.leases import check_lease
 from bot.store.messages import Messages
-from bot.store.rows import DeliveryRetry, Lease, MessageRow, NewMessage, NewUsage, WaitingReply
+from bot.store.rows import DeliveryRetry, MessageRow, NewMessage, NewUsage, WaitingReply
 from bot.store.usage import ADD_USAGE
+from bot.store.worker_rows import Lease
 
 RECORD_CHUNK = (
     "INSERT INTO deliveries (message_id, chunk, platform_message_id, sent_at)"

@@ -14,8 +14,9 @@ import time
 from typing import Any
 
 from bot.store.leases import check_lease
-from bot.store.rows import Lease, SessionRow
+from bot.store.rows import SessionRow
 from bot.store.sessions import Sessions
+from bot.store.worker_rows import Lease
 
 SUCCEEDED = (
     "UPDATE sessions SET reviewed_upto = {greatest}(reviewed_upto, ?1), review_attempts = 0,"

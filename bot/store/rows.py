@@ -1,13 +1,16 @@
-"""The store's typed rows: what its methods take and return. Frozen dataclasses for the rows
-the gateway reads by attribute; ``TypedDict``s for the rows it has always read as dicts
-(``row["display_name"]``), so those callers keep working and are type-checked all the same.
-Backends build these from their own rows; nothing here knows SQL."""
+"""The store's typed rows of conversations: messages, sessions, chats, media, what a turn reads
+first, the replies waiting for delivery, usage to book and a ``/forget`` operation — frozen
+dataclasses the gateway reads by attribute. Beside it: search and vectors
+(``bot/store/search_rows.py``), people and the owner's bookkeeping (``bot/store/admin_rows.py``),
+workers and leases (``bot/store/worker_rows.py``). Backends build these from their own rows;
+nothing here knows SQL."""
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+
+from bot.store.admin_rows import UserRow
 
 
 @dataclass(frozen=True)
@@ -77,57 +80,6 @@ class ChatRow:
     kind: str
     title: str | None
     selected_partner: str | None
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    message_id: int
-    session_title: str
-    role: str
-    text: str
-    created_at: float
-    platform_message_id: str | None
-
-
-@dataclass(frozen=True)
-class EmbeddingWork:
-    """The background embedder's next batch: (message id, text) pairs, and the watermark
-    to record once they are embedded."""
-
-    texts: tuple[tuple[int, str], ...]
-    upto: int
-
-
-@dataclass(frozen=True)
-class NewVector:
-    """A message's vector (float32 bytes), with the text it was made from."""
-
-    message_id: int
-    text: str
-    dim: int
-    vector: bytes
-
-
-@dataclass(frozen=True)
-class StoredVector:
-    """A vector as the in-memory vector cache keeps it: its message, that message's scope
-    token, time and speaker (what a search filters by), and the float32 bytes."""
-
-    message_id: int
-    scope: str
-    created_at: float
-    speaker: str
-    vector: bytes
-
-
-@dataclass(frozen=True)
-class VectorChanges:
-    """What the vector log says changed after a position: ``seq`` is its position now;
-    ``message_ids`` the messages whose vector (or pending state) changed since, or None when
-    the log no longer reaches back that far (whoever cached vectors must read them again)."""
-
-    seq: int
-    message_ids: tuple[int, ...] | None
 
 
 @dataclass(frozen=True)
@@ -256,169 +208,3 @@ class DocumentRow:
 
 def new_session_id() -> str:
     return uuid.uuid4().hex
-
-
-# ---- rows read as dicts ----------------------------------------------------------------
-
-
-class UserRow(TypedDict):
-    """A person on one platform (``users``)."""
-
-    user_key: str
-    platform: str
-    platform_user_id: str
-    display_name: str
-    username: str | None
-    access: str
-    """unknown, allowed, blocked (bot/gateway/access.py)"""
-    timezone: str | None
-    created_at: float
-    updated_at: float
-    voice_mode: str | None
-
-
-class BindingRow(TypedDict):
-    """A group or channel bound to a partner, from config.toml or ``/admin bind``."""
-
-    platform: str
-    chat_id: str
-    partner_id: str
-    source: str
-    """config or command"""
-
-
-class PairingRow(TypedDict):
-    """A stranger's request to talk to the partners, decided by the owner."""
-
-    code: str
-    user_key: str
-    created_at: float
-    expires_at: float
-    status: str
-    """pending, approved, denied"""
-    announced_at: float | None
-
-
-class ClaimedOwnerRow(TypedDict):
-    """A user who became the owner of a platform with a claim code."""
-
-    user_key: str
-    platform: str
-    claimed_at: float
-
-
-class AuditRow(TypedDict):
-    time: float
-    actor: str
-    action: str
-    detail: dict[str, Any]
-
-
-class UsageRow(TypedDict):
-    """One day's calls of one kind on one model for one partner."""
-
-    day: str
-    partner_id: str
-    kind: str
-    model: str
-    calls: int
-    prompt_tokens: int
-    completion_tokens: int
-    units: float
-
-
-class CheckinSetting(TypedDict):
-    """Whether a partner may check in on a user."""
-
-    partner_id: str
-    user_key: str
-    enabled: int
-    unanswered: int
-    last_sent_at: float | None
-    disabled_reason: str | None
-
-
-class CheckinCandidate(TypedDict):
-    """An opted-in user with what the check-in gates need (partners/checkins.py)."""
-
-    user_key: str
-    timezone: str | None
-    last_message: float | None
-    last_checkin: float | None
-    today: int
-    this_week: int
-
-
-class ReminderRow(TypedDict):
-    """A dated thing a partner promised to bring up again."""
-
-    id: int
-    partner_id: str
-    user_key: str
-    due_date: str
-    about: str
-    status: str
-    created_at: float
-
-
-class RestNoticeRow(TypedDict):
-    """When a "resting" notice (a budget ran out) was last sent for a subject."""
-
-    kind: str
-    subject: str
-    sent_at: float
-
-
-@dataclass(frozen=True)
-class Lease:
-    """A worker's claim on one queue key's pending turns (docs/architecture.md "Several workers"):
-    the
-    epoch grows with every new holder, so a write under an older epoch is refused."""
-
-    queue_key: str
-    worker_id: str
-    epoch: int
-    expires_at: float
-    """When it lapses, on the database's clock (seconds since the epoch)."""
-
-
-@dataclass(frozen=True)
-class ShardLease:
-    """A worker's claim on one of the Discord bot's shards (docs/architecture.md "Several workers":
-    Discord shards are leases too): only its holder connects that shard. A bot with another
-    shard count has other shards, so the count is part of the key; the epoch grows with every
-    new holder."""
-
-    shard_count: int
-    shard_id: int
-    worker_id: str
-    epoch: int
-    expires_at: float
-    """When it lapses unless renewed, on the database's clock."""
-
-
-@dataclass(frozen=True)
-class Leader:
-    """The worker elected to run the Telegram poller, the scheduler and command sync; its
-    epoch grows with every new leader and fences every leader-only write."""
-
-    worker_id: str
-    epoch: int
-    expires_at: float
-    """When it lapses unless renewed, on the database's clock."""
-
-
-@dataclass(frozen=True)
-class WorkerRow:
-    """A gateway worker as the registry knows it (``/admin status``)."""
-
-    worker_id: str
-    host: str
-    pid: int
-    started_at: float
-    heartbeat_at: float
-    leases: int
-    """How many queue keys it holds a live lease on."""
-    alive: bool | None = None
-    """On PostgreSQL, whether its liveness lock is held right now (False: it died or has
-    not locked since the server restarted); None where that is not known (SQLite)."""

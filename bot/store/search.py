@@ -12,7 +12,7 @@ from typing import Any
 
 from bot.store.base import Transaction
 from bot.store.connection import SqliteBase
-from bot.store.rows import SearchHit
+from bot.store.search_rows import SearchHit
 from bot.store.search_terms import match_expression
 from bot.store.searchable import (
     CONTEXT_WEIGHT,

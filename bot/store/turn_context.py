@@ -12,12 +12,13 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, cast
 
+from bot.store.admin_rows import UserRow
 from bot.store.chats import CHAT_BY_KEY
 from bot.store.connection import SqliteBase
 from bot.store.leases import unfinished_replies
 from bot.store.media import MEDIA_COLUMNS, by_message
 from bot.store.messages import MESSAGE_COLUMNS, RECENT_REACTIONS
-from bot.store.rows import ChatRow, MediaRow, MessageRow, SessionRow, TurnContext, UserRow
+from bot.store.rows import ChatRow, MediaRow, MessageRow, SessionRow, TurnContext
 from bot.store.sessions import SESSION_COLUMNS
 from bot.store.users import USER_BY_KEY
 

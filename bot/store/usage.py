@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from typing import cast
 
+from bot.store.admin_rows import RestNoticeRow, UsageRow
 from bot.store.base import StoreBase
-from bot.store.rows import RestNoticeRow, UsageRow
 
 ADD_USAGE = (
     "INSERT INTO usage AS u (day, partner_id, kind, model, calls, prompt_tokens,"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any, cast
 
+from bot.store.admin_rows import ClaimedOwnerRow, PairingRow, UserRow
 from bot.store.base import StoreBase
-from bot.store.rows import ClaimedOwnerRow, PairingRow, UserRow
 
 USER_BY_KEY = "SELECT * FROM users WHERE user_key = ?"
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from bot.store.rows import EmbeddingWork, NewVector, SearchHit, StoredVector, VectorChanges
 from bot.store.search import SearchIndex
+from bot.store.search_rows import EmbeddingWork, NewVector, SearchHit, StoredVector, VectorChanges
 
 VECTOR_LOG_KEEP = 100_000
 """Vector log entries kept: a cache further behind than this reads its vectors again."""

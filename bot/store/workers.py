@@ -1,7 +1,8 @@
 """Workers on one database (docs/architecture.md "Several workers"): the registry of running
 workers, the
-elected leader, the leases on queue keys and on the Discord bot's shards, each with a fencing
-epoch, and the scheduled job runs recorded under the leader's epoch.
+elected leader, the leases on queue keys, each with a fencing epoch, and the scheduled job runs
+recorded under the leader's epoch. The leases on the Discord bot's shards are
+:mod:`bot.store.shard_leases`.
 
 On SQLite one process holds the data directory's lock, so there is one worker and it always
 wins; the statements still mean what PostgreSQL's twin (:mod:`bot.store.postgres.workers`)
@@ -35,7 +36,7 @@ from bot.store.leases import (
     review_key,
     waits_for_retry,
 )
-from bot.store.rows import Leader, Lease, ShardLease, WorkerRow
+from bot.store.worker_rows import Leader, Lease, WorkerRow
 
 
 def check_lease(db: sqlite3.Connection, lease: Lease | None) -> None:
@@ -71,17 +72,6 @@ def _let_go(db: sqlite3.Connection, worker_id: str) -> None:
 
 def _lease(row: sqlite3.Row) -> Lease:
     return Lease(str(row[0]), str(row[1]), int(row[2]), float(row[3]))
-
-
-SHARD_COLUMNS = "shard_count, shard_id, worker_id, epoch, expires_at"
-
-
-def _shard_lease(row: sqlite3.Row) -> ShardLease:
-    return ShardLease(int(row[0]), int(row[1]), str(row[2]), int(row[3]), float(row[4]))
-
-
-def _shard_leases(rows: list[sqlite3.Row]) -> list[ShardLease]:
-    return sorted((_shard_lease(row) for row in rows), key=lambda lease: lease.shard_id)
 
 
 def _claim_free(
@@ -267,83 +257,6 @@ class Workers(SqliteBase):
             (queue_key,),
         )
         return _lease(row) if row else None
-
-    # ---- shards of the Discord bot -------------------------------------------------------
-
-    async def claim_shards(
-        self, worker_id: str, shard_count: int, lease_seconds: float, limit: int
-    ) -> list[ShardLease]:
-        def claim(db: sqlite3.Connection) -> list[ShardLease]:
-            db.execute(
-                "WITH RECURSIVE ids(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM ids"
-                "  WHERE n + 1 < ?)"
-                f" INSERT INTO shard_leases ({SHARD_COLUMNS}) SELECT ?, n, '', 0, 0 FROM ids"
-                " WHERE true ON CONFLICT (shard_count, shard_id) DO NOTHING",
-                (shard_count, shard_count),
-            )
-            rows = db.execute(
-                f"UPDATE shard_leases SET worker_id = ?, epoch = epoch + 1,"
-                f" expires_at = {NOW} + ? WHERE shard_count = ? AND shard_id IN ("
-                "  SELECT l.shard_id FROM shard_leases l WHERE l.shard_count = ?"
-                f"  AND l.expires_at <= {NOW} ORDER BY l.shard_id LIMIT ?)"
-                f" RETURNING {SHARD_COLUMNS}",
-                (worker_id, lease_seconds, shard_count, shard_count, limit),
-            ).fetchall()
-            return _shard_leases(rows)
-
-        return await self._in_one_trip(claim)
-
-    async def renew_shards(
-        self, worker_id: str, lease_seconds: float, leases: Sequence[ShardLease]
-    ) -> list[ShardLease]:
-        known = {(lease.shard_count, lease.shard_id, lease.epoch) for lease in leases}
-
-        def renew(db: sqlite3.Connection) -> list[ShardLease]:
-            rows = db.execute(
-                "SELECT shard_count, shard_id, epoch FROM shard_leases WHERE worker_id = ?",
-                (worker_id,),
-            ).fetchall()
-            # leases under this worker's id that it does not know of: it connects no such shard
-            forgotten = [tuple(row) for row in rows if tuple(row) not in known]
-            db.executemany(
-                "UPDATE shard_leases SET worker_id = '', expires_at = 0"
-                " WHERE shard_count = ? AND shard_id = ? AND epoch = ?",
-                forgotten,
-            )
-            renewed = db.execute(
-                f"UPDATE shard_leases SET expires_at = {NOW} + ? WHERE worker_id = ?"
-                f" RETURNING {SHARD_COLUMNS}",
-                (lease_seconds, worker_id),
-            ).fetchall()
-            return _shard_leases(renewed)
-
-        return await self._in_one_trip(renew)
-
-    async def release_shards(self, leases: Sequence[ShardLease]) -> None:
-        await self._sqlite_write_many(
-            "UPDATE shard_leases SET worker_id = '', expires_at = 0"
-            " WHERE shard_count = ? AND shard_id = ? AND worker_id = ? AND epoch = ?",
-            [(s.shard_count, s.shard_id, s.worker_id, s.epoch) for s in leases],
-        )
-
-    async def shard_leases(self, shard_count: int) -> list[ShardLease]:
-        rows = await self._sqlite_all(
-            f"SELECT {SHARD_COLUMNS} FROM shard_leases WHERE shard_count = ? ORDER BY shard_id",
-            (shard_count,),
-        )
-        return [_shard_lease(row) for row in rows]
-
-    async def join_shards(self, worker_id: str, shard_count: int) -> None:
-        await self._sqlite_write(
-            "UPDATE workers SET shard_count = ? WHERE worker_id = ?", (shard_count, worker_id)
-        )
-
-    async def shard_workers(self, shard_count: int, within_seconds: float) -> int:
-        row = await self._sqlite_one(
-            f"SELECT count(*) FROM workers WHERE shard_count = ? AND heartbeat_at > {NOW} - ?",
-            (shard_count, within_seconds),
-        )
-        return int(row[0]) if row else 0
 
     # ---- the leader ----------------------------------------------------------------------
 

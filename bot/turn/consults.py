@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from bot.config.model import Config, MemoryConfig
+from bot.config.memory import MemoryConfig
+from bot.config.model import Config
 from bot.services.llm import LLMError
 from bot.store import ChatRow, MessageRow, NewMessage, NewUsage, SessionRow, Store
 from bot.text import markers

@@ -13,7 +13,8 @@ import asyncio
 from collections.abc import Callable
 from zoneinfo import ZoneInfo
 
-from bot.config.model import Config, MemoryConfig
+from bot.config.memory import MemoryConfig
+from bot.config.model import Config
 from bot.store import MediaRow, MessageRow, SessionRow, Store, TurnContext
 from bot.turn.chat import TurnInput, history_window
 from bot.turn.conversation import Conversation

@@ -7,22 +7,23 @@ closing of its inbound messages are one transaction, so a crash before it re-run
 
 ``TurnRunner`` orchestrates; beside it live who is talking (``bot/turn/conversation.py``), what the
 model reads in a turn (``bot/turn/input.py``), the turns answered without the model
-(``bot/turn/quiet.py``), failure counting and the apology (``bot/turn/failures.py``),
+(``bot/turn/quiet.py``), what a turn records (``bot/turn/outcome.py``), the tools it mounts
+(``bot/turn/tool_mount.py``), failure counting and the apology (``bot/turn/failures.py``),
 stopping a turn (``bot/turn/stops.py``), the typing indicator and reply preview
 (``bot/turn/typing.py``) and the owner's consults of partners (``bot/turn/consults.py``).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
 
 from adapters.base import Channel, MediaChannel, ReplyStream
-from bot.config.model import Config, MemoryConfig
-from bot.delivery.reply import PendingReply, chat_ref
+from bot.config.memory import MemoryConfig
+from bot.config.model import Config
+from bot.delivery.reply import chat_ref
 from bot.delivery.sender import Delivery
 from bot.gateway.access import OwnerCheck
 from bot.services.llm import LLMError
@@ -48,17 +49,17 @@ from bot.turn.conversation import Conversation, resolve_conversation
 from bot.turn.failures import failed_attempt
 from bot.turn.input import MAX_REACTIONS_SHOWN, TurnPrompt
 from bot.turn.media import MediaReader, Prepared, book
+from bot.turn.outcome import close_orphans, pending_reply, record_turn, reply_message
 from bot.turn.quiet import resting, unheard
 from bot.turn.sessions import (
     OWNER_AUDIENCE,
     TITLE_CHARS,
     Sessions,
     Speaker,
-    audience_for,
-    search_audiences,
 )
 from bot.turn.stops import STOPPED, TurnStopped, TurnStops
-from bot.turn.tools import ToolRegistry, ToolSurface
+from bot.turn.tool_mount import ToolMount
+from bot.turn.tools import ToolRegistry
 from bot.turn.typing import accumulate, typing
 from bot.turn.voice_replies import VoiceReplies
 from bot.workers.dispatcher import Worked
@@ -68,26 +69,9 @@ from partners.memory import MemoryFile, MemoryStore
 from partners.persona import Partner
 from partners.recall import Recall
 from partners.review import Reviewer
-from partners.tools import (
-    OWNER_MEMORY_TOOL_NAMES,
-    PARTNER_TOOL_NAMES,
-    ToolContext,
-    TurnTools,
-    user_memory_file,
-)
 
 logger = logging.getLogger(__name__)
 
-PARTNER_GONE = (
-    "The partner you wrote to ({partner}) is no longer here, so nobody read that message. "
-    "Choose who to talk with (/partner), then write again."
-)
-"""Said instead of a reply to messages whose partner was deleted before their turn."""
-PARTNER_BROKEN = (
-    "The partner you wrote to ({partner}) cannot answer right now (its settings do not load); "
-    "the owner can fix it. Write again later."
-)
-"""Said instead of a reply to messages whose partner does not load (a broken preset.yml)."""
 APOLOGY = "Sorry — I can't think right now (my model is unreachable). Please try again in a bit."
 
 
@@ -142,6 +126,19 @@ class TurnRunner:
         """Speaks replies (``/voice``); None: text only."""
         self.lore = lore
         """Lorebooks and post-history instructions; None: none are read."""
+        self.recall = recall or Recall(store)
+        """History search for partner_search (semantic when embeddings are configured)."""
+        self.tools = ToolMount(
+            store,
+            memory,
+            owner_file,
+            self.recall,
+            registry,
+            sessions,
+            self.consult,
+            config.owner.consult_budget,
+        )
+        """The tools each turn mounts."""
         self.prompt = TurnPrompt(
             config, store, catalog, sessions, self.memory_settings, media, lore
         )
@@ -152,14 +149,12 @@ class TurnRunner:
             catalog,
             sessions,
             chat_loop,
-            self._tools,
+            self.tools.for_turn,
             self._usage,
             budget,
             self.memory_settings,
         )
         """Runs the owner's consults of partners (consult_partner, ``/admin consult``)."""
-        self.recall = recall or Recall(store)
-        """History search for partner_search (semantic when embeddings are configured)."""
         self._stops = TurnStops()
         """The stop switches of the turns running now (Ctrl-C in the console)."""
 
@@ -214,7 +209,7 @@ class TurnRunner:
         pending = context.pending
         conversation = await self._conversation(context)
         if conversation is None:
-            await self._close_orphans(pending, lease)
+            await close_orphans(self.store, self.catalog, self.delivery, pending, lease)
             return
         session = await self.sessions.continued(
             context.session,
@@ -247,9 +242,9 @@ class TurnRunner:
         reply, usage = await self._answer(conversation, session, turn, stream)
         if speak and reply.role == "assistant" and reply.text:
             reply = replace(reply, media=(*reply.media, NewMedia("speak", "voice")))
-        reply_id = await self._record(pending, session, reply, usage, lease)
+        reply_id = await record_turn(self.store, pending, session, reply, usage, lease)
         await self.delivery.send(
-            self._pending_reply(conversation, reply_id, reply, pending[-1], lease), stream
+            pending_reply(conversation, reply_id, reply, pending[-1], lease), stream
         )
         if conversation.partner is not None:
             await self.reviewer.after_turn(session, self.memory_settings().history_chars)
@@ -267,34 +262,6 @@ class TurnRunner:
                 len(pending),
             )
         return conversation
-
-    async def _close_orphans(self, pending: list[MessageRow], lease: Lease) -> None:
-        """Close messages nobody can answer. Those for a partner that is gone (deleted since
-        they came) get one line saying so, never an answer from someone else."""
-        last = pending[-1]
-        chat = await self.store.chat(last.chat_key)
-        partner_id = last.partner_id
-        if partner_id is None or chat is None or self.catalog.get(partner_id) is not None:
-            for row in pending:
-                await self.store.set_status(row.id, "failed")
-            return
-        broken = partner_id in self.catalog.errors
-        text = (PARTNER_BROKEN if broken else PARTNER_GONE).format(partner=partner_id)
-        notice = NewMessage(
-            chat_key=last.chat_key,
-            role="notice",
-            text=text,
-            audience=last.audience,
-            status="delivering",
-            partner_id=last.partner_id,
-            speaker="assistant",
-        )
-        ids = [row.id for row in pending]
-        reply_id = await self.store.finish_turn(ids, None, notice, "failed", lease=lease)
-        answered = last.platform_message_id
-        await self.delivery.send(
-            PendingReply(reply_id, chat, text, last.partner_id, answered, lease=lease)
-        )
 
     async def _prepare(
         self,
@@ -346,7 +313,7 @@ class TurnRunner:
         """The model's answer with the turn's tools, as the reply to record, and what its
         model calls cost (None: no model answered — it failed, or the chat stopped it)."""
         chat, partner = conversation.chat, conversation.partner
-        surface, ctx = self._tools(conversation, session, turn.new_messages[-1])
+        surface, ctx = self.tools.for_turn(conversation, session, turn.new_messages[-1])
         model = (partner.preset.model if partner else None) or self.config.llm.model
         role, text = "assistant", EMPTY_ANSWER
         actions: tuple[NewMedia, ...] = ()
@@ -375,119 +342,13 @@ class TurnRunner:
         except TurnStopped:
             logger.info("turn in %s stopped by the chat", chat.chat_key)
             role, text = "notice", STOPPED
-        return self._reply(conversation, session, role, text, actions), usage
-
-    @staticmethod
-    def _reply(
-        conversation: Conversation,
-        session: SessionRow,
-        role: str,
-        text: str,
-        actions: tuple[NewMedia, ...],
-    ) -> NewMessage:
-        """The reply as it is recorded, before its delivery."""
-        chat, partner = conversation.chat, conversation.partner
-        return NewMessage(
-            chat_key=chat.chat_key,
-            role=role,
-            text=text,
-            audience=audience_for(chat, conversation.speaker),
-            status="delivering",
-            session_id=session.id,
-            partner_id=partner.id if partner else None,
-            speaker=partner.name if partner else "assistant",
-            media=actions,
-        )
-
-    async def _record(
-        self,
-        pending: list[MessageRow],
-        session: SessionRow,
-        reply: NewMessage,
-        usage: NewUsage | None,
-        lease: Lease,
-    ) -> int:
-        """The reply recorded and the turn's messages closed, in one transaction; a model
-        that failed closes them as failed (a stopped turn is done)."""
-        failed = reply.role == "notice" and reply.text != STOPPED
-        return await self.store.finish_turn(
-            [row.id for row in pending],
-            session.id,
-            reply,
-            "failed" if failed else "done",
-            usage=usage,
-            lease=lease,
-        )
-
-    @staticmethod
-    def _pending_reply(
-        conversation: Conversation, reply_id: int, reply: NewMessage, last: MessageRow, lease: Lease
-    ) -> PendingReply:
-        """The recorded reply as delivery sends it, answering the turn's last message."""
-        partner_id = conversation.partner.id if conversation.partner else None
-        return PendingReply(
-            reply_id,
-            conversation.chat,
-            reply.text,
-            partner_id,
-            last.platform_message_id,
-            actions=tuple(MediaRow(reply_id, m.kind, m.ref) for m in reply.media),
-            lease=lease,
-        )
-
-    def _tools(
-        self, conversation: Conversation, session: SessionRow, last: MessageRow
-    ) -> tuple[ToolSurface, ToolContext]:
-        """The tools a turn mounts, answering ``last``: a partner's forced and configurable
-        tools with the owner's memory tools suppressed, or the owner assistant's memory tools
-        and consult_partner with this turn's consult budget."""
-        chat, partner, speaker = conversation.chat, conversation.partner, conversation.speaker
-        turn = TurnTools(
-            store=self.store,
-            memory=self.memory,
-            owner_file=self.owner_file,
-            session_id=session.id,
-            actor=speaker.user_key,
-            user_name=speaker.name,
-            source_message_id=last.id,
-            recall=self.recall,
-        )
-        if partner is None:
-            consult = functools.partial(self.consult, chat, speaker)
-            ctx = ToolContext.for_owner(turn, consult, self.config.owner.consult_budget)
-            surface = self.registry.surface(
-                forced=(*OWNER_MEMORY_TOOL_NAMES, "consult_partner"), owner="owner assistant"
-            )
-            return surface, ctx
-        ctx = ToolContext.for_partner(
-            turn,
-            partner,
-            write_file=self._write_file(partner, speaker),
-            user_file=self.sessions.user_file(partner, chat, speaker),
-            audiences=search_audiences(partner, audience_for(chat, speaker)),
-        )
-        surface = self.registry.surface(
-            forced=PARTNER_TOOL_NAMES,
-            allow=partner.preset.tools_allow,
-            deny=partner.preset.tools_deny,
-            suppressed=OWNER_MEMORY_TOOL_NAMES,
-            owner=f"partner {partner.id}",
-        )
-        return surface, ctx
+        return reply_message(conversation, session, role, text, actions), usage
 
     async def consult(
         self, owner_chat: ChatRow, owner: Speaker, partner_id: str, question: str
     ) -> str:
         """Run a partner's own chat loop on the owner's question (``bot/turn/consults.py``)."""
         return await self.consults.consult(owner_chat, owner, partner_id, question)
-
-    @staticmethod
-    def _write_file(partner: Partner, speaker: Speaker) -> MemoryFile:
-        """per_user: what a user says lands in that user's file; only the owner's own conversations
-        change the partner's MEMORY.md (docs/architecture.md "Decisions": per-user writes)."""
-        if partner.per_user and not speaker.is_owner:
-            return user_memory_file(partner, speaker.user_key)
-        return MemoryFile(partner.dir, "MEMORY.md")
 
     def _usage(self, partner: Partner | None, kind: str, output: TurnOutput) -> NewUsage:
         """The tokens a model answer spent, booked on today for the partner (or the owner's

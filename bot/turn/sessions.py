@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from importlib import resources
 
-from bot.config.model import MemoryConfig
+from bot.config.memory import MemoryConfig
 from bot.store import ChatRow, MessageRow, SessionRow, Store, new_session_id
 from partners.catalog import PartnerCatalog
 from partners.memory import MemoryFile, MemoryStore

@@ -15,7 +15,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
-from bot.config.model import WebConfig
+from bot.config.deployment import WebConfig
 from bot.store import Store
 
 LOGIN_TTL_SECONDS = 600.0

@@ -40,7 +40,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from adapters.base import Channel, ShardedChannel
-from bot.config.model import Config, WorkersConfig
+from bot.config.deployment import WorkersConfig
+from bot.config.model import Config
 from bot.store import ShardLease, Store, StoreUnavailable
 
 logger = logging.getLogger(__name__)

@@ -16,6 +16,7 @@ import pytest
 from partners.catalog import PartnerCatalog
 from partners.changelog import CHANGELOG
 from partners.memory_format import BULLET, ENTRY_ID
+from tests.card_fixtures import publish
 from tests.e2e.cluster import Cluster
 from tests.e2e.gateway_process import GatewayProcess, write_config
 from tests.e2e.model import ScriptedModel
@@ -97,7 +98,7 @@ class World:
     def add_partner(self, partner_id: str, name: str) -> None:
         catalog = PartnerCatalog(self.data_dir / "partners")
         catalog.ensure_example()
-        catalog.create(partner_id, name)
+        publish(catalog.create(partner_id, name).dir)  # a new partner is private until published
 
     # ---- traffic ---------------------------------------------------------------------
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from typing import cast
 
+from bot.store.admin_rows import UserRow
 from bot.store.chats import CHAT_COLUMNS, Chats
-from bot.store.rows import ChatRow, UserRow
+from bot.store.rows import ChatRow
 
 
 class PostgresChats(Chats):

@@ -25,9 +25,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
+from bot.store.admin_rows import ReminderRow
 from bot.store.postgres.base import PostgresBase
 from bot.store.postgres.messages import PostgresMessages
-from bot.store.rows import ForgetOperation, MessageRow, ReminderRow
+from bot.store.rows import ForgetOperation, MessageRow
 from bot.store.sessions import Sessions
 
 MAINTENANCE_TIMEOUT_SECONDS = 3600.0

@@ -20,7 +20,8 @@ from bot.store.messages import INSERT_INTO_MESSAGES, MESSAGE_VALUES
 from bot.store.postgres.messages import PostgresMessages
 from bot.store.postgres.workers import FENCED, fenced, lease_values
 from bot.store.queue import Queue, queued_reply
-from bot.store.rows import Lease, NewMessage, NewUsage, WaitingReply
+from bot.store.rows import NewMessage, NewUsage, WaitingReply
+from bot.store.worker_rows import Lease
 
 FINISH_TURN = fenced(
     f"reply AS ({INSERT_INTO_MESSAGES} SELECT {numbered(MESSAGE_VALUES)} FROM fence"

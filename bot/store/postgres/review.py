@@ -10,7 +10,7 @@ from bot.store.base import numbered
 from bot.store.leases import lease_lost
 from bot.store.postgres.workers import FENCED, fenced, lease_values
 from bot.store.review import FAILED, SUCCEEDED, ReviewState
-from bot.store.rows import Lease
+from bot.store.worker_rows import Lease
 
 REVIEW_SUCCEEDED = fenced(
     f"done AS ({numbered(SUCCEEDED.format(greatest='GREATEST'))} AND {FENCED})", params=3

@@ -23,7 +23,7 @@ from typing import Any
 from bot.store.base import Transaction as AnyTransaction
 from bot.store.migrations.search_words import postgres_search_words
 from bot.store.postgres.base import PostgresBase, Transaction
-from bot.store.rows import SearchHit
+from bot.store.search_rows import SearchHit
 from bot.store.search_terms import query_phrases
 from bot.store.searchable import (
     CONTEXT_WEIGHT,

@@ -9,11 +9,12 @@ import json
 from collections.abc import Sequence
 from typing import Any, cast
 
+from bot.store.admin_rows import UserRow
 from bot.store.leases import unfinished_replies
 from bot.store.media import MEDIA_COLUMNS
 from bot.store.messages import MESSAGE_COLUMNS
 from bot.store.postgres.base import PostgresBase
-from bot.store.rows import ChatRow, MediaRow, MessageRow, SessionRow, TurnContext, UserRow
+from bot.store.rows import ChatRow, MediaRow, MessageRow, SessionRow, TurnContext
 from bot.store.sessions import SESSION_COLUMNS
 
 CHAT_COLUMNS = "chat_key, platform, platform_chat_id, thread_id, kind, title, selected_partner"

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 from bot.store.postgres.base import Transaction
 from bot.store.postgres.search import SearchIndex
-from bot.store.rows import EmbeddingWork, NewVector, SearchHit, StoredVector, VectorChanges
+from bot.store.search_rows import EmbeddingWork, NewVector, SearchHit, StoredVector, VectorChanges
 from bot.store.vectors import VECTOR_LOG_KEEP
 
 SAVE_VECTOR = (

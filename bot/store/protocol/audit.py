@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from bot.store.rows import AuditRow
+from bot.store.admin_rows import AuditRow
 
 
 class AuditStore(Protocol):

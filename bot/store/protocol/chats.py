@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from bot.store.rows import BindingRow, ChatRow, UserRow
+from bot.store.admin_rows import BindingRow, UserRow
+from bot.store.rows import ChatRow
 
 
 class ChatsStore(Protocol):

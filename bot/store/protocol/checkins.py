@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from bot.store.rows import CheckinCandidate, CheckinSetting, ReminderRow
+from bot.store.admin_rows import CheckinCandidate, CheckinSetting, ReminderRow
 
 
 class CheckinsStore(Protocol):

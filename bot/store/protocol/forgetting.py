@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from bot.store.rows import ForgetOperation, MessageRow, ReminderRow
+from bot.store.admin_rows import ReminderRow
+from bot.store.rows import ForgetOperation, MessageRow
 
 
 class ForgettingStore(Protocol):

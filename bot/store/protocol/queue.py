@@ -11,14 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from bot.store.rows import (
-    DeliveryRetry,
-    Lease,
-    MessageRow,
-    NewMessage,
-    NewUsage,
-    WaitingReply,
-)
+from bot.store.rows import DeliveryRetry, MessageRow, NewMessage, NewUsage, WaitingReply
+from bot.store.worker_rows import Lease
 
 
 class QueueStore(Protocol):

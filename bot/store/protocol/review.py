@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from bot.store.rows import Lease, SessionRow
+from bot.store.rows import SessionRow
+from bot.store.worker_rows import Lease
 
 
 class ReviewStore(Protocol):

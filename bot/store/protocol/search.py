@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from bot.store.rows import SearchHit
+from bot.store.search_rows import SearchHit
 
 
 class SearchStore(Protocol):

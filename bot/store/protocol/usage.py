@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from bot.store.rows import RestNoticeRow, UsageRow
+from bot.store.admin_rows import RestNoticeRow, UsageRow
 
 
 class UsageStore(Protocol):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from bot.store.rows import ClaimedOwnerRow, PairingRow, UserRow
+from bot.store.admin_rows import ClaimedOwnerRow, PairingRow, UserRow
 
 
 class UsersStore(Protocol):

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Protocol
 
-from bot.store.rows import EmbeddingWork, NewVector, SearchHit, StoredVector, VectorChanges
+from bot.store.search_rows import EmbeddingWork, NewVector, SearchHit, StoredVector, VectorChanges
 
 
 class VectorsStore(Protocol):

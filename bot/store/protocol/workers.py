@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from bot.store.leases import Liveness
-from bot.store.rows import Leader, Lease, ShardLease, WorkerRow
+from bot.store.worker_rows import Leader, Lease, ShardLease, WorkerRow
 
 
 class WorkersStore(Protocol):
