@@ -226,6 +226,16 @@ class ShardedChannel(Protocol):
 
 
 @runtime_checkable
+class RefetchingChannel(Protocol):
+    """A channel that may hand over a message it already handed over, with no update id to
+    tell (Discord fetches what its bound channels said while it was away). The gateway runs a
+    command from it at most once per message id; other channels' commands run each time they
+    come (a command delivered again answers the same, as ``/forget`` does)."""
+
+    refetches_messages: bool
+
+
+@runtime_checkable
 class OwnerMenuChannel(Protocol):
     """A channel whose command menu shows the owner's commands only to the owner (Telegram:
     a menu per chat), so a new owner must be added to it."""

@@ -68,6 +68,7 @@ STOP_TIMEOUT_SECONDS = 10.0
 
 class DiscordChannel(DiscordReceiving):
     platform = PLATFORM
+    refetches_messages = True  # the catch-up after a reconnect (adapters/discord_receiving.py)
 
     def __init__(
         self,

@@ -78,7 +78,7 @@ async def test_a_card_and_a_lorebook_imported_from_the_terminal_reach_a_running_
     book.write_text(json.dumps(cards.book(3)), encoding="utf-8")
     code, out, err = await companion(config, "lore", "import", str(book), "sirin")
     assert code == 0, err
-    assert "added 3 entries to sirin's lorebook.json (now 3)" in out
+    assert "added 3 entries of 'Harbour lore' to sirin's lorebook.json (now 3)" in out
 
     def lore_entries() -> int:
         partner = worker.app.catalog.get("sirin")

@@ -27,6 +27,7 @@ from adapters.base import (
     MediaChannel,
     NotStored,
     OwnerMenuChannel,
+    RefetchingChannel,
 )
 from bot.admin.services import AdminServices
 from bot.commands.table import is_user_command
@@ -315,12 +316,14 @@ class Gateway:
         return replace(inbound, media=None) if inbound.text.strip() else None
 
     async def _command_once(self, inbound: Inbound, command: Command, is_owner: bool) -> None:
-        """Run a command at most once per message id where no update id records it (a
-        Discord message fetched again after a reconnect). Recorded only once it has run: a
-        stop in between runs it again (it may answer twice; recorded first and cut off, it
-        would never answer). Then the channels learn what it changed (bindings, owners)."""
-        seen = None if inbound.update_id else f"command:{inbound.message_id}"
+        """Run a command at most once per message id from a channel that may hand a message
+        over again with no update id to tell (a Discord message fetched again after a
+        reconnect). Recorded only once it has run: a stop in between runs it again (it may
+        answer twice; recorded first and cut off, it would never answer). Then the channels
+        learn what it changed (bindings, owners)."""
         platform = inbound.chat.platform
+        refetching = isinstance(self.channels.get(platform), RefetchingChannel)
+        seen = f"command:{inbound.message_id}" if refetching and not inbound.update_id else None
         if seen is not None and await self.store.update_seen(platform, seen):
             return
         admin = self.admin if is_owner else None
