@@ -250,9 +250,8 @@ async def test_a_users_reaction_reaches_the_next_turn_without_a_model_call(
     fake_llm.script(Reply(text="Here's a poem about tea."))
     fake.send_user_message(chat_id=ALICE, text="write me a poem")
     [poem] = await fake.wait_for_sent(chat_id=ALICE)
-    await settled(
-        fake, gateway
-    )  # the reply's delivery recorded, as it is long before a person reacts
+    # the reply's delivery is recorded, as it is long before a person reacts
+    await settled(fake, gateway)
     fake.push_update(
         fake.reaction_update(chat_id=ALICE, message_id=poem.result["message_id"], emoji="🔥")
     )
