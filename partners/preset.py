@@ -3,7 +3,7 @@
 Reading validates the file against :class:`PresetFile` the way config.toml is validated: an
 unknown key is refused with the known key it most resembles, and every error names the file
 and the key (``partners/kai/preset.yml: proactive.window: ...``). A directory written by the
-seed-003 companion plugin (``name``, ``description``, ``order``) loads as it is.
+dsh-preset-md companion plugin (``name``, ``description``, ``order``) loads as it is.
 
 Editing the file in place (``/admin partner set``) is :mod:`partners.preset_edit`.
 """

@@ -1,4 +1,4 @@
-"""Partners on disk: prompt assembly, the seed-003 layout, ids, create/clone/delete."""
+"""Partners on disk: prompt assembly, the companion plugin's layout, ids, create/clone/delete."""
 
 from __future__ import annotations
 
