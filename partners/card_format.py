@@ -11,8 +11,9 @@ a card is untrusted input from the internet.
 A card read is a :class:`Card`: the V3 ``data`` object with every field present (V1 and V2
 cards are lifted into it), plus the image the card was carried in with the card chunks taken
 out — the partner's avatar. Its ``character_book`` is checked by ``partners/lore_format.py``
-where the book is taken in (``partners/cards.py``, ``companion lore import``). CHARX (zip)
-cards are not read: no maintained parser exists.
+where the book is taken in (``partners/cards.py``, ``companion lore import``). The other shapes
+people bring (CHARX zips, RisuAI's JPEG, Pygmalion JSON, oobabooga YAML) are told apart and
+read by ``partners/card_files.py``, each into this same validated ``data``.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ import copy
 import json
 import struct
 import zlib
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from partners.preset import PartnerError
@@ -78,28 +79,34 @@ class Card:
     image: bytes | None
     """The PNG the card came in, card chunks removed; None for a JSON card."""
     spec: str
-    """What the file was: "V1", "V2" or "V3" (JSON or PNG)."""
+    """What the file was: "V1", "V2" or "V3" (JSON or PNG), or another app's shape."""
+    assets: Mapping[str, bytes] = field(default_factory=dict)
+    """Files the card brought besides its avatar, by the name they take in the partner
+    (``assets/…``: a CHARX zip's other pictures); empty for other cards."""
+    notes: tuple[str, ...] = ()
+    """What the reading left out or changed, for the owner to see before confirming."""
 
 
 # ---- reading ------------------------------------------------------------------------------
 
 
 def read_card(raw: bytes, filename: str = "card") -> Card:
-    """A card from a file's bytes: PNG if it starts like one, else JSON."""
+    """A card from a file's bytes: PNG if it starts like one, else JSON (every other shape:
+    ``partners.card_files.read_character``)."""
+    check_file_size(raw, filename)
+    if raw.startswith(PNG_SIGNATURE):
+        text, image = _card_from_png(raw, filename)
+        card = parse_card_json(text, filename)
+        return Card(card.data, image, f"{card.spec} PNG")
+    return parse_card_json(raw, filename)
+
+
+def check_file_size(raw: bytes, filename: str) -> None:
     if len(raw) > MAX_CARD_FILE_BYTES:
         raise CardError(
             f"{filename}: {len(raw):,} bytes is over the limit of {MAX_CARD_FILE_BYTES:,} "
             "for a card file"
         )
-    if raw.startswith(PNG_SIGNATURE):
-        text, image = _card_from_png(raw, filename)
-        card = parse_card_json(text, filename)
-        return Card(card.data, image, f"{card.spec} PNG")
-    if raw.startswith(b"PK\x03\x04"):
-        raise CardError(
-            f"{filename}: CHARX (zip) cards are not supported; export it as PNG or JSON"
-        )
-    return parse_card_json(raw, filename)
 
 
 def parse_json(raw: bytes | str, where: str, max_bytes: int, fix: str) -> Any:
@@ -145,14 +152,19 @@ def parse_card_json(raw: bytes | str, filename: str = "card") -> Card:
     document = parse_json(raw, filename, MAX_CARD_JSON_BYTES, FIX_CARD)
     if not isinstance(document, dict):
         raise CardError(f"{filename}: not a card: the JSON is not an object")
+    return card_from_document(document, filename)
+
+
+def card_from_document(document: Mapping[str, Any], filename: str) -> Card:
+    """A card from its JSON object: V2 or V3 by its ``spec``, V1 without one."""
     spec = document.get("spec")
     if spec is None:
-        return Card(_from_v1(document, filename), None, "V1")
+        return Card(_from_v1(dict(document), filename), None, "V1")
     version = str(document.get("spec_version", ""))
     if spec == V3_SPEC and version.split(".")[0] == "3":
-        return Card(_checked(document.get("data"), filename), None, "V3")
+        return Card(checked_data(document.get("data"), filename), None, "V3")
     if spec == V2_SPEC and version.split(".")[0] == "2":
-        return Card(_checked(document.get("data"), filename), None, "V2")
+        return Card(checked_data(document.get("data"), filename), None, "V2")
     raise CardError(
         f"{filename}: unsupported card spec {str(spec)[:40]!r} version {version[:10]!r}; "
         f"this reads {V2_SPEC} 2.x and {V3_SPEC} 3.x (and V1 cards without a spec)"
@@ -164,10 +176,10 @@ def _from_v1(document: dict[str, Any], filename: str) -> dict[str, Any]:
     (creator notes, tags, talkativeness, …) at the top level, and they are the card's."""
     if not isinstance(document.get("name"), str) or not document["name"].strip():
         raise CardError(f"{filename}: not a card: no 'spec' and no 'name'")
-    return _checked({**{key: "" for key in V1_FIELDS}, **document}, filename)
+    return checked_data({**{key: "" for key in V1_FIELDS}, **document}, filename)
 
 
-def _checked(data: object, filename: str) -> dict[str, Any]:
+def checked_data(data: object, filename: str) -> dict[str, Any]:
     """The ``data`` object with every field present and of its type."""
     if not isinstance(data, dict):
         raise CardError(f"{filename}: not a card: 'data' is not an object")

@@ -1,13 +1,15 @@
 """Character cards in and out of a partner directory (docs/cards.md).
 
-A card's fields land in the files the owner already edits: ``system_prompt`` in SYSTEM.md,
-``personality`` in SOUL.md, ``description`` in IDENTITY.md, ``scenario`` in SCENARIO.md,
-``mes_example`` in EXAMPLES.md, ``post_history_instructions`` in POST_HISTORY.md (sent after
-the history each turn, as front-ends do). The greetings, ``creator_notes`` (never sent to the
-model), tags, creator, version, extensions and every other field are kept verbatim in
-``card.json``, so an export loses nothing; the lorebook becomes ``lorebook.json`` and the image
-``avatar.png``. ``{{char}}`` (and V1's ``<BOT>``/``<USER>``) become the partner's own
-placeholders ``{{partner}}``/``{{user}}``, and back on export.
+A card is read whatever shape it came in (``partners/card_files.py``: PNG, JSON, CHARX,
+Pygmalion, oobabooga). Its fields land in the files the owner already edits: ``system_prompt``
+in SYSTEM.md, ``personality`` in SOUL.md, ``description`` in IDENTITY.md, ``scenario`` in
+SCENARIO.md, ``mes_example`` in EXAMPLES.md, ``post_history_instructions`` in POST_HISTORY.md
+(sent after the history each turn, as front-ends do). The greetings, ``creator_notes`` (never
+sent to the model), tags, creator, version, extensions and every other field are kept verbatim
+in ``card.json``, so an export loses nothing; the lorebook becomes ``lorebook.json``, the image
+``avatar.png`` and a CHARX card's other assets files under ``assets/``. ``{{char}}`` (and V1's
+``<BOT>``/``<USER>``) become the partner's own placeholders ``{{partner}}``/``{{user}}``, and
+back on export.
 
 An import is planned first (:func:`plan_import`: every file's bytes and a summary for the
 owner to confirm) and written only when confirmed, whole or not at all: as a new partner of
@@ -29,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from partners.card_files import read_character
 from partners.card_format import (
     MAX_CARD_JSON_BYTES,
     Card,
@@ -37,7 +40,6 @@ from partners.card_format import (
     dump_json,
     parse_json,
     png_image,
-    read_card,
     write_png,
 )
 from partners.lore import DEFAULT_BUDGET, Lorebook
@@ -57,6 +59,8 @@ from partners.persona import (
 from partners.persona import CARD_FILE as CARD_FILE
 
 FIX_HERE = "fix it there"
+ASSETS_FOLDER = "assets/"
+"""Where a CHARX card's other files are kept in the partner, by their names in the zip."""
 FIELD_FILES = {
     "system_prompt": "SYSTEM.md",
     "personality": "SOUL.md",
@@ -114,6 +118,8 @@ class ImportPlan:
             if name.endswith(".md")
         )
         avatar = self.files.get(AVATAR_FILE)
+        assets = [body for name, body in self.files.items() if name.startswith(ASSETS_FOLDER)]
+        kept = f"{len(assets)} files, {sum(map(len, assets)):,} bytes, in {ASSETS_FOLDER}"
         return [
             f"id: {self.partner_id}",
             f"card: {self.spec}",
@@ -121,6 +127,7 @@ class ImportPlan:
             f"greetings: {self.greetings}",
             f"lorebook entries: {self.lore_entries}",
             f"avatar: {f'{len(avatar):,} bytes' if avatar else 'none'}",
+            *([f"assets: {kept}"] if assets else []),
             PRIVATE_NOTE.format(id=self.partner_id),
             *(f"note: {note}" for note in self.notes),
         ]
@@ -137,7 +144,7 @@ def plan_import(
     whether an id is in use: a directory of partners, or a question to the catalog;
     ``lore_budget`` is what its lorebook's entries may take a turn (an entry that never fits
     is named)."""
-    card = read_card(raw, filename)
+    card = read_character(raw, filename)
     data = card.data
     chosen = partner_id or slug(data["name"])
     check_partner_id(chosen)
@@ -147,7 +154,7 @@ def plan_import(
             f"a partner {chosen!r} exists already; give the new one another id "
             "(companion partners import FILE --id ID, or /admin partner import ID)"
         )
-    notes: list[str] = []
+    notes = list(card.notes)
     name = " ".join(data["name"].split())
     if len(name) > MAX_NAME_CHARS:
         notes.append(f"name shortened to {MAX_NAME_CHARS} characters (the whole is in card.json)")
@@ -170,6 +177,7 @@ def plan_import(
         notes += too_large_notes(Lorebook(book.book), lore_budget)
     if card.image is not None:
         files[AVATAR_FILE] = card.image
+    files.update(card.assets)
     notes += [f"kept, not used: {label}" for key, label in UNUSED_FIELDS.items() if data.get(key)]
     unused = sorted(key for key in data.get("extensions", {}) if key != "depth_prompt")
     if unused:
@@ -307,4 +315,4 @@ def _avatar_png(partner: Partner) -> bytes:
 
 
 def read_card_file(path: Path) -> Card:
-    return read_card(path.read_bytes(), path.name)
+    return read_character(path.read_bytes(), path.name)

@@ -22,7 +22,8 @@ from bot.cli.data import load_catalog, with_catalog
 from bot.config.model import Config
 from bot.gateway.memory_documents import memory_store, rows_configured
 from bot.store import Store
-from partners.card_format import MAX_CARD_FILE_BYTES, CardError, parse_json, read_card
+from partners.card_files import read_character
+from partners.card_format import MAX_CARD_FILE_BYTES, CardError, parse_json
 from partners.cards import (
     TEXT_FILES,
     dump_book,
@@ -229,7 +230,7 @@ def lore_from_file(raw: bytes, name: str) -> CheckedBook:
 
 
 def _card_book(raw: bytes, name: str) -> CheckedBook:
-    book = read_card(raw, name).data.get("character_book")
+    book = read_character(raw, name).data.get("character_book")
     if book is None:
         raise CardError(f"{name}: the card carries no lorebook")
     return check_book(book, f"{name}: character_book")
