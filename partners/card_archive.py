@@ -87,6 +87,8 @@ def read_charx(raw: bytes, filename: str, jpeg: bool = False) -> Card:
     if icon is not None and icon.path in by_name:
         found = _read(archive, by_name[icon.path], MAX_ASSET_BYTES, filename)
         image = avatar_png(found, f"{filename}: {icon.path}", notes)
+    elif icon is not None:  # as SillyTavern: the main icon or none, never another one
+        notes.append(f"the main icon ({icon.path[:80]}) is not in the zip; no avatar")
     elif jpeg:  # no icon inside: the picture the zip came in is the card's own
         start = min(info.header_offset for info in by_name.values())
         image = avatar_png(raw[:start], f"{filename}: the JPEG", notes)

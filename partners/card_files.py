@@ -42,8 +42,7 @@ def read_character(raw: bytes, filename: str = "card") -> Card:
         if b"PK\x05\x06" not in raw[-(22 + 65_535) :]:
             raise CardError(
                 f"{filename}: a JPEG without a character card in it (RisuAI's JPEG cards carry "
-                "a CHARX zip after the picture); "
-                "send the card as PNG, JSON or CHARX"
+                f"a CHARX zip after the picture); {EXPECTED}"
             )
         return read_charx(raw, filename, jpeg=True)
     text = raw.removeprefix(b"\xef\xbb\xbf").lstrip()
