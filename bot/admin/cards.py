@@ -37,8 +37,9 @@ STAGED_SECONDS = 24 * 3600
 EXPIRED = "That import expired (cards wait a day); send the card again."
 TOKEN_CHARS = 10
 NO_CARD = (
-    "Send the character card (PNG or JSON, up to {limit} MB) as a file — not as a photo, "
-    "which loses the card — with the caption /admin partner import [id]."
+    "Send the character card (PNG, JSON, CHARX, RisuAI's JPEG, Pygmalion JSON or oobabooga "
+    "YAML, up to {limit} MB) as a file — not as a photo, which loses the card — with the "
+    "caption /admin partner import [id]."
 )
 MAX_ENTRY_CHARS = 160
 

@@ -324,9 +324,13 @@ def add_partner_commands(sub: Any) -> None:
 def add_card_commands(partner_actions: Any, sub: Any) -> None:
     """``partners import``/``partners export`` under ``partners``, and ``lore import``."""
     pimport = partner_actions.add_parser(
-        "import", help="make a partner from a character card (PNG or JSON, V1/V2/V3)"
+        "import", help="make a partner from a character card (PNG, JSON, CHARX, YAML)"
     )
-    pimport.add_argument("file", help="the card: a PNG from a roleplay front-end, or its JSON")
+    pimport.add_argument(
+        "file",
+        help="the card: a PNG or JSON card (V1-V3), a CHARX zip or RisuAI JPEG, a Pygmalion "
+        "JSON or an oobabooga YAML character",
+    )
     pimport.add_argument("--id", help="the new partner's id (default: from the card's name)")
     pimport.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     pimport.set_defaults(handler="bot.cli.cards:cmd_partners_import")
