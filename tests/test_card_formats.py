@@ -15,25 +15,29 @@ from PIL import Image
 from partners.card_files import read_character
 from partners.card_format import CardError
 from partners.cards import plan_import
+from partners.partner_rows import namespace_of
 from tests import card_fixtures as cards
 from tests import character_files as files
 from tests.admin_support import admin
-from tests.conftest import Harness, dm
+from tests.conftest import Harness, HarnessFactory, dm
 from tests.fakes.fake_llm import Reply
 from tests.test_cli_cards import run, write_config
 
 PYGMALION = json.dumps(files.pygmalion()).encode("utf-8")
 
 
-async def imported(harness: Harness, filename: str, raw: bytes) -> tuple[str, str]:
+async def imported(
+    harness: Harness, filename: str, raw: bytes, publish: bool = True
+) -> tuple[str, str]:
     """Import through the owner's command and confirm; the preview and the partner's id."""
     preview = await admin(harness, "/admin partner import", attachment=(filename, raw))
     token = preview.split("/admin partner import confirm ")[1].split()[0]
     created = await admin(harness, f"/admin partner import confirm {token}")
     assert created.startswith("Created"), created
     partner_id = created.split("(")[-1].split(")")[0]
-    cards.publish(harness.app.catalog.require(partner_id).dir)  # user 42 is not the owner
-    harness.app.catalog.reload()
+    if publish:
+        cards.publish(harness.app.catalog.require(partner_id).dir)  # user 42 is not the owner
+        harness.app.catalog.reload()
     return preview.replace("\\", ""), partner_id
 
 
@@ -200,3 +204,15 @@ def test_a_charx_without_icons_inside_a_jpeg_takes_the_jpeg_as_avatar() -> None:
 def test_risu_modules_are_named_as_not_read() -> None:
     card = read_character(files.charx(members={"module.risum": b"\x00risum"}), "t.charx")
     assert any("module.risum" in note for note in card.notes)
+
+
+async def test_a_charx_card_lands_whole_in_the_database(harness_factory: HarnessFactory) -> None:
+    harness = await harness_factory(storage={"documents": "database"})
+    assert harness.app.catalog.rows is not None
+    _, partner_id = await imported(harness, "tamsin.charx", files.charx(), publish=False)
+    partner = harness.app.catalog.require(partner_id)
+    assert partner.avatar_image is not None and red_enough(partner.avatar_image)
+    namespace = namespace_of(partner_id)
+    for name in ("assets/emotion/image/joy.webp", "assets/other/image/pier.png"):
+        stored = await harness.app.store.document(namespace, name)
+        assert stored is not None and stored.content == files.harbour_members()[name]
