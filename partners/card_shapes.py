@@ -79,7 +79,7 @@ def from_ooba(document: Mapping[str, Any], where: str) -> dict[str, Any]:
     """The card ``data`` of a text-generation-webui character (its YAML, or the same keys as
     JSON)."""
     if "context" not in document and "char_persona" in document:
-        return from_pygmalion({"char_name": _name(document, where), **document}, where)
+        return from_pygmalion({**document, "char_name": _name(document, where)}, where)
     data = _extras(document, (*OOBA_NAMES, *OOBA_FIELDS), where)
     data["name"] = _name(document, where)
     for source, target in OOBA_FIELDS.items():

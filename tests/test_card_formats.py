@@ -152,8 +152,10 @@ def test_the_shape_is_told_by_the_content(name: str, raw: bytes, spec: str) -> N
 
 
 def test_a_pygmalion_shaped_yaml_reads_as_text_generation_webui_reads_it() -> None:
-    text = "char_name: Oren\nchar_persona: Keeps the light.\nchar_greeting: Who goes there?\n"
-    card = read_character(text.encode(), "oren.yaml")
+    text = "char_persona: Keeps the light.\nchar_greeting: Who goes there?\n"
+    card = read_character(f"char_name: Oren\n{text}".encode(), "oren.yaml")
+    assert card.spec == "oobabooga YAML" and card.data["name"] == "Oren"
+    card = read_character(f'name: Oren\nchar_name: ""\n{text}'.encode(), "oren.yaml")
     assert (card.data["name"], card.data["description"]) == ("Oren", "Keeps the light.")
     assert card.data["first_mes"] == "Who goes there?"
 
