@@ -11,6 +11,7 @@ import pytest
 from partners.cards import plan_import, write_import
 from partners.catalog import PartnerCatalog
 from tests import card_fixtures as cards
+from tests import character_files
 from tests.fakes.fake_telegram import FakeTelegram
 from tests.telegram_harness import (
     BOT_USERNAME,
@@ -126,3 +127,27 @@ async def test_picking_a_card_partner_shows_its_picture_then_its_greeting(
     assert photo.files["photo"][1] == (root / "sirin" / "avatar.png").read_bytes()
     [greeting] = await fake.wait_for_sent(chat_id=ALICE)
     assert (greeting.text or "").endswith("I'm Ŝirin 🌙.")
+
+
+async def test_owner_imports_a_risu_jpeg_card_from_the_dm(
+    gateways: TelegramGateways, fake: FakeTelegram
+) -> None:
+    """RisuAI's JPEG card sent as a document: the zip after the picture is read, its main icon
+    becomes the avatar and its other assets are kept."""
+    gateway = await gateways.start()
+    send_card(fake, character_files.jpeg_charx(), name="tamsin.jpeg")
+    [summary] = await fake.wait_for_sent(chat_id=OWNER)
+    assert "card: V3 CHARX in a JPEG" in (summary.text or "")
+    [[button]] = summary.params["reply_markup"]["inline_keyboard"]
+    fake.push_update(
+        fake.callback_query_update(
+            chat_id=OWNER,
+            user_id=OWNER,
+            data=button["callback_data"],
+            message_id=summary.result["message_id"],
+        )
+    )
+    await fake.wait_for_sent(lambda c: "Created" in (c.text or ""), chat_id=OWNER)
+    partner = gateway.app.catalog.require("tamsin-reed")
+    assert partner.avatar_image is not None and partner.avatar_image.startswith(b"\x89PNG")
+    assert (partner.dir / "assets" / "emotion" / "image" / "joy.webp").exists()
