@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import random
+import struct
 import zipfile
 from pathlib import Path
 
@@ -111,3 +112,15 @@ async def test_the_owner_reads_why_a_zip_was_refused(harness: Harness) -> None:
     assert "zip bomb, refused" in answer and "\n" not in answer
     assert not (harness.config.data_dir / "imports").exists()
     assert harness.app.catalog.get("tamsin-reed") is None
+
+
+def test_only_stored_or_deflated_unencrypted_members_are_read(tmp_path: Path) -> None:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_BZIP2) as archive:
+        archive.writestr("card.json", json.dumps(files.harbour_card()))
+    assert "'card.json' is compressed with method 12" in refused(tmp_path, out.getvalue())
+    raw = files.charx(members={})
+    at = raw.index(b"PK\x01\x02")  # the central directory's record: its flags say encrypted
+    flags = struct.unpack("<H", raw[at + 8 : at + 10])[0] | 0x1
+    encrypted = raw[: at + 8] + struct.pack("<H", flags) + raw[at + 10 :]
+    assert "'card.json' is encrypted" in refused(tmp_path, encrypted)
