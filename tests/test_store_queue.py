@@ -135,3 +135,28 @@ async def test_media_come_back_in_the_order_they_were_stored(store: Store) -> No
     assert found is not None and found.text == "hello from the voice note"
     assert await store.delete_messages([message]) == 1
     assert await store.media_for([message]) == {}
+
+
+async def test_a_reply_waiting_when_a_turn_records_its_own_is_found_before_it(
+    store: Store,
+) -> None:
+    # PostgreSQL learns what waits in the statement that records the turn's reply; the answer
+    # must be the same as a look of its own would give, on every backend
+    def reply(text: str) -> NewMessage:
+        return NewMessage("test:1", "assistant", text, "user:test:1", status="delivering")
+
+    first = await store.finish_turn([await stored(store, inbound("a", "d1"))], None, reply("1"))
+    assert await store.waiting_replies("test:1", before_id=first) == []
+    await store.schedule_delivery_retry(DeliveryRetry(first, 1, 10.0, 20.0, "429"))
+    second = await store.finish_turn([await stored(store, inbound("b", "d2"))], None, reply("2"))
+    [waiting] = await store.waiting_replies("test:1", before_id=second)
+    assert waiting.message_id == first
+    await store.mark_delivered(first)
+    third = await store.finish_turn([await stored(store, inbound("c", "d3"))], None, reply("3"))
+    assert await store.waiting_replies("test:1", before_id=third) == []
+    # a retry stored after that look: the next look sees it (what the recording told is told
+    # once, to the look that follows it)
+    await store.schedule_delivery_retry(DeliveryRetry(second, 1, 10.0, 20.0, "429"))
+    assert [w.message_id for w in await store.waiting_replies("test:1", before_id=third)] == [
+        second
+    ]

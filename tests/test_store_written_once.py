@@ -46,7 +46,6 @@ KNOWN_TWINS = frozenset(
         "user_messages",
         "user_reminders",
         "vector_log_position",
-        "waiting_replies",
         "workers",
     }
 )

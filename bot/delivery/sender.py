@@ -213,6 +213,8 @@ class Delivery:
         (:class:`bot.delivery.retries.ClearChats`). The look is at all of them, so that
         finding none tells of the whole chat."""
         clear = self.retries.clear_chats
+        if not clear.trusted:  # asked every time: older than the reply is all that matters
+            return await self.store.waiting_replies(chat_key, before_id)
         if clear.known_clear(chat_key):
             return []
         looked_at = clear.looking()

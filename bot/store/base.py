@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
 
 _MARK = re.compile(r"'(?:[^']|'')*'|\?(\d*)")
 
@@ -69,6 +71,14 @@ class StoreBase:
 
     def _transaction(self) -> AbstractAsyncContextManager[Transaction]:
         raise NotImplementedError
+
+    async def _atomically(self, body: Callable[[Transaction], Awaitable[T]]) -> T:
+        """``body`` as one transaction: committed when it returns, rolled back if it raises.
+        ``body`` awaits nothing but its transaction's statements, so SQLite runs it whole on
+        the database thread, in one hand-off and one turn of the write lock (the writes every
+        turn makes); anything else is a :class:`RuntimeError` there."""
+        async with self._transaction() as tx:
+            return await body(tx)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import aiosqlite
 
-from bot.store.base import StoreBase
+from bot.store.base import StoreBase, Transaction
 from bot.store.errors import StoreFull, StoreUnavailable
 
 T = TypeVar("T")
@@ -138,6 +138,44 @@ class _SqliteTransaction:
             await self._db.executemany(sql, rows)
 
 
+class _ThreadTransaction:
+    """The statements of a transaction run whole on the database thread
+    (:meth:`SqliteBase._atomically`): each completes at once, so the body never suspends."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    async def all(self, sql: str, *args: Any) -> list[sqlite3.Row]:
+        return self._db.execute(sql, args).fetchall()
+
+    async def one(self, sql: str, *args: Any) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = self._db.execute(sql, args).fetchone()
+        return row
+
+    async def value(self, sql: str, *args: Any) -> Any:
+        row = self._db.execute(sql, args).fetchone()
+        return row[0] if row is not None else None
+
+    async def write(self, sql: str, *args: Any) -> int:
+        return self._db.execute(sql, args).rowcount
+
+    async def write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            self._db.executemany(sql, rows)
+
+
+def _to_the_end(body: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine whose every await completes at once (a transaction's body over
+    :class:`_ThreadTransaction`) to its end, outside any event loop."""
+    try:
+        body.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    body.close()
+    raise RuntimeError("a transaction's body waited on something other than its statements")
+
+
 class SqliteBase(StoreBase):
     """What every concern of the SQLite store stands on: the shared connection, the lock
     that keeps one task's statement out of another's transaction, and the primitives."""
@@ -161,6 +199,18 @@ class SqliteBase(StoreBase):
                 await self._db.execute("ROLLBACK")
                 raise
             await self._db.execute("COMMIT")
+
+    async def _atomically(self, body: Callable[[Transaction], Awaitable[T]]) -> T:
+        """``body`` run whole on the database thread: BEGIN, its statements and COMMIT in one
+        hand-off, so the write lock is held for one trip to that thread, not one per statement
+        (on a busy machine each trip waits for the thread to be scheduled)."""
+
+        def work(db: sqlite3.Connection) -> T:
+            step = body(_ThreadTransaction(db))
+            assert isinstance(step, Coroutine)  # an ``async def`` body
+            return _to_the_end(step)
+
+        return await self._in_one_trip(work)
 
     def _open_transaction(self) -> _SqliteTransaction:
         """The statements of the transaction a schema step has open (it holds the

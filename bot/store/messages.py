@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.store.base import StoreBase, Transaction
-from bot.store.rows import MessageRow, NewMessage
+from bot.store.rows import MessageRow, NewMedia, NewMessage
 from bot.store.searchable import SEARCHABLE_ROLES, THREAD_ROLES, SearchableMessages, audience_token
 
 MESSAGE_COLUMNS = (
@@ -120,16 +120,24 @@ class Messages(SearchableMessages, StoreBase):
 
     async def add_message_with_media(self, message: NewMessage) -> int | None:
         """:meth:`add_message` for a message with media: both in one transaction."""
-        async with self._transaction() as tx:
-            message_id = await self._insert_message(tx, message)
+        values = self._message_values(message)
+
+        async def insert(tx: Transaction) -> int | None:
+            return await self._insert_message(tx, values, message.media)
+
+        message_id = await self._atomically(insert)
         self._stored([message])
         if message_id is not None:
             await self._wake_workers([message])
         return message_id
 
     async def add_messages(self, messages: Sequence[NewMessage]) -> list[int | None]:
-        async with self._transaction() as tx:
-            message_ids = [await self._insert_message(tx, message) for message in messages]
+        rows = [(self._message_values(m), m.media) for m in messages]
+
+        async def insert(tx: Transaction) -> list[int | None]:
+            return [await self._insert_message(tx, values, media) for values, media in rows]
+
+        message_ids = await self._atomically(insert)
         self._stored(messages)
         await self._wake_workers(
             [m for m, found in zip(messages, message_ids, strict=True) if found is not None]
@@ -141,14 +149,18 @@ class Messages(SearchableMessages, StoreBase):
         worker, which wakes itself."""
         del stored
 
-    async def _insert_message(self, tx: Transaction, m: NewMessage) -> int | None:
-        """Record one message (and its media) inside the caller's transaction."""
-        message_id = await tx.value(INSERT_MESSAGE, *self._message_values(m))
+    async def _insert_message(
+        self, tx: Transaction, values: tuple[Any, ...], media: Sequence[NewMedia]
+    ) -> int | None:
+        """Record one message (its :meth:`_message_values`, made before the transaction:
+        the index terms are the event loop's work, not the database thread's) and its media
+        inside the caller's transaction."""
+        message_id = await tx.value(INSERT_MESSAGE, *values)
         if message_id is None:
             return None
         await tx.write_many(
             INSERT_MEDIA,
-            [(message_id, x.kind, x.ref, x.mime, x.seconds, x.bytes, x.filename) for x in m.media],
+            [(message_id, x.kind, x.ref, x.mime, x.seconds, x.bytes, x.filename) for x in media],
         )
         return int(message_id)
 

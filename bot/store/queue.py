@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import astuple, replace
 from typing import Any
 
+from bot.store.base import Transaction
 from bot.store.connection import SqliteBase
 from bot.store.leases import check_lease
 from bot.store.messages import Messages
@@ -196,7 +197,10 @@ class SqliteQueue(Queue, SqliteBase):
         tokens the reply cost (``usage``) if given (all refused with :class:`LeaseLost` if
         ``lease`` was taken over). Without a session the inbound messages stay out of every
         session's history."""
-        async with self._transaction() as tx:
+        queued = queued_reply(reply, inbound_ids, lease)
+        values = self._message_values(queued)
+
+        async def finish(tx: Transaction) -> int:
             await check_lease(tx, lease)
             await tx.write(
                 "UPDATE messages SET status = ?, session_id = ?"
@@ -205,13 +209,16 @@ class SqliteQueue(Queue, SqliteBase):
                 session_id,
                 *inbound_ids,
             )
-            reply_id = await self._insert_message(tx, queued_reply(reply, inbound_ids, lease))
+            reply_id = await self._insert_message(tx, values, queued.media)
             assert reply_id is not None  # a reply has no dedup key: it is always recorded
             await tx.write(
                 "UPDATE sessions SET last_active_at = ? WHERE id = ?", time.time(), session_id
             )
             if usage is not None:
                 await tx.write(ADD_USAGE, *astuple(usage))
+            return reply_id
+
+        reply_id = await self._atomically(finish)
         self._stored([reply])
         return reply_id
 
@@ -254,17 +261,24 @@ class SqliteQueue(Queue, SqliteBase):
     ) -> None:
         """:meth:`record_chunk` for a reply's last chunk and :meth:`mark_delivered`, in one
         transaction."""
-        async with self._transaction() as tx:
+        sent_at = time.time()
+
+        async def record(tx: Transaction) -> None:
             await check_lease(tx, lease)
-            await tx.write(RECORD_CHUNK, message_id, chunk, platform_message_id, time.time())
+            await tx.write(RECORD_CHUNK, message_id, chunk, platform_message_id, sent_at)
             await tx.write(MARK_DELIVERED, message_id)
+
+        await self._atomically(record)
 
     async def _fenced(self, lease: Lease | None, sql: str, *args: Any) -> None:
         """One write, refused with :class:`LeaseLost` unless ``lease`` is still held (checked
         in the same transaction)."""
-        async with self._transaction() as tx:
+
+        async def write(tx: Transaction) -> None:
             await check_lease(tx, lease)
             await tx.write(sql, *args)
+
+        await self._atomically(write)
 
     async def waiting_replies(
         self, chat_key: str, before_id: int | None = None

@@ -41,14 +41,17 @@ FINISH_TURN = fenced(
     " prompt_tokens = u.prompt_tokens + excluded.prompt_tokens,"
     " completion_tokens = u.completion_tokens + excluded.completion_tokens)",
     params=33,
-    result="(SELECT id FROM reply) AS reply_id",
+    result="(SELECT id FROM reply) AS reply_id, NOT EXISTS (SELECT 1 FROM messages w"
+    " JOIN delivery_retries r ON r.message_id = w.id"
+    " WHERE w.chat_key = $5 AND w.status = 'delivering') AS none_waiting",
 )
 """A turn's outcome in one statement (its parts see one snapshot and commit together, and
 only while the turn's lease is held): the reply with its actions, the inbound messages
 closed, the session's last activity, and what the reply cost. Parameters: the reply's as
 :data:`MESSAGE_VALUES` takes them ($1-$17), the inbound status, session and ids, the time,
 the actions' columns as arrays ($22-$27), the usage row ($28-$33, all null for none) and the
-lease ($34-$36)."""
+lease ($34-$36). It also tells whether any reply of the chat waited for a retry: the delivery
+that follows asks that, and is answered without a round trip of its own."""
 COUNT_FAILED_TURN = fenced(
     "counted AS (UPDATE messages SET turn_attempts = turn_attempts + 1"
     f" WHERE status = 'pending' AND id = ANY($1::bigint[]) AND {FENCED}"
@@ -91,6 +94,14 @@ SCHEDULE_DELIVERY_RETRY = fenced(
 class PostgresQueue(Queue, PostgresMessages):
     """A turn's outcome and each delivered chunk, one fenced statement each."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._none_waiting: dict[str, int] = {}
+        """Chat key -> the reply whose recording found none of the chat's replies waiting for
+        a retry: the delivery's look at what waits before that reply, answered once from here
+        (:meth:`waiting_replies`). A retry stored after that statement is as late for this
+        reply as one stored after the look would have been."""
+
     _MARK_DELIVERED = MARK_DELIVERED
     _MARK_FAILED = MARK_FAILED
     _SCHEDULE_DELIVERY_RETRY = SCHEDULE_DELIVERY_RETRY
@@ -123,7 +134,12 @@ class PostgresQueue(Queue, PostgresMessages):
         )  # fmt: skip
         assert row["reply_id"] is not None  # a reply has no dedup key: it is always recorded
         self._stored([reply])
-        return int(row["reply_id"])
+        reply_id = int(row["reply_id"])
+        if row["none_waiting"]:
+            self._none_waiting[reply.chat_key] = reply_id
+        else:
+            self._none_waiting.pop(reply.chat_key, None)
+        return reply_id
 
     async def count_failed_turn(
         self, message_ids: Sequence[int], *, lease: Lease | None = None
@@ -142,7 +158,14 @@ class PostgresQueue(Queue, PostgresMessages):
     async def waiting_replies(
         self, chat_key: str, before_id: int | None = None
     ) -> list[WaitingReply]:
-        """Replies of a chat that wait for a retry (older than ``before_id``), oldest first."""
+        """Replies of a chat that wait for a retry (older than ``before_id``), oldest first.
+        The first look after reply ``before_id`` was recorded is answered from its recording
+        when that found none waiting (the delivery's look, right after): a retry another key
+        stored in between is as late for this reply as one stored just after a look of its
+        own (the store's contract: what waited when ``before_id`` was recorded, at least)."""
+        if before_id is not None and self._none_waiting.get(chat_key) == before_id:
+            del self._none_waiting[chat_key]
+            return []
         rows = await self._all(
             "SELECT m.id, m.queue_key, m.partner_id FROM messages m"
             " JOIN delivery_retries r ON r.message_id = m.id"

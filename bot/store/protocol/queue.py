@@ -86,7 +86,10 @@ class QueueStore(Protocol):
         self, chat_key: str, before_id: int | None = None
     ) -> list[WaitingReply]:
         """Replies of a chat that wait for a retry (older than ``before_id``), oldest first,
-        each with what names the queue key it is sent under."""
+        each with what names the queue key it is sent under: at least those that waited when
+        reply ``before_id`` was recorded (a backend may answer the first look after a turn's
+        recording from it, and a retry stored meanwhile by another key is then seen by the
+        next look)."""
 
     async def delivered_chunks(self, message_id: int) -> int: ...
 
