@@ -23,34 +23,23 @@ KNOWN_TWINS = frozenset(
         "close",
         "embedding_backlog",
         "embedding_watermark",
-        "forget_done",
-        "forget_operation",
-        "forget_scrubbed",
-        "forget_session_prompts",
         "forget_workers_before",
         "join_shards",
-        "journal_messages",
         "lead",
         "leader",
         "lease",
         "media_for",
-        "partner_tombstones",
         "register_worker",
         "search_hits",
-        "sessions_titled_by",
         "shard_leases",
         "shard_workers",
-        "tombstones",
         "unembedded",
-        "user_message_ids",
-        "user_messages",
-        "user_reminders",
         "vector_log_position",
         "workers",
     }
 )
-"""Methods of the concerns not yet written once (queue, forgetting, messages, workers, vectors,
-review), and two short ones whose few lines differ where the drivers do
+"""Methods of the concerns not yet written once (workers and shard leases, vectors, search),
+and two short ones whose few lines differ where the drivers do
 (``close``; ``media_for``: an array parameter and ``seq`` order against one mark per id and
 rowid order). The list only shrinks."""
 

@@ -13,7 +13,7 @@ from bot.store.checkins import Checkins
 from bot.store.connection import Connection, SqliteBase, statements
 from bot.store.documents import SqliteDocuments
 from bot.store.errors import StoreError, StoreUnavailable
-from bot.store.forgetting import Forgetting
+from bot.store.forgetting import SqliteForgetting
 from bot.store.media import SqliteMedia
 from bot.store.migrations import SCHEMA, Migration, for_dialect
 from bot.store.queue import SqliteQueue
@@ -34,7 +34,7 @@ class SqliteStore(
     TurnContexts,
     SqliteMedia,
     SqliteReviewState,
-    Forgetting,
+    SqliteForgetting,
     Checkins,
     Usage,
     Audit,

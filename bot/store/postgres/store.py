@@ -16,7 +16,7 @@ from bot.store.postgres.base import PostgresBase
 from bot.store.postgres.chats import PostgresChats
 from bot.store.postgres.connection import connect, create_pool, redacted
 from bot.store.postgres.documents import PostgresDocuments
-from bot.store.postgres.forgetting import Forgetting
+from bot.store.postgres.forgetting import PostgresForgetting
 from bot.store.postgres.media import PostgresMedia
 from bot.store.postgres.migrations import migrate, schema_version
 from bot.store.postgres.queue import PostgresQueue
@@ -37,7 +37,7 @@ class PostgresStore(
     TurnContexts,
     PostgresMedia,
     PostgresReviewState,
-    Forgetting,
+    PostgresForgetting,
     Checkins,
     Usage,
     Audit,
