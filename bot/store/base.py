@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, TypeVar
@@ -47,30 +48,30 @@ class Transaction(Protocol):
     async def write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
 
 
-class StoreBase:
+class StoreBase(ABC):
     """The primitives every concern's SQL runs through; a backend's base provides them."""
 
-    async def _all(self, sql: str, *args: Any) -> list[Any]:
-        raise NotImplementedError
+    @abstractmethod
+    async def _all(self, sql: str, *args: Any) -> list[Any]: ...
 
-    async def _one(self, sql: str, *args: Any) -> Any | None:
-        raise NotImplementedError
+    @abstractmethod
+    async def _one(self, sql: str, *args: Any) -> Any | None: ...
 
     async def _value(self, sql: str, *args: Any) -> Any:
         """The first column of the first row, ``None`` when there is no row."""
         row = await self._one(sql, *args)
         return row[0] if row is not None else None
 
+    @abstractmethod
     async def _write(self, sql: str, *args: Any) -> int:
         """Run one statement; the rows it changed."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def _write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         """One statement for each of ``rows``, in one transaction."""
-        raise NotImplementedError
 
-    def _transaction(self) -> AbstractAsyncContextManager[Transaction]:
-        raise NotImplementedError
+    @abstractmethod
+    def _transaction(self) -> AbstractAsyncContextManager[Transaction]: ...
 
     async def _atomically(self, body: Callable[[Transaction], Awaitable[T]]) -> T:
         """``body`` as one transaction: committed when it returns, rolled back if it raises.

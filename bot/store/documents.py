@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from abc import abstractmethod
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -59,9 +60,9 @@ class Documents(StoreBase):
             )
         return expected_version + 1 if changed == 1 else None
 
+    @abstractmethod
     async def append_document(self, namespace: str, path: str, content: bytes) -> int:
         """Add bytes at the end of the document (created if missing); its new version."""
-        raise NotImplementedError
 
     async def document_paths(self, namespace: str, folder: str) -> list[str]:
         """The documents directly inside ``folder`` (not in folders below it), sorted."""
@@ -110,9 +111,9 @@ class Documents(StoreBase):
             > 0
         )
 
+    @abstractmethod
     def document_lock(self, namespace: str, path: str) -> AbstractAsyncContextManager[None]:
         """Held across one writer's read-modify-write of the document."""
-        raise NotImplementedError
 
 
 class SqliteDocuments(Documents):

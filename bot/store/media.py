@@ -5,6 +5,7 @@ for reading a set of messages' media: :class:`SqliteMedia` here (rowid order), a
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -25,9 +26,9 @@ def by_message(rows: Iterable[Sequence[Any]]) -> dict[int, list[MediaRow]]:
 class Media(StoreBase):
     """Media rows of messages."""
 
+    @abstractmethod
     async def media_for(self, message_ids: Sequence[int]) -> dict[int, list[MediaRow]]:
         """The media (or reply actions) of these messages, in the order they were stored."""
-        raise NotImplementedError
 
     async def add_media(self, message_id: int, media: Sequence[NewMedia]) -> None:
         await self._write_many(

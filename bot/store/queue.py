@@ -12,6 +12,7 @@ fenced statement each, one round trip)."""
 from __future__ import annotations
 
 import time
+from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import astuple, replace
 from typing import Any
@@ -147,10 +148,10 @@ class Queue(Messages):
             lease, self._RECORD_CHUNK, message_id, chunk, platform_message_id, time.time()
         )
 
+    @abstractmethod
     async def _fenced(self, lease: Lease | None, sql: str, *args: Any) -> Any:
         """Run ``sql`` (one of the statements below as the backend writes it) only while
         ``lease`` is held, else raise :class:`LeaseLost`."""
-        raise NotImplementedError
 
     _MARK_DELIVERED = MARK_DELIVERED
     _MARK_FAILED = MARK_FAILED

@@ -11,6 +11,7 @@ that lost it (paused, cut off) cannot advance a watermark another worker's revie
 from __future__ import annotations
 
 import time
+from abc import abstractmethod
 from typing import Any
 
 from bot.store.leases import check_lease
@@ -64,16 +65,16 @@ class ReviewState(Sessions):
             params.append(partner_id)
         return await self._sessions(where + " ORDER BY last_active_at", *params)
 
+    @abstractmethod
     async def review_succeeded(
         self, session_id: str, upto: int, claim: Lease | None = None
-    ) -> None:
-        raise NotImplementedError
+    ) -> None: ...
 
+    @abstractmethod
     async def review_failed(
         self, session_id: str, error: str, retry_at: float, claim: Lease | None = None
     ) -> int:
         """Count a failed attempt (the watermark stays); returns the attempts so far."""
-        raise NotImplementedError
 
     async def last_reviews(self) -> dict[str, float]:
         """When each partner's sessions were last reviewed."""

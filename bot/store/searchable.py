@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -54,7 +55,7 @@ class _ReadsRows(Protocol):
     async def _all(self, sql: str) -> list[Any]: ...
 
 
-class SearchableMessages:
+class SearchableMessages(ABC):
     """The backend-neutral half of a store's search, mixed in before the backend's base
     class (its ``__init__`` passes the backend's arguments on)."""
 
@@ -86,18 +87,18 @@ class SearchableMessages:
         """A message's index terms: stemmed in its partner's language, tagged with its scope."""
         return index_terms(text, self._language(partner_id), term_tag(scope))
 
+    @abstractmethod
     async def _threads(self, tx: Transaction, where: str, *args: Any) -> list[tuple[str, str, str]]:
         """The conversation threads (chat, partner, audience) that rows matching ``where``
         belong to: what a change to those rows must rewrite with :meth:`_rewrite_neighbours`
         (the backend's search index answers)."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def _rewrite_neighbours(
         self, tx: Transaction, threads: Sequence[tuple[str, str, str]]
     ) -> int:
         """Set the context columns of every message of these threads to the terms of its
         neighbours as they stand now, inside ``tx`` (the backend's search index answers)."""
-        raise NotImplementedError
 
     def _changed_terms(self, rows: Sequence[Any]) -> list[tuple[str, int]]:
         """(terms, id) for each message row (id, partner_id, scope, text, terms) whose terms,
