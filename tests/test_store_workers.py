@@ -31,7 +31,7 @@ from bot.store.postgres.connection import create_pool
 from bot.store.postgres.messages import PostgresMessages
 from bot.store.postgres.migrations import migrate
 from bot.store.postgres.search import SearchIndex as PostgresSearchIndex
-from bot.store.postgres.workers import Workers as PostgresWorkers
+from bot.store.postgres.workers import PostgresWorkers
 from tests.liveness_support import drop_liveness_connection, liveness_holder
 from tests.postgres_server import PostgresServer
 

@@ -23,22 +23,16 @@ KNOWN_TWINS = frozenset(
         "close",
         "embedding_backlog",
         "embedding_watermark",
-        "forget_workers_before",
         "join_shards",
-        "lead",
-        "leader",
-        "lease",
         "media_for",
-        "register_worker",
         "search_hits",
         "shard_leases",
         "shard_workers",
         "unembedded",
         "vector_log_position",
-        "workers",
     }
 )
-"""Methods of the concerns not yet written once (workers and shard leases, vectors, search),
+"""Methods of the concerns not yet written once (the shard leases, vectors, search),
 and two short ones whose few lines differ where the drivers do
 (``close``; ``media_for``: an array parameter and ``seq`` order against one mark per id and
 rowid order). The list only shrinks."""

@@ -94,6 +94,20 @@ async def check_leadership(tx: Transaction, leader: Leader, lock: str = "") -> N
         raise LeaseLost(f"the leadership of epoch {leader.epoch} was taken over")
 
 
+async def let_go(tx: Transaction, worker_id: str) -> None:
+    """Inside a transaction: release a worker's leases (on shards too) and let its leadership
+    lapse (their epochs are kept)."""
+    await tx.write(
+        "UPDATE chat_leases SET worker_id = '', expires_at = 0 WHERE worker_id = ?", worker_id
+    )
+    await tx.write(
+        "UPDATE shard_leases SET worker_id = '', expires_at = 0 WHERE worker_id = ?", worker_id
+    )
+    await tx.write(
+        "UPDATE leader SET expires_at = 0 WHERE name = ? AND worker_id = ?", LEADER, worker_id
+    )
+
+
 def review_key(session_id: str) -> str:
     """The lease key of a session's review claim."""
     return REVIEW_PREFIX + session_id

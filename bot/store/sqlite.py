@@ -24,7 +24,7 @@ from bot.store.usage import Usage
 from bot.store.users import Users
 from bot.store.vectors import Vectors
 from bot.store.web import WebLogins
-from bot.store.workers import Workers
+from bot.store.workers import SqliteWorkers
 
 
 class SqliteStore(
@@ -40,7 +40,7 @@ class SqliteStore(
     Audit,
     Vectors,
     WebLogins,
-    Workers,
+    SqliteWorkers,
     ShardLeases,
     SqliteDocuments,
     SqliteBase,

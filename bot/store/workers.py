@@ -22,6 +22,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 
+from bot.store.base import Row, StoreBase, Transaction
 from bot.store.connection import SqliteBase
 from bot.store.errors import LeaseLost
 from bot.store.leases import (
@@ -33,6 +34,7 @@ from bot.store.leases import (
     NOW,
     REVIEW_PREFIX,
     Liveness,
+    let_go,
     review_key,
     waits_for_retry,
 )
@@ -56,21 +58,7 @@ def check_leadership(db: sqlite3.Connection, leader: Leader) -> None:
         raise LeaseLost(f"the leadership of epoch {leader.epoch} was taken over")
 
 
-def _let_go(db: sqlite3.Connection, worker_id: str) -> None:
-    """Release a worker's leases (on shards too) and let its leadership lapse (their epochs
-    are kept)."""
-    db.execute(
-        "UPDATE chat_leases SET worker_id = '', expires_at = 0 WHERE worker_id = ?", (worker_id,)
-    )
-    db.execute(
-        "UPDATE shard_leases SET worker_id = '', expires_at = 0 WHERE worker_id = ?", (worker_id,)
-    )
-    db.execute(
-        "UPDATE leader SET expires_at = 0 WHERE name = ? AND worker_id = ?", (LEADER, worker_id)
-    )
-
-
-def _lease(row: sqlite3.Row) -> Lease:
+def _lease(row: Row) -> Lease:
     return Lease(str(row[0]), str(row[1]), int(row[2]), float(row[3]))
 
 
@@ -92,22 +80,104 @@ def _claim_free(
     return _lease(row) if row else None
 
 
-class Workers(SqliteBase):
-    """The worker registry, the leader row, queue-key leases and job runs."""
+class Workers(StoreBase):
+    """The worker registry, the leader row and reading a lease, written once for both
+    backends (claims, renewals and the heartbeat differ: :class:`SqliteWorkers`,
+    :class:`bot.store.postgres.workers.PostgresWorkers`)."""
+
+    _NOW = NOW
+    """The database's clock, in the backend's SQL."""
+    _LEADER_GONE = ""
+    """What else frees the leadership (PostgreSQL: its holder died), as an ``OR`` clause."""
+    _ALIVE = ""
+    """The registry's column telling whether a worker lives (PostgreSQL: its liveness lock),
+    as ``, <expression>``; empty where that is not known."""
 
     async def register_worker(self, worker_id: str, host: str, pid: int) -> None:
-        def register(db: sqlite3.Connection) -> None:
-            db.execute(
+        async def register(tx: Transaction) -> None:
+            await tx.write(
                 "INSERT INTO workers (worker_id, host, pid, started_at, heartbeat_at)"
-                f" VALUES (?, ?, ?, {NOW}, {NOW}) ON CONFLICT (worker_id) DO UPDATE SET"
-                " host = excluded.host, pid = excluded.pid, started_at = excluded.started_at,"
+                f" VALUES (?, ?, ?, {self._NOW}, {self._NOW}) ON CONFLICT (worker_id) DO UPDATE"
+                " SET host = excluded.host, pid = excluded.pid, started_at = excluded.started_at,"
                 " heartbeat_at = excluded.heartbeat_at, liveness_key = NULL, liveness_at = NULL,"
                 " shard_count = NULL",
-                (worker_id, host, pid),
+                worker_id,
+                host,
+                pid,
             )
-            _let_go(db, worker_id)  # a worker starting under an id holds nothing yet
+            await let_go(tx, worker_id)  # a worker starting under an id holds nothing yet
 
-        await self._in_one_trip(register)
+        await self._atomically(register)
+
+    async def leave(self, worker_id: str) -> None:
+        async def leave(tx: Transaction) -> None:
+            await let_go(tx, worker_id)
+            await tx.write("DELETE FROM workers WHERE worker_id = ?", worker_id)
+
+        await self._atomically(leave)
+
+    async def workers(self) -> list[WorkerRow]:
+        rows = await self._all(
+            "SELECT w.worker_id, w.host, w.pid, w.started_at, w.heartbeat_at,"
+            " (SELECT count(*) FROM chat_leases l WHERE l.worker_id = w.worker_id"
+            f"  AND l.expires_at > {self._NOW} AND l.queue_key NOT LIKE '{REVIEW_PREFIX}%')"
+            f"{self._ALIVE} FROM workers w ORDER BY w.started_at, w.worker_id"
+        )
+        return [
+            WorkerRow(
+                str(r[0]),
+                str(r[1]),
+                int(r[2]),
+                float(r[3]),
+                float(r[4]),
+                int(r[5]),
+                bool(r[6]) if self._ALIVE else None,
+            )  # fmt: skip
+            for r in rows
+        ]
+
+    async def forget_workers_before(self, heartbeat_at: float) -> int:
+        return await self._write("DELETE FROM workers WHERE heartbeat_at < ?", heartbeat_at)
+
+    async def lease(self, queue_key: str) -> Lease | None:
+        row = await self._one(
+            "SELECT queue_key, worker_id, epoch, expires_at FROM chat_leases WHERE queue_key = ?",
+            queue_key,
+        )
+        return _lease(row) if row else None
+
+    async def lead(self, worker_id: str, lease_seconds: float) -> Leader:
+        async def lead(tx: Transaction) -> Leader:
+            await tx.write(
+                "INSERT INTO leader (name, worker_id, epoch, expires_at)"
+                f" VALUES (?, ?, 1, {self._NOW} + ?) ON CONFLICT (name) DO UPDATE SET"
+                " epoch = CASE WHEN leader.worker_id = excluded.worker_id"
+                f"  AND leader.expires_at > {self._NOW} THEN leader.epoch"
+                " ELSE leader.epoch + 1 END,"
+                " worker_id = excluded.worker_id, expires_at = excluded.expires_at"
+                " WHERE leader.worker_id = excluded.worker_id"
+                f" OR leader.expires_at <= {self._NOW}{self._LEADER_GONE}",
+                LEADER,
+                worker_id,
+                lease_seconds,
+            )
+            row = await tx.one(
+                "SELECT worker_id, epoch, expires_at FROM leader WHERE name = ?", LEADER
+            )
+            assert row is not None  # the statement above made it if there was none
+            return Leader(str(row[0]), int(row[1]), float(row[2]))
+
+        return await self._atomically(lead)
+
+    async def leader(self) -> Leader | None:
+        row = await self._one(
+            "SELECT worker_id, epoch, expires_at FROM leader WHERE name = ?", LEADER
+        )
+        return Leader(str(row[0]), int(row[1]), float(row[2])) if row else None
+
+
+class SqliteWorkers(Workers, SqliteBase):
+    """Claims, renewals, the heartbeat and job runs on SQLite."""
 
     async def heartbeat(
         self, worker_id: str, lease_seconds: float, leases: Sequence[Lease]
@@ -134,31 +204,6 @@ class Workers(SqliteBase):
             return [_lease(row) for row in renewed]
 
         return await self._in_one_trip(beat)
-
-    async def leave(self, worker_id: str) -> None:
-        def leave(db: sqlite3.Connection) -> None:
-            _let_go(db, worker_id)
-            db.execute("DELETE FROM workers WHERE worker_id = ?", (worker_id,))
-
-        await self._in_one_trip(leave)
-
-    async def workers(self) -> list[WorkerRow]:
-        rows = await self._sqlite_all(
-            "SELECT w.worker_id, w.host, w.pid, w.started_at, w.heartbeat_at,"
-            f" (SELECT COUNT(*) FROM chat_leases l WHERE l.worker_id = w.worker_id"
-            f"  AND l.expires_at > {NOW} AND l.queue_key NOT LIKE '{REVIEW_PREFIX}%')"
-            " FROM workers w ORDER BY w.started_at, w.worker_id"
-        )
-        return [
-            WorkerRow(str(r[0]), str(r[1]), int(r[2]), float(r[3]), float(r[4]), int(r[5]))
-            for r in rows
-        ]
-
-    async def forget_workers_before(self, heartbeat_at: float) -> int:
-        cursor = await self._sqlite_write(
-            "DELETE FROM workers WHERE heartbeat_at < ?", (heartbeat_at,)
-        )
-        return int(cursor.rowcount)
 
     # ---- leases --------------------------------------------------------------------------
 
@@ -251,38 +296,7 @@ class Workers(SqliteBase):
             [(lease.queue_key, lease.worker_id, lease.epoch) for lease in leases],
         )
 
-    async def lease(self, queue_key: str) -> Lease | None:
-        row = await self._sqlite_one(
-            "SELECT queue_key, worker_id, epoch, expires_at FROM chat_leases WHERE queue_key = ?",
-            (queue_key,),
-        )
-        return _lease(row) if row else None
-
     # ---- the leader ----------------------------------------------------------------------
-
-    async def lead(self, worker_id: str, lease_seconds: float) -> Leader:
-        def lead(db: sqlite3.Connection) -> Leader:
-            db.execute(
-                "INSERT INTO leader (name, worker_id, epoch, expires_at)"
-                f" VALUES (?, ?, 1, {NOW} + ?) ON CONFLICT (name) DO UPDATE SET"
-                f" epoch = CASE WHEN leader.worker_id = excluded.worker_id"
-                f"  AND leader.expires_at > {NOW} THEN leader.epoch ELSE leader.epoch + 1 END,"
-                " worker_id = excluded.worker_id, expires_at = excluded.expires_at"
-                f" WHERE leader.worker_id = excluded.worker_id OR leader.expires_at <= {NOW}",
-                (LEADER, worker_id, lease_seconds),
-            )
-            row = db.execute(
-                "SELECT worker_id, epoch, expires_at FROM leader WHERE name = ?", (LEADER,)
-            ).fetchone()
-            return Leader(str(row[0]), int(row[1]), float(row[2]))
-
-        return await self._in_one_trip(lead)
-
-    async def leader(self) -> Leader | None:
-        row = await self._sqlite_one(
-            "SELECT worker_id, epoch, expires_at FROM leader WHERE name = ?", (LEADER,)
-        )
-        return Leader(str(row[0]), int(row[1]), float(row[2])) if row else None
 
     async def record_job_run(self, job: str, due: str, leader: Leader) -> bool:
         def record(db: sqlite3.Connection) -> bool:

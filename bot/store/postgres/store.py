@@ -24,7 +24,7 @@ from bot.store.postgres.review import PostgresReviewState
 from bot.store.postgres.shard_leases import ShardLeases
 from bot.store.postgres.turn_context import TurnContexts
 from bot.store.postgres.vectors import Vectors
-from bot.store.postgres.workers import Workers
+from bot.store.postgres.workers import PostgresWorkers
 from bot.store.usage import Usage
 from bot.store.users import Users
 from bot.store.web import WebLogins
@@ -43,7 +43,7 @@ class PostgresStore(
     Audit,
     Vectors,
     WebLogins,
-    Workers,
+    PostgresWorkers,
     ShardLeases,
     PostgresDocuments,
     PostgresBase,

@@ -1,6 +1,7 @@
-"""Workers on one PostgreSQL database (see :mod:`bot.store.workers`, whose SQLite twin this
-is): the registry, the leader row, queue-key leases with fencing epochs, and job runs recorded
-under the leader's epoch. The shards' leases are :mod:`bot.store.postgres.shard_leases`.
+"""Workers on one PostgreSQL database where it differs from SQLite (the rest is
+:mod:`bot.store.workers`, written once): queue-key leases with fencing epochs, the heartbeat,
+and job runs recorded under the leader's epoch. The shards' leases are
+:mod:`bot.store.postgres.shard_leases`.
 
 Several workers claim at once: a claim locks the lease rows it takes with ``FOR UPDATE SKIP
 LOCKED``, so two claimers never get the same key and neither waits for the other. Every time
@@ -38,17 +39,13 @@ from bot.store.leases import (
 )
 from bot.store.postgres.base import PostgresBase, Transaction
 from bot.store.postgres.liveness import GONE, HELD, LivenessConnection
-from bot.store.worker_rows import Leader, Lease, WorkerRow
+from bot.store.worker_rows import Leader, Lease
+from bot.store.workers import Workers
 
 NOW = "extract(epoch FROM clock_timestamp())::double precision"
 
 HOLDS_LEADERSHIP = (
     "SELECT 1 FROM leader WHERE name = $1 AND worker_id = $2 AND epoch = $3 FOR SHARE"
-)
-LET_GO = (
-    "UPDATE chat_leases SET worker_id = '', expires_at = 0 WHERE worker_id = $1",
-    "UPDATE leader SET expires_at = 0 WHERE name = $1 AND worker_id = $2",
-    "UPDATE shard_leases SET worker_id = '', expires_at = 0 WHERE worker_id = $1",
 )
 
 
@@ -116,22 +113,13 @@ async def _claim_free(
     return _lease(row) if row else None
 
 
-class Workers(PostgresBase):
-    """The worker registry, the leader row, queue-key leases and job runs."""
+class PostgresWorkers(Workers, PostgresBase):
+    """Claims, renewals, the heartbeat and job runs on PostgreSQL; a dead worker's leases
+    and leadership are free at once."""
 
-    async def register_worker(self, worker_id: str, host: str, pid: int) -> None:
-        async with self._transaction() as tx:
-            await tx.write(
-                "INSERT INTO workers (worker_id, host, pid, started_at, heartbeat_at)"
-                f" VALUES ($1, $2, $3, {NOW}, {NOW}) ON CONFLICT (worker_id) DO UPDATE SET"
-                " host = excluded.host, pid = excluded.pid, started_at = excluded.started_at,"
-                " heartbeat_at = excluded.heartbeat_at, liveness_key = NULL, liveness_at = NULL,"
-                " shard_count = NULL",
-                worker_id,
-                host,
-                pid,
-            )
-            await _let_go(tx, worker_id)  # a worker starting under an id holds nothing yet
+    _NOW = NOW
+    _LEADER_GONE = f" OR leader.worker_id IN ({GONE})"
+    _ALIVE = f", {HELD}"
 
     async def heartbeat(
         self, worker_id: str, lease_seconds: float, leases: Sequence[Lease]
@@ -159,26 +147,6 @@ class Workers(PostgresBase):
                 [lease.epoch for lease in leases],
             )
         )
-
-    async def leave(self, worker_id: str) -> None:
-        async with self._transaction() as tx:
-            await _let_go(tx, worker_id)
-            await tx.write("DELETE FROM workers WHERE worker_id = $1", worker_id)
-
-    async def workers(self) -> list[WorkerRow]:
-        rows = await self._all(
-            "SELECT w.worker_id, w.host, w.pid, w.started_at, w.heartbeat_at,"
-            " (SELECT count(*) FROM chat_leases l WHERE l.worker_id = w.worker_id"
-            f"  AND l.expires_at > {NOW} AND l.queue_key NOT LIKE '{REVIEW_PREFIX}%'), {HELD}"
-            " FROM workers w ORDER BY w.started_at, w.worker_id"
-        )
-        return [
-            WorkerRow(r[0], r[1], int(r[2]), float(r[3]), float(r[4]), int(r[5]), bool(r[6]))
-            for r in rows
-        ]
-
-    async def forget_workers_before(self, heartbeat_at: float) -> int:
-        return await self._write("DELETE FROM workers WHERE heartbeat_at < $1", heartbeat_at)
 
     # ---- leases --------------------------------------------------------------------------
 
@@ -282,40 +250,7 @@ class Workers(PostgresBase):
             [lease.epoch for lease in leases],
         )
 
-    async def lease(self, queue_key: str) -> Lease | None:
-        row = await self._one(
-            "SELECT queue_key, worker_id, epoch, expires_at FROM chat_leases WHERE queue_key = $1",
-            queue_key,
-        )
-        return _lease(row) if row else None
-
     # ---- the leader ----------------------------------------------------------------------
-
-    async def lead(self, worker_id: str, lease_seconds: float) -> Leader:
-        async with self._transaction() as tx:
-            await tx.write(
-                "INSERT INTO leader (name, worker_id, epoch, expires_at)"
-                f" VALUES ($1, $2, 1, {NOW} + $3) ON CONFLICT (name) DO UPDATE SET"
-                " epoch = CASE WHEN leader.worker_id = excluded.worker_id"
-                f"  AND leader.expires_at > {NOW} THEN leader.epoch ELSE leader.epoch + 1 END,"
-                " worker_id = excluded.worker_id, expires_at = excluded.expires_at"
-                f" WHERE leader.worker_id = excluded.worker_id OR leader.expires_at <= {NOW}"
-                f" OR leader.worker_id IN ({GONE})",
-                LEADER,
-                worker_id,
-                lease_seconds,
-            )
-            row = await tx.one(
-                "SELECT worker_id, epoch, expires_at FROM leader WHERE name = $1", LEADER
-            )
-        assert row is not None  # the statement above made it if there was none
-        return Leader(row[0], int(row[1]), float(row[2]))
-
-    async def leader(self) -> Leader | None:
-        row = await self._one(
-            "SELECT worker_id, epoch, expires_at FROM leader WHERE name = $1", LEADER
-        )
-        return Leader(row[0], int(row[1]), float(row[2])) if row else None
 
     async def record_job_run(self, job: str, due: str, leader: Leader) -> bool:
         async with self._transaction() as tx:
@@ -341,11 +276,3 @@ class Workers(PostgresBase):
         liveness = LivenessConnection(self._pool, worker_id, wake, lost)
         await liveness.open()
         return liveness
-
-
-async def _let_go(tx: Transaction, worker_id: str) -> None:
-    """Release a worker's leases (on shards too) and let its leadership lapse (their epochs
-    are kept)."""
-    await tx.write(LET_GO[0], worker_id)
-    await tx.write(LET_GO[1], LEADER, worker_id)
-    await tx.write(LET_GO[2], worker_id)
