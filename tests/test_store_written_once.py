@@ -23,16 +23,13 @@ KNOWN_TWINS = frozenset(
         "close",
         "embedding_backlog",
         "embedding_watermark",
-        "join_shards",
         "media_for",
         "search_hits",
-        "shard_leases",
-        "shard_workers",
         "unembedded",
         "vector_log_position",
     }
 )
-"""Methods of the concerns not yet written once (the shard leases, vectors, search),
+"""Methods of the concerns not yet written once (vectors, search),
 and two short ones whose few lines differ where the drivers do
 (``close``; ``media_for``: an array parameter and ``seq`` order against one mark per id and
 rowid order). The list only shrinks."""

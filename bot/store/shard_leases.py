@@ -1,8 +1,9 @@
-"""The leases on the Discord bot's shards on SQLite (docs/architecture.md "Several workers":
-Discord shards are leases too): claimed, renewed and released by a worker, each with a fencing
-epoch, and which workers divide a bot's shards between them. One process holds SQLite's data
-directory, so its one worker always wins; the statements still mean what PostgreSQL's twin
-(:mod:`bot.store.postgres.shard_leases`) means. A worker that leaves lets its shards go with its
+"""The leases on the Discord bot's shards (docs/architecture.md "Several workers": Discord
+shards are leases too): claimed, renewed and released by a worker, each with a fencing epoch,
+and which workers divide a bot's shards between them; reading them is written once, claiming
+and renewing on SQLite here (:mod:`bot.store.postgres.shard_leases` on PostgreSQL). One process
+holds SQLite's data directory, so its one worker always wins; the statements still mean what
+PostgreSQL's mean. A worker that leaves lets its shards go with its
 other leases (:mod:`bot.store.workers`)."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
+from bot.store.base import Row, StoreBase
 from bot.store.connection import SqliteBase
 from bot.store.leases import NOW
 from bot.store.worker_rows import ShardLease
@@ -17,15 +19,47 @@ from bot.store.worker_rows import ShardLease
 SHARD_COLUMNS = "shard_count, shard_id, worker_id, epoch, expires_at"
 
 
-def _shard_lease(row: sqlite3.Row) -> ShardLease:
+def _shard_lease(row: Row) -> ShardLease:
     return ShardLease(int(row[0]), int(row[1]), str(row[2]), int(row[3]), float(row[4]))
 
 
-def _shard_leases(rows: list[sqlite3.Row]) -> list[ShardLease]:
+def _shard_leases(rows: Sequence[Row]) -> list[ShardLease]:
     return sorted((_shard_lease(row) for row in rows), key=lambda lease: lease.shard_id)
 
 
-class ShardLeases(SqliteBase):
+class ShardLeases(StoreBase):
+    """Which leases a bot's shards have, and which workers divide them (written once)."""
+
+    _NOW = NOW
+    _LIVE_WORKER = ""
+    """A condition on worker ``w`` that it lives, as `` AND <condition>`` (PostgreSQL: its
+    liveness lock is held); empty where that is not known."""
+
+    async def shard_leases(self, shard_count: int) -> list[ShardLease]:
+        return _shard_leases(
+            await self._all(
+                f"SELECT {SHARD_COLUMNS} FROM shard_leases WHERE shard_count = ?", shard_count
+            )
+        )
+
+    async def join_shards(self, worker_id: str, shard_count: int) -> None:
+        await self._write(
+            "UPDATE workers SET shard_count = ? WHERE worker_id = ?", shard_count, worker_id
+        )
+
+    async def shard_workers(self, shard_count: int, within_seconds: float) -> int:
+        row = await self._one(
+            "SELECT count(*) FROM workers w WHERE w.shard_count = ?"
+            f" AND w.heartbeat_at > {self._NOW} - ?{self._LIVE_WORKER}",
+            shard_count,
+            within_seconds,
+        )
+        return int(row[0]) if row else 0
+
+
+class SqliteShardLeases(ShardLeases, SqliteBase):
+    """Claiming, renewing and releasing shard leases on SQLite."""
+
     async def claim_shards(
         self, worker_id: str, shard_count: int, lease_seconds: float, limit: int
     ) -> list[ShardLease]:
@@ -81,22 +115,3 @@ class ShardLeases(SqliteBase):
             " WHERE shard_count = ? AND shard_id = ? AND worker_id = ? AND epoch = ?",
             [(s.shard_count, s.shard_id, s.worker_id, s.epoch) for s in leases],
         )
-
-    async def shard_leases(self, shard_count: int) -> list[ShardLease]:
-        rows = await self._sqlite_all(
-            f"SELECT {SHARD_COLUMNS} FROM shard_leases WHERE shard_count = ? ORDER BY shard_id",
-            (shard_count,),
-        )
-        return [_shard_lease(row) for row in rows]
-
-    async def join_shards(self, worker_id: str, shard_count: int) -> None:
-        await self._sqlite_write(
-            "UPDATE workers SET shard_count = ? WHERE worker_id = ?", (shard_count, worker_id)
-        )
-
-    async def shard_workers(self, shard_count: int, within_seconds: float) -> int:
-        row = await self._sqlite_one(
-            f"SELECT count(*) FROM workers WHERE shard_count = ? AND heartbeat_at > {NOW} - ?",
-            (shard_count, within_seconds),
-        )
-        return int(row[0]) if row else 0

@@ -18,7 +18,7 @@ from bot.store.media import SqliteMedia
 from bot.store.migrations import SCHEMA, Migration, for_dialect
 from bot.store.queue import SqliteQueue
 from bot.store.review import SqliteReviewState
-from bot.store.shard_leases import ShardLeases
+from bot.store.shard_leases import SqliteShardLeases
 from bot.store.turn_context import TurnContexts
 from bot.store.usage import Usage
 from bot.store.users import Users
@@ -41,7 +41,7 @@ class SqliteStore(
     Vectors,
     WebLogins,
     SqliteWorkers,
-    ShardLeases,
+    SqliteShardLeases,
     SqliteDocuments,
     SqliteBase,
 ):

@@ -89,7 +89,7 @@ class Workers(StoreBase):
     """The database's clock, in the backend's SQL."""
     _LEADER_GONE = ""
     """What else frees the leadership (PostgreSQL: its holder died), as an ``OR`` clause."""
-    _ALIVE = ""
+    _ALIVE_COLUMN = ""
     """The registry's column telling whether a worker lives (PostgreSQL: its liveness lock),
     as ``, <expression>``; empty where that is not known."""
 
@@ -121,7 +121,7 @@ class Workers(StoreBase):
             "SELECT w.worker_id, w.host, w.pid, w.started_at, w.heartbeat_at,"
             " (SELECT count(*) FROM chat_leases l WHERE l.worker_id = w.worker_id"
             f"  AND l.expires_at > {self._NOW} AND l.queue_key NOT LIKE '{REVIEW_PREFIX}%')"
-            f"{self._ALIVE} FROM workers w ORDER BY w.started_at, w.worker_id"
+            f"{self._ALIVE_COLUMN} FROM workers w ORDER BY w.started_at, w.worker_id"
         )
         return [
             WorkerRow(
@@ -131,7 +131,7 @@ class Workers(StoreBase):
                 float(r[3]),
                 float(r[4]),
                 int(r[5]),
-                bool(r[6]) if self._ALIVE else None,
+                bool(r[6]) if self._ALIVE_COLUMN else None,
             )  # fmt: skip
             for r in rows
         ]

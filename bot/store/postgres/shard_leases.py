@@ -1,7 +1,7 @@
-"""The leases on the Discord bot's shards on PostgreSQL (see :mod:`bot.store.shard_leases`, whose
-SQLite twin this is): several workers claim at once with ``FOR UPDATE SKIP LOCKED``, a dead
-worker's shards (its liveness lock held by nobody) are free at once, and the workers that
-divide a bot's shards are the live ones that joined it."""
+"""Claiming, renewing and releasing the Discord bot's shard leases on PostgreSQL (the rest is
+:mod:`bot.store.shard_leases`, written once): several workers claim at once with ``FOR UPDATE
+SKIP LOCKED``, a dead worker's shards (its liveness lock held by nobody) are free at once, and
+the workers that divide a bot's shards are the live ones that joined it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import asyncpg
 from bot.store.postgres.base import PostgresBase
 from bot.store.postgres.liveness import GONE
 from bot.store.postgres.workers import NOW
-from bot.store.shard_leases import SHARD_COLUMNS
+from bot.store.shard_leases import SHARD_COLUMNS, ShardLeases
 from bot.store.worker_rows import ShardLease
 
 
@@ -21,7 +21,10 @@ def _shard_leases(rows: Sequence[asyncpg.Record]) -> list[ShardLease]:
     return sorted(leases, key=lambda lease: lease.shard_id)
 
 
-class ShardLeases(PostgresBase):
+class PostgresShardLeases(ShardLeases, PostgresBase):
+    _NOW = NOW
+    _LIVE_WORKER = f" AND w.worker_id NOT IN ({GONE})"
+
     async def claim_shards(
         self, worker_id: str, shard_count: int, lease_seconds: float, limit: int
     ) -> list[ShardLease]:
@@ -87,25 +90,3 @@ class ShardLeases(PostgresBase):
             [lease.worker_id for lease in leases],
             [lease.epoch for lease in leases],
         )
-
-    async def shard_leases(self, shard_count: int) -> list[ShardLease]:
-        return _shard_leases(
-            await self._all(
-                f"SELECT {SHARD_COLUMNS} FROM shard_leases WHERE shard_count = $1",
-                shard_count,
-            )
-        )
-
-    async def join_shards(self, worker_id: str, shard_count: int) -> None:
-        await self._write(
-            "UPDATE workers SET shard_count = $1 WHERE worker_id = $2", shard_count, worker_id
-        )
-
-    async def shard_workers(self, shard_count: int, within_seconds: float) -> int:
-        row = await self._one(
-            f"SELECT count(*) FROM workers w WHERE w.shard_count = $1"
-            f" AND w.heartbeat_at > {NOW} - $2 AND w.worker_id NOT IN ({GONE})",
-            shard_count,
-            within_seconds,
-        )
-        return int(row[0]) if row else 0

@@ -21,7 +21,7 @@ from bot.store.postgres.media import PostgresMedia
 from bot.store.postgres.migrations import migrate, schema_version
 from bot.store.postgres.queue import PostgresQueue
 from bot.store.postgres.review import PostgresReviewState
-from bot.store.postgres.shard_leases import ShardLeases
+from bot.store.postgres.shard_leases import PostgresShardLeases
 from bot.store.postgres.turn_context import TurnContexts
 from bot.store.postgres.vectors import Vectors
 from bot.store.postgres.workers import PostgresWorkers
@@ -44,7 +44,7 @@ class PostgresStore(
     Vectors,
     WebLogins,
     PostgresWorkers,
-    ShardLeases,
+    PostgresShardLeases,
     PostgresDocuments,
     PostgresBase,
 ):

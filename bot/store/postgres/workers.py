@@ -119,7 +119,7 @@ class PostgresWorkers(Workers, PostgresBase):
 
     _NOW = NOW
     _LEADER_GONE = f" OR leader.worker_id IN ({GONE})"
-    _ALIVE = f", {HELD}"
+    _ALIVE_COLUMN = f", {HELD}"
 
     async def heartbeat(
         self, worker_id: str, lease_seconds: float, leases: Sequence[Lease]
