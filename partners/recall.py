@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bot.config.services import EmbeddingsConfig
 from bot.services.embeddings import EmbeddingsClient, EmbeddingsError
 from bot.store import SearchHit, Store
+from bot.store.search_terms import CJK_RUN, query_phrases
 
 if TYPE_CHECKING:  # numpy and the cache are loaded only when [embeddings] is set
     import numpy as np
@@ -55,6 +57,15 @@ def fuse(*rankings: Sequence[int]) -> list[int]:
     return sorted(scores, key=lambda m: -scores[m])
 
 
+def without_names(query: str, names: Iterable[str]) -> str:
+    """The query with every whole-word mention of these names taken out, whatever its case
+    (a name in CJK script wherever it occurs: CJK has no spaces between words)."""
+    for name in sorted({n.strip() for n in names if n.strip()}, key=len, reverse=True):
+        edge = "" if CJK_RUN.search(name) else r"\b"
+        query = re.sub(f"{edge}{re.escape(name)}{edge}", " ", query, flags=re.IGNORECASE)
+    return query
+
+
 @dataclass(frozen=True)
 class Narrowing:
     """A search's optional date range and speaker."""
@@ -67,6 +78,16 @@ class Narrowing:
         from partners.vector_cache import VectorFilter
 
         return VectorFilter(scopes, max_scan, self.since, self.until, self.speaker)
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """A search's two rankings: lexical hits (with their BM25 scores), and the most similar
+    vectors as (message id, cosine similarity), or None when embeddings are off or the
+    query got no vector."""
+
+    lexical: Sequence[SearchHit]
+    similar: Sequence[tuple[int, float]] | None
 
 
 class Recall:
@@ -113,25 +134,71 @@ class Recall:
     ) -> list[SearchHit]:
         """Best matches first among the given audiences (None: all of the partner's), as
         :meth:`Store.search` takes them."""
+        only = Narrowing(since, until, speaker)
         if self.embeddings is None:
-            return await self.store.search(
-                partner_id, query, audiences, limit, since=since, until=until, speaker=speaker
-            )
-        depth = max(limit, FUSION_DEPTH)
-        lexical = await self.store.search(
-            partner_id, query, audiences, depth, since=since, until=until, speaker=speaker
-        )
+            return await self.lexical(partner_id, query, audiences, limit, only)
+        found = await self.candidates(partner_id, query, audiences, max(limit, FUSION_DEPTH), only)
+        if found.similar is None:
+            return list(found.lexical[:limit])
+        order = fuse([hit.message_id for hit in found.lexical], [m for m, _ in found.similar])[
+            :limit
+        ]
+        hits = {hit.message_id: hit for hit in found.lexical}
+        hits.update(await self.store.search_hits([m for m in order if m not in hits]))
+        return [hits[m] for m in order if m in hits]
+
+    async def candidates(
+        self,
+        partner_id: str,
+        query: str,
+        audiences: Sequence[str] | None,
+        depth: int,
+        only: Narrowing | None = None,
+    ) -> Candidates:
+        """Both rankings before fusion, ``depth`` deep: what :meth:`search` fuses (and what
+        bench/recall_fusion.py compares fusions on)."""
+        only = only or Narrowing()
+        lexical = await self.lexical(partner_id, query, audiences, depth, only)
+        if self.embeddings is None:
+            return Candidates(lexical, None)
         vector = await self._query_vector(self.embeddings, query)
         if vector is None:
-            return lexical[:limit]
-        only = Narrowing(since, until, speaker)
+            return Candidates(lexical, None)
         similar = await self._similar(
             partner_id, audiences, self.embeddings.model, vector, depth, only
         )
-        order = fuse([hit.message_id for hit in lexical], [m for m, _ in similar])[:limit]
-        hits = {hit.message_id: hit for hit in lexical}
-        hits.update(await self.store.search_hits([m for m in order if m not in hits]))
-        return [hits[m] for m in order if m in hits]
+        return Candidates(lexical, similar)
+
+    async def lexical(
+        self,
+        partner_id: str,
+        query: str,
+        audiences: Sequence[str] | None,
+        limit: int,
+        only: Narrowing | None = None,
+    ) -> list[SearchHit]:
+        """The store's BM25 search, with the speakers' own names left out of the query when
+        it asks about more than them: a name is in most questions about a person ("What did
+        Tim adopt?") and, rare in the text itself, would rank the few messages naming them
+        above the answer (measured in the module docstring)."""
+        only = only or Narrowing()
+
+        async def search(text: str) -> list[SearchHit]:
+            return await self.store.search(
+                partner_id,
+                text,
+                audiences,
+                limit,
+                since=only.since,
+                until=only.until,
+                speaker=only.speaker,
+            )
+
+        hits = await search(query)
+        rest = without_names(query, {hit.speaker for hit in hits})
+        if rest == query or not query_phrases(rest):
+            return hits
+        return await search(rest) or hits
 
     async def _similar(
         self,
