@@ -32,29 +32,49 @@ if TYPE_CHECKING:  # numpy and the cache are loaded only when [embeddings] is se
 
 logger = logging.getLogger(__name__)
 
-RRF_K = 60
-"""Reciprocal rank fusion's constant (Cormack et al. 2009); see :func:`fuse`."""
+RRF_K = 2
+"""Reciprocal rank fusion's constant: small, so the first places of each ranking count for
+much more than the tail (the published 60 flattens them; see the module docstring)."""
+DENSE_WEIGHT = 0.7
+"""The semantic ranking's weight against the lexical one's 1, for text in spaced scripts."""
+CJK_DENSE_WEIGHT = 0.7
+"""The same for Chinese, Japanese and Korean text (measured separately)."""
 FUSION_DEPTH = 50
 """Results taken from each ranking before they are fused."""
 DEFAULT_MAX_SCAN = 20_000
 
 
-def fuse(*rankings: Sequence[int]) -> list[int]:
-    """Message ids ordered by reciprocal rank fusion: each ranking gives an id
-    1 / (RRF_K + rank), and the sums decide (ties keep the first ranking's order).
+def fuse(
+    lexical: Sequence[int], dense: Sequence[int], dense_weight: float = DENSE_WEIGHT
+) -> list[int]:
+    """Message ids by weighted reciprocal rank fusion: the lexical ranking gives an id
+    1 / (RRF_K + rank), the semantic one ``dense_weight`` / (RRF_K + rank), and the sums
+    decide (ties keep the lexical order, whose own ties go to the newer message).
 
-    Why RRF rather than a weighted sum of scores: BM25 scores are unbounded and shift with the
-    query's length and the index's statistics, while cosine similarities crowd into a narrow
-    band whose place depends on the model; no weight fits both across models and languages.
-    Ranks are comparable whatever produced them, need no tuning per model, and an item found
-    by both rankings rises above one found by a single one — which is what a paraphrase that
-    still shares a word with the answer should do. k = 60 is the published default, which
-    keeps the first few ranks from dominating."""
+    With k = 2 and a weight below 1, the lexical first hit (1/3) can only be passed by a
+    message both rankings found high, never by one only the vectors found: a message that
+    matches the words asked stays among the first few whatever the vectors say."""
     scores: dict[int, float] = {}
-    for ranking in rankings:
+    for weight, ranking in ((1.0, lexical), (dense_weight, dense)):
         for rank, message_id in enumerate(ranking, start=1):
-            scores[message_id] = scores.get(message_id, 0.0) + 1.0 / (RRF_K + rank)
+            scores[message_id] = scores.get(message_id, 0.0) + weight / (RRF_K + rank)
     return sorted(scores, key=lambda m: -scores[m])
+
+
+def mostly_cjk(texts: Iterable[str]) -> bool:
+    """Whether most letters of these texts are Chinese, Japanese or Korean."""
+    letters = cjk = 0
+    for text in texts:
+        letters += sum(ch.isalpha() for ch in text)
+        cjk += sum(len(run) for run in CJK_RUN.findall(text))
+    return letters > 0 and cjk * 2 >= letters
+
+
+def dense_weight(query: str, lexical: Sequence[SearchHit]) -> float:
+    """The semantic ranking's weight for this search: the CJK one when the query is mostly
+    CJK or the messages it found are (a partner whose conversations are)."""
+    cjk = mostly_cjk([query]) or mostly_cjk(hit.text for hit in lexical[:FUSION_DEPTH])
+    return CJK_DENSE_WEIGHT if cjk else DENSE_WEIGHT
 
 
 def without_names(query: str, names: Iterable[str]) -> str:
@@ -140,9 +160,9 @@ class Recall:
         found = await self.candidates(partner_id, query, audiences, max(limit, FUSION_DEPTH), only)
         if found.similar is None:
             return list(found.lexical[:limit])
-        order = fuse([hit.message_id for hit in found.lexical], [m for m, _ in found.similar])[
-            :limit
-        ]
+        weight = dense_weight(query, found.lexical)
+        lexical_ids = [hit.message_id for hit in found.lexical]
+        order = fuse(lexical_ids, [m for m, _ in found.similar], weight)[:limit]
         hits = {hit.message_id: hit for hit in found.lexical}
         hits.update(await self.store.search_hits([m for m in order if m not in hits]))
         return [hits[m] for m in order if m in hits]
