@@ -27,9 +27,9 @@ re-rank lexical, +5 dense  .616 (.450)   .793 (.744)   .800 (.667)   .933 (.867)
 **RRF, k = 3, dense .6**   .629 (.477)   .841 (.768)   .800 (.733)   .933 (.867)
 =========================  ============  ============  ============  ============
 
-In brackets: the same model sent no prefixes. Weighted RRF with a small k is the family that
-is never below lexical, on every language and on both kinds of question (sharing a word with
-the answer, or none), with the good vectors and with the bad: k = 60 flattens the first
+Weighted RRF with a small k is the family that is never below lexical, on every language
+and on both kinds of question (sharing a word with the answer, or none), with the good
+vectors and with the bad: k = 60 flattens the first
 places, so a weak semantic list outvotes a strong lexical one (English .430 without
 prefixes); score fusion lets one ranking's outliers decide (without prefixes Korean's
 "other words" questions fall from .714 to .429 at every weight from .3 to .7, English to
