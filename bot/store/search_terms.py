@@ -33,7 +33,7 @@ _CJK = (
     "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs
     "\uac00-\ud7af"  # Hangul syllables
 )
-_CJK_RUN = re.compile(f"[{_CJK}]+")
+CJK_RUN = re.compile(f"[{_CJK}]+")
 _TOKEN = re.compile(f"([{_CJK}]+)|[^\\W_{_CJK}]+")
 """A CJK run (group 1) or a word of other letters, as index_terms splits text."""
 _SPLIT = re.compile(f"([{_CJK}]+)")
@@ -174,7 +174,7 @@ def index_terms(text: str, language: str = DEFAULT_LANGUAGE, tag: str = "") -> s
     for part in _SPLIT.split(_lower(text)):
         if not part:
             continue
-        if _CJK_RUN.fullmatch(part):
+        if CJK_RUN.fullmatch(part):
             out.extend(_bigrams(part))
         else:
             out.extend(stem for _, stem in _words(part, language))
@@ -205,7 +205,7 @@ def query_phrases(
     for part in _SPLIT.split(_lower(query)):
         if not part:
             continue
-        if _CJK_RUN.fullmatch(part):
+        if CJK_RUN.fullmatch(part):
             phrases.extend(_cjk_terms(part))
             continue
         for word, stem in _words(part, language):
@@ -233,7 +233,7 @@ def _query_keys(query: str, language: str) -> set[str]:
     """What a query matches on: stems of its meaningful words and its CJK bigrams."""
     keys: set[str] = set()
     for part in _SPLIT.split(_lower(query)):
-        if _CJK_RUN.fullmatch(part):
+        if CJK_RUN.fullmatch(part):
             keys.update(_bigrams(part))
         elif part:
             keys.update(stem for word, stem in _words(part, language) if word not in STOPWORDS)

@@ -76,7 +76,7 @@ WITH totals AS MATERIALIZED (
                 + {_hits("x.after_terms", "p.phrase")} > 0)
     ) AS hits
 ), candidates AS MATERIALIZED (
-    SELECT m.id, m.session_id, m.role, m.text, m.created_at, m.platform_message_id,
+    SELECT m.id, m.session_id, m.role, m.text, m.created_at, m.platform_message_id, m.speaker,
         m.terms, m.before_terms, m.after_terms, string_to_array(m.terms, ' ') AS own,
         string_to_array(m.before_terms, ' ') AS before, string_to_array(m.after_terms, ' ')
         AS after
@@ -88,7 +88,7 @@ WITH totals AS MATERIALIZED (
     AND m.created_at < coalesce($6, m.created_at + 1)
     AND lower(m.speaker) = lower(coalesce($7, m.speaker))
 ), best AS (
-    SELECT c.id, c.session_id, c.role, c.text, c.created_at, c.platform_message_id,
+    SELECT c.id, c.session_id, c.role, c.text, c.created_at, c.platform_message_id, c.speaker,
         score.score
     FROM candidates c CROSS JOIN totals t
     CROSS JOIN LATERAL (
@@ -103,7 +103,8 @@ WITH totals AS MATERIALIZED (
     ) AS score
     ORDER BY score.score DESC, c.created_at DESC LIMIT $9
 )
-SELECT b.id, coalesce(s.title, ''), b.role, b.text, b.created_at, b.platform_message_id
+SELECT b.id, coalesce(s.title, ''), b.role, b.text, b.created_at, b.platform_message_id,
+    b.score, b.speaker
 FROM best b LEFT JOIN sessions s ON s.id = b.session_id
 ORDER BY b.score DESC, b.created_at DESC
 """
