@@ -1,0 +1,257 @@
+"""Scenes end to end on the real python-telegram-bot against the fake Bot API and fake LLM: a
+group with two or three bound partners, who answers what, in which order, what each partner
+hears of the others, how partner-to-partner turns stop, and what never reaches a scene prompt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from bot.gateway.scenes import paused_key
+from partners.memory import MemoryFile
+from partners.tools import user_memory_file
+from tests.fakes.fake_llm import FakeLLM, Reply
+from tests.fakes.fake_telegram import FakeTelegram
+from tests.telegram_harness import (
+    GROUP,
+    OWNER,
+    Gateway,
+    TelegramGateways,
+    settled,
+    telegram_fake,  # noqa: F401 (the fake fixture)
+    telegram_gateways,  # noqa: F401 (the gateways fixture)
+    texts,
+)
+
+ALICE = 501
+NAMES = {"example": "Mira", "sol": "Sol", "kai": "Kai"}
+
+
+def speaker_of(request: dict[str, Any]) -> str:
+    """Which partner a model request speaks for, from its system prompt."""
+    system = str(request["messages"][0]["content"])
+    return next(name for name in NAMES.values() if f"You are {name}." in system)
+
+
+def prompt_text(request: dict[str, Any]) -> str:
+    return json.dumps(request["messages"][1:], ensure_ascii=False)
+
+
+async def scene(gateways: TelegramGateways, *partners: str, **sections: Any) -> Gateway:
+    for partner in partners:
+        if partner != "example":
+            gateways.add_partner(partner, NAMES[partner])
+    gateway = await gateways.start(**sections)
+    for partner in ("example", *partners):
+        await gateway.app.store.bind("telegram", str(GROUP), partner, "command")
+    return gateway
+
+
+def say(fake: FakeTelegram, text: str, user_id: int = ALICE) -> dict[str, Any]:
+    return fake.send_user_message(
+        chat_id=GROUP, chat_type="supergroup", text=text, user_id=user_id, first_name="Alice"
+    )
+
+
+def group_texts(fake: FakeTelegram) -> list[str]:
+    return texts(fake.sent("sendMessage", GROUP))
+
+
+async def test_a_message_naming_one_partner_is_answered_by_that_one_alone(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await scene(gateways, "sol")
+    fake_llm.script(Reply(text="Sunny as ever."))
+    say(fake, "Sol, how's the weather?")
+    await settled(fake, gateway)
+    assert group_texts(fake) == ["<b>Sol</b>: Sunny as ever."]
+    assert [speaker_of(r) for r in fake_llm.requests] == ["Sol"]
+
+
+async def test_both_of_you_is_answered_by_both_in_cast_order_and_the_second_hears_the_first(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await scene(gateways, "sol")
+    fake_llm.script(Reply(text="I love rain."), Reply(text="Rain is fine by me."))
+    say(fake, "What do you both of you think of rain?")
+    await fake.wait_for_sent(chat_id=GROUP, count=2)
+    await settled(fake, gateway)
+    assert group_texts(fake) == ["<b>Mira</b>: I love rain.", "<b>Sol</b>: Rain is fine by me."]
+    mira, sol = fake_llm.requests
+    assert [speaker_of(mira), speaker_of(sol)] == ["Mira", "Sol"]
+    assert "I love rain." not in prompt_text(mira)
+    heard = prompt_text(sol)
+    assert "· Mira] I love rain." in heard  # the other partner's words, under its name
+    assert heard.count("What do you both of you think of rain?") == 1
+    assert heard.index("think of rain?") < heard.index("I love rain.")  # in the order said
+
+
+async def test_everyone_in_chinese_addresses_the_whole_cast(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await scene(gateways, "sol")
+    fake_llm.script(Reply(text="好!"), Reply(text="好呀!"))
+    say(fake, "大家好")
+    await fake.wait_for_sent(chat_id=GROUP, count=2)
+    await settled(fake, gateway)
+    assert [speaker_of(r) for r in fake_llm.requests] == ["Mira", "Sol"]
+
+
+async def test_messages_to_one_partner_reach_the_others_prompt_as_group_history(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await scene(gateways, "sol")
+    fake_llm.script(Reply(text="Sunny as ever."), Reply(text="Tea time!"))
+    say(fake, "Sol, how's the weather?")
+    await fake.wait_for_sent(chat_id=GROUP)
+    say(fake, "and you, Mira?")
+    await fake.wait_for_sent(chat_id=GROUP, count=2)
+    await settled(fake, gateway)
+    mira = fake_llm.requests[1]
+    assert speaker_of(mira) == "Mira"
+    heard = prompt_text(mira)
+    assert "· Alice] Sol, how's the weather?" in heard
+    assert "· Sol] Sunny as ever." in heard
+
+
+async def test_a_partner_naming_another_hands_it_the_turn(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await scene(gateways, "sol")
+    fake_llm.script(Reply(text="Mira knows rain best."), Reply(text="Thanks! Rain is calm."))
+    say(fake, "Sol, what about rain?")
+    await fake.wait_for_sent(chat_id=GROUP, count=2)
+    await settled(fake, gateway)
+    assert group_texts(fake) == [
+        "<b>Sol</b>: Mira knows rain best.",
+        "<b>Mira</b>: Thanks! Rain is calm.",
+    ]
+    mira = fake_llm.requests[1]
+    assert speaker_of(mira) == "Mira"
+    assert fake_llm.last_user_text(mira).endswith("· Sol] Mira knows rain best.")
+
+
+def names_everyone_else(request: dict[str, Any]) -> Reply:
+    """A partner that always hands the turn to every other partner: chains must still end."""
+    me = speaker_of(request)
+    others = " and ".join(name for name in NAMES.values() if name != me)
+    return Reply(text=f"What do you say, {others}?")
+
+
+async def test_partner_chains_stop_at_the_caps_and_never_loop(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await scene(gateways, "sol", "kai")
+    fake_llm.responder = names_everyone_else
+    per_message = []
+    for n in range(12):
+        before = len(fake_llm.requests)
+        say(fake, f"Kai, round {n}?")
+        await settled(fake, gateway)
+        answers = [speaker_of(r) for r in fake_llm.requests[before:]]
+        per_message.append(answers)
+        assert answers[0] == "Kai"
+        assert len(answers) - 1 <= 3  # scene.max_partner_turns
+        assert all(answers.count(name) <= 2 for name in NAMES.values())
+    # every chain reached the cap: Kai's answer, then three partner turns
+    assert all(len(answers) == 4 for answers in per_message), per_message
+    assert len(fake.sent("sendMessage", GROUP)) == len(fake_llm.requests) == 48
+
+
+async def test_max_partner_turns_zero_means_partners_answer_people_only(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await scene(gateways, "sol", scene={"max_partner_turns": 0})
+    fake_llm.responder = names_everyone_else
+    say(fake, "Sol?")
+    await settled(fake, gateway)
+    assert [speaker_of(r) for r in fake_llm.requests] == ["Sol"]
+
+
+async def test_a_human_message_during_a_chain_preempts_the_turns_not_started(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await scene(gateways, "sol", "kai")
+    held = asyncio.Event()
+
+    async def hold_mira(request: dict[str, Any]) -> Reply:
+        if speaker_of(request) == "Mira":
+            await held.wait()
+            return Reply(text="Kai, your turn!")
+        return Reply(text="Noted.")
+
+    fake_llm.script(Reply(text="Mira and Kai, what do you think?"))
+    fake_llm.responder = hold_mira
+    say(fake, "Sol, start us off")
+    await fake_llm.wait_for_requests(2)  # Mira's turn has started; Kai's waits behind it
+    update = say(fake, "Sol, one more thing")
+    await fake.wait_until(
+        lambda: all(u["update_id"] > update["update_id"] for u in fake.pending_updates),
+        timeout=10,
+        description="the gateway to have stored the human message",
+    )
+    held.set()
+    await settled(fake, gateway)
+    speakers = [speaker_of(r) for r in fake_llm.requests]
+    assert speakers == ["Sol", "Mira", "Sol"]  # Kai's turn was dropped; Mira's had started
+    # Sol answers the person; Mira's answer, written meanwhile, follows it as said since
+    assert "· Alice] Sol, one more thing" in prompt_text(fake_llm.requests[2])
+    assert fake_llm.last_user_text(fake_llm.requests[2]).endswith("· Mira] Kai, your turn!")
+
+
+async def test_no_per_user_memory_or_dm_reaches_a_scene_prompt(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await scene(gateways, "sol")
+    app = gateway.app
+    sol = app.catalog.require("sol")
+    await app.memory.add(
+        user_memory_file(sol, f"telegram:{ALICE}"), "Alice's secret diary", reason="", source="t"
+    )
+    mira = app.catalog.require("example")
+    await app.memory.add(
+        MemoryFile(mira.dir, "MEMORY.md"), "Mira's own secret", reason="", source="t"
+    )
+    fake.send_user_message(chat_id=OWNER, text="/partner sol", user_id=OWNER)
+    await fake.wait_for_sent(chat_id=OWNER)
+    fake_llm.script(Reply(text="Kept."))
+    fake.send_user_message(chat_id=OWNER, text="my owner DM secret", user_id=OWNER)
+    await fake.wait_for_sent(chat_id=OWNER, count=2)
+    fake_llm.script(Reply(text="Hi."), Reply(text="Hello."))
+    say(fake, "hi both of you")
+    await fake.wait_for_sent(chat_id=GROUP, count=2)
+    await settled(fake, gateway)
+    scene_requests = fake_llm.requests[1:]
+    assert [speaker_of(r) for r in scene_requests] == ["Mira", "Sol"]
+    for request in scene_requests:
+        everything = json.dumps(request["messages"], ensure_ascii=False)
+        assert "Alice's secret diary" not in everything
+        assert "my owner DM secret" not in everything
+    assert "Mira's own secret" not in json.dumps(scene_requests[1]["messages"])
+
+
+async def test_admin_scene_shows_the_cast_and_pauses_and_resumes(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await scene(gateways, "sol")
+    store = gateway.app.store
+
+    async def admin(text: str, count: int) -> str:
+        fake.send_user_message(chat_id=GROUP, chat_type="supergroup", text=text, user_id=OWNER)
+        answers = await fake.wait_for_sent(chat_id=GROUP, count=count)
+        return answers[-1].text or ""
+
+    shown = await admin("/admin scene", 1)
+    assert "Cast: Mira, Sol" in shown and "Scene: on" in shown
+    assert "max_partner_turns = 3" in shown and "max_turns_per_partner = 2" in shown
+    assert "The scene is paused." in await admin("/admin scene pause", 2)
+    assert paused_key("telegram", str(GROUP)) in await store.settings()
+    fake_llm.responder = names_everyone_else
+    say(fake, "hi both of you")
+    await settled(fake, gateway)
+    assert [speaker_of(r) for r in fake_llm.requests] == ["Mira"]  # one answers; no hand-over
+    assert "Scene: on" in await admin("/admin scene resume", 4)
+    assert paused_key("telegram", str(GROUP)) not in await store.settings()
+    assert "Usage: /admin scene [pause|resume]" in await admin("/admin scene dance", 5)
