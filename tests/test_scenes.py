@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
-from bot.gateway.scenes import paused_key
+import pytest
+
+from bot.config.model import ConfigError, load_config
+from bot.gateway.scenes import paused_key, speaks_to_all
 from partners.memory import MemoryFile
 from partners.tools import user_memory_file
 from tests.fakes.fake_llm import FakeLLM, Reply
@@ -255,3 +259,40 @@ async def test_admin_scene_shows_the_cast_and_pauses_and_resumes(
     assert "Scene: on" in await admin("/admin scene resume", 4)
     assert paused_key("telegram", str(GROUP)) not in await store.settings()
     assert "Usage: /admin scene [pause|resume]" in await admin("/admin scene dance", 5)
+
+
+def test_scene_settings_are_validated_with_the_key_named(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text("[scene]\nmax_partner_turns = -1\nmax_turns_per_partner = 0\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, {})
+    message = str(caught.value)
+    assert "scene.max_partner_turns: Input should be greater than or equal to 0" in message
+    assert "(got -1)" in message
+    assert "scene.max_turns_per_partner: Input should be greater than or equal to 1" in message
+    path.write_text("[scene]\nmax_partner_turn = 2\n")
+    with pytest.raises(ConfigError, match=r"scene\.max_partner_turn: unknown key"):
+        load_config(path, {})
+    path.write_text("[scene]\nmax_partner_turns = 5\n")
+    assert load_config(path, {}).scene.max_partner_turns == 5
+
+
+@pytest.mark.parametrize(
+    ("text", "everyone"),
+    [
+        ("What do both of you think?", True),
+        ("Hello everyone!", True),
+        ("你们觉得呢", True),
+        ("大家好", True),
+        ("Everyoneness is not a word", False),
+        ("both of your cats", False),
+        ("Mira, what do you think?", False),
+    ],
+)
+def test_words_that_address_the_whole_cast(text: str, everyone: bool) -> None:
+    assert speaks_to_all(text, ["english"]) is everyone
+
+
+def test_ihr_beide_addresses_everyone_only_where_a_partner_speaks_german() -> None:
+    assert speaks_to_all("Was meint ihr beide?", ["german"])
+    assert not speaks_to_all("Was meint ihr beide?", ["english"])
