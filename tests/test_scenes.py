@@ -296,3 +296,29 @@ def test_words_that_address_the_whole_cast(text: str, everyone: bool) -> None:
 def test_ihr_beide_addresses_everyone_only_where_a_partner_speaks_german() -> None:
     assert speaks_to_all("Was meint ihr beide?", ["german"])
     assert not speaks_to_all("Was meint ihr beide?", ["english"])
+
+
+async def test_the_scene_of_the_docs_goes_as_written(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    """docs/scenes.md's transcript: both answer, Sol's reply hands Mira one more turn."""
+    gateway = await scene(gateways, "sol")
+    fake_llm.script(
+        Reply(text="Hot chocolate, no question. Sol, you'll say something bitter."),
+        Reply(text="Black tea, strong. Bitter is honest, Mira."),
+        Reply(text="Fine, fine. Alice, pick for us!"),
+    )
+    say(fake, "Mira, Sol — what would both of you drink on a rainy day?")
+    await fake.wait_for_sent(chat_id=GROUP, count=3)
+    await settled(fake, gateway)
+    fake_llm.script(Reply(text="Told you."))
+    say(fake, "Tea. Sol wins.")
+    await fake.wait_for_sent(chat_id=GROUP, count=4)
+    await settled(fake, gateway)
+    assert [t.split("</b>")[0] for t in group_texts(fake)] == [
+        "<b>Mira",
+        "<b>Sol",
+        "<b>Mira",
+        "<b>Sol",
+    ]
+    assert len(fake_llm.requests) == 4
