@@ -322,3 +322,16 @@ async def test_the_scene_of_the_docs_goes_as_written(
         "<b>Sol",
     ]
     assert len(fake_llm.requests) == 4
+
+
+async def test_partner_to_partner_turns_do_not_count_against_the_users_rate_limit(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await scene(gateways, "sol", "kai", access={"user_messages_per_hour": 1})
+    fake_llm.responder = names_everyone_else
+    say(fake, "Kai, go")
+    await settled(fake, gateway)
+    # Kai hands the turn to two partners at once: were his words a user's, the second would
+    # be over one message an hour and rest instead of answering
+    assert [speaker_of(r) for r in fake_llm.requests] == ["Kai", "Mira", "Sol", "Kai"]
+    assert len(fake.sent("sendMessage", GROUP)) == 4
