@@ -17,3 +17,6 @@ class SceneConfig(Section):
     (0: partners answer people only)."""
     max_turns_per_partner: int = Field(2, ge=1, le=10)
     """Replies one partner gives after one human message, its answer to the human included."""
+    max_unaddressed_per_hour: int = Field(4, ge=0, le=60)
+    """Times an hour the lively partners of a group (preset.yml ``presence: lively``) join talk
+    nobody addressed to them, all together (0: never)."""

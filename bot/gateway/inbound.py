@@ -38,12 +38,13 @@ from bot.delivery.notices import Notices
 from bot.events import ChatRef, Event, Inbound, Reaction, Unreadable, Unsupported
 from bot.gateway import scenes
 from bot.gateway.access import Access
-from bot.gateway.addressing import Command, GroupReading, as_read, command_of, read_group
+from bot.gateway.addressing import Command, as_read, command_of, read_group
 from bot.gateway.claims import CLAIM_COMMANDS, CLAIM_REFUSED, CLAIMED, OwnerClaims
 from bot.gateway.command_runs import CommandRuns
 from bot.gateway.pairing_notices import Announce, PairingNotices
 from bot.gateway.partner_choice import PartnerChoice
 from bot.gateway.reactions import keep_reaction
+from bot.gateway.speak_gate import SpeakGate
 from bot.gateway.views import ChannelViews
 from bot.store import ChatRow, NewMedia, NewMessage, Store, StoreUnavailable, UserRow
 from bot.turn.media_limits import cut_text, over_limit
@@ -112,6 +113,8 @@ class Gateway:
             config, store, catalog, access, sessions, user_memory, channels, self.notices,
             self.partners, greeter,
         )  # fmt: skip
+        self.gate = SpeakGate(config, store)
+        """Whether a lively partner joins talk nobody addressed to it."""
         self.bot_usernames: dict[str, str] = {}
         self.can_read_groups: dict[str, bool] = {}
         self.admin = admin
@@ -201,30 +204,38 @@ class Gateway:
             return
         # with mention gating off, a bound partner answers everything said in the group
         addressed = addressed or (not self.config.access.mention_gating and not inbound.late)
+        partner_id = reading.partner_id
+        if (
+            not addressed
+            and not inbound.late
+            and (joiner := await self.gate.joiner(inbound, bound))
+        ):
+            partner_id, addressed = joiner, True  # a lively partner joins (speak_gate.py)
         if scenes.is_scene(bound):
-            await self._scene_message(inbound, is_owner, bound, reading, addressed)
+            await self._scene_message(inbound, is_owner, bound, partner_id, addressed)
             return
-        await self._converse(inbound, is_owner, reading.partner_id, addressed, None)
+        await self._converse(inbound, is_owner, partner_id, addressed, None)
 
     async def _scene_message(
         self,
         inbound: Inbound,
         is_owner: bool,
         cast: list[Partner],
-        reading: GroupReading,
+        partner_id: str | None,
         addressed: bool,
     ) -> None:
         """A person spoke in a scene: the partner turns still waiting give way, and the
         message waits for each partner it addresses, in order (``bot/gateway/scenes.py``)."""
         chat = inbound.chat
         await scenes.preempt(self.store, chat.key)
-        answering: list[str | None] = [reading.partner_id]
+        answering: list[str | None] = [partner_id]
         languages = [p.preset.language for p in cast]
         if not inbound.late and scenes.speaks_to_all(inbound.text, languages):
             addressed = True
         if addressed:
             paused = await scenes.is_paused(self.store, chat.platform, chat.chat_id)
-            answering = [*scenes.addressees(inbound, cast, reading, languages, paused)] or [None]
+            chosen = scenes.addressees(inbound, cast, partner_id, languages, paused)
+            answering = [*chosen] or [None]
         await self._converse(inbound, is_owner, answering[0], addressed, None, answering[1:])
 
     async def _receive_dm(self, inbound: Inbound, command: Command | None, is_owner: bool) -> None:

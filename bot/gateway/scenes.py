@@ -2,12 +2,14 @@
 
 Who a scene message is for, decided once, before it is stored: every partner it names as a
 whole word, the one whose message it replies to, or the whole cast when it speaks to all of
-them ("both of you", "everyone", "大家", "你们": :data:`EVERYONE` by language), in the order the
-partners were bound; a mention of the bot that names nobody goes to the partner
-``bot/gateway/addressing.py`` chose, as before. The message is stored once for the first of them
-and once more for each of the others (each its own turn on the scene's one queue key, in that
-order, so one partner's answer is in the next one's prompt). A human message also pre-empts the
-partner-to-partner turns still waiting (``bot/turn/scene_turns.py`` gives them).
+them ("both of you", "everyone", "大家", "你们": :data:`EVERYONE` by language; a partner whose
+``presence`` is ``quiet`` is left out of those), in the order the partners were bound; a
+mention of the bot that names nobody goes to the partner ``bot/gateway/addressing.py`` chose
+(or the one the speak gate let join, ``bot/gateway/speak_gate.py``), as before. The message is
+stored once for the first of them and once more for each of the others (each its own turn on
+the scene's one queue key, in that order, so one partner's answer is in the next one's prompt).
+A human message also pre-empts the partner-to-partner turns still waiting
+(``bot/turn/scene_turns.py`` gives them).
 
 A paused scene (``/admin scene pause``, an override in the store's settings) answers as a
 group with several partners did before scenes: the first partner addressed, alone; partners
@@ -20,9 +22,11 @@ import re
 from collections.abc import Sequence
 
 from bot.events import Inbound
-from bot.gateway.addressing import GroupReading, Named, named_partner
+from bot.gateway.addressing import Named, named_partner
+from bot.gateway.speak_gate import presence
 from bot.store import Store
 from bot.workers.queue_keys import scene_key
+from partners.persona import Partner
 
 PAUSED_KEY = "scene.paused:{platform}:{chat_id}"
 """The settings row that marks one group's scene paused (its value: who paused it)."""
@@ -77,17 +81,18 @@ def named_partners(text: str, cast: Sequence[Named]) -> list[str]:
 
 def addressees(
     inbound: Inbound,
-    cast: Sequence[Named],
-    reading: GroupReading,
+    cast: Sequence[Partner],
+    chosen: str | None,
     languages: Sequence[str],
     paused: bool,
 ) -> list[str]:
-    """The partners that answer an addressed scene message, in the order they answer."""
-    chosen = reading.partner_id
+    """The partners that answer an addressed scene message, in the order they answer;
+    ``chosen`` is the one ``bot/gateway/addressing.py`` (or the speak gate) chose."""
     if paused or chosen is None:
         return [chosen] if chosen else []
     if speaks_to_all(inbound.text, languages):
-        return [p.id for p in cast]
+        everyone = [p.id for p in cast if presence(p) != "quiet"]
+        return everyone or [chosen]
     wanted = set(named_partners(inbound.text, cast))
     if inbound.replied_to_bot and inbound.replied_as is not None:
         wanted |= {p.id for p in cast if p.name == inbound.replied_as}
