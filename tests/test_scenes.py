@@ -335,3 +335,19 @@ async def test_partner_to_partner_turns_do_not_count_against_the_users_rate_limi
     # be over one message an hour and rest instead of answering
     assert [speaker_of(r) for r in fake_llm.requests] == ["Kai", "Mira", "Sol", "Kai"]
     assert len(fake.sent("sendMessage", GROUP)) == 4
+
+
+async def test_admin_scene_belongs_in_a_group_and_says_when_one_partner_is_no_scene(
+    gateways: TelegramGateways, fake: FakeTelegram
+) -> None:
+    gateway = await gateways.start()
+    await gateway.app.store.bind("telegram", str(GROUP), "example", "command")
+    fake.send_user_message(chat_id=OWNER, text="/admin scene", user_id=OWNER)
+    [answer] = await fake.wait_for_sent(chat_id=OWNER)
+    assert answer.text == "Send /admin scene inside the group whose scene you mean."
+    fake.send_user_message(
+        chat_id=GROUP, chat_type="supergroup", text="/admin scene", user_id=OWNER
+    )
+    [shown] = await fake.wait_for_sent(chat_id=GROUP)
+    assert "Cast: Mira" in (shown.text or "")
+    assert "One partner is no scene" in (shown.text or "")
