@@ -137,6 +137,32 @@ async def test_a_partner_naming_another_hands_it_the_turn(
     assert fake_llm.last_user_text(mira).endswith("· Sol] Mira knows rain best.")
 
 
+async def test_a_reply_to_one_partner_naming_another_is_answered_by_both_in_cast_order(
+    gateways: TelegramGateways, fake: FakeTelegram, fake_llm: FakeLLM
+) -> None:
+    gateway = await scene(gateways, "sol")
+    fake_llm.script(Reply(text="Sunny as ever."))
+    say(fake, "Sol, how's the weather?")
+    [sol] = await fake.wait_for_sent(chat_id=GROUP)
+    await settled(fake, gateway)
+    fake_llm.script(Reply(text="Rain later."), Reply(text="Umbrellas then."))
+    fake.send_user_message(
+        chat_id=GROUP, chat_type="supergroup", text="really? what does Mira say?",
+        user_id=ALICE, reply_to_message=sol.result,
+    )  # fmt: skip
+    await fake.wait_for_sent(chat_id=GROUP, count=3)
+    await settled(fake, gateway)
+    assert [speaker_of(r) for r in fake_llm.requests] == ["Sol", "Mira", "Sol"]
+    assert group_texts(fake)[1:] == ["<b>Mira</b>: Rain later.", "<b>Sol</b>: Umbrellas then."]
+    fake.send_user_message(
+        chat_id=GROUP, chat_type="supergroup", text="and tomorrow?", user_id=ALICE,
+        reply_to_message=sol.result,
+    )  # fmt: skip
+    await fake.wait_for_sent(chat_id=GROUP, count=4)
+    await settled(fake, gateway)
+    assert speaker_of(fake_llm.requests[-1]) == "Sol"  # the partner replied to, not the first
+
+
 def names_everyone_else(request: dict[str, Any]) -> Reply:
     """A partner that always hands the turn to every other partner: chains must still end."""
     me = speaker_of(request)

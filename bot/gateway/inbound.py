@@ -226,16 +226,10 @@ class Gateway:
     ) -> None:
         """A person spoke in a scene: the partner turns still waiting give way, and the
         message waits for each partner it addresses, in order (``bot/gateway/scenes.py``)."""
-        chat = inbound.chat
-        await scenes.preempt(self.store, chat.key)
-        answering: list[str | None] = [partner_id]
-        languages = [p.preset.language for p in cast]
-        if not inbound.late and scenes.speaks_to_all(inbound.text, languages):
-            addressed = True
-        if addressed:
-            paused = await scenes.is_paused(self.store, chat.platform, chat.chat_id)
-            chosen = scenes.addressees(inbound, cast, partner_id, languages, paused)
-            answering = [*chosen] or [None]
+        await scenes.preempt(self.store, inbound.chat.key)
+        addressed, answering = await scenes.answering(
+            self.store, inbound, cast, partner_id, addressed
+        )
         await self._converse(inbound, is_owner, answering[0], addressed, None, answering[1:])
 
     async def _receive_dm(self, inbound: Inbound, command: Command | None, is_owner: bool) -> None:

@@ -79,15 +79,40 @@ def named_partners(text: str, cast: Sequence[Named]) -> list[str]:
     return [p.id for p in cast if named_partner(text, [p]) is not None]
 
 
+async def answering(
+    store: Store, inbound: Inbound, cast: Sequence[Partner], chosen: str | None, addressed: bool
+) -> tuple[bool, list[str | None]]:
+    """Whether a scene message is addressed, and the partners that answer it, in order;
+    ``chosen`` is the one ``bot/gateway/addressing.py`` (or the speak gate) chose."""
+    languages = [p.preset.language for p in cast]
+    if not inbound.late and speaks_to_all(inbound.text, languages):
+        addressed = True
+    if not addressed:
+        return False, [chosen]
+    paused = await is_paused(store, inbound.chat.platform, inbound.chat.chat_id)
+    replied = await replied_partner(store, inbound)
+    return True, [*addressees(inbound, cast, chosen, languages, paused, replied)] or [None]
+
+
+async def replied_partner(store: Store, inbound: Inbound) -> str | None:
+    """The partner whose message ``inbound`` replies to, as the store recorded it sent
+    (Telegram says only that the bot wrote it; Discord's webhook names the persona too)."""
+    if not inbound.replied_to_bot or inbound.reply_to_message_id is None:
+        return None
+    reply = await store.reply_for_platform_message(inbound.chat.key, inbound.reply_to_message_id)
+    return reply.partner_id if reply is not None else None
+
+
 def addressees(
     inbound: Inbound,
     cast: Sequence[Partner],
     chosen: str | None,
     languages: Sequence[str],
     paused: bool,
+    replied: str | None = None,
 ) -> list[str]:
-    """The partners that answer an addressed scene message, in the order they answer;
-    ``chosen`` is the one ``bot/gateway/addressing.py`` (or the speak gate) chose."""
+    """The partners that answer an addressed scene message, in the order they answer
+    (``replied``: the partner whose message it replies to, if known)."""
     if paused or chosen is None:
         return [chosen] if chosen else []
     if speaks_to_all(inbound.text, languages):
@@ -96,6 +121,7 @@ def addressees(
     wanted = set(named_partners(inbound.text, cast))
     if inbound.replied_to_bot and inbound.replied_as is not None:
         wanted |= {p.id for p in cast if p.name == inbound.replied_as}
+    wanted |= {p.id for p in cast if p.id == replied}
     if not wanted:
         return [chosen]
     return [p.id for p in cast if p.id in wanted]

@@ -54,6 +54,12 @@ class Chain:
     """Partners with a turn still waiting (another would only join it)."""
 
 
+def giver_of(row: MessageRow) -> str | None:
+    """The partner whose words ``row`` hands to another as its turn, if it is such a row."""
+    key = row.user_key or ""
+    return key.removeprefix(PARTNER_SPEAKER) if key.startswith(PARTNER_SPEAKER) else None
+
+
 def heard(
     rows: Sequence[MessageRow], partner_id: str, own: Sequence[MessageRow]
 ) -> list[MessageRow]:
@@ -90,12 +96,6 @@ async def scene_context(
     if first is None:
         return rows, []
     return [r for r in rows if r.id < first], [r for r in rows if r.id > first]
-
-
-def giver_of(row: MessageRow) -> str | None:
-    """The partner whose words ``row`` hands to another as its turn, if it is such a row."""
-    key = row.user_key or ""
-    return key.removeprefix(PARTNER_SPEAKER) if key.startswith(PARTNER_SPEAKER) else None
 
 
 def chain_since_human(rows: Sequence[MessageRow]) -> Chain:
