@@ -7,10 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bot.gateway.speak_gate import JOIN_AT, mentions, score
+from bot.gateway.speak_gate import JOIN_AT, mentions, presence, score
 from bot.store import MessageRow
 from partners.catalog import PartnerCatalog
 from partners.persona import Partner
+from tests.admin_support import admin
+from tests.conftest import Harness
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.fakes.fake_telegram import FakeTelegram
 from tests.telegram_harness import (
@@ -143,3 +145,12 @@ async def test_a_quiet_partner_is_left_out_of_everyone(
     say(fake, "Sol, are you there?")  # its name still reaches it
     await settled(fake, gateway)
     assert [speaker_of(r) for r in fake_llm.requests] == ["Mira", "Sol"]
+
+
+async def test_the_owner_sets_a_partners_presence_by_command(harness: Harness) -> None:
+    answer = await admin(harness, "/admin partner set example presence lively")
+    assert "presence" in answer
+    assert presence(harness.app.catalog.require("example")) == "lively"
+    refused = await admin(harness, "/admin partner set example presence chatty")
+    assert "quiet" in refused and "lively" in refused
+    assert presence(harness.app.catalog.require("example")) == "lively"
