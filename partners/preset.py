@@ -14,7 +14,7 @@ import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeGuard
+from typing import Annotated, Any, Literal, TypeGuard
 
 from pydantic import (
     BaseModel,
@@ -96,6 +96,12 @@ class PresetFile(_Strict):
     ``happy: {telegram: <file id>, discord: <id>}`` (``Partner.sticker``)."""
     greetings: Literal["in_turn", "random"] = "in_turn"
     """Which of a character card's greetings opens a conversation (``partners/greetings.py``)."""
+    presence: Literal["quiet", "addressed", "lively"] = "addressed"
+    """How the partner takes part in a group with other partners (``bot/gateway/speak_gate.py``)."""
+    interests: list[Annotated[str, Field(min_length=1, max_length=60)]] = Field(
+        default_factory=list, max_length=50
+    )
+    """Words that draw a lively partner into talk nobody addressed to it."""
 
     _texts = field_validator(
         "name", "description", "model", "language", "avatar", "resting_message", mode="before"
@@ -154,8 +160,9 @@ class Preset:
 # ---- reading -------------------------------------------------------------------------------
 
 
-EXTRA_KEYS = ("proactive", "vision", "voice", "stickers")
-"""Checked here, read where they are used (check-ins, media, voice replies, stickers)."""
+EXTRA_KEYS = ("proactive", "vision", "voice", "stickers", "presence", "interests")
+"""Checked here, read where they are used (check-ins, media, voice replies, stickers, the
+speak gate of scenes)."""
 
 
 def read_preset(path: Path, partner_id: str) -> Preset:

@@ -42,6 +42,7 @@ SETTABLE: dict[str, str] = {
     "context_tokens": "its model's context window in tokens (for its lorebook), or default",
     "resting_message": "what it says when it rests, or default",
     "greetings": "a character card's greetings in_turn or at random",
+    "presence": "in a group with other partners: quiet, addressed or lively",
     "proactive.enabled": "whether it may write first: true or false",
     "proactive.window": "when check-ins may go out, like 10:00-20:00",
     "proactive.quiet_hours": "never then, like 22:00-08:00",

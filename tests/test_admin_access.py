@@ -26,6 +26,7 @@ PLAUSIBLE_ARGS = {
     "lore": "example",
     "bind": "example",
     "unbind": "",
+    "scene": "pause",
     "approve": "ABCDEF",
     "deny": "ABCDEF",
     "pending": "",

@@ -146,3 +146,42 @@ async def test_finish_turn_closes_the_turn_and_records_the_reply_with_its_action
     after = await store.session(session.id)
     assert after is not None and after.last_active_at >= session.last_active_at
     assert await store.usage("2000-01-01") == []
+
+
+async def test_a_scene_key_is_worked_one_partner_at_a_time_in_order(store: Store) -> None:
+    """A scene's one key holds several partners' messages: a turn takes the oldest and
+    those after it for the same partner, up to the first for another."""
+    await a_dm(store)
+    key = "test:7|@scene"
+
+    async def waiting(text: str, partner: str) -> int:
+        message_id = await store.add_message(
+            NewMessage(
+                "test:7", "user", text, "user:test:7", status="pending", queue_key=key,
+                partner_id=partner, user_key="test:7",
+            )
+        )  # fmt: skip
+        assert message_id is not None
+        return message_id
+
+    first = await waiting("mira, hi", "mira")
+    second = await waiting("and more", "mira")
+    sol = await waiting("sol, hi", "sol")
+    last = await waiting("mira again", "mira")
+
+    context = await store.turn_context(key, reactions=5)
+    assert [row.id for row in context.pending] == [first, second]
+    await store.finish_turn([first, second], None, NewMessage("test:7", "assistant", "hey", "a"))
+    assert [row.id for row in (await store.turn_context(key, reactions=5)).pending] == [sol]
+    await store.finish_turn([sol], None, NewMessage("test:7", "assistant", "yo", "a"))
+    assert [row.id for row in (await store.turn_context(key, reactions=5)).pending] == [last]
+
+
+async def test_chat_tail_reads_what_was_said_newest_last(store: Store) -> None:
+    await a_dm(store)
+    heard = [await said(store, f"line {n}") for n in range(4)]
+    await said(store, "a reaction", role="reaction")
+    answer = await said(store, "an answer", role="assistant")
+    context = await said(store, "chatter", role="context")
+    rows = await store.chat_tail("test:7", heard[0], 4)
+    assert [row.id for row in rows] == [heard[2], heard[3], answer, context]

@@ -45,6 +45,7 @@ from bot.admin.partners import (
     partner_set,
     partner_show,
 )
+from bot.admin.scene import admin_scene
 from bot.admin.status import admin_backup, admin_settings, admin_status, admin_usage
 from bot.admin.voice import voice_forget
 from bot.admin.web import admin_web
@@ -84,7 +85,7 @@ def _owner_command(
     name: str, usage: str, help_text: str, handler: Handler, *, dm_only: bool = True
 ) -> OwnerCommand:
     """Owner commands answer in the owner's DM: in a group, everyone would read the answer.
-    Only bind and unbind belong in groups."""
+    Only bind, unbind and scene belong in groups."""
     return OwnerCommand(name, usage, help_text, handler, dm_only=dm_only)
 
 
@@ -130,6 +131,9 @@ ADMIN: dict[str, OwnerCommand] = {
             "bind", "<partner>", "bind a partner to this group", admin_bind, dm_only=False
         ),
         _owner_command("unbind", "[partner]", "unbind partners here", admin_unbind, dm_only=False),
+        _owner_command(
+            "scene", "[pause|resume]", "this group's cast and scene", admin_scene, dm_only=False
+        ),
         _owner_command("approve", "<code>", "let a pairing user in", admin_approve),
         _owner_command("deny", "<code>", "refuse a pairing request", admin_deny),
         _owner_command("pending", "", "pairing requests waiting", admin_pending),

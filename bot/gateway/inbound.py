@@ -5,9 +5,10 @@ who is it (user and chat rows kept current) -> command, addressing and partner d
 (``bot/gateway/addressing.py``) -> access (owner, DM policy, bound groups) -> a command run
 (``bot/gateway/command_runs.py``), or: which partner (``bot/gateway/partner_choice.py``) ->
 persisted (deduplicated by platform message id) -> the dispatcher's queue for that chat and
-partner. Group messages that do not address a partner are stored as context for the next
-answered turn, never answered; so are commands the sender may not run there (an unknown one,
-``/admin`` from anyone but the owner), even addressed to the bot. What a channel must know
+partner (a scene's one queue for all its partners: ``bot/gateway/scenes.py``). Group messages
+that do not address a partner are stored as context for the next answered turn, never
+answered; so are commands the sender may not run there (an unknown one, ``/admin`` from anyone
+but the owner), even addressed to the bot. What a channel must know
 goes to it as a view (``bot/gateway/views.py``), never asked per message.
 
 Nothing is fetched from a platform for a message before this decides who sent it: channels
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
 from adapters.base import (
@@ -35,6 +36,7 @@ from bot.config.model import Config
 from bot.delivery.greeter import Greeter
 from bot.delivery.notices import Notices
 from bot.events import ChatRef, Event, Inbound, Reaction, Unreadable, Unsupported
+from bot.gateway import scenes
 from bot.gateway.access import Access
 from bot.gateway.addressing import Command, as_read, command_of, read_group
 from bot.gateway.claims import CLAIM_COMMANDS, CLAIM_REFUSED, CLAIMED, OwnerClaims
@@ -42,13 +44,15 @@ from bot.gateway.command_runs import CommandRuns
 from bot.gateway.pairing_notices import Announce, PairingNotices
 from bot.gateway.partner_choice import PartnerChoice
 from bot.gateway.reactions import keep_reaction
+from bot.gateway.speak_gate import SpeakGate
 from bot.gateway.views import ChannelViews
 from bot.store import ChatRow, NewMedia, NewMessage, Store, StoreUnavailable, UserRow
 from bot.turn.media_limits import cut_text, over_limit
 from bot.turn.sessions import Sessions, Speaker, audience_for
 from bot.workers.dispatcher import Dispatcher
-from bot.workers.queue_keys import queue_key
+from bot.workers.queue_keys import queue_key, scene_key
 from partners.catalog import PartnerCatalog
+from partners.persona import Partner
 from partners.user_memory import UserMemory
 
 logger = logging.getLogger(__name__)
@@ -109,6 +113,8 @@ class Gateway:
             config, store, catalog, access, sessions, user_memory, channels, self.notices,
             self.partners, greeter,
         )  # fmt: skip
+        self.gate = SpeakGate(config, store)
+        """Whether a lively partner joins talk nobody addressed to it."""
         self.bot_usernames: dict[str, str] = {}
         self.can_read_groups: dict[str, bool] = {}
         self.admin = admin
@@ -198,7 +204,33 @@ class Gateway:
             return
         # with mention gating off, a bound partner answers everything said in the group
         addressed = addressed or (not self.config.access.mention_gating and not inbound.late)
-        await self._converse(inbound, is_owner, reading.partner_id, addressed, None)
+        partner_id = reading.partner_id
+        if (
+            not addressed
+            and not inbound.late
+            and (joiner := await self.gate.joiner(inbound, bound))
+        ):
+            partner_id, addressed = joiner, True  # a lively partner joins (speak_gate.py)
+        if scenes.is_scene(bound):
+            await self._scene_message(inbound, is_owner, bound, partner_id, addressed)
+            return
+        await self._converse(inbound, is_owner, partner_id, addressed, None)
+
+    async def _scene_message(
+        self,
+        inbound: Inbound,
+        is_owner: bool,
+        cast: list[Partner],
+        partner_id: str | None,
+        addressed: bool,
+    ) -> None:
+        """A person spoke in a scene: the partner turns still waiting give way, and the
+        message waits for each partner it addresses, in order (``bot/gateway/scenes.py``)."""
+        await scenes.preempt(self.store, inbound.chat.key)
+        addressed, answering = await scenes.answering(
+            self.store, inbound, cast, partner_id, addressed
+        )
+        await self._converse(inbound, is_owner, answering[0], addressed, None, answering[1:])
 
     async def _receive_dm(self, inbound: Inbound, command: Command | None, is_owner: bool) -> None:
         chat, sender = inbound.chat, inbound.sender
@@ -252,9 +284,12 @@ class Gateway:
         partner_id: str | None,
         addressed: bool,
         row: ChatRow | None,
+        also: Sequence[str | None] | None = None,
     ) -> None:
         """Store a message that is part of a conversation and queue it for a turn when it
-        addresses a partner; ``row`` is its chat as stored, if the caller read it already."""
+        addresses a partner; ``row`` is its chat as stored, if the caller read it already.
+        In a scene (``also`` given: the other partners that answer it, in order) it waits on
+        the scene's one key, once for each partner (``bot/gateway/scenes.py``)."""
         chat = inbound.chat
         row = row or await self.store.chat(chat.key)
         assert row is not None
@@ -264,7 +299,7 @@ class Gateway:
                 return
             inbound = within
         speaker = Speaker(inbound.sender.key, inbound.sender.display_name, is_owner)
-        key = queue_key(chat.key, partner_id)
+        key = queue_key(chat.key, partner_id) if also is None else scene_key(chat.key)
         media = inbound.media
         message = NewMessage(
             chat_key=chat.key,
@@ -288,7 +323,12 @@ class Gateway:
             ),
         )
         store = self.store.add_message_with_media if message.media else self.store.add_message
-        if await store(message) is None:
+        stored = await store(message) is not None
+        for other in (also or ()) if addressed else ():
+            # each its own dedup key: a message handed over again adds the ones it missed
+            copy = replace(message, partner_id=other, dedup_key=f"{message.dedup_key}#{other}")
+            stored = await store(copy) is not None or stored
+        if not stored:
             logger.info("duplicate message %s in %s ignored", inbound.message_id, chat.key)
             return
         if addressed:

@@ -208,6 +208,18 @@ class Messages(SearchableMessages, StoreBase):
         )
         return rows[::-1]
 
+    async def chat_tail(self, chat_key: str, after_id: int, limit: int) -> list[MessageRow]:
+        """A group's conversation since ``after_id`` (what people and partners said, answered
+        or not, in any state), oldest first, at most the newest ``limit``."""
+        rows = await self._messages(
+            "WHERE chat_key = ? AND role IN ('user', 'context', 'assistant') AND id > ?"
+            " ORDER BY id DESC LIMIT ?",
+            chat_key,
+            after_id,
+            limit,
+        )
+        return rows[::-1]
+
     async def recent_reactions(
         self, chat_key: str, partner_id: str | None, after_id: int, limit: int
     ) -> list[MessageRow]:

@@ -47,7 +47,9 @@ def _read(db: sqlite3.Connection, queue_key: str, reactions: int) -> TurnContext
     unfinished = [
         int(row[0]) for row in db.execute(f"{unfinished_replies('?')} ORDER BY u.id", (queue_key,))
     ]
-    pending = _messages(db, "WHERE status = 'pending' AND queue_key = ? ORDER BY id", (queue_key,))
+    pending = one_partner(
+        _messages(db, "WHERE status = 'pending' AND queue_key = ? ORDER BY id", (queue_key,))
+    )
     if not pending:
         return TurnContext(pending, unfinished=unfinished)
     last = pending[-1]
@@ -74,6 +76,17 @@ def _read(db: sqlite3.Connection, queue_key: str, reactions: int) -> TurnContext
         reactions_after=after,
         unfinished=unfinished,
     )
+
+
+def one_partner(pending: list[MessageRow]) -> list[MessageRow]:
+    """The messages one turn answers: the oldest pending and those after it for the same
+    partner, up to the first for another. Only a scene's key holds several partners' messages
+    (``bot/workers/queue_keys.py``); every other key's are one partner's, all taken at once."""
+    first = pending[0].partner_id if pending else None
+    run = 0
+    while run < len(pending) and pending[run].partner_id == first:
+        run += 1
+    return pending[:run]
 
 
 def _messages(db: sqlite3.Connection, where: str, params: Sequence[Any]) -> list[MessageRow]:

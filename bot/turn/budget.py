@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from bot.config.model import Config
+from bot.gateway.scenes import PARTNER_SPEAKER
 from bot.store import Store
 from partners.persona import Partner
 
@@ -77,8 +78,8 @@ class Budget:
 
     async def rate_limited(self, user_key: str, is_owner: bool) -> bool:
         limit = self.config.access.user_messages_per_hour
-        if limit <= 0 or is_owner:
-            return False
+        if limit <= 0 or is_owner or user_key.startswith(PARTNER_SPEAKER):
+            return False  # a partner's words handed to another: the human message is counted
         # the message being answered is stored already, so it counts: more than the limit
         return await self.messages_last_hour(user_key) > limit
 

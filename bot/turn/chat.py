@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 FINAL_ANSWER_NOTE = "(Tool limit reached for this turn: answer now with what you have.)"
 GROUP_CONTEXT_NOTE = "Recent messages in this group that were not addressed to you:"
 REACTIONS_NOTE = "Since your last reply (no answer needed for these alone):"
+SCENE_SINCE_NOTE = "Said in this group since that message, before your turn:"
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,9 @@ class TurnInput:
     hitting; it is not stored, so the next turn's history does not carry it."""
     depth_note: DepthNote | None = None
     """A card's depth prompt, placed among the conversation's messages at its depth."""
+    context_after: Sequence[MessageRow] = ()
+    """In a scene: what others said after the message this turn answers (another partner
+    answering it first), shown after it (``bot/turn/scene_turns.py``)."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,9 @@ def build_messages(turn: TurnInput) -> list[dict[str, Any]]:
     for row in turn.new_messages:
         text = envelope(row, turn.timezone, turn.is_group, turn.notes.get(row.id))
         chat.append({"role": "user", "content": _with_images(text, turn.images.get(row.id))})
+    if turn.context_after:
+        lines = [envelope(row, turn.timezone, True) for row in turn.context_after]
+        chat.append({"role": "user", "content": "\n".join([SCENE_SINCE_NOTE, *lines])})
     note = turn.depth_note
     if note is not None:  # SillyTavern's depth: messages counted back from the newest
         chat.insert(max(0, len(chat) - note.depth), {"role": note.role, "content": note.text})

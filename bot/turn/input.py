@@ -19,6 +19,7 @@ from bot.store import MediaRow, MessageRow, SessionRow, Store, TurnContext
 from bot.turn.chat import TurnInput, history_window
 from bot.turn.conversation import Conversation
 from bot.turn.media import MediaReader, Prepared
+from bot.turn.scene_turns import scene_context
 from bot.turn.sessions import Sessions, with_carried
 from bot.turn.transcripts import load_transcripts
 from partners.catalog import PartnerCatalog
@@ -62,19 +63,24 @@ class TurnPrompt:
         prepared: Prepared,
         read: TurnContext,
         now: float,
+        scene: bool = False,
     ) -> TurnInput:
         """The input for ``prepared`` (the turn's messages, their media read) in ``session``,
-        with ``read`` as the turn's context read it; ``now`` times the lorebook's entries."""
+        with ``read`` as the turn's context read it; ``now`` times the lorebook's entries.
+        In a ``scene`` the group's history holds the other partners' words too."""
         chat, partner = conversation.chat, conversation.partner
         history, media = await self._history(session, read)
         since = history[-1].id if history else 0
+        context, context_after = await self._group_context(
+            conversation, since, [*history, *prepared.rows] if scene else None
+        )
         notes = self.media.notes(history, media) if self.media is not None else {}
         notes.update(prepared.notes)
         return TurnInput(
             session.system_prompt,
             history,
             prepared.rows,
-            await self._group_context(conversation, since),
+            context,
             chat.kind != "dm",
             partner_timezone(self.config, partner),
             transcript=await self._transcript(conversation, session),
@@ -83,6 +89,7 @@ class TurnPrompt:
             reactions=await self._reactions(conversation, since, read),
             after_history=await self._after_history(conversation, history, prepared.rows, now),
             depth_note=await self._depth_note(conversation),
+            context_after=context_after,
         )
 
     async def _history(
@@ -102,15 +109,19 @@ class TurnPrompt:
             return history, {}
         return history, await self.store.media_for([row.id for row in history])
 
-    async def _group_context(self, conversation: Conversation, since: int) -> list[MessageRow]:
+    async def _group_context(
+        self, conversation: Conversation, since: int, own: list[MessageRow] | None
+    ) -> tuple[list[MessageRow], list[MessageRow]]:
         """In a group: its messages after the history window that were not addressed to the
-        partner."""
-        chat = conversation.chat
+        partner; in a scene (``own``: the rows of the partner's turn, history included) what
+        everyone else said, split at the message the turn answers."""
+        chat, partner = conversation.chat, conversation.partner
         if chat.kind == "dm":
-            return []
-        return await self.store.recent_context(
-            chat.chat_key, since, self.config.access.group_context_messages
-        )
+            return [], []
+        limit = self.config.access.group_context_messages
+        if own is not None and partner is not None:
+            return await scene_context(self.store, partner.id, chat.chat_key, since, own, limit)
+        return await self.store.recent_context(chat.chat_key, since, limit), []
 
     async def _transcript(self, conversation: Conversation, session: SessionRow) -> str | None:
         """The partner sessions the owner referenced in this session (owner's turns only)."""

@@ -51,6 +51,7 @@ from bot.turn.input import MAX_REACTIONS_SHOWN, TurnPrompt
 from bot.turn.media import MediaReader, Prepared, book
 from bot.turn.outcome import close_orphans, pending_reply, record_turn, reply_message
 from bot.turn.quiet import resting, unheard
+from bot.turn.scene_turns import SceneTurns
 from bot.turn.sessions import (
     OWNER_AUDIENCE,
     TITLE_CHARS,
@@ -63,6 +64,7 @@ from bot.turn.tools import ToolRegistry
 from bot.turn.typing import accumulate, typing
 from bot.turn.voice_replies import VoiceReplies
 from bot.workers.dispatcher import Worked
+from bot.workers.queue_keys import is_scene_key
 from partners.catalog import PartnerCatalog
 from partners.lore_books import LoreLibrary
 from partners.memory import MemoryFile, MemoryStore
@@ -155,6 +157,8 @@ class TurnRunner:
             self.memory_settings,
         )
         """Runs the owner's consults of partners (consult_partner, ``/admin consult``)."""
+        self.scenes = SceneTurns(config, store, catalog)
+        """The turns scene partners give each other (``bot/turn/scene_turns.py``)."""
         self._stops = TurnStops()
         """The stop switches of the turns running now (Ctrl-C in the console)."""
 
@@ -238,11 +242,16 @@ class TurnRunner:
         await self._title(session, prepared)
         speak = await self._speaks(conversation, prepared)
         stream = None if speak else self._stream(conversation, pending[-1])
-        turn = await self.prompt.build(conversation, session, prepared, context, self.clock())
+        scene = is_scene_key(lease.queue_key)
+        turn = await self.prompt.build(
+            conversation, session, prepared, context, self.clock(), scene
+        )
         reply, usage = await self._answer(conversation, session, turn, stream)
         if speak and reply.role == "assistant" and reply.text:
             reply = replace(reply, media=(*reply.media, NewMedia("speak", "voice")))
         reply_id = await record_turn(self.store, pending, session, reply, usage, lease)
+        if scene and reply.role == "assistant":
+            await self.scenes.after_reply(conversation, pending, reply_id, reply.text)
         await self.delivery.send(
             pending_reply(conversation, reply_id, reply, pending[-1], lease), stream
         )

@@ -29,8 +29,13 @@ def _row(alias: str, columns: str) -> str:
 
 MESSAGES = f"array_agg({_row('m', MESSAGE_COLUMNS)} ORDER BY m.id)"
 TURN_CONTEXT = f"""
-WITH pending AS (
+WITH queued AS (
     SELECT * FROM messages WHERE status = 'pending' AND queue_key = $1
+), first AS (
+    SELECT partner_id, id FROM queued ORDER BY id LIMIT 1
+), pending AS (
+    SELECT q.* FROM queued q, first f WHERE q.id < coalesce((SELECT min(o.id) FROM queued o
+    WHERE o.partner_id IS DISTINCT FROM f.partner_id), 9223372036854775807)
 ), last AS (
     SELECT * FROM pending ORDER BY id DESC LIMIT 1
 ), open AS (

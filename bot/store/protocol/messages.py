@@ -51,6 +51,10 @@ class MessagesStore(Protocol):
     async def recent_context(self, chat_key: str, after_id: int, limit: int) -> list[MessageRow]:
         """Unaddressed group chatter since ``after_id``, oldest first, at most ``limit``."""
 
+    async def chat_tail(self, chat_key: str, after_id: int, limit: int) -> list[MessageRow]:
+        """A group's conversation since ``after_id`` (what people and partners said, answered
+        or not, in any state), oldest first, at most the newest ``limit``."""
+
     async def recent_reactions(
         self, chat_key: str, partner_id: str | None, after_id: int, limit: int
     ) -> list[MessageRow]:

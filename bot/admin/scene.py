@@ -1,0 +1,55 @@
+"""``/admin scene [pause|resume]`` in a group: its cast (the partners bound there, in the order
+they answer) and the scene's settings; pausing stores an override in the store's settings, so it
+holds on every worker and across restarts (``bot/gateway/scenes.py`` says what a pause does)."""
+
+from __future__ import annotations
+
+from bot.admin.args import AdminError
+from bot.commands.types import CommandContext, CommandReply
+from bot.gateway.scenes import is_paused, paused_key
+from bot.text.literal import literal_line
+
+USAGE = "Usage: /admin scene [pause|resume]"
+
+
+async def admin_scene(ctx: CommandContext) -> CommandReply:
+    chat = ctx.inbound.chat
+    if chat.is_dm:
+        raise AdminError("Send /admin scene inside the group whose scene you mean.")
+    action = ctx.args[0].lower() if ctx.args else "show"
+    if action not in ("show", "pause", "resume") or len(ctx.args) > 1:
+        raise AdminError(USAGE)
+    key = paused_key(chat.platform, chat.chat_id)
+    if action == "pause":
+        await ctx.store.put_setting(key, ctx.inbound.sender.key)
+    elif action == "resume":
+        await ctx.store.delete_setting(key)
+    return CommandReply(await _describe(ctx, action))
+
+
+async def _describe(ctx: CommandContext, action: str) -> str:
+    chat = ctx.inbound.chat
+    rows = await ctx.store.bindings(chat.platform, chat.chat_id)
+    cast = [(row["partner_id"], await ctx.catalog.find(row["partner_id"])) for row in rows]
+    names = [literal_line(p.name if p else f"{pid} (not loaded)") for pid, p in cast]
+    paused = await is_paused(ctx.store, chat.platform, chat.chat_id)
+    settings = ctx.config.scene
+    lines = {
+        "pause": ["The scene is paused."],
+        "resume": ["The scene goes on."],
+        "show": [],
+    }[action]
+    lines.append("Cast: " + (", ".join(names) if names else "nobody (bind with /admin bind)"))
+    if len(names) < 2:
+        lines.append("One partner is no scene: it answers what is addressed to it.")
+    state = (
+        "paused (one partner answers each message; partners never hand each other the turn)"
+        if paused
+        else "on"
+    )
+    lines += [
+        f"Scene: {state}",
+        f"max_partner_turns = {settings.max_partner_turns}",
+        f"max_turns_per_partner = {settings.max_turns_per_partner}",
+    ]
+    return "\n".join(lines)
