@@ -26,6 +26,7 @@ from bot.store import Store
 from bot.store.opening import open_store
 from bot.turn.budget import Budget
 from bot.turn.chat import ChatLoop
+from bot.turn.mcp_tools import McpTools
 from bot.turn.media import MediaReader
 from bot.turn.runner import TurnRunner
 from bot.turn.sessions import Sessions
@@ -174,6 +175,7 @@ def front_parts(
         voice=sending.voice,
         lore=lore,
         recall=Recall.configured(store, outside.embeddings, config.embeddings),
+        mcp=McpTools(outside.mcp),
     )
     workers = config.dispatch.max_concurrent_turns
     dispatcher = Dispatcher(store, runner.process, workers, data.worker)
@@ -251,6 +253,7 @@ def assemble(
         data.lock,
         channels,
         embedder=outside.embedder,
+        mcp=outside.mcp,
         web=front.web,
         shards=shard_keeper(store, channels, data.worker.id, config.workers),
     )

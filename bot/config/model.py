@@ -39,6 +39,7 @@ from bot.config.deployment import (
 )
 from bot.config.environment import NAMING, environment_settings, overlay
 from bot.config.machine_zone import machine_timezone
+from bot.config.mcp import McpConfig
 from bot.config.memory import MemoryConfig
 from bot.config.platforms import DiscordConfig, TelegramConfig
 from bot.config.section import ConfigError, Section  # ConfigError: imported from here too
@@ -69,6 +70,7 @@ class Config(Section):
     speech: SpeechConfig = SpeechConfig()
     embeddings: EmbeddingsConfig = EmbeddingsConfig()
     web: WebConfig = WebConfig()
+    mcp: McpConfig = McpConfig()
 
     _environment: dict[str, str] = PrivateAttr(default_factory=dict)
 
