@@ -175,7 +175,7 @@ def front_parts(
         voice=sending.voice,
         lore=lore,
         recall=Recall.configured(store, outside.embeddings, config.embeddings),
-        mcp=McpTools(outside.mcp),
+        mcp=McpTools(outside.mcp, store),
     )
     workers = config.dispatch.max_concurrent_turns
     dispatcher = Dispatcher(store, runner.process, workers, data.worker)

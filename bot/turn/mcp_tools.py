@@ -13,10 +13,12 @@ refused at dispatch. A result is marked as a tool's output, never instructions, 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import re
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +26,7 @@ from mcp_types import CallToolResult, TextContent
 
 from bot.services.mcp_server import ListedTool, McpServer, ServerFault
 from bot.services.mcp_servers import McpServers
+from bot.store import NewToolCall, Store
 from bot.turn.tools import pattern_matches
 from partners.persona import Partner
 from partners.tools import ToolContext, ToolError, ToolSpec
@@ -36,19 +39,17 @@ MODEL_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 MAX_DESCRIPTION_CHARS = 1000
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 
-Recorder = Callable[[ToolContext, "McpCall"], Awaitable[None]]
-"""Stores one call with the conversation that made it."""
-
 
 @dataclass(frozen=True)
-class McpCall:
-    """One call as it is stored with its conversation (arguments and result as sent and read)."""
+class Asker:
+    """The conversation a turn's calls belong to: they are stored with the message it answers
+    (and deleted with it), exported to the user who sent it, never shown to anyone else."""
 
-    server: str
-    tool: str
-    arguments: str
-    result: str
-    is_error: bool
+    message_id: int
+    chat_key: str
+    session_id: str
+    partner_id: str
+    user_key: str
 
 
 @dataclass
@@ -81,10 +82,13 @@ def wanted(partner: Partner, server: str, tool: str) -> bool:
 class McpTools:
     """Mounts a partner's MCP tools for a turn; records and cuts what their calls give back."""
 
-    def __init__(self, servers: McpServers, record: Recorder | None = None) -> None:
+    def __init__(
+        self, servers: McpServers, store: Store, clock: Callable[[], float] = time.time
+    ) -> None:
         self.servers = servers
         self.config = servers.config
-        self.record = record
+        self.store = store
+        self.clock = clock
 
     def prefixes(self) -> tuple[str, ...]:
         """How every configured server's tools start: a call of one not mounted is refused."""
@@ -105,9 +109,12 @@ class McpTools:
                 found.append(server)
         return found
 
-    async def mount(self, partner: Partner, owner_dm: bool, taken: set[str]) -> McpMount:
-        """The partner's MCP tools for this turn; ``taken`` are the built-in tools' names,
-        which no MCP tool may take. A server that cannot start adds none."""
+    async def mount(
+        self, partner: Partner, asker: Asker, owner_dm: bool, taken: set[str]
+    ) -> McpMount:
+        """The partner's MCP tools for this turn, answering ``asker``; ``taken`` are the
+        built-in tools' names, which no MCP tool may take. A server that cannot start adds
+        none."""
         servers = self.allowed_servers(partner, owner_dm)
         listed = await asyncio.gather(*(_listed(server) for server in servers))
         mount = McpMount()
@@ -120,7 +127,7 @@ class McpTools:
                 if not wanted(partner, server.name, tool.name):
                     mount.refused.add(name)
                     continue
-                spec = self._spec(server, tool, name)
+                spec = self._spec(server, tool, name, asker)
                 size = schema_bytes(spec)
                 if len(mount.tools) >= self.config.max_tools or size > budget:
                     continue  # over this turn's caps: not offered (companion doctor names it)
@@ -128,9 +135,9 @@ class McpTools:
                 mount.tools[name] = spec
         return mount
 
-    def _spec(self, server: McpServer, tool: ListedTool, name: str) -> ToolSpec:
-        async def handler(ctx: ToolContext, args: dict[str, Any]) -> str:
-            return await self._call(ctx, server, tool.name, args)
+    def _spec(self, server: McpServer, tool: ListedTool, name: str, asker: Asker) -> ToolSpec:
+        async def handler(_ctx: ToolContext, args: dict[str, Any]) -> str:
+            return await self._call(asker, server, tool.name, args)
 
         parameters = (
             tool.parameters if tool.parameters.get("type") == "object" else EMPTY_PARAMETERS
@@ -138,17 +145,24 @@ class McpTools:
         description = tool.description[:MAX_DESCRIPTION_CHARS] or f"{tool.name} ({server.name})"
         return ToolSpec(name, description, parameters, handler)
 
-    async def _call(
-        self, ctx: ToolContext, server: McpServer, tool: str, args: dict[str, Any]
-    ) -> str:
-        arguments = json.dumps(args, ensure_ascii=False)
+    async def _call(self, asker: Asker, server: McpServer, tool: str, args: dict[str, Any]) -> str:
+        """One call, stored with the conversation before the model reads its result."""
         try:
             result = await server.call(tool, args)
             text, is_error = render(result, self.config.max_result_chars), bool(result.is_error)
         except ServerFault as exc:
             text, is_error = str(exc), True
-        if self.record is not None:
-            await self.record(ctx, McpCall(server.name, tool, arguments, text, is_error))
+        await self.store.add_tool_call(
+            NewToolCall(
+                **dataclasses.asdict(asker),
+                server=server.name,
+                tool=tool,
+                arguments=json.dumps(args, ensure_ascii=False),
+                result=text,
+                is_error=is_error,
+                created_at=self.clock(),
+            )
+        )
         if is_error:
             raise ToolError(f"{server.name}.{tool} failed: {text}")
         return marked(server.name, tool, text)

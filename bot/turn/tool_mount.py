@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from bot.store import ChatRow, MessageRow, SessionRow, Store
 from bot.turn.conversation import Conversation
-from bot.turn.mcp_tools import McpTools
+from bot.turn.mcp_tools import Asker, McpTools
 from bot.turn.sessions import Sessions, Speaker, audience_for, search_audiences
 from bot.turn.tools import ToolRegistry, ToolSurface
 from partners.memory import MemoryFile, MemoryStore
@@ -84,7 +84,8 @@ class ToolMount:
         )
         if self.mcp is not None and partner.preset.tools_mcp:
             owner_dm = speaker.is_owner and chat.kind == "dm"
-            mount = await self.mcp.mount(partner, owner_dm, set(self.registry.names))
+            asker = Asker(last.id, chat.chat_key, session.id, partner.id, speaker.user_key)
+            mount = await self.mcp.mount(partner, asker, owner_dm, set(self.registry.names))
             surface = surface.with_tools(mount.tools, mount.refused, self.mcp.prefixes())
         return surface, ctx
 
