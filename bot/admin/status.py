@@ -8,6 +8,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 
 from bot.admin.args import MAX_SEND_BYTES, AdminError, file_reply, need, services
+from bot.admin.mcp_status import mcp_lines
 from bot.commands.paging import paged, pop_page
 from bot.commands.types import CommandContext, CommandReply
 from bot.config.memory_settings import SETTABLE
@@ -92,6 +93,7 @@ async def admin_status(ctx: CommandContext) -> CommandReply:
             f"  {job}: {at.astimezone(zone):%Y-%m-%d %H:%M} " if at else f"  {job}: paused"
         )
     lines.append(await _recall_line(ctx))
+    lines += mcp_lines(tools.mcp)
     lines += await _cost_lines(ctx)
     return CommandReply("\n".join(line.rstrip() for line in lines))
 

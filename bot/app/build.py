@@ -193,6 +193,7 @@ def front_parts(
         budget=work.budget,
         lore=lore,
         web=door,
+        mcp=outside.mcp,
     )
     gateway = Gateway(
         config,

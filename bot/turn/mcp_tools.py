@@ -29,7 +29,7 @@ from bot.services.mcp_servers import McpServers
 from bot.store import NewToolCall, Store
 from bot.turn.tools import pattern_matches
 from partners.persona import Partner
-from partners.tools import ToolContext, ToolError, ToolSpec
+from partners.tools import Handler, ToolContext, ToolError, ToolSpec
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ class McpTools:
                 if not wanted(partner, server.name, tool.name):
                     mount.refused.add(name)
                     continue
-                spec = self._spec(server, tool, name, asker)
+                spec = self._spec(server, tool, asker)
                 size = schema_bytes(spec)
                 if len(mount.tools) >= self.config.max_tools or size > budget:
                     continue  # over this turn's caps: not offered (companion doctor names it)
@@ -135,15 +135,11 @@ class McpTools:
                 mount.tools[name] = spec
         return mount
 
-    def _spec(self, server: McpServer, tool: ListedTool, name: str, asker: Asker) -> ToolSpec:
+    def _spec(self, server: McpServer, tool: ListedTool, asker: Asker) -> ToolSpec:
         async def handler(_ctx: ToolContext, args: dict[str, Any]) -> str:
             return await self._call(asker, server, tool.name, args)
 
-        parameters = (
-            tool.parameters if tool.parameters.get("type") == "object" else EMPTY_PARAMETERS
-        )
-        description = tool.description[:MAX_DESCRIPTION_CHARS] or f"{tool.name} ({server.name})"
-        return ToolSpec(name, description, parameters, handler)
+        return offered(server.name, tool, handler)
 
     async def _call(self, asker: Asker, server: McpServer, tool: str, args: dict[str, Any]) -> str:
         """One call, stored with the conversation before the model reads its result."""
@@ -173,6 +169,14 @@ async def _listed(server: McpServer) -> list[ListedTool]:
         return await server.tools()
     except ServerFault:
         return []  # logged by the server once per episode; the turn goes on without it
+
+
+def offered(server: str, tool: ListedTool, handler: Handler) -> ToolSpec:
+    """A server's tool as the model is offered it: its namespaced name, its description (cut),
+    and its parameters when they are a JSON object's schema (else none)."""
+    parameters = tool.parameters if tool.parameters.get("type") == "object" else EMPTY_PARAMETERS
+    description = tool.description[:MAX_DESCRIPTION_CHARS] or f"{tool.name} ({server})"
+    return ToolSpec(model_name(server, tool.name), description, parameters, handler)
 
 
 def schema_bytes(spec: ToolSpec) -> int:
