@@ -214,3 +214,13 @@ async def test_the_time_server_from_pypi_answers_a_partner(
     assert offered(requests[0]) == MEMORY_TOOLS | {"time__get_current_time"}
     [result] = tool_results(requests[1])
     assert '"timezone": "UTC"' in result and '"datetime"' in result
+
+
+async def test_a_tool_marked_confirm_is_held_back_not_run_unasked(
+    harness_factory: HarnessFactory,
+) -> None:
+    server = fake_server(tools={"echo": {"confirm": True}})
+    harness = await gateway(harness_factory, {"fake": server}, "{mcp: [fake]}")
+    requests = await turn(harness, dm(42, "echo"), call("fake__echo", text="hi"), Reply("no"))
+    assert "fake__echo" not in offered(requests[0]) and "fake__now" in offered(requests[0])
+    assert tool_results(requests[1]) == ["error: fake__echo is not available to you"]

@@ -38,7 +38,8 @@ class ToolSettings(Section):
     """One tool of a server, by its name there (``[mcp.servers.mail.tools.send]``)."""
 
     confirm: bool = False
-    """The person is asked before each call, shown the call and its arguments as they are."""
+    """Each call would need the person's yes; until a channel can ask, such a tool is held
+    back: neither offered nor callable (docs/tools.md)."""
 
 
 class ServerConfig(Section):

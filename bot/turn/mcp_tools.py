@@ -124,7 +124,7 @@ class McpTools:
                 name = model_name(server.name, tool.name)
                 if name in taken or not MODEL_TOOL_NAME.match(name):
                     continue
-                if not wanted(partner, server.name, tool.name):
+                if not wanted(partner, server.name, tool.name) or held_back(server, tool.name):
                     mount.refused.add(name)
                     continue
                 spec = self._spec(server, tool, asker)
@@ -162,6 +162,13 @@ class McpTools:
         if is_error:
             raise ToolError(f"{server.name}.{tool} failed: {text}")
         return marked(server.name, tool, text)
+
+
+def held_back(server: McpServer, tool: str) -> bool:
+    """A tool marked ``confirm``: the person would have to allow each call, and no channel
+    asks yet, so it is neither offered nor callable rather than run unasked."""
+    settings = server.config.tools.get(tool)
+    return settings is not None and settings.confirm
 
 
 async def _listed(server: McpServer) -> list[ListedTool]:
