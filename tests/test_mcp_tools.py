@@ -14,7 +14,7 @@ import pytest
 from tests.admin_support import partner_dir
 from tests.conftest import OWNER_ID, Harness, HarnessFactory, dm
 from tests.fakes.fake_llm import Reply, ToolCallSpec
-from tests.fakes.mcp_server import CLOCK
+from tests.fakes.mcp_server import CLOCK, http_server
 
 ROOT = Path(__file__).resolve().parent.parent
 MEMORY_TOOLS = {"partner_read", "partner_memorize", "partner_search"}
@@ -224,3 +224,16 @@ async def test_a_tool_marked_confirm_is_held_back_not_run_unasked(
     requests = await turn(harness, dm(42, "echo"), call("fake__echo", text="hi"), Reply("no"))
     assert "fake__echo" not in offered(requests[0]) and "fake__now" in offered(requests[0])
     assert tool_results(requests[1]) == ["error: fake__echo is not available to you"]
+
+
+async def test_a_server_over_streamable_http_answers_with_its_headers(
+    harness_factory: HarnessFactory,
+) -> None:
+    async with http_server("s3cret") as served:
+        server = {"url": served.url, "headers": {"Authorization": "Bearer s3cret"}}
+        harness = await gateway(harness_factory, {"web": server}, "{mcp: [web.now]}")
+        requests = await turn(harness, dm(42, "time?"), call("web__now"), Reply("soon"))
+        assert offered(requests[0]) == MEMORY_TOOLS | {"web__now"}
+        assert tool_results(requests[1])[0].endswith(CLOCK)
+        assert served.requests > 0
+        await harness.app.stop()  # the session ends while its server still listens

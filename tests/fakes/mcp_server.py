@@ -8,15 +8,24 @@ characters), ``hang`` (never answers), ``crash`` (the process dies mid-call) and
 a 7,500-character description joins them (a schema over the default byte cap). With ``--exit``
 the program exits before speaking (a server that cannot start). Each start is
 appended to the file named by ``FAKE_MCP_STARTS`` (if set), so a test can count restarts.
+
+:func:`http_server` serves the same tools over streamable HTTP on 127.0.0.1 inside the test's
+own event loop (uvicorn on a socket of a free port), answering only requests that carry its
+bearer token; ``requests`` counts those it answered.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import socket
 import sys
-from typing import Annotated
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Annotated, Any
 
+import uvicorn
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
@@ -64,6 +73,42 @@ def build(big: bool) -> MCPServer:
             return f"{place} is here"
 
     return server
+
+
+@dataclass
+class HttpServer:
+    url: str
+    requests: int = 0
+
+
+@contextlib.asynccontextmanager
+async def http_server(token: str) -> AsyncIterator[HttpServer]:
+    """The tools over streamable HTTP at the yielded ``url``, for ``Bearer {token}`` only."""
+    app = build(big=False).streamable_http_app()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    served = HttpServer(f"http://127.0.0.1:{sock.getsockname()[1]}/mcp")
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        headers = dict(scope.get("headers") or [])
+        if scope["type"] == "http" and headers.get(b"authorization") != f"Bearer {token}".encode():
+            await send({"type": "http.response.start", "status": 401, "headers": []})
+            await send({"type": "http.response.body", "body": b"no"})
+            return
+        served.requests += scope["type"] == "http"
+        await app(scope, receive, send)
+
+    server = uvicorn.Server(uvicorn.Config(guarded, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        async with asyncio.timeout(20):
+            while not server.started:  # noqa: ASYNC110 - uvicorn sets a flag, no event
+                await asyncio.sleep(0.01)
+        yield served
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
 
 
 def main() -> None:
