@@ -50,3 +50,26 @@ async def test_admin_status_shows_a_failing_server_and_a_running_one(
     assert "broken: NOT AVAILABLE — it could not start" in status
     assert "fake: running, 1 call(s)" in status
     assert "idle: not started yet" in status
+
+
+async def test_admin_tools_lists_each_servers_tools_and_who_may_use_them(
+    harness_factory: HarnessFactory,
+) -> None:
+    servers = {
+        "fake": fake_server(tools={"crash": {"confirm": True}}),
+        "mine": fake_server(owner_only=True),
+    }
+    harness = await gateway(harness_factory, servers, "{mcp: [fake, mine.now], deny: ['*hang']}")
+    listing = (await admin(harness, "/admin tools example")).replace("\\_", "_")  # literal
+    assert "fake: 7 tool(s)" in listing and "mine (owner only: your own direct chats)" in listing
+    assert "fake__now: Mira" in listing and "fake__hang: no partner" in listing
+    assert "fake__crash: held back (confirm = true)" in listing
+    assert "mine__now: Mira" in listing and "mine__echo: no partner" in listing
+    assert "no partner nobody" in await admin(harness, "/admin tools nobody")
+
+
+async def test_admin_usage_counts_tool_calls_per_server(harness_factory: HarnessFactory) -> None:
+    harness = await gateway(harness_factory, {"fake": fake_server()}, "{mcp: [fake]}")
+    await turn(harness, dm(42, "time?"), call("fake__now"), Reply("soon"))
+    await turn(harness, dm(42, "again?"), call("fake__echo", text="a"), Reply("ok"))
+    assert "MCP tool calls: fake 2" in await admin(harness, "/admin usage")

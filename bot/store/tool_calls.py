@@ -34,6 +34,13 @@ class ToolCalls(StoreBase):
             call.created_at,
         )
 
+    async def tool_call_counts(self, since: float) -> dict[str, int]:
+        rows = await self._all(
+            "SELECT server, count(*) FROM tool_calls WHERE created_at >= ? GROUP BY server",
+            since,
+        )
+        return {str(row[0]): int(row[1]) for row in rows}
+
     async def user_tool_calls(self, partner_id: str, user_key: str) -> list[ToolCallRow]:
         rows = await self._all(
             f"SELECT {COLUMNS} FROM tool_calls WHERE partner_id = ? AND user_key = ? ORDER BY id",

@@ -16,5 +16,8 @@ class ToolCallsStore(Protocol):
 
     async def add_tool_call(self, call: NewToolCall) -> None: ...
 
+    async def tool_call_counts(self, since: float) -> dict[str, int]:
+        """Calls per server made since ``since`` (``/admin usage``)."""
+
     async def user_tool_calls(self, partner_id: str, user_key: str) -> list[ToolCallRow]:
         """The calls a user's messages led this partner to make, oldest first."""
