@@ -237,3 +237,17 @@ async def test_a_server_over_streamable_http_answers_with_its_headers(
         assert tool_results(requests[1])[0].endswith(CLOCK)
         assert served.requests > 0
         await harness.app.stop()  # the session ends while its server still listens
+
+
+async def test_a_server_that_hangs_at_start_leaves_turns_the_other_servers_tools(
+    harness_factory: HarnessFactory,
+) -> None:
+    servers = {"stuck": fake_server("--hang", start_seconds=1), "fake": fake_server()}
+    harness = await gateway(harness_factory, servers, "{mcp: [stuck, fake]}")
+    for text in ("hi", "again"):  # the second turn finds it starting again, and goes on
+        requests = await turn(harness, dm(42, text), Reply("hello"))
+        assert "fake__now" in offered(requests[0])
+        assert not any(name.startswith("stuck__") for name in offered(requests[0]))
+    assert harness.app.mcp is not None
+    [stuck] = [s for s in harness.app.mcp.statuses() if s.name == "stuck"]
+    assert stuck.error == "it did not start within 1 seconds"

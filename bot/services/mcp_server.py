@@ -31,6 +31,10 @@ from bot.config.mcp import ServerConfig
 logger = logging.getLogger(__name__)
 
 MAX_BACKOFF_SECONDS = 300.0
+RESTART_WAIT_SECONDS = 5.0
+"""How long a turn waits for a server to start when its last start failed; the start itself
+goes on in the background (up to ``start_seconds``), so a server that hangs at start costs a
+turn the whole ``start_seconds`` once, then this long at most."""
 MAX_LISTED_PAGES = 10
 """Pages of a server's tool list read; a server that pages on forever is not waited for."""
 
@@ -64,10 +68,12 @@ class McpServer:
         self.clock = clock
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
+        self._starting: asyncio.Task[list[ListedTool]] | None = None
         self._session: ClientSession | None = None
         self._tools: list[ListedTool] | None = None
         self._stopping = asyncio.Event()
         self._failures = 0
+        self._start_failed = False
         self._retry_at = 0.0
         self.last_error: str | None = None
         """Why it last failed to start or died (None: it has not failed since it last ran)."""
@@ -79,16 +85,25 @@ class McpServer:
         return self._session is not None
 
     async def tools(self) -> list[ListedTool]:
-        """Its tools, starting it if it is not running; ServerFault while it cannot start (then
-        it is not tried again before its wait is over, so no turn waits on it twice)."""
+        """Its tools, starting it if it is not running (one start, whoever asks); ServerFault
+        while it cannot start, and until its wait after a failure is over, so no turn waits
+        on a failing server twice."""
         async with self._lock:
             if self._session is not None and self._tools is not None:
                 return self._tools
-            if self.clock() < self._retry_at:
-                raise ServerFault(f"{self.name} is not available ({self.last_error})")
-            await self._start()
-            assert self._tools is not None
-            return self._tools
+            if self._starting is None:
+                if self.clock() < self._retry_at:
+                    raise ServerFault(f"{self.name} is not available ({self.last_error})")
+                self._starting = asyncio.create_task(self._start(), name=f"start {self.name}")
+                self._starting.add_done_callback(_retrieved)
+            starting = self._starting
+        wait = self.config.start_seconds
+        if self._start_failed:
+            wait = min(wait, RESTART_WAIT_SECONDS)
+        try:
+            return await asyncio.wait_for(asyncio.shield(starting), wait)
+        except TimeoutError:
+            raise ServerFault(f"{self.name} is still starting") from None
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> CallToolResult:
         """One call of ``tool``; ServerFault when the server times out or dies meanwhile."""
@@ -116,20 +131,35 @@ class McpServer:
 
     async def stop(self) -> None:
         """Stop the session and its program (the gateway is stopping)."""
+        starting, self._starting = self._starting, None
+        if starting is not None:
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ServerFault):
+                await starting
         async with self._lock:
             await self._teardown()
 
-    async def _start(self) -> None:
+    async def _start(self) -> list[ListedTool]:
+        """Start the program (or open the address) and list its tools, in the background of
+        the turns that wait for it; a failure is noted and waited out before the next try."""
         ready: asyncio.Future[list[ListedTool]] = asyncio.get_running_loop().create_future()
         self._stopping = asyncio.Event()
         self._task = asyncio.create_task(self._hold(ready), name=f"mcp server {self.name}")
         try:
-            self._tools = await asyncio.wait_for(asyncio.shield(ready), self.config.start_seconds)
+            tools = await asyncio.wait_for(asyncio.shield(ready), self.config.start_seconds)
         except TimeoutError:
-            await self._failed(f"it did not start within {self.config.start_seconds:g} seconds")
+            why = f"it did not start within {self.config.start_seconds:g} seconds"
         except Exception as exc:
-            await self._failed(f"it could not start: {describe(exc)}")
-        logger.info("MCP server %s started with %d tools", self.name, len(self._tools or ()))
+            why = f"it could not start: {describe(exc)}"
+        else:
+            self._tools, self._starting, self._start_failed = tools, None, False
+            logger.info("MCP server %s started with %d tools", self.name, len(tools))
+            return tools
+        async with self._lock:
+            self._starting, self._start_failed = None, True
+            await self._teardown()
+            self._note_failure(why)
+        raise ServerFault(f"{self.name} is not available ({why})")
 
     async def _hold(self, ready: asyncio.Future[list[ListedTool]]) -> None:
         """The session's own task: open it, list the tools, keep it until it is stopped."""
@@ -170,11 +200,6 @@ class McpServer:
         async with stdio_client(params) as streams:
             yield streams
 
-    async def _failed(self, why: str) -> None:
-        await self._teardown()
-        self._note_failure(why)
-        raise ServerFault(f"{self.name} is not available ({why})")
-
     async def _died(self, session: ClientSession, why: str) -> None:
         async with self._lock:
             if self._session is not session:  # another call found it dead first
@@ -203,6 +228,12 @@ class McpServer:
             task.cancel()
         except Exception:
             logger.debug("MCP server %s: error while stopping", self.name, exc_info=True)
+
+
+def _retrieved(task: asyncio.Task[list[ListedTool]]) -> None:
+    """A start's failure was noted; no turn may be left to read it (they stopped waiting)."""
+    if not task.cancelled():
+        task.exception()
 
 
 async def list_tools(session: ClientSession) -> list[ListedTool]:

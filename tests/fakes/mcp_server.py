@@ -6,8 +6,9 @@ characters), ``hang`` (never answers), ``crash`` (the process dies mid-call) and
 (writes a line that is no JSON-RPC where the answer belongs, then never answers), and
 ``partner_read``, named like a memory tool. With ``--big`` a tool ``atlas`` whose parameter has
 a 7,500-character description joins them (a schema over the default byte cap). With ``--exit``
-the program exits before speaking (a server that cannot start). Each start is
-appended to the file named by ``FAKE_MCP_STARTS`` (if set), so a test can count restarts.
+the program exits before speaking (a server that cannot start); with ``--hang`` it never
+speaks. Each start is appended to the file named by ``FAKE_MCP_STARTS`` (if set), so a test
+can count restarts.
 
 :func:`http_server` serves the same tools over streamable HTTP on 127.0.0.1 inside the test's
 own event loop (uvicorn on a socket of a free port), answering only requests that carry its
@@ -114,6 +115,8 @@ async def http_server(token: str) -> AsyncIterator[HttpServer]:
 def main() -> None:
     if "--exit" in sys.argv:
         sys.exit(2)
+    if "--hang" in sys.argv:  # started, but never speaks
+        sys.stdin.read()
     starts = os.environ.get("FAKE_MCP_STARTS")
     if starts:
         with open(starts, "a", encoding="utf-8") as file:
