@@ -63,7 +63,7 @@ async def test_admin_tools_lists_each_servers_tools_and_who_may_use_them(
     listing = (await admin(harness, "/admin tools example")).replace("\\_", "_")  # literal
     assert "fake: 7 tool(s)" in listing and "mine (owner only: your own direct chats)" in listing
     assert "fake__now: Mira" in listing and "fake__hang: no partner" in listing
-    assert "fake__crash: held back (confirm = true)" in listing
+    assert "fake__crash: Mira (asks the person first: confirm = true)" in listing
     assert "mine__now: Mira" in listing and "mine__echo: no partner" in listing
     assert "no partner nobody" in await admin(harness, "/admin tools nobody")
 

@@ -4,6 +4,7 @@ preset.yml names them, and the fake model calling their tools."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -13,8 +14,9 @@ import pytest
 
 from tests.admin_support import partner_dir
 from tests.conftest import OWNER_ID, Harness, HarnessFactory, dm
-from tests.fakes.fake_llm import Reply, ToolCallSpec
+from tests.fakes.fake_llm import FakeLLM, Reply, ToolCallSpec
 from tests.fakes.mcp_server import CLOCK, http_server
+from tests.test_cli import companion, write_config
 
 ROOT = Path(__file__).resolve().parent.parent
 MEMORY_TOOLS = {"partner_read", "partner_memorize", "partner_search"}
@@ -216,14 +218,46 @@ async def test_the_time_server_from_pypi_answers_a_partner(
     assert '"timezone": "UTC"' in result and '"datetime"' in result
 
 
-async def test_a_tool_marked_confirm_is_held_back_not_run_unasked(
+async def asked(harness: Harness, answer: str) -> tuple[str, list[dict[str, Any]]]:
+    """The question a confirm tool's call puts to user 42, and the requests of that turn
+    once the person answered ``answer``."""
+    start = len(harness.llm.requests)
+    harness.llm.script(call("fake__echo", text="*hi* <b>"), Reply("done"))
+    await harness.send(dm(42, "echo it"))
+    async with asyncio.timeout(60):
+        while not any("Answer yes or no" in m.text for m in harness.channel.sent):  # noqa: ASYNC110 - no event
+            await asyncio.sleep(0.01)
+    [question] = [m for m in harness.channel.sent if "Answer yes or no" in m.text]
+    await harness.send(dm(42, answer))
+    await harness.settle()
+    assert [c.command for c in question.choices] == ["yes", "no"]
+    return question.text, harness.llm.requests[start:]
+
+
+async def test_a_confirm_tool_runs_once_the_person_says_yes(
     harness_factory: HarnessFactory,
 ) -> None:
     server = fake_server(tools={"echo": {"confirm": True}})
     harness = await gateway(harness_factory, {"fake": server}, "{mcp: [fake]}")
-    requests = await turn(harness, dm(42, "echo"), call("fake__echo", text="hi"), Reply("no"))
-    assert "fake__echo" not in offered(requests[0]) and "fake__now" in offered(requests[0])
-    assert tool_results(requests[1]) == ["error: fake__echo is not available to you"]
+    question, requests = await asked(harness, "Yes")
+    assert question.startswith("Mira wants to use the tool fake.echo with:")
+    assert '{"text": "\\*hi\\* \\<b\\>"}' in question  # the arguments, literally
+    assert tool_results(requests[1])[0].endswith("*hi* <b>")
+    assert harness.channel.sent[-1].text == "done"
+
+
+async def test_a_confirm_tool_does_not_run_when_the_person_says_no(
+    harness_factory: HarnessFactory,
+) -> None:
+    server = fake_server(tools={"echo": {"confirm": True}})
+    harness = await gateway(harness_factory, {"fake": server}, "{mcp: [fake]}")
+    _, requests = await asked(harness, "no")
+    [result] = tool_results(requests[1])
+    assert (
+        result == "error: fake.echo failed: the person did not allow this call; do not try it again"
+    )
+    [kept] = await harness.app.store.user_tool_calls("example", "test:42")
+    assert kept.is_error and "did not allow" in kept.result
 
 
 async def test_a_server_over_streamable_http_answers_with_its_headers(
@@ -251,3 +285,22 @@ async def test_a_server_that_hangs_at_start_leaves_turns_the_other_servers_tools
     assert harness.app.mcp is not None
     [stuck] = [s for s in harness.app.mcp.statuses() if s.name == "stuck"]
     assert stuck.error == "it did not start within 1 seconds"
+
+
+async def test_in_the_console_the_person_answers_yes_by_writing_it(tmp_path: Path) -> None:
+    args = ", ".join(f'"{a}"' for a in ["-m", "tests.fakes.mcp_server"])
+    extra = (
+        f'[mcp.servers.fake]\ncommand = "{sys.executable}"\nargs = [{args}]\ncwd = "{ROOT}"\n'
+        "[mcp.servers.fake.tools.echo]\nconfirm = true\n"
+    )
+    partner = tmp_path / "data" / "partners" / "kai"
+    partner.mkdir(parents=True)
+    (partner / "preset.yml").write_text("name: Kai\ntools: {mcp: [fake]}\n")
+    async with FakeLLM() as llm:
+        llm.script(call("fake__echo", text="from the console"), Reply("echoed"))
+        config = write_config(tmp_path, llm.base_url, extra)
+        code, out, err = await companion(config, "chat", "kai", stdin="echo it\nyes\n")
+        results = tool_results(llm.requests[1])
+    assert code == 0, err
+    assert "Kai wants to use the tool fake.echo with:" in out and "Kai: echoed" in out
+    assert results[0].endswith("from the console")

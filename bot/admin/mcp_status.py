@@ -11,7 +11,7 @@ from bot.commands.types import CommandContext, CommandReply
 from bot.services.mcp_server import ListedTool, McpServer, ServerFault
 from bot.services.mcp_servers import McpServers, ServerStatus
 from bot.text.literal import literal_line
-from bot.turn.mcp_tools import held_back, model_name, wanted
+from bot.turn.mcp_tools import model_name, needs_yes, wanted
 from partners.persona import Partner
 
 
@@ -68,9 +68,8 @@ def _server_lines(
     lines = [f"{server.name}{scope}: {len(tools)} tool(s)"]
     for tool in tools:
         users = [p.name for p in partners if wanted(p, server.name, tool.name)]
-        if held_back(server, tool.name):
-            who = "held back (confirm = true)"
-        else:
-            who = literal_line(", ".join(users)) if users else "no partner"
+        who = literal_line(", ".join(users)) if users else "no partner"
+        if needs_yes(server, tool.name):
+            who += " (asks the person first: confirm = true)"
         lines.append(f"  {literal_line(model_name(server.name, tool.name))}: {who}")
     return lines

@@ -38,8 +38,8 @@ class ToolSettings(Section):
     """One tool of a server, by its name there (``[mcp.servers.mail.tools.send]``)."""
 
     confirm: bool = False
-    """Each call would need the person's yes; until a channel can ask, such a tool is held
-    back: neither offered nor callable (docs/tools.md)."""
+    """Each call waits for the person's yes, asked with the call and its arguments shown as
+    they are (``bot/turn/confirmations.py``)."""
 
 
 class ServerConfig(Section):

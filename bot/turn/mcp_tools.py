@@ -13,7 +13,6 @@ refused at dispatch. A result is marked as a tool's output, never instructions, 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 import re
@@ -24,9 +23,12 @@ from typing import Any
 
 from mcp_types import CallToolResult, TextContent
 
+from bot.events import ChatRef
 from bot.services.mcp_server import ListedTool, McpServer, ServerFault
 from bot.services.mcp_servers import McpServers
 from bot.store import NewToolCall, Store
+from bot.text.literal import literal, literal_line
+from bot.turn.confirmations import Confirmations
 from bot.turn.tools import pattern_matches
 from partners.persona import Partner
 from partners.tools import Handler, ToolContext, ToolError, ToolSpec
@@ -46,9 +48,9 @@ class Asker:
     (and deleted with it), exported to the user who sent it, never shown to anyone else."""
 
     message_id: int
-    chat_key: str
+    chat: ChatRef
     session_id: str
-    partner_id: str
+    partner: Partner
     user_key: str
 
 
@@ -83,9 +85,15 @@ class McpTools:
     """Mounts a partner's MCP tools for a turn; records and cuts what their calls give back."""
 
     def __init__(
-        self, servers: McpServers, store: Store, clock: Callable[[], float] = time.time
+        self,
+        servers: McpServers,
+        store: Store,
+        confirmations: Confirmations | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.servers = servers
+        self.confirmations = confirmations
+        """Asks the person before a ``confirm`` tool runs; None: such tools are held back."""
         self.config = servers.config
         self.store = store
         self.clock = clock
@@ -124,7 +132,8 @@ class McpTools:
                 name = model_name(server.name, tool.name)
                 if name in taken or not MODEL_TOOL_NAME.match(name):
                     continue
-                if not wanted(partner, server.name, tool.name) or held_back(server, tool.name):
+                held = self.confirmations is None and needs_yes(server, tool.name)
+                if held or not wanted(partner, server.name, tool.name):
                     mount.refused.add(name)
                     continue
                 spec = self._spec(server, tool, asker)
@@ -142,31 +151,48 @@ class McpTools:
         return offered(server.name, tool, handler)
 
     async def _call(self, asker: Asker, server: McpServer, tool: str, args: dict[str, Any]) -> str:
-        """One call, stored with the conversation before the model reads its result."""
+        """One call (once the person allowed it, for a ``confirm`` tool), stored with the
+        conversation before the model reads its result."""
+        arguments = json.dumps(args, ensure_ascii=False)
         try:
+            if needs_yes(server, tool) and not await self._allowed(asker, server, tool, arguments):
+                raise ServerFault("the person did not allow this call; do not try it again")
             result = await server.call(tool, args)
             text, is_error = render(result, self.config.max_result_chars), bool(result.is_error)
         except ServerFault as exc:
             text, is_error = str(exc), True
         await self.store.add_tool_call(
             NewToolCall(
-                **dataclasses.asdict(asker),
-                server=server.name,
-                tool=tool,
-                arguments=json.dumps(args, ensure_ascii=False),
-                result=text,
-                is_error=is_error,
-                created_at=self.clock(),
+                asker.message_id,
+                asker.chat.key,
+                asker.session_id,
+                asker.partner.id,
+                asker.user_key,
+                server.name,
+                tool,
+                arguments,
+                text,
+                is_error,
+                self.clock(),
             )
         )
         if is_error:
             raise ToolError(f"{server.name}.{tool} failed: {text}")
         return marked(server.name, tool, text)
 
+    async def _allowed(self, asker: Asker, server: McpServer, tool: str, arguments: str) -> bool:
+        """The person's yes to this call, asked with the call and its arguments as they are."""
+        if self.confirmations is None:
+            return False
+        question = (
+            f"{literal_line(asker.partner.name)} wants to use the tool "
+            f"{literal_line(f'{server.name}.{tool}')} with:\n{literal(arguments)}"
+        )
+        return await self.confirmations.ask(asker.chat, asker.user_key, question)
 
-def held_back(server: McpServer, tool: str) -> bool:
-    """A tool marked ``confirm``: the person would have to allow each call, and no channel
-    asks yet, so it is neither offered nor callable rather than run unasked."""
+
+def needs_yes(server: McpServer, tool: str) -> bool:
+    """A tool marked ``confirm``: each call waits for the person's yes."""
     settings = server.config.tools.get(tool)
     return settings is not None and settings.confirm
 

@@ -8,6 +8,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from bot.delivery.reply import chat_ref
 from bot.store import ChatRow, MessageRow, SessionRow, Store
 from bot.turn.conversation import Conversation
 from bot.turn.mcp_tools import Asker, McpTools
@@ -84,7 +85,7 @@ class ToolMount:
         )
         if self.mcp is not None and partner.preset.tools_mcp:
             owner_dm = speaker.is_owner and chat.kind == "dm"
-            asker = Asker(last.id, chat.chat_key, session.id, partner.id, speaker.user_key)
+            asker = Asker(last.id, chat_ref(chat), session.id, partner, speaker.user_key)
             mount = await self.mcp.mount(partner, asker, owner_dm, set(self.registry.names))
             surface = surface.with_tools(mount.tools, mount.refused, self.mcp.prefixes())
         return surface, ctx
