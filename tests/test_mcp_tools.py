@@ -304,3 +304,33 @@ async def test_in_the_console_the_person_answers_yes_by_writing_it(tmp_path: Pat
     assert code == 0, err
     assert "Kai wants to use the tool fake.echo with:" in out and "Kai: echoed" in out
     assert results[0].endswith("from the console")
+
+
+async def test_a_partner_waiting_on_a_starting_server_holds_up_no_other_partner(
+    harness_factory: HarnessFactory,
+) -> None:
+    servers = {"stuck": fake_server("--hang", start_seconds=10), "fake": fake_server()}
+    harness = await gateway(harness_factory, servers, "{mcp: [stuck]}")
+    other = harness.app.catalog.create("bea", "Bea")
+    (other.dir / "preset.yml").write_text("name: Bea\ntools: {mcp: [fake]}\n")
+    harness.app.catalog.reload()
+    for user, partner in ((42, "example"), (43, "bea")):
+        await harness.app.store.upsert_chat(f"test:{user}", "test", str(user), None, "dm", None)
+        await harness.app.store.select_partner(f"test:{user}", partner)
+    await harness.send(dm(42, "hi mira"))  # Mira's turn waits for stuck to start
+    async with asyncio.timeout(30):
+        while not harness.app.mcp or not any(  # noqa: ASYNC110 - no event for a start
+            s.starting for s in harness.app.mcp.servers.values()
+        ):
+            await asyncio.sleep(0.01)
+    # the model is asked by Bea's turn first (twice), then by Mira's once stuck gave up
+    harness.llm.script(call("fake__now"), Reply("from bea"), Reply("from mira"))
+    await harness.send(dm(43, "hi bea", name="Bob"))
+    async with asyncio.timeout(30):
+        while not any(m.text == "from bea" for m in harness.channel.sent):  # noqa: ASYNC110
+            await asyncio.sleep(0.01)
+    assert not any(m.text == "from mira" for m in harness.channel.sent)  # still waiting
+    await harness.settle()
+    assert harness.channel.sent[-1].text == "from mira"
+    [bea] = [r for r in harness.llm.requests if tool_results(r)]
+    assert tool_results(bea)[0].endswith(CLOCK)

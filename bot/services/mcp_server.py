@@ -84,6 +84,11 @@ class McpServer:
     def running(self) -> bool:
         return self._session is not None
 
+    @property
+    def starting(self) -> bool:
+        """A start is under way (a turn, or the background after a turn stopped waiting)."""
+        return self._starting is not None
+
     async def tools(self) -> list[ListedTool]:
         """Its tools, starting it if it is not running (one start, whoever asks); ServerFault
         while it cannot start, and until its wait after a failure is over, so no turn waits
