@@ -97,6 +97,8 @@ class McpTools:
         self.config = servers.config
         self.store = store
         self.clock = clock
+        self._warned: set[tuple[str, str]] = set()
+        """(partner, server) named in a preset.yml but not configured, told once."""
 
     def prefixes(self) -> tuple[str, ...]:
         """How every configured server's tools start: a call of one not mounted is refused."""
@@ -109,11 +111,14 @@ class McpTools:
         found = []
         for name in names:
             server = self.servers.get(name)
-            if server is None:
+            if server is None and (partner.id, name) not in self._warned:
+                self._warned.add((partner.id, name))
                 logger.warning(
                     "partner %s: tools.mcp names %r, not in [mcp.servers]", partner.id, name
                 )
-            elif owner_dm or not server.config.owner_only:
+            if server is None:
+                continue
+            if owner_dm or not server.config.owner_only:
                 found.append(server)
         return found
 
