@@ -103,7 +103,7 @@ def name_servers(app: Any, names: tuple[str, ...]) -> None:
 def timed_mcp(app: Any) -> list[float]:
     """How long each MCP call's round trip to its server takes."""
     spent: list[float] = []
-    for server in app.mcp.servers.values():
+    for server in filter(None, map(app.mcp.get, app.mcp.names)):
         call: Callable[..., Awaitable[Any]] = server.call
 
         async def wrapper(*args: Any, _call: Any = call, **kwargs: Any) -> Any:

@@ -320,7 +320,7 @@ async def test_a_partner_waiting_on_a_starting_server_holds_up_no_other_partner(
     await harness.send(dm(42, "hi mira"))  # Mira's turn waits for stuck to start
     async with asyncio.timeout(30):
         while not harness.app.mcp or not any(  # noqa: ASYNC110 - no event for a start
-            s.starting for s in harness.app.mcp.servers.values()
+            s.starting for s in harness.app.mcp.made()
         ):
             await asyncio.sleep(0.01)
     # the model is asked by Bea's turn first (twice), then by Mira's once stuck gave up

@@ -5,19 +5,23 @@ started yet, or failing and why, with its calls since the gateway started) and `
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from bot.admin.args import AdminError, services
 from bot.commands.types import CommandContext, CommandReply
-from bot.services.mcp_server import ListedTool, McpServer, ServerFault
+from bot.services.mcp_listing import ListedTool, ServerFault
 from bot.services.mcp_servers import McpServers, ServerStatus
 from bot.text.literal import literal_line
 from bot.turn.mcp_tools import model_name, needs_yes, wanted
 from partners.persona import Partner
 
+if TYPE_CHECKING:
+    from bot.services.mcp_server import McpServer
+
 
 def mcp_lines(servers: McpServers | None) -> list[str]:
     """One line per configured server; nothing when ``[mcp]`` names none."""
-    if servers is None or not servers.servers:
+    if servers is None or not servers.names:
         return []
     return ["MCP servers:", *(f"  {_line(status)}" for status in servers.statuses())]
 
@@ -34,7 +38,7 @@ def _line(status: ServerStatus) -> str:
 async def admin_tools(ctx: CommandContext) -> CommandReply:
     """Each server's tools (starting the servers not running yet) and who may use them."""
     servers = services(ctx).mcp
-    if servers is None or not servers.servers:
+    if servers is None or not servers.names:
         return CommandReply(
             "No MCP servers: add [mcp.servers.NAME] to config.toml (docs/tools.md)."
         )
@@ -44,7 +48,7 @@ async def admin_tools(ctx: CommandContext) -> CommandReply:
         if not found:
             raise AdminError(f"no partner {literal_line(ctx.args[0])}; /admin partners lists them")
         partners = found
-    chosen = list(servers.servers.values())
+    chosen = [s for name in servers.names if (s := servers.get(name)) is not None]
     listed = await asyncio.gather(*(_listed(server) for server in chosen))
     lines: list[str] = []
     for server, tools in zip(chosen, listed, strict=True):

@@ -5,13 +5,16 @@ every turn that offers it (``mcp.max_schema_bytes`` caps what one turn sends).""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.config.mcp import McpConfig
-from bot.services.mcp_server import ListedTool, McpServer, ServerFault
+from bot.services.mcp_listing import ListedTool, ServerFault
 from bot.services.mcp_servers import McpServers
 from bot.turn.mcp_tools import offered, schema_bytes
 from partners.tools import ToolContext
+
+if TYPE_CHECKING:
+    from bot.services.mcp_server import McpServer
 
 LARGEST_SHOWN = 3
 
@@ -25,12 +28,13 @@ async def mcp_checks(config: McpConfig) -> list[Check]:
         return []
     servers = McpServers(config)
     try:
-        listed = await asyncio.gather(*(_tools(s) for s in servers.servers.values()))
+        made = [s for name in servers.names if (s := servers.get(name)) is not None]
+        listed = await asyncio.gather(*(_tools(s) for s in made))
     finally:
         await servers.aclose()
     checks: list[Check] = []
     sizes: list[tuple[int, str]] = []
-    for server, tools in zip(servers.servers.values(), listed, strict=True):
+    for server, tools in zip(made, listed, strict=True):
         if isinstance(tools, str):
             fix = f"check [mcp.servers.{server.name}] (command, args, cwd or url)"
             checks.append((False, f"MCP server {server.name} cannot start: {tools}; {fix}"))

@@ -16,7 +16,6 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import httpx2
@@ -27,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, CallToolResult, PaginatedRequestParams
 
 from bot.config.mcp import ServerConfig
+from bot.services.mcp_listing import ListedTool, ServerFault
 
 logger = logging.getLogger(__name__)
 
@@ -37,19 +37,6 @@ goes on in the background (up to ``start_seconds``), so a server that hangs at s
 turn the whole ``start_seconds`` once, then this long at most."""
 MAX_LISTED_PAGES = 10
 """Pages of a server's tool list read; a server that pages on forever is not waited for."""
-
-
-class ServerFault(Exception):
-    """The server could not answer (not started, died, timed out); the message says which."""
-
-
-@dataclass(frozen=True)
-class ListedTool:
-    """A tool as its server lists it."""
-
-    name: str
-    description: str
-    parameters: dict[str, Any]
 
 
 class McpServer:

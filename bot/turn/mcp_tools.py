@@ -19,12 +19,10 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-from mcp_types import CallToolResult, TextContent
+from typing import TYPE_CHECKING, Any
 
 from bot.events import ChatRef
-from bot.services.mcp_server import ListedTool, McpServer, ServerFault
+from bot.services.mcp_listing import ListedTool, ServerFault
 from bot.services.mcp_servers import McpServers
 from bot.store import NewToolCall, Store
 from bot.text.literal import literal, literal_line
@@ -32,6 +30,11 @@ from bot.turn.confirmations import Confirmations
 from bot.turn.tools import pattern_matches
 from partners.persona import Partner
 from partners.tools import Handler, ToolContext, ToolError, ToolSpec
+
+if TYPE_CHECKING:
+    from mcp_types import CallToolResult
+
+    from bot.services.mcp_server import McpServer
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +105,7 @@ class McpTools:
 
     def prefixes(self) -> tuple[str, ...]:
         """How every configured server's tools start: a call of one not mounted is refused."""
-        return tuple(model_name(name, "") for name in self.servers.servers)
+        return tuple(model_name(name, "") for name in self.servers.names)
 
     def allowed_servers(self, partner: Partner, owner_dm: bool) -> list[McpServer]:
         """The configured servers the preset names, in its order; owner_only ones only in the
@@ -224,11 +227,10 @@ def schema_bytes(spec: ToolSpec) -> int:
 def render(result: CallToolResult, limit: int) -> str:
     """A call's result as text: its text parts, else its structured content; what is not text
     (an image, a file) is named, not sent. Cut to ``limit`` characters, saying so."""
+    texts = [part.text for part in result.content if part.type == "text"]
     parts = [
-        part.text if isinstance(part, TextContent) else f"[{part.type} left out]"
-        for part in result.content
+        part.text if part.type == "text" else f"[{part.type} left out]" for part in result.content
     ]
-    texts = any(isinstance(part, TextContent) for part in result.content)
     if not texts and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False))
     text = "\n".join(parts).replace("\x00", "")
