@@ -1,5 +1,5 @@
 """``[mcp]`` in config.toml and ``tools.mcp`` in preset.yml: what is refused, and how it is
-said, without echoing a key the table holds."""
+said, without echoing a key the table holds; and a server's schema that cannot be sent."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from bot.config.model import ConfigError, parse_config
+from bot.services.mcp_listing import ListedTool
+from bot.turn.mcp_tools import offered, schema_bytes
 from partners.preset import PartnerError, parse_preset
 
 FILE = Path("config.toml")
@@ -64,3 +66,18 @@ def test_preset_tools_mcp_takes_servers_and_server_tools() -> None:
 def test_preset_tools_mcp_refuses_what_names_no_server() -> None:
     with pytest.raises(PartnerError, match=r"tools\.mcp.*'Clock Now' is not a server"):
         parse_preset(b"tools:\n  mcp: [Clock Now]\n", "preset.yml", "kai")
+
+
+def test_a_schema_that_cannot_be_sent_costs_more_than_any_cap() -> None:
+    async def never(_ctx: object, _args: object) -> str:
+        return ""
+
+    deep: dict[str, object] = {"type": "object"}
+    for _ in range(100_000):
+        deep = {"type": "object", "properties": {"x": deep}}
+    lone = {"type": "object", "description": "\ud800"}
+    small = offered("s", ListedTool("t", "a tool", {"type": "object"}), never)  # type: ignore[arg-type]
+    assert schema_bytes(small) < 200
+    for parameters in (deep, lone):
+        spec = offered("s", ListedTool("t", "x", parameters), never)  # type: ignore[arg-type]
+        assert schema_bytes(spec) > 10**9

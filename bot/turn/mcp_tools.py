@@ -16,6 +16,7 @@ import asyncio
 import json
 import logging
 import re
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -221,7 +222,12 @@ def offered(server: str, tool: ListedTool, handler: Handler) -> ToolSpec:
 
 
 def schema_bytes(spec: ToolSpec) -> int:
-    return len(json.dumps(spec.schema(), ensure_ascii=False).encode("utf-8"))
+    """The bytes the tool's schema costs in a request; a schema that cannot be sent (nested
+    past what JSON encoding allows, a lone surrogate) costs more than any cap."""
+    try:
+        return len(json.dumps(spec.schema(), ensure_ascii=False).encode("utf-8"))
+    except (RecursionError, ValueError, TypeError):
+        return sys.maxsize
 
 
 def render(result: CallToolResult, limit: int) -> str:
