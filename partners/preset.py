@@ -11,6 +11,7 @@ Editing the file in place (``/admin partner set``) is :mod:`partners.preset_edit
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ from bot.store.search_terms import DEFAULT_LANGUAGE, search_language
 
 MAX_NAME_CHARS = 60
 MAX_DESCRIPTION_CHARS = 200
+MCP_ENTRY = r"^[a-z0-9][a-z0-9-]{0,23}(\.[A-Za-z0-9_.-]{1,64})?$"
 SPAN = r"^([01]\d|2[0-3]):[0-5]\d-([01]\d|2[0-3]):[0-5]\d$"
 
 MemoryScope = Literal["per_user", "shared"]
@@ -57,6 +59,20 @@ def _text(value: object) -> object:
 class Tools(_Strict):
     allow: list[str] = Field(default_factory=list)
     deny: list[str] = Field(default_factory=list)
+    mcp: list[str] = Field(default_factory=list)
+    """The MCP servers (``clock``) and single tools (``clock.now``) of config.toml's ``[mcp]``
+    this partner may use (docs/tools.md); allow and deny then apply to them as to any tool."""
+
+    @field_validator("mcp")
+    @classmethod
+    def _server_or_tool(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            if not re.match(MCP_ENTRY, str(entry)):
+                raise ValueError(
+                    f"{entry!r} is not a server (clock) or a server's tool (clock.now) "
+                    "as named in config.toml's [mcp.servers]"
+                )
+        return value
 
 
 class ProactiveSettings(_Strict):
@@ -145,6 +161,8 @@ class Preset:
     avatar: str | None = None
     tools_allow: tuple[str, ...] = ()
     tools_deny: tuple[str, ...] = ()
+    tools_mcp: tuple[str, ...] = ()
+    """MCP servers and server.tool names the partner may use (``[mcp]`` in config.toml)."""
     daily_token_budget: int | None = None
     """Tokens the partner may use per day (owner's time zone) before it rests; None: no limit."""
     context_tokens: int | None = None
@@ -191,6 +209,7 @@ def parse_preset(data: bytes, where: str, partner_id: str) -> Preset:
         avatar=checked.avatar or None,
         tools_allow=tuple(checked.tools.allow),
         tools_deny=tuple(checked.tools.deny),
+        tools_mcp=tuple(checked.tools.mcp),
         daily_token_budget=checked.daily_token_budget,
         context_tokens=checked.context_tokens,
         resting_message=checked.resting_message or None,

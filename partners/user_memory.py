@@ -58,6 +58,7 @@ class UserMemory:
         messages = await self.store.user_messages(partner.id, user_key)
         media = await self.store.media_for([m.id for m in messages])
         journal = await journal_passages(self.memory, partner, user_key)
+        calls = await self.store.user_tool_calls(partner.id, user_key)
         data: dict[str, Any] = {
             "partner": {"id": partner.id, "name": partner.name},
             "user": user_key,
@@ -81,6 +82,16 @@ class UserMemory:
                 if m.role in ("user", "assistant", "context")
             ],
             "journal": [{"date": day, "text": text} for day, text in journal],
+            "tool_calls": [
+                {
+                    "time": datetime.fromtimestamp(c.created_at, UTC).isoformat(timespec="seconds"),
+                    "tool": f"{c.server}.{c.tool}",
+                    "arguments": c.arguments,
+                    "result": c.result,
+                    "failed": c.is_error,
+                }
+                for c in calls
+            ],
         }
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
@@ -137,4 +148,5 @@ def summary_markdown(data: dict[str, Any]) -> str:
         "none"
     ]
     lines += ["", f"## Messages ({len(data['messages'])} in export.json)"]
+    lines += ["", f"## Tool calls ({len(data['tool_calls'])} in export.json)"]
     return "\n".join(lines) + "\n"

@@ -44,6 +44,7 @@ PLAUSIBLE_ARGS = {
     "sessions": "example",
     "status": "",
     "usage": "",
+    "tools": "example",
     "settings": "review_turns 9",
     "reload": "",
     "export": "example",

@@ -19,6 +19,7 @@ from bot.store import (
     ForgetOperation,
     NewMedia,
     NewMessage,
+    NewToolCall,
     NewVector,
     Store,
     StoreError,
@@ -106,6 +107,21 @@ async def fill(store: Store) -> None:
     ids = [i for i in await store.add_messages(messages) if i is not None]
     await store.add_media(ids[0], [NewMedia("voice", "file-1", "audio/ogg", 3.5, 2048)])
     await store.record_chunk(ids[1], 0, "tg-77")
+    await store.add_tool_call(
+        NewToolCall(
+            ids[1],
+            "telegram:5",
+            session.id,
+            "luna",
+            "telegram:5",
+            "clock",
+            "now",
+            "{}",
+            "12:00",
+            False,
+            1_000_001.0,
+        )
+    )
     await store.save_vectors(
         "embed-1", [NewVector(ids[2], messages[2].text, 2, b"\x00\x01\x02\x03")], upto=ids[2]
     )

@@ -15,6 +15,7 @@ from typing import Protocol
 
 from adapters.base import Channel
 from bot.config.memory_settings import Settings
+from bot.services.mcp_servers import McpServers
 from bot.store import ChatRow
 from bot.turn.budget import Budget
 from bot.turn.sessions import Sessions, Speaker
@@ -52,3 +53,5 @@ class AdminServices:
     started_at: float = field(default_factory=time.time)
     web: WebLogins | None = None
     """The web page, when ``[web] enabled``; None otherwise."""
+    mcp: McpServers | None = None
+    """The ``[mcp]`` servers, for ``/admin status``."""

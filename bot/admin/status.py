@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from bot.admin.args import MAX_SEND_BYTES, AdminError, file_reply, need, services
+from bot.admin.mcp_status import mcp_lines
 from bot.commands.paging import paged, pop_page
 from bot.commands.types import CommandContext, CommandReply
 from bot.config.memory_settings import SETTABLE
@@ -92,6 +93,7 @@ async def admin_status(ctx: CommandContext) -> CommandReply:
             f"  {job}: {at.astimezone(zone):%Y-%m-%d %H:%M} " if at else f"  {job}: paused"
         )
     lines.append(await _recall_line(ctx))
+    lines += mcp_lines(tools.mcp)
     lines += await _cost_lines(ctx)
     return CommandReply("\n".join(line.rstrip() for line in lines))
 
@@ -158,7 +160,17 @@ async def admin_usage(ctx: CommandContext) -> CommandReply:
                 f"  {day} {who} {kind}: {prompt} + {completion}{_cost(prices, prompt, completion)}"
             )
     lines += _media_lines(ctx, rows)
+    lines += await _tool_call_lines(ctx, today - timedelta(days=days - 1))
     return paged("\n".join(lines), f"/admin usage {days}", page)
+
+
+async def _tool_call_lines(ctx: CommandContext, first: date) -> list[str]:
+    """MCP tool calls per server since the first day shown (its midnight, the owner's time)."""
+    since = datetime.combine(first, datetime.min.time(), ctx.config.owner_timezone())
+    counts = await ctx.store.tool_call_counts(since.timestamp())
+    if not counts:
+        return []
+    return ["MCP tool calls: " + ", ".join(f"{s} {n}" for s, n in sorted(counts.items()))]
 
 
 def _media_lines(ctx: CommandContext, rows: list[UsageRow]) -> list[str]:

@@ -21,6 +21,7 @@ from bot.admin.access import (
 )
 from bot.admin.args import AdminError
 from bot.admin.cards import admin_lore, partner_export, partner_import
+from bot.admin.mcp_status import admin_tools
 from bot.admin.memory import (
     admin_changes,
     admin_consult,
@@ -155,6 +156,9 @@ ADMIN: dict[str, OwnerCommand] = {
         _owner_command("sessions", "<partner> [user]", "a partner's sessions", admin_sessions),
         _owner_command(
             "status", "", "uptime, channels, queue, reviews, jobs, budgets", admin_status
+        ),
+        _owner_command(
+            "tools", "[partner]", "MCP servers, their tools and who uses them", admin_tools
         ),
         _owner_command("usage", "[days]", "tokens and cost per partner, day and kind", admin_usage),
         _owner_command("settings", "[key value]", "show or change memory settings", admin_settings),

@@ -26,6 +26,8 @@ from bot.store import Store
 from bot.store.opening import open_store
 from bot.turn.budget import Budget
 from bot.turn.chat import ChatLoop
+from bot.turn.confirmations import Confirmations
+from bot.turn.mcp_tools import McpTools
 from bot.turn.media import MediaReader
 from bot.turn.runner import TurnRunner
 from bot.turn.sessions import Sessions
@@ -155,6 +157,7 @@ def front_parts(
     """The turn runner, the dispatcher, the owner's services, the gateway and the web page."""
     config, store = data.config, data.store
     lore = LoreLibrary(LoreBudget.configured(config))
+    confirmations = Confirmations(channels)
     runner = TurnRunner(
         config,
         store,
@@ -174,6 +177,7 @@ def front_parts(
         voice=sending.voice,
         lore=lore,
         recall=Recall.configured(store, outside.embeddings, config.embeddings),
+        mcp=McpTools(outside.mcp, store, confirmations),
     )
     workers = config.dispatch.max_concurrent_turns
     dispatcher = Dispatcher(store, runner.process, workers, data.worker)
@@ -191,6 +195,7 @@ def front_parts(
         budget=work.budget,
         lore=lore,
         web=door,
+        mcp=outside.mcp,
     )
     gateway = Gateway(
         config,
@@ -207,6 +212,7 @@ def front_parts(
         notices=owner.notices,
         greeter=Greeter(store, work.sessions, sending.delivery),
         admin=admin,
+        confirmations=confirmations,
     )
     web = web_server(data, owner, work, admin, door)
     return Front(runner, dispatcher, gateway, web)
@@ -251,6 +257,7 @@ def assemble(
         data.lock,
         channels,
         embedder=outside.embedder,
+        mcp=outside.mcp,
         web=front.web,
         shards=shard_keeper(store, channels, data.worker.id, config.workers),
     )

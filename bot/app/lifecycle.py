@@ -25,6 +25,7 @@ from bot.delivery.sender import Delivery
 from bot.gateway.inbound import Gateway
 from bot.services.fault_log import FaultLog
 from bot.services.llm import LLMClient
+from bot.services.mcp_servers import McpServers
 from bot.services.speech import SpeechClient
 from bot.store import Store
 from bot.turn.runner import TurnRunner
@@ -84,6 +85,8 @@ class App:
     catalog_task: asyncio.Task[None] | None = None
     web: WebServer | None = None
     shards: ShardKeeper | None = None
+    mcp: McpServers | None = None
+    """The ``[mcp]`` servers that turns started; stopped with the gateway."""
     """Which Discord shards this worker connects, when workers divide them
     (bot/workers/shards.py)."""
 
@@ -181,6 +184,8 @@ class App:
         if self.embedder is not None:
             await self.embedder.stop()
             await self.embedder.client.close()
+        if self.mcp is not None:  # after the dispatcher: no turn calls a tool any more
+            await self.mcp.aclose()
         await self.llm.close()
         await self.speech.close()
         await self.store.close()

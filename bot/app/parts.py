@@ -28,6 +28,7 @@ from bot.gateway.memory_documents import (
 )
 from bot.services.embeddings import EmbeddingsClient
 from bot.services.llm import LLMClient
+from bot.services.mcp_servers import McpServers
 from bot.services.speech import SpeechClient
 from bot.store import Store
 from bot.store.sqlite import SqliteStore
@@ -78,6 +79,8 @@ class Outside:
     speech: SpeechClient
     embeddings: EmbeddingsClient | None
     embedder: Embedder | None
+    mcp: McpServers
+    """The ``[mcp]`` servers; none runs until a turn first needs it."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +143,11 @@ def outside_services(config: Config, store: Store) -> Outside:
     )
     embedder = Embedder(store, embeddings, config.embeddings.batch_size) if embeddings else None
     return Outside(
-        LLMClient(config.llm), SpeechClient(config.speech, config.llm), embeddings, embedder
+        LLMClient(config.llm),
+        SpeechClient(config.speech, config.llm),
+        embeddings,
+        embedder,
+        McpServers(config.mcp),
     )
 
 

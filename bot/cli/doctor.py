@@ -6,9 +6,10 @@ model, the key), the embeddings endpoint the same way when ``[embeddings]`` is s
 token with its platform, that every enabled platform has an owner (in config.toml or
 claimed), that a PostgreSQL database (``storage.database_url``) answers and at which schema
 (and what a worker reads from it rather than from its data directory), that the data
-directory is writable and that every partner directory loads. It only reads, so it works
-beside a running gateway (it opens a database only when it is at the current schema, so
-opening it changes nothing); secrets are only ever said to be set or not.
+directory is writable, that every partner directory loads and that every MCP server starts
+(``bot/cli/doctor_mcp.py``). It only reads, so it works beside a running gateway (it opens a
+database only when it is at the current schema, so opening it changes nothing); secrets are
+only ever said to be set or not.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from adapters.base import TokenCheck
+from bot.cli.doctor_mcp import mcp_checks
 from bot.cli.invocation import command
 from bot.config.environment import environment_variable
 from bot.config.model import Config
@@ -74,6 +76,7 @@ async def examine(
         partners, models = partner_findings(config.data_dir)
     findings += partners
     findings += await partner_model_findings(config.llm, models)
+    findings += [Finding(ok, text) for ok, text in await mcp_checks(config.mcp)]
     return findings
 
 

@@ -39,6 +39,7 @@ from bot.config.deployment import (
 )
 from bot.config.environment import NAMING, environment_settings, overlay
 from bot.config.machine_zone import machine_timezone
+from bot.config.mcp import McpConfig
 from bot.config.memory import MemoryConfig
 from bot.config.platforms import DiscordConfig, TelegramConfig
 from bot.config.scene import SceneConfig
@@ -71,6 +72,7 @@ class Config(Section):
     embeddings: EmbeddingsConfig = EmbeddingsConfig()
     web: WebConfig = WebConfig()
     scene: SceneConfig = SceneConfig()
+    mcp: McpConfig = McpConfig()
 
     _environment: dict[str, str] = PrivateAttr(default_factory=dict)
 

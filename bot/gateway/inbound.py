@@ -47,6 +47,7 @@ from bot.gateway.reactions import keep_reaction
 from bot.gateway.speak_gate import SpeakGate
 from bot.gateway.views import ChannelViews
 from bot.store import ChatRow, NewMedia, NewMessage, Store, StoreUnavailable, UserRow
+from bot.turn.confirmations import Confirmations
 from bot.turn.media_limits import cut_text, over_limit
 from bot.turn.sessions import Sessions, Speaker, audience_for
 from bot.workers.dispatcher import Dispatcher
@@ -90,8 +91,11 @@ class Gateway:
         notices: Notices,
         greeter: Greeter | None = None,
         admin: AdminServices | None = None,
+        confirmations: Confirmations | None = None,
     ) -> None:
         self.config = config
+        self.confirmations = confirmations
+        """Questions a turn asked before an MCP tool runs; a ``yes`` or ``no`` answers one."""
         self.claims = claims
         self.store = store
         self.catalog = catalog
@@ -179,6 +183,10 @@ class Gateway:
         await self.store.upsert_chat(
             chat.key, chat.platform, chat.chat_id, chat.thread_id, chat.kind, chat.title
         )
+        if self.confirmations is not None and self.confirmations.answer(
+            chat.key, sender.key, inbound.text
+        ):
+            return  # the answer to a running turn's question, not a message to the partner
         is_owner = self.access.is_owner(sender.key)
         command = command_of(inbound, self.bot_usernames.get(chat.platform))
         if command is not None and inbound.late:

@@ -122,6 +122,28 @@ class MediaRow:
 
 
 @dataclass(frozen=True)
+class NewToolCall:
+    """An MCP tool call to keep with ``message_id``, the message its turn answered."""
+
+    message_id: int
+    chat_key: str
+    session_id: str | None
+    partner_id: str | None
+    user_key: str
+    server: str
+    tool: str
+    arguments: str
+    result: str
+    is_error: bool
+    created_at: float
+
+
+@dataclass(frozen=True)
+class ToolCallRow(NewToolCall):
+    """A stored MCP tool call."""
+
+
+@dataclass(frozen=True)
 class NewMedia:
     kind: str
     ref: str

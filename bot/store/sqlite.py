@@ -19,6 +19,7 @@ from bot.store.migrations import SCHEMA, Migration, for_dialect
 from bot.store.queue import SqliteQueue
 from bot.store.review import SqliteReviewState
 from bot.store.shard_leases import SqliteShardLeases
+from bot.store.tool_calls import ToolCalls
 from bot.store.turn_context import TurnContexts
 from bot.store.usage import Usage
 from bot.store.users import Users
@@ -43,6 +44,7 @@ class SqliteStore(
     SqliteWorkers,
     SqliteShardLeases,
     SqliteDocuments,
+    ToolCalls,
     SqliteBase,
 ):
     """The :class:`bot.store.Store` interface on SQLite (the standard library's sqlite3 on a

@@ -10,7 +10,7 @@ marker reaches the owner.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from bot.config.memory import MemoryConfig
@@ -29,7 +29,9 @@ from partners.catalog import PartnerCatalog
 from partners.persona import Partner
 from partners.tools import ToolContext, ToolError
 
-TurnTools = Callable[[Conversation, SessionRow, MessageRow], tuple[ToolSurface, ToolContext]]
+TurnTools = Callable[
+    [Conversation, SessionRow, MessageRow], Awaitable[tuple[ToolSurface, ToolContext]]
+]
 """The tools a turn of this conversation mounts, answering that message (TurnRunner's)."""
 SpentTokens = Callable[[Partner, str, TurnOutput], NewUsage]
 """What a model answer spent, booked on today for the partner, as the given kind."""
@@ -76,7 +78,7 @@ class Consults:
         session = await self.sessions.current(chat, partner, owner, question_row)
         await self.store.assign_session([question_row.id], session.id)
         turn = await self._turn_input(session, partner, question_row)
-        surface, ctx = self.tools(Conversation(chat, partner, owner), session, question_row)
+        surface, ctx = await self.tools(Conversation(chat, partner, owner), session, question_row)
         model = partner.preset.model or self.config.llm.model
         try:
             output = await self.chat_loop.run(turn, surface, ctx, model=model)

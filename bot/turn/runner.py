@@ -48,6 +48,7 @@ from bot.turn.consults import Consults
 from bot.turn.conversation import Conversation, resolve_conversation
 from bot.turn.failures import failed_attempt
 from bot.turn.input import MAX_REACTIONS_SHOWN, TurnPrompt
+from bot.turn.mcp_tools import McpTools
 from bot.turn.media import MediaReader, Prepared, book
 from bot.turn.outcome import close_orphans, pending_reply, record_turn, reply_message
 from bot.turn.quiet import resting, unheard
@@ -103,6 +104,7 @@ class TurnRunner:
         voice: VoiceReplies | None = None,
         lore: LoreLibrary | None = None,
         recall: Recall | None = None,
+        mcp: McpTools | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -139,8 +141,9 @@ class TurnRunner:
             sessions,
             self.consult,
             config.owner.consult_budget,
+            mcp,
         )
-        """The tools each turn mounts."""
+        """The tools each turn mounts (a partner's MCP tools among them)."""
         self.prompt = TurnPrompt(
             config, store, catalog, sessions, self.memory_settings, media, lore
         )
@@ -322,7 +325,7 @@ class TurnRunner:
         """The model's answer with the turn's tools, as the reply to record, and what its
         model calls cost (None: no model answered — it failed, or the chat stopped it)."""
         chat, partner = conversation.chat, conversation.partner
-        surface, ctx = self.tools.for_turn(conversation, session, turn.new_messages[-1])
+        surface, ctx = await self.tools.for_turn(conversation, session, turn.new_messages[-1])
         model = (partner.preset.model if partner else None) or self.config.llm.model
         role, text = "assistant", EMPTY_ANSWER
         actions: tuple[NewMedia, ...] = ()

@@ -1,6 +1,6 @@
 """The tools a turn mounts: a partner's forced and configurable tools with the owner's memory
-tools suppressed, or the owner assistant's memory tools and consult_partner; and which memory
-file a partner's writes land in."""
+tools suppressed and its MCP tools (``bot/turn/mcp_tools.py``), or the owner assistant's memory
+tools and consult_partner; and which memory file a partner's writes land in."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from bot.delivery.reply import chat_ref
 from bot.store import ChatRow, MessageRow, SessionRow, Store
 from bot.turn.conversation import Conversation
+from bot.turn.mcp_tools import Asker, McpTools
 from bot.turn.sessions import Sessions, Speaker, audience_for, search_audiences
 from bot.turn.tools import ToolRegistry, ToolSurface
 from partners.memory import MemoryFile, MemoryStore
@@ -39,13 +41,16 @@ class ToolMount:
     sessions: Sessions
     consult: Consult
     consult_budget: int
+    mcp: McpTools | None = None
+    """The partners' MCP tools (None: no ``[mcp]`` servers)."""
 
-    def for_turn(
+    async def for_turn(
         self, conversation: Conversation, session: SessionRow, last: MessageRow
     ) -> tuple[ToolSurface, ToolContext]:
         """The tools a turn mounts, answering ``last``: a partner's forced and configurable
-        tools with the owner's memory tools suppressed, or the owner assistant's memory tools
-        and consult_partner with this turn's consult budget."""
+        tools with the owner's memory tools suppressed and the MCP tools its preset names, or
+        the owner assistant's memory tools and consult_partner with this turn's consult
+        budget."""
         chat, partner, speaker = conversation.chat, conversation.partner, conversation.speaker
         turn = TurnTools(
             store=self.store,
@@ -78,6 +83,11 @@ class ToolMount:
             suppressed=OWNER_MEMORY_TOOL_NAMES,
             owner=f"partner {partner.id}",
         )
+        if self.mcp is not None and partner.preset.tools_mcp:
+            owner_dm = speaker.is_owner and chat.kind == "dm"
+            asker = Asker(last.id, chat_ref(chat), session.id, partner, speaker.user_key)
+            mount = await self.mcp.mount(partner, asker, owner_dm, set(self.registry.names))
+            surface = surface.with_tools(mount.tools, mount.refused, self.mcp.prefixes())
         return surface, ctx
 
 

@@ -81,6 +81,11 @@ class ToolRegistry:
         tools = {n: self._tools[n] for n in names if n not in suppressed}
         return ToolSurface(tools, frozenset(suppressed))
 
+    @property
+    def names(self) -> list[str]:
+        """Every tool's name, mounted or not: none may be taken by another tool."""
+        return list(self._tools)
+
 
 def default_registry() -> ToolRegistry:
     registry = ToolRegistry()
@@ -100,13 +105,32 @@ class ToolOutcome:
 class ToolSurface:
     """The tools of one turn: what the model is shown and what it may call."""
 
-    def __init__(self, tools: dict[str, ToolSpec], suppressed: frozenset[str]) -> None:
+    def __init__(
+        self,
+        tools: dict[str, ToolSpec],
+        suppressed: frozenset[str],
+        refused_prefixes: tuple[str, ...] = (),
+    ) -> None:
         self.tools = tools
         self.suppressed = suppressed
+        self.refused_prefixes = refused_prefixes
+        """Names starting so are refused like suppressed ones (another MCP server's tools)."""
 
     @property
     def names(self) -> list[str]:
         return list(self.tools)
+
+    def with_tools(
+        self, more: dict[str, ToolSpec], refused: Iterable[str], prefixes: Iterable[str] = ()
+    ) -> ToolSurface:
+        """This surface and ``more`` tools (never replacing one it has); ``refused`` names
+        and names starting with ``prefixes`` are refused at dispatch like suppressed ones."""
+        added = {name: spec for name, spec in more.items() if name not in self.tools}
+        return ToolSurface(
+            {**self.tools, **added},
+            self.suppressed | frozenset(refused),
+            (*self.refused_prefixes, *prefixes),
+        )
 
     def schemas(self) -> list[dict[str, Any]]:
         return [tool.schema() for tool in self.tools.values()]
@@ -114,7 +138,7 @@ class ToolSurface:
     async def call(self, call: ToolCall, ctx: ToolContext) -> ToolOutcome:
         spec = self.tools.get(call.name)
         if spec is None:
-            if call.name in self.suppressed:
+            if call.name in self.suppressed or call.name.startswith(self.refused_prefixes):
                 await ctx.store.audit(
                     ctx.actor, "tool_refused", tool=call.name, session=ctx.session_id
                 )

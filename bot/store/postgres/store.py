@@ -25,6 +25,7 @@ from bot.store.postgres.shard_leases import PostgresShardLeases
 from bot.store.postgres.turn_context import TurnContexts
 from bot.store.postgres.vectors import Vectors
 from bot.store.postgres.workers import PostgresWorkers
+from bot.store.tool_calls import ToolCalls
 from bot.store.usage import Usage
 from bot.store.users import Users
 from bot.store.web import WebLogins
@@ -46,6 +47,7 @@ class PostgresStore(
     PostgresWorkers,
     PostgresShardLeases,
     PostgresDocuments,
+    ToolCalls,
     PostgresBase,
 ):
     """The :class:`bot.store.Store` interface on PostgreSQL (asyncpg, a pool per process)."""

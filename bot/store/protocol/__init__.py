@@ -33,6 +33,7 @@ from bot.store.protocol.queue import QueueStore
 from bot.store.protocol.review import ReviewStore
 from bot.store.protocol.search import SearchStore
 from bot.store.protocol.sessions import SessionsStore
+from bot.store.protocol.tool_calls import ToolCallsStore
 from bot.store.protocol.turn_context import TurnContextStore
 from bot.store.protocol.usage import UsageStore
 from bot.store.protocol.users import UsersStore
@@ -58,6 +59,7 @@ class Store(
     VectorsStore,
     WebStore,
     WorkersStore,
+    ToolCallsStore,
     DocumentsStore,
     Protocol,
 ):
