@@ -1,16 +1,19 @@
 """Messages: recording them (deduplicated by platform message id, indexed for search in the
 same statement), platform update ids seen, and reading history back. One query text for both
-backends; PostgreSQL adds waking the other workers once a pending message has committed
-(:mod:`bot.store.postgres.messages`)."""
+backends; SQLite stores a batch of messages in one hand-off to its database thread
+(:class:`SqliteMessages`), PostgreSQL adds waking the other workers once a pending message has
+committed (:mod:`bot.store.postgres.messages`)."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from bot.store.base import StoreBase, Transaction
-from bot.store.rows import MessageRow, NewMessage
+from bot.store.connection import SqliteBase
+from bot.store.rows import MessageRow, NewMedia, NewMessage
 from bot.store.searchable import SEARCHABLE_ROLES, THREAD_ROLES, SearchableMessages, audience_token
 
 MESSAGE_COLUMNS = (
@@ -57,6 +60,11 @@ INSERT_MEDIA = (
     "INSERT INTO media (message_id, kind, ref, mime, seconds, bytes, filename)"
     " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
+
+
+def _media_values(x: NewMedia) -> tuple[Any, ...]:
+    """INSERT_MEDIA's parameters after the message id."""
+    return (x.kind, x.ref, x.mime, x.seconds, x.bytes, x.filename)
 
 
 class Messages(SearchableMessages, StoreBase):
@@ -128,8 +136,7 @@ class Messages(SearchableMessages, StoreBase):
         return message_id
 
     async def add_messages(self, messages: Sequence[NewMessage]) -> list[int | None]:
-        async with self._transaction() as tx:
-            message_ids = [await self._insert_message(tx, message) for message in messages]
+        message_ids = await self._insert_messages(messages)
         self._stored(messages)
         await self._wake_workers(
             [m for m, found in zip(messages, message_ids, strict=True) if found is not None]
@@ -141,15 +148,18 @@ class Messages(SearchableMessages, StoreBase):
         worker, which wakes itself."""
         del stored
 
+    async def _insert_messages(self, messages: Sequence[NewMessage]) -> list[int | None]:
+        """Record the messages (and their media) in one transaction; the id of each, None
+        for one already stored."""
+        async with self._transaction() as tx:
+            return [await self._insert_message(tx, message) for message in messages]
+
     async def _insert_message(self, tx: Transaction, m: NewMessage) -> int | None:
         """Record one message (and its media) inside the caller's transaction."""
         message_id = await tx.value(INSERT_MESSAGE, *self._message_values(m))
         if message_id is None:
             return None
-        await tx.write_many(
-            INSERT_MEDIA,
-            [(message_id, x.kind, x.ref, x.mime, x.seconds, x.bytes, x.filename) for x in m.media],
-        )
+        await tx.write_many(INSERT_MEDIA, [(message_id, *_media_values(x)) for x in m.media])
         return int(message_id)
 
     def _message_values(self, m: NewMessage) -> tuple[Any, ...]:
@@ -266,3 +276,23 @@ class Messages(SearchableMessages, StoreBase):
     async def _messages(self, where: str, *args: Any) -> list[MessageRow]:
         rows = await self._all(f"SELECT {MESSAGE_COLUMNS} FROM messages {where}", *args)
         return [MessageRow(*row) for row in rows]
+
+
+class SqliteMessages(Messages, SqliteBase):
+    """SQLite's recording of many messages: their statements in one hand-off to the database
+    thread (an imported history stores thousands at once, and a hand-off per message cost
+    more than the insert)."""
+
+    async def _insert_messages(self, messages: Sequence[NewMessage]) -> list[int | None]:
+        rows = [(self._message_values(m), m.media) for m in messages]
+
+        def insert(db: sqlite3.Connection) -> list[int | None]:
+            found: list[int | None] = []
+            for values, media in rows:
+                row = db.execute(INSERT_MESSAGE, values).fetchone()
+                found.append(None if row is None else int(row[0]))
+                if row is not None and media:
+                    db.executemany(INSERT_MEDIA, [(row[0], *_media_values(x)) for x in media])
+            return found
+
+        return await self._in_one_trip(insert)

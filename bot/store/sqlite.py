@@ -15,6 +15,7 @@ from bot.store.documents import SqliteDocuments
 from bot.store.errors import StoreError, StoreUnavailable
 from bot.store.forgetting import Forgetting
 from bot.store.media import SqliteMedia
+from bot.store.messages import SqliteMessages
 from bot.store.migrations import SCHEMA, Migration, for_dialect
 from bot.store.queue import SqliteQueue
 from bot.store.review import SqliteReviewState
@@ -35,6 +36,7 @@ class SqliteStore(
     SqliteMedia,
     SqliteReviewState,
     Forgetting,
+    SqliteMessages,
     Checkins,
     Usage,
     Audit,
