@@ -1,18 +1,16 @@
 """Messages: recording them (deduplicated by platform message id, indexed for search in the
 same statement), platform update ids seen, and reading history back. One query text for both
-backends; SQLite stores a batch of messages in one hand-off to its database thread
-(:class:`SqliteMessages`), PostgreSQL adds waking the other workers once a pending message has
+backends; SQLite stores a batch of messages its own way (:mod:`bot.store.sqlite_messages`),
+PostgreSQL adds waking the other workers once a pending message has
 committed (:mod:`bot.store.postgres.messages`)."""
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from bot.store.base import StoreBase, Transaction
-from bot.store.connection import SqliteBase
 from bot.store.rows import MessageRow, NewMedia, NewMessage
 from bot.store.searchable import SEARCHABLE_ROLES, THREAD_ROLES, SearchableMessages, audience_token
 
@@ -62,7 +60,7 @@ INSERT_MEDIA = (
 )
 
 
-def _media_values(x: NewMedia) -> tuple[Any, ...]:
+def media_values(x: NewMedia) -> tuple[Any, ...]:
     """INSERT_MEDIA's parameters after the message id."""
     return (x.kind, x.ref, x.mime, x.seconds, x.bytes, x.filename)
 
@@ -159,7 +157,7 @@ class Messages(SearchableMessages, StoreBase):
         message_id = await tx.value(INSERT_MESSAGE, *self._message_values(m))
         if message_id is None:
             return None
-        await tx.write_many(INSERT_MEDIA, [(message_id, *_media_values(x)) for x in m.media])
+        await tx.write_many(INSERT_MEDIA, [(message_id, *media_values(x)) for x in m.media])
         return int(message_id)
 
     def _message_values(self, m: NewMessage) -> tuple[Any, ...]:
@@ -276,23 +274,3 @@ class Messages(SearchableMessages, StoreBase):
     async def _messages(self, where: str, *args: Any) -> list[MessageRow]:
         rows = await self._all(f"SELECT {MESSAGE_COLUMNS} FROM messages {where}", *args)
         return [MessageRow(*row) for row in rows]
-
-
-class SqliteMessages(Messages, SqliteBase):
-    """SQLite's recording of many messages: their statements in one hand-off to the database
-    thread (an imported history stores thousands at once, and a hand-off per message cost
-    more than the insert)."""
-
-    async def _insert_messages(self, messages: Sequence[NewMessage]) -> list[int | None]:
-        rows = [(self._message_values(m), m.media) for m in messages]
-
-        def insert(db: sqlite3.Connection) -> list[int | None]:
-            found: list[int | None] = []
-            for values, media in rows:
-                row = db.execute(INSERT_MESSAGE, values).fetchone()
-                found.append(None if row is None else int(row[0]))
-                if row is not None and media:
-                    db.executemany(INSERT_MEDIA, [(row[0], *_media_values(x)) for x in media])
-            return found
-
-        return await self._in_one_trip(insert)

@@ -15,11 +15,11 @@ from bot.store.documents import SqliteDocuments
 from bot.store.errors import StoreError, StoreUnavailable
 from bot.store.forgetting import Forgetting
 from bot.store.media import SqliteMedia
-from bot.store.messages import SqliteMessages
 from bot.store.migrations import SCHEMA, Migration, for_dialect
 from bot.store.queue import SqliteQueue
 from bot.store.review import SqliteReviewState
 from bot.store.shard_leases import ShardLeases
+from bot.store.sqlite_messages import SqliteMessages
 from bot.store.turn_context import TurnContexts
 from bot.store.usage import Usage
 from bot.store.users import Users
