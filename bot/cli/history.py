@@ -166,11 +166,17 @@ async def _import(
         # imported messages are stemmed in the partner's language, as the gateway would
         await store.set_search_language(partner.id, partner.preset.language)
         sessions: dict[str, str] = {}
-        for batch in _batches(history):
-            added, skipped, forgotten = await _import_batch(store, partner.id, batch, sessions)
-            counts[0] += added
-            counts[1] += skipped
-            counts[2] += forgotten
+        items = iter(history)
+        batch = await asyncio.to_thread(_next_batch, items)
+        while batch:
+            # the next batch is read (the file parsed, on a thread of its own) while this one
+            # is stored (the database works on its thread, mostly without the GIL)
+            storing = asyncio.create_task(_import_batch(store, partner.id, batch, sessions))
+            try:
+                batch = await asyncio.to_thread(_next_batch, items)
+            finally:  # a bad message in the next batch: this one is stored and counted first
+                for at, count in enumerate(await storing):
+                    counts[at] += count
     finally:
         await store.close()
 
@@ -232,7 +238,5 @@ async def _import_session(store: Store, partner_id: str, chat_key: str, item: Im
     return session.id
 
 
-def _batches(history: Iterable[Imported]) -> Iterator[list[Imported]]:
-    items = iter(history)
-    while batch := list(islice(items, IMPORT_BATCH)):
-        yield batch
+def _next_batch(items: Iterator[Imported]) -> list[Imported]:
+    return list(islice(items, IMPORT_BATCH))

@@ -1,7 +1,8 @@
 """Messages: recording them (deduplicated by platform message id, indexed for search in the
 same statement), platform update ids seen, and reading history back. One query text for both
-backends; PostgreSQL adds waking the other workers once a pending message has committed
-(:mod:`bot.store.postgres.messages`)."""
+backends; SQLite stores a batch of messages its own way (:mod:`bot.store.sqlite_messages`),
+PostgreSQL adds waking the other workers once a pending message has
+committed (:mod:`bot.store.postgres.messages`)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,11 @@ INSERT_MEDIA = (
     "INSERT INTO media (message_id, kind, ref, mime, seconds, bytes, filename)"
     " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
+
+
+def media_values(x: NewMedia) -> tuple[Any, ...]:
+    """INSERT_MEDIA's parameters after the message id."""
+    return (x.kind, x.ref, x.mime, x.seconds, x.bytes, x.filename)
 
 
 class Messages(SearchableMessages, StoreBase):
@@ -132,12 +138,7 @@ class Messages(SearchableMessages, StoreBase):
         return message_id
 
     async def add_messages(self, messages: Sequence[NewMessage]) -> list[int | None]:
-        rows = [(self._message_values(m), m.media) for m in messages]
-
-        async def insert(tx: Transaction) -> list[int | None]:
-            return [await self._insert_message(tx, values, media) for values, media in rows]
-
-        message_ids = await self._atomically(insert)
+        message_ids = await self._insert_messages(messages)
         self._stored(messages)
         await self._wake_workers(
             [m for m, found in zip(messages, message_ids, strict=True) if found is not None]
@@ -149,6 +150,16 @@ class Messages(SearchableMessages, StoreBase):
         worker, which wakes itself."""
         del stored
 
+    async def _insert_messages(self, messages: Sequence[NewMessage]) -> list[int | None]:
+        """Record the messages (and their media) in one transaction; the id of each, None
+        for one already stored."""
+        rows = [(self._message_values(m), m.media) for m in messages]
+
+        async def insert(tx: Transaction) -> list[int | None]:
+            return [await self._insert_message(tx, values, media) for values, media in rows]
+
+        return await self._atomically(insert)
+
     async def _insert_message(
         self, tx: Transaction, values: tuple[Any, ...], media: Sequence[NewMedia]
     ) -> int | None:
@@ -158,10 +169,7 @@ class Messages(SearchableMessages, StoreBase):
         message_id = await tx.value(INSERT_MESSAGE, *values)
         if message_id is None:
             return None
-        await tx.write_many(
-            INSERT_MEDIA,
-            [(message_id, x.kind, x.ref, x.mime, x.seconds, x.bytes, x.filename) for x in media],
-        )
+        await tx.write_many(INSERT_MEDIA, [(message_id, *media_values(x)) for x in media])
         return int(message_id)
 
     def _message_values(self, m: NewMessage) -> tuple[Any, ...]:

@@ -143,8 +143,18 @@ def _stemmer(language: str) -> Callable[[str], str]:
     return functools.lru_cache(maxsize=STEM_CACHE_WORDS)(stem_word)
 
 
+@functools.cache
+def _index_term(language: str) -> Callable[[str], str]:
+    """A word's index term (its stem, folded), remembered like its stem: indexing a large
+    imported history folds the same few thousand words over and over."""
+    stem = _stemmer(language)
+    return functools.lru_cache(maxsize=STEM_CACHE_WORDS)(lambda word: fold(stem(word)))
+
+
 def fold(text: str) -> str:
     """Lower-case and strip accents: 'Café' and 'CAFE' both become 'cafe'."""
+    if text.isascii():  # nothing to decompose or strip: the same result, faster
+        return text.lower()
     decomposed = unicodedata.normalize("NFKD", text)
     stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
     return unicodedata.normalize("NFKC", stripped).casefold()
@@ -158,6 +168,8 @@ def _bigrams(run: str) -> list[str]:
 
 def _lower(text: str) -> str:
     """Case folded, accents kept (for the stemmer)."""
+    if text.isascii():
+        return text.lower()
     return unicodedata.normalize("NFKC", text).casefold()
 
 
@@ -177,7 +189,7 @@ def index_terms(text: str, language: str = DEFAULT_LANGUAGE, tag: str = "") -> s
         if CJK_RUN.fullmatch(part):
             out.extend(_bigrams(part))
         else:
-            out.extend(stem for _, stem in _words(part, language))
+            out.extend(map(_index_term(language), _WORD.findall(part)))
     return " ".join(tag + term for term in out)
 
 

@@ -19,6 +19,7 @@ from bot.store.migrations import SCHEMA, Migration, for_dialect
 from bot.store.queue import SqliteQueue
 from bot.store.review import SqliteReviewState
 from bot.store.shard_leases import SqliteShardLeases
+from bot.store.sqlite_messages import SqliteMessages
 from bot.store.tool_calls import ToolCalls
 from bot.store.turn_context import TurnContexts
 from bot.store.usage import Usage
@@ -36,6 +37,7 @@ class SqliteStore(
     SqliteMedia,
     SqliteReviewState,
     SqliteForgetting,
+    SqliteMessages,
     Checkins,
     Usage,
     Audit,

@@ -2,34 +2,56 @@
 (``mapping``: node id to ``{message, parent, children}``) of which the app shows one branch,
 the path from ``current_node`` up to the root. That branch is imported, oldest first; of its
 messages the user's and the assistant's text parts (``content.parts``), never system, tool or
-hidden ones. The file says nothing of who the user was: the owner, unless ``--as-user`` says."""
+hidden ones. The file says nothing of who the user was: the owner, unless ``--as-user`` says.
+
+The file is streamed (:mod:`.streaming`): read through once to check it is JSON within bounds
+(a conversation may take :data:`MAX_CONVERSATION_BYTES`), then again one conversation at a
+time, so a large export is never held whole."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from bot.cli.history_formats import streaming
 from bot.cli.history_formats.messages import OWNER, BadHistory, Choices, Imported
 from bot.cli.history_formats.times import BadTime, parse_time
 
 ROLES = ("user", "assistant")
 
 
+MAX_CONVERSATION_BYTES = 64 * 1024 * 1024
+"""The most of the file one conversation may take: its whole tree of messages is held while
+its branch is chosen."""
+
+
 def read(path: Path, choices: Choices) -> Iterator[Imported]:
-    try:
-        with path.open(encoding="utf-8-sig") as file:
-            conversations = json.load(file)
-    except json.JSONDecodeError as exc:
-        raise BadHistory(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
-    if not isinstance(conversations, list):
-        raise BadHistory(f"{path}: expected ChatGPT's conversations.json (a JSON list)")
+    stamp = _checked(path)
     user = choices.as_user or OWNER
+    conversations = streaming.items(path, "item", stamp)
     for number, conversation in enumerate(conversations, start=1):
         if not isinstance(conversation, dict) or not isinstance(conversation.get("mapping"), dict):
             raise BadHistory(f"conversation {number}: no 'mapping' of messages")
         yield from _branch(number, conversation, user)
+
+
+def _checked(path: Path) -> streaming.Stamp:
+    """The file read through once: a JSON list, each conversation within bounds."""
+    with streaming.opened(path, MAX_CONVERSATION_BYTES) as (source, stamp):
+        seen = [0]
+
+        def where() -> str:
+            return f"conversation {seen[0]}"
+
+        with streaming.refusals(path, source, where, "conversation"):
+            events = streaming.bounded_events(source, {"item"}, {"item"})
+            first = next(events)
+            if first[1] != "start_array":
+                raise BadHistory("expected ChatGPT's conversations.json (a JSON list)")
+            for prefix, kind, _ in events:
+                seen[0] += prefix == "item" and kind not in streaming.CLOSING
+    return stamp
 
 
 def _branch(number: int, conversation: dict[str, Any], user: str) -> Iterator[Imported]:

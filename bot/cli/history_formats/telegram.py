@@ -3,16 +3,23 @@
 ``chats.list``, the account under ``personal_information``). Of a message, ``text`` is a string
 or a list of strings and entities (flattened to their text); service messages (joins, pins,
 calls) and messages with no text (a photo alone) are left out. ``--as-user`` names the sender
-who is the user (by name or ``from_id``); every other sender is the partner."""
+who is the user (by name or ``from_id``); every other sender is the partner.
+
+An export can be gigabytes, so it is streamed (:mod:`.streaming`) in two reads, neither holding
+it whole: the first (:mod:`.telegram_survey`) checks it is JSON within bounds and notes each
+chat's name, senders and number of messages, which choose the chat and the user before anything
+is stored; the second builds the chosen chat's messages one at a time."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from bot.cli.history_formats import streaming
 from bot.cli.history_formats.messages import BadHistory, Choices, Imported, flat_text
+from bot.cli.history_formats.telegram_survey import Chat, Survey, survey
 from bot.cli.history_formats.times import BadTime, parse_time
 
 LISTED = 10
@@ -20,62 +27,58 @@ LISTED = 10
 
 
 def read(path: Path, choices: Choices) -> Iterator[Imported]:
-    export = _load(path)
+    export = survey(path)
     chat = _chat(export, choices.chat)
-    messages = chat.get("messages")
-    if not isinstance(messages, list):
+    if not chat.has_messages:
         raise BadHistory(f"{path}: the chat has no 'messages' list; is this a result.json?")
-    user = _user_sender(export, messages, choices.as_user)
-    conversation = f"telegram:{chat.get('id', chat.get('name', ''))}"
-    for message in messages:
-        imported = _message(conversation, str(chat.get("name") or ""), user, message)
+    user = _user_sender(export, chat, choices.as_user)
+    conversation = f"telegram:{chat.fields.get('id', chat.fields.get('name', ''))}"
+    title = str(chat.fields.get("name") or "")
+    for message in _messages(path, export, chat):
+        imported = _message(conversation, title, user, message)
         if imported is not None:
             yield imported
 
 
-def _load(path: Path) -> dict[str, Any]:
-    try:
-        with path.open(encoding="utf-8-sig") as file:
-            export = json.load(file)
-    except json.JSONDecodeError as exc:
-        raise BadHistory(f"{path}: not JSON (line {exc.lineno}: {exc.msg})") from None
-    if not isinstance(export, dict):
-        raise BadHistory(f"{path}: expected Telegram Desktop's result.json (a JSON object)")
-    return export
+def _messages(path: Path, export: Survey, chat: Chat) -> Iterator[Any]:
+    """The chosen chat's messages, read again from the file: in a whole export the messages
+    of the chats before it come first, and are passed over."""
+    prefix = "chats.list.item.messages.item" if export.chats is not None else "messages.item"
+    items = streaming.items(path, prefix, export.stamp)
+    read = 0
+    for message in islice(items, chat.before, chat.before + chat.count):
+        read += 1
+        yield message
+    if read != chat.count:
+        raise BadHistory(f"{path}: the file changed while it was read; import it again")
 
 
-def _chat(export: dict[str, Any], wanted: str | None) -> dict[str, Any]:
+def _chat(export: Survey, wanted: str | None) -> Chat:
     """The chat to import: the file's one chat, or the one ``--chat`` names of a full export."""
-    chats = export.get("chats")
-    if not isinstance(chats, dict) or not isinstance(chats.get("list"), list):
-        if wanted is not None and wanted not in (str(export.get("name")), str(export.get("id"))):
-            raise BadHistory(f"this export holds one chat, {export.get('name')!r}, not {wanted!r}")
-        return export
-    listed = [c for c in chats["list"] if isinstance(c, dict)]
+    if export.chats is None:
+        names = (str(export.top.fields.get("name")), str(export.top.fields.get("id")))
+        if wanted is not None and wanted not in names:
+            name = export.top.fields.get("name")
+            raise BadHistory(f"this export holds one chat, {name!r}, not {wanted!r}")
+        return export.top
+    listed = export.chats
     if wanted is None and len(listed) == 1:
         return listed[0]
-    found = [c for c in listed if wanted in (str(c.get("name")), str(c.get("id")))]
+    found = [c for c in listed if wanted in (str(c.fields.get("name")), str(c.fields.get("id")))]
     if len(found) == 1:
         return found[0]
-    names = ", ".join(repr(c.get("name") or c.get("id")) for c in listed[:LISTED])
+    listing = ", ".join(repr(c.fields.get("name") or c.fields.get("id")) for c in listed[:LISTED])
     what = "say which chat to import" if wanted is None else f"no single chat is {wanted!r}"
-    raise BadHistory(f"the export holds {len(listed)} chats: {what} with --chat NAME ({names})")
+    raise BadHistory(f"the export holds {len(listed)} chats: {what} with --chat NAME ({listing})")
 
 
-def _user_sender(
-    export: dict[str, Any], messages: list[Any], as_user: str | None
-) -> tuple[str, str]:
+def _user_sender(export: Survey, chat: Chat, as_user: str | None) -> tuple[str, str]:
     """The user's ``from_id`` and the user key it becomes."""
-    senders = {
-        str(m.get("from_id")): str(m.get("from") or m.get("from_id"))
-        for m in messages
-        if isinstance(m, dict) and m.get("type") == "message" and m.get("from_id")
-    }
+    senders = chat.senders
     if as_user is not None:
         found = [i for i, name in senders.items() if as_user in (name, i, i.removeprefix("user"))]
     else:
-        me = export.get("personal_information")
-        found = [f"user{me['user_id']}"] if isinstance(me, dict) and "user_id" in me else []
+        found = [f"user{export.user_id}"] if export.has_user_id else []
     if len(found) != 1:
         names = ", ".join(repr(name) for name in list(senders.values())[:LISTED])
         raise BadHistory(f"say which sender is the user with --as-user NAME (senders: {names})")
