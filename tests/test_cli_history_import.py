@@ -19,7 +19,8 @@ from bot.cli.history_formats import detect
 from bot.cli.history_formats.messages import BadHistory
 from bot.cli.history_formats.times import BadTime, parse_time
 from bot.store import NewMessage
-from bot.store.migrations import SCHEMA
+from bot.store.migrations.step import Dialects
+from bot.store.migrations.step_24_impossible_message_times import STEP as REPAIR_STEP
 from bot.store.opening import open_store
 from bot.store.search_rows import SearchHit
 from partners.tools import format_hit
@@ -253,7 +254,7 @@ async def test_the_partner_finds_the_imported_history_in_the_next_turn(
 # -- rows stored before: the repair and search's own defence --------------------------------
 
 
-async def test_opening_the_store_repairs_times_past_the_year_9999(
+async def test_the_schema_step_repairs_times_past_the_year_9999(
     store_backend: StoreBackend,
 ) -> None:
     store = await store_backend.open()
@@ -271,7 +272,7 @@ async def test_opening_the_store_repairs_times_past_the_year_9999(
             )  # fmt: skip
     finally:
         await store.close()
-    await forget_the_last_step(store_backend)
+    await run_the_repair_step_again(store_backend)
     store = await store_backend.open()
     try:
         rows = {r.text: r.created_at for r in await store.partner_messages("example")}
@@ -284,15 +285,19 @@ async def test_opening_the_store_repairs_times_past_the_year_9999(
     }
 
 
-async def forget_the_last_step(backend: StoreBackend) -> None:
-    """Make the database look as if the last schema step had not run yet."""
+async def run_the_repair_step_again(backend: StoreBackend) -> None:
+    """Run the schema step that repairs impossible times once more, as opening a database
+    stored before it does (later steps cannot be undone to reopen it at that version)."""
+    assert isinstance(REPAIR_STEP, Dialects)
     if backend.name == "sqlite":
+        assert isinstance(REPAIR_STEP.sqlite, str)
         with sqlite3.connect(backend.location) as db:
-            db.execute(f"PRAGMA user_version = {len(SCHEMA) - 1}")
+            db.executescript(REPAIR_STEP.sqlite)
         return
+    assert isinstance(REPAIR_STEP.postgres, str)
     db = await asyncpg.connect(str(backend.location))
     try:
-        await db.execute("DELETE FROM schema_version WHERE version = $1", len(SCHEMA))
+        await db.execute(REPAIR_STEP.postgres)
     finally:
         await db.close()
 
