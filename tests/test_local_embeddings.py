@@ -144,7 +144,10 @@ async def test_the_model_is_built_lazily_on_its_own_thread_with_the_cap() -> Non
 
     def factory(threads: int) -> FakeE5:
         built.append((threads, threading.current_thread().name))
+        niceness.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
         return model
+
+    niceness: list[int] = []
 
     client = LocalEmbeddings(EmbeddingsConfig(provider="local", local_threads=2), factory)
     assert built == []  # nothing loads until the first text
@@ -155,6 +158,8 @@ async def test_the_model_is_built_lazily_on_its_own_thread_with_the_cap() -> Non
         await client.close()
     [(threads, thread)] = built
     assert threads == 2 and thread.startswith("local-embedder")
+    # a lower priority than the event loop's thread, so a backfill yields to the chat
+    assert niceness == [min(os.getpriority(os.PRIO_PROCESS, 0) + 10, 19)]
     assert model.calls == [("passage", 4), ("passage", 4), ("passage", 1), ("query", 1)]
 
 

