@@ -7,15 +7,17 @@ this machine: what it costs and whether the chat feels it.
 2. Memory it adds to the process (RSS, in a fresh process: the engine loaded, a batch
    embedded; numpy counted apart, as semantic recall needs it with any provider).
 3. One search at 100k stored messages, warm (model loaded, vector cache filled): the query's
-   vector, the lexical search, the scan of the vectors and the fusion; p50 and p95. The stored
-   vectors are random unit vectors under the local model's name (embedding 100k texts for
+   vector, the lexical search, the scan of the vectors and the fusion; p50 and p95. Messages
+   and queries are bench/search.py's, all visible to the one person searching (every vector
+   is a candidate, up to ``max_scan``). The stored vectors are random unit vectors under the
+   local model's name (embedding 100k texts for
    real takes over an hour here); the query is embedded for real. The query's vector and the
    lexical search are also timed alone, to show where the time goes.
 4. A chat turn's latency (fake LLM answering at once, in its own process) with the embedder
    idle, then while it backfills thousands of messages: p50 and p95 of each.
 
-    .venv/bin/python bench/local_embeddings.py            # about 5 minutes on 2 cores
-    .venv/bin/python bench/local_embeddings.py --messages 20000
+    .venv/bin/python bench/local_embeddings.py            # about 10 minutes on 2 cores
+    .venv/bin/python bench/local_embeddings.py --only turn --messages 20000
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.llm_process import llm_process  # noqa: E402
+from bench.search import make_queries, sentence, vocabulary  # noqa: E402
 from bench.turn import TimingChannel, inbound  # noqa: E402
 from bot.app import build_app  # noqa: E402
 from bot.config.model import Config  # noqa: E402
@@ -61,14 +64,23 @@ def chat_texts(count: int, seed: int = 5) -> list[str]:
     return [" ".join(rng.choices(WORDS, WEIGHTS, k=rng.randint(5, 40))) for _ in range(count)]
 
 
-async def throughput(threads: int | None, count: int) -> float:
+def prose(count: int) -> list[str]:
+    """Real English sentences of 5 to 40 words (the project's own docs), for the rate."""
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    text = " ".join(path.read_text(encoding="utf-8") for path in sorted(docs.glob("*.md")))
+    sentences = [s.strip() for s in text.replace("\n", " ").split(". ")]
+    kept = [s for s in sentences if 5 <= len(s.split()) <= 40]
+    return (kept * (count // max(len(kept), 1) + 1))[:count]
+
+
+async def throughput(threads: int | None, texts: list[str]) -> float:
     client = LocalEmbeddings(EmbeddingsConfig(provider="local", local_threads=threads))
     try:
         await client.embed(["warm up"])
         started = time.perf_counter()
-        for first in range(0, count, 64):  # the embedder's default batch_size
-            await client.embed(chat_texts(64, seed=first)[: count - first])
-        return count / (time.perf_counter() - started)
+        for first in range(0, len(texts), 64):  # the embedder's default batch_size
+            await client.embed(texts[first : first + 64])
+        return len(texts) / (time.perf_counter() - started)
     finally:
         await client.close()
 
@@ -108,23 +120,30 @@ def added_rss() -> tuple[float, float, float]:
     return numpy_mb, model_mb, peak_mb
 
 
-async def fill(store: Store, count: int) -> None:
-    """``count`` chat-like messages with random unit vectors under the local model's name."""
-    rng = np.random.default_rng(3)
-    texts = chat_texts(count)
+async def fill(store: Store, count: int) -> list[str]:
+    """``count`` messages as bench/search.py writes them (a Zipf vocabulary of 8,000 words,
+    a tenth in Chinese), all visible to one person, with random unit vectors under the local
+    model's name; returns that bench's queries (rare words, Chinese words and sentences)."""
+    rng = random.Random(7)
+    words = vocabulary(rng)
+    vectors = np.random.default_rng(3)
     for first in range(0, count, FILL_BATCH):
-        batch = texts[first : first + FILL_BATCH]
-        messages = [NewMessage("bench:1", "user", t, AUDIENCE, partner_id="bench") for t in batch]
-        ids = await store.add_messages(messages)
-        vectors = rng.standard_normal((len(batch), 384)).astype(FLOAT32)
+        size = min(FILL_BATCH, count - first)
+        batch = [
+            NewMessage("bench:1", "user", sentence(rng, words), AUDIENCE, partner_id="bench")
+            for _ in range(size)
+        ]
+        ids = await store.add_messages(batch)
+        random_vectors = vectors.standard_normal((size, 384)).astype(FLOAT32)
         await store.save_vectors(
             LOCAL_MODEL,
             [
                 NewVector(i, m.text, 384, pack(unit(v)))
-                for i, m, v in zip(ids, messages, vectors, strict=True)
+                for i, m, v in zip(ids, batch, random_vectors, strict=True)
                 if i is not None
             ],
         )
+    return make_queries(rng, words)
 
 
 async def search_at(count: int, rounds: int = 60) -> tuple[list[float], ...]:
@@ -135,12 +154,11 @@ async def search_at(count: int, rounds: int = 60) -> tuple[list[float], ...]:
         store = await open_store(Path(folder) / "bench.db")
         client = LocalEmbeddings(settings)
         try:
-            await fill(store, count)
+            queries = await fill(store, count)
             recall = Recall.configured(store, client, settings)
             await recall.search("bench", "warm up the cache", [AUDIENCE], 10)
             whole, vector, lexical = [], [], []
-            for text in chat_texts(rounds, seed=99):
-                query = " ".join(text.split()[:6])
+            for query in queries[:rounds]:
                 started = time.perf_counter()
                 await client.embed_query(query)
                 embedded = time.perf_counter()
@@ -211,25 +229,30 @@ def percentiles(times: list[float]) -> str:
     return f"p50 {statistics.median(times):.1f} ms, p95 {times[int(len(times) * 0.95)]:.1f} ms"
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--messages", type=int, default=100_000)
-    parser.add_argument("--embed", type=int, default=512)
-    args = parser.parse_args()
+async def rates(threads: int | None, count: int) -> None:
     cores = os.cpu_count() or 1
-    cap = args.threads or thread_cap(EmbeddingsConfig(), cores)
-    rate = await throughput(args.threads, args.embed)
-    print(f"embedded per second: {rate:.1f} messages ({cap} of {cores} cores, {args.embed} texts)")
+    cap = threads or thread_cap(EmbeddingsConfig(), cores)
+    for label, texts in (("English prose", prose(count)), ("made-up words", chat_texts(count))):
+        rate = await throughput(threads, texts)
+        print(f"embedded per second, {label}: {rate:.1f} messages ({cap} of {cores} cores)")
+
+
+def memory() -> None:
     numpy_mb, model_mb, peak_mb = added_rss()
     print(
         f"added RSS: {model_mb:.0f} MB after a batch (peak {peak_mb:.0f} MB), numpy "
         f"{numpy_mb:.0f} MB more (goal <= 250 MB)"
     )
-    whole, vector, lexical = await search_at(args.messages)
-    print(f"search at {args.messages:,} messages, warm: {percentiles(whole)} (goal p95 <= 50 ms)")
+
+
+async def searches(count: int) -> None:
+    whole, vector, lexical = await search_at(count)
+    print(f"search at {count:,} messages, warm: {percentiles(whole)} (goal p95 <= 50 ms)")
     print(f"  the query's vector alone: {percentiles(vector)}")
     print(f"  the lexical search alone: {percentiles(lexical)}")
+
+
+async def chat_turns() -> None:
     idle, busy, left = await turn_latency(backlog=3000, count=150)
     ratio = statistics.median(busy) / statistics.median(idle)
     print(f"chat turn, embedder idle: {percentiles(idle)}")
@@ -237,6 +260,23 @@ async def main() -> None:
         f"chat turn, during a backfill: {percentiles(busy)} ({ratio:.2f}x idle p50; "
         f"{left} messages still waiting at the end; goal <= 1.2x)"
     )
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--embed", type=int, default=256)
+    parser.add_argument("--only", choices=["rate", "rss", "search", "turn"], default=None)
+    args = parser.parse_args()
+    if args.only in (None, "rate"):
+        await rates(args.threads, args.embed)
+    if args.only in (None, "rss"):
+        memory()
+    if args.only in (None, "search"):
+        await searches(args.messages)
+    if args.only in (None, "turn"):
+        await chat_turns()
 
 
 if __name__ == "__main__":
