@@ -27,6 +27,7 @@ from bot.store import NewMessage, Store
 from bot.store.opening import open_store
 from bot.workers.embedder import Embedder
 from partners.recall import Recall
+from tests.conftest import StoreBackend
 
 AUDIENCE = "user:test:42"
 HISTORY = (
@@ -379,3 +380,25 @@ async def test_setup_offers_the_local_embedder_when_it_is_installed(
             assert (question in err) is installed
             chosen = load_config(config).embeddings.provider
             assert chosen == ("local" if installed else "openai")
+
+
+async def test_each_backend_counts_what_reindex_has_left_and_does_not_redo_it(
+    store_backend: StoreBackend,
+) -> None:
+    from bot.workers.embedder import reindex
+
+    opened = await store_backend.open()
+    model = FakeE5()
+    client = LocalEmbeddings(EmbeddingsConfig(provider="local", local_threads=1), lambda _: model)
+    try:
+        await said(opened, *HISTORY)
+        assert await opened.unembedded_count(LOCAL_MODEL, "example") == len(HISTORY)
+        assert await opened.unembedded_count(LOCAL_MODEL, "another") == 0
+        assert await reindex(opened, client, None, 2) == len(HISTORY)
+        assert await opened.unembedded_count(LOCAL_MODEL, None) == 0
+        model.calls.clear()
+        assert await Embedder(opened, client, 8).run_once() == 0
+        assert model.calls == []
+    finally:
+        await client.close()
+        await opened.close()
