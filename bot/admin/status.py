@@ -100,7 +100,7 @@ async def admin_status(ctx: CommandContext) -> CommandReply:
 
 async def _recall_line(ctx: CommandContext) -> str:
     """Whether search is semantic too, and how many messages still wait for their vector."""
-    model = ctx.config.embeddings.model
+    model = ctx.config.embeddings.vector_model
     if not ctx.config.embeddings.enabled or model is None:
         return "Recall: lexical (no [embeddings] endpoint set)"
     waiting = await ctx.store.embedding_backlog(model)

@@ -22,6 +22,7 @@ from bot.config.model import Config
 from bot.delivery.greeter import Greeter
 from bot.gateway.claims import OwnerClaims
 from bot.gateway.inbound import Announce, Gateway
+from bot.services.local_embeddings import require_installed
 from bot.store import Store
 from bot.store.opening import open_store
 from bot.turn.budget import Budget
@@ -69,6 +70,7 @@ async def build_app(
 ) -> App:
     """Open the data directory (taking its lock) and build every part in order. ``announce``
     shows a notice on the terminal (default: a log line)."""
+    require_installed(config.embeddings)  # a missing extra stops start-up before the lock
     lock = DataDirLock(config.data_dir)
     lock.acquire()
     try:

@@ -28,6 +28,7 @@ from bot.gateway.memory_documents import (
 )
 from bot.services.embeddings import EmbeddingsClient
 from bot.services.llm import LLMClient
+from bot.services.local_embeddings import embeddings_client
 from bot.services.mcp_servers import McpServers
 from bot.services.speech import SpeechClient
 from bot.store import Store
@@ -139,7 +140,7 @@ async def open_data(config: Config, lock: DataDirLock, store: Store) -> Data:
 
 def outside_services(config: Config, store: Store) -> Outside:
     embeddings = (
-        EmbeddingsClient(config.embeddings, config.llm) if config.embeddings.enabled else None
+        embeddings_client(config.embeddings, config.llm) if config.embeddings.enabled else None
     )
     embedder = Embedder(store, embeddings, config.embeddings.batch_size) if embeddings else None
     return Outside(

@@ -2,14 +2,14 @@
 
 One line per finding: ``ok`` or ``BAD`` (each failure names its fix), or an indented fact. It
 names the keys the environment set, checks the LLM endpoint live (reachable, ``/v1``, the
-model, the key), the embeddings endpoint the same way when ``[embeddings]`` is set, each chat
-token with its platform, that every enabled platform has an owner (in config.toml or
-claimed), that a PostgreSQL database (``storage.database_url``) answers and at which schema
-(and what a worker reads from it rather than from its data directory), that the data
-directory is writable, that every partner directory loads and that every MCP server starts
-(``bot/cli/doctor_mcp.py``). It only reads, so it works beside a running gateway (it opens a
-database only when it is at the current schema, so opening it changes nothing); secrets are
-only ever said to be set or not.
+model, the key), the embeddings endpoint the same way when ``[embeddings]`` is set (or that
+the local embedder loads and embeds, and its thread cap), each chat token with its platform,
+that every enabled platform has an owner (in config.toml or claimed), that a PostgreSQL
+database (``storage.database_url``) answers and at which schema (and what a worker reads from
+it rather than from its data directory), that the data directory is writable, that every
+partner directory loads and that every MCP server starts (``bot/cli/doctor_mcp.py``). It only
+reads, so it works beside a running gateway (it opens a database only when it is at the
+current schema, so opening it changes nothing); secrets are only ever said to be set or not.
 """
 
 from __future__ import annotations
@@ -123,6 +123,10 @@ async def embeddings_findings(config: Config) -> list[Finding]:
     embeddings = config.embeddings
     if not embeddings.enabled:
         return []
+    if embeddings.provider == "local":
+        from bot.services.local_embeddings import check_local
+
+        return [Finding(*await check_local(embeddings))]
     problem = await check_embeddings(embeddings, config.llm)
     url = (embeddings.base_url or "").rstrip("/")
     answers = f"embeddings endpoint {url} embeds with model {embeddings.model}"

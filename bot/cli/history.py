@@ -1,5 +1,5 @@
-"""``companion search``, ``reindex`` and ``import``: past conversations from the terminal,
-searched, embedded for semantic recall, or imported from another app's history
+"""``companion search`` and ``import``: past conversations from the terminal, searched, or
+imported from another app's history
 (:mod:`bot.cli.history_formats` reads the files). An import stores no
 message its user had forgotten (``/forget history`` left a tombstone of each)."""
 
@@ -20,10 +20,9 @@ from bot.cli.data import CLIError, load_catalog, lock_data_dir
 from bot.cli.history_formats import detect, read
 from bot.cli.history_formats.messages import BadHistory, Choices, Imported, audience_of, user_of
 from bot.config.model import Config
-from bot.services.embeddings import EmbeddingsClient, EmbeddingsUnavailable
+from bot.services.local_embeddings import embeddings_client
 from bot.store import NewMessage, Store
 from bot.store.opening import open_store
-from bot.workers.embedder import reindex
 from partners.persona import Partner
 from partners.recall import Recall
 from partners.tombstones import unforgotten
@@ -39,7 +38,7 @@ def cmd_search(config: Config, args: argparse.Namespace) -> int:
     async def go() -> None:
         store = await open_store(config.database)
         embeddings = (
-            EmbeddingsClient(config.embeddings, config.llm) if config.embeddings.enabled else None
+            embeddings_client(config.embeddings, config.llm) if config.embeddings.enabled else None
         )
         recall = Recall.configured(store, embeddings, config.embeddings)
         try:
@@ -73,40 +72,6 @@ def cmd_search(config: Config, args: argparse.Namespace) -> int:
 
     asyncio.run(go())
     return 0
-
-
-def cmd_reindex(config: Config, args: argparse.Namespace) -> int:
-    if not config.embeddings.enabled:
-        raise CLIError(
-            "semantic recall is off: set [embeddings] base_url and model in config.toml first "
-            '(docs/search.md, "Semantic recall")'
-        )
-    partner_id = load_catalog(config).require(args.partner).id if args.partner else None
-    lock = lock_data_dir(config)
-    try:
-        embedded = asyncio.run(_reindex(config, partner_id))
-    finally:
-        lock.release()
-    print(f"embedded {embedded} messages with {config.embeddings.model}")
-    return 0
-
-
-async def _reindex(config: Config, partner_id: str | None) -> int:
-    store = await open_store(config.database)
-    client = EmbeddingsClient(config.embeddings, config.llm)
-    try:
-        return await reindex(
-            store,
-            client,
-            partner_id,
-            config.embeddings.batch_size,
-            progress=lambda done: print(f"  {done} embedded", flush=True),
-        )
-    except EmbeddingsUnavailable as exc:
-        raise CLIError(f"{exc}; what was embedded so far is kept, run reindex again") from exc
-    finally:
-        await client.close()
-        await store.close()
 
 
 def _hits_json(hits: list[Any]) -> list[dict[str, Any]]:

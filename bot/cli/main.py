@@ -186,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
         " changed)",
     )
     reindex.add_argument("partner", nargs="?", help="partner id (default: every partner)")
-    reindex.set_defaults(handler="bot.cli.history:cmd_reindex")
+    reindex.set_defaults(handler="bot.cli.reindex:cmd_reindex")
 
     imp = sub.add_parser(
         "import",

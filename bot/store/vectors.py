@@ -12,6 +12,12 @@ from bot.store.search_rows import EmbeddingWork, NewVector, SearchHit, StoredVec
 
 VECTOR_LOG_KEEP = 100_000
 """Vector log entries kept: a cache further behind than this reads its vectors again."""
+NO_VECTOR = (
+    "m.terms IS NOT NULL AND NOT EXISTS"
+    " (SELECT 1 FROM message_vectors v WHERE v.message_id = m.id AND v.model = ?)"
+)
+"""A searchable message ``m`` with no vector of the model (the parameter) yet: past the
+watermark, one that ``companion reindex`` embedded already is not embedded again."""
 
 
 class Vectors(SearchIndex):
@@ -29,13 +35,32 @@ class Vectors(SearchIndex):
             (upto, limit),
         )
         fresh = await self._sqlite_all(
-            "SELECT id, text FROM messages WHERE id > ? AND terms IS NOT NULL ORDER BY id LIMIT ?",
-            (upto, max(limit - len(redo), 0)),
+            f"SELECT m.id, m.text FROM messages m WHERE m.id > ? AND {NO_VECTOR}"
+            " ORDER BY m.id LIMIT ?",
+            (upto, model, max(limit - len(redo), 0)),
         )
+        if not fresh and len(redo) < limit:
+            upto = await self._past_embedded(model, upto)
         return EmbeddingWork(
             texts=tuple((row[0], row[1]) for row in (*redo, *fresh)),
             upto=fresh[-1][0] if fresh else upto,
         )
+
+    async def _past_embedded(self, model: str, upto: int) -> int:
+        """Move the watermark past messages that already have a vector of ``model`` (those
+        ``companion reindex`` embedded), up to the first that has none, in one statement (so
+        no message stored meanwhile is passed); returns the watermark."""
+        await self._sqlite_write(
+            "WITH gap AS (SELECT MIN(n.id) AS first FROM messages n"
+            " WHERE n.id > ?2 AND n.terms IS NOT NULL AND NOT EXISTS (SELECT 1"
+            " FROM message_vectors v WHERE v.message_id = n.id AND v.model = ?1))"
+            " INSERT INTO embedding_progress (model, upto)"
+            " SELECT ?1, MAX(m.id) FROM messages m, gap WHERE m.id > ?2 AND m.terms IS NOT NULL"
+            " AND m.id < COALESCE(gap.first, m.id + 1) HAVING MAX(m.id) IS NOT NULL"
+            " ON CONFLICT (model) DO UPDATE SET upto = MAX(upto, excluded.upto)",
+            (model, upto),
+        )
+        return await self.embedding_watermark(model)
 
     async def embedding_watermark(self, model: str) -> int:
         """How far the background embedder has read ``model``'s messages (a message id)."""
@@ -86,7 +111,9 @@ class Vectors(SearchIndex):
         )
 
     async def embedding_backlog(self, model: str) -> int:
-        """Searchable messages still waiting for a vector of ``model``."""
+        """Searchable messages still waiting for a vector of ``model``: past the watermark
+        (those a reindex embedded count until the embedder's next pass moves past them; the
+        count never looks at vectors, which it could see before their transaction commits)."""
         upto = await self.embedding_watermark(model)
         row = await self._sqlite_one(
             "SELECT (SELECT COUNT(*) FROM messages WHERE id > ? AND terms IS NOT NULL)"
@@ -110,6 +137,15 @@ class Vectors(SearchIndex):
             (model, after_id, *([partner_id] if partner_id is not None else []), limit),
         )
         return [(row[0], row[1]) for row in rows]
+
+    async def unembedded_count(self, model: str, partner_id: str | None) -> int:
+        """How many messages :meth:`unembedded` lists from the start (a reindex's total)."""
+        row = await self._sqlite_one(
+            f"SELECT COUNT(*) FROM messages m WHERE {NO_VECTOR}"
+            " AND m.partner_id = COALESCE(?, m.partner_id)",
+            (model, partner_id),
+        )
+        return int(row[0]) if row else 0
 
     async def vector_candidates(
         self,

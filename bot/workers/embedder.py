@@ -196,12 +196,14 @@ async def reindex(
     """Embed every searchable message (all, or one partner's) that has no vector of the
     client's model yet: the backfill after ``[embeddings]`` is set, or after its model changed
     (older models' vectors are replaced). Returns how many were embedded; raises
-    EmbeddingsUnavailable if the endpoint fails (what was stored stays)."""
+    EmbeddingsUnavailable if the endpoint fails (what was stored stays, and a reindex run
+    again starts after it). ``progress`` hears how many messages were gone through so far."""
     embedder = Embedder(store, client, batch_size)
-    done, after = 0, 0
+    done, seen, after = 0, 0, 0
     while texts := await store.unembedded(client.model, partner_id, after, batch_size):
         done += await store.save_vectors(client.model, await embedder.vectors(texts))
         after = texts[-1][0]
+        seen += len(texts)
         if progress is not None:
-            progress(done)
+            progress(seen)
     return done

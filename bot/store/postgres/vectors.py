@@ -186,6 +186,17 @@ class Vectors(SearchIndex):
         )
         return [(row[0], row[1]) for row in rows]
 
+    async def unembedded_count(self, model: str, partner_id: str | None) -> int:
+        """How many messages :meth:`unembedded` lists from the start (a reindex's total)."""
+        row = await self._one(
+            "SELECT count(*) FROM messages m WHERE m.terms IS NOT NULL"
+            " AND m.partner_id = coalesce($2, m.partner_id) AND NOT EXISTS"
+            " (SELECT 1 FROM message_vectors v WHERE v.message_id = m.id AND v.model = $1)",
+            model,
+            partner_id,
+        )
+        return int(row[0]) if row else 0
+
     async def vector_candidates(
         self,
         partner_id: str,

@@ -44,6 +44,9 @@ class VectorsStore(Protocol):
         self, model: str, partner_id: str | None, after_id: int, limit: int
     ) -> list[tuple[int, str]]: ...
 
+    async def unembedded_count(self, model: str, partner_id: str | None) -> int:
+        """How many messages :meth:`unembedded` lists from the start (a reindex's total)."""
+
     async def vector_candidates(
         self,
         partner_id: str,
