@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bot.cli.history_formats import streaming
+import bot.cli.history_formats.streaming as streaming
 from bot.cli.history_formats.messages import OWNER, BadHistory, Choices, Imported
 from bot.cli.history_formats.times import BadTime, parse_time
 

@@ -17,7 +17,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from bot.cli.history_formats import streaming
+import bot.cli.history_formats.streaming as streaming
 from bot.cli.history_formats.messages import BadHistory, Choices, Imported, flat_text
 from bot.cli.history_formats.telegram_survey import Chat, Survey, survey
 from bot.cli.history_formats.times import BadTime, parse_time

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.cli.history_formats import streaming
+import bot.cli.history_formats.streaming as streaming
 from bot.cli.history_formats.messages import BadHistory
 
 SCALARS = frozenset(("string", "number", "boolean", "null"))
