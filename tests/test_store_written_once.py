@@ -21,7 +21,6 @@ SIMILAR = 0.8
 KNOWN_TWINS = frozenset(
     {
         "close",
-        "embedding_backlog",
         "embedding_watermark",
         "media_for",
         "search_hits",

@@ -61,6 +61,8 @@ def setting_values(partner: Partner) -> dict[str, str]:
             value = proactive.get(key.removeprefix("proactive.")) if proactive else None
         elif key == "language":
             value = preset.language
+        elif key == "presence":  # kept with the scene's other keys, unvalidated until read
+            value = preset.extra.get("presence")
         else:
             value = getattr(preset, key)
         values[key] = _shown(value)
