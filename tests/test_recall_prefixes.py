@@ -75,7 +75,9 @@ async def test_prefixes_set_in_the_config_win_over_the_preset(fake_llm: FakeLLM)
     finally:
         await embeddings.close()
     assert inputs(fake_llm) == ["hi", "doc: hi", "doc: there"]
-    only_query = EmbeddingsConfig(base_url="http://x/v1", model="e5-base", query_prefix="q: ")
+    only_query = EmbeddingsConfig(
+        base_url="http://127.0.0.1:9/v1", model="e5-base", query_prefix="q: "
+    )
     assert only_query.prefixes() == ("q: ", "passage: ")
 
 

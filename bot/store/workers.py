@@ -28,27 +28,17 @@ from bot.store.errors import LeaseLost
 from bot.store.leases import (
     CLAIMABLE,
     HOLDS_LEADERSHIP,
-    HOLDS_LEASE,
     LEADER,
     LONGEST_WAITING,
     NOW,
     REVIEW_PREFIX,
     Liveness,
+    lease_lost,
     let_go,
     review_key,
     waits_for_retry,
 )
 from bot.store.worker_rows import Leader, Lease, WorkerRow
-
-
-def check_lease(db: sqlite3.Connection, lease: Lease | None) -> None:
-    """Inside a write's transaction: refuse it unless ``lease`` is still held with its epoch
-    (None: a write no lease fences, such as the console's own turn)."""
-    if lease is None:
-        return
-    held = db.execute(HOLDS_LEASE, (lease.queue_key, lease.worker_id, lease.epoch)).fetchone()
-    if held is None:
-        raise LeaseLost(f"the lease on {lease.queue_key} (epoch {lease.epoch}) was taken over")
 
 
 def check_leadership(db: sqlite3.Connection, leader: Leader) -> None:
@@ -282,9 +272,7 @@ class SqliteWorkers(Workers, SqliteBase):
                 (lease_seconds, lease.queue_key, lease.worker_id, lease.epoch),
             ).fetchone()
             if row is None:
-                raise LeaseLost(
-                    f"the lease on {lease.queue_key} (epoch {lease.epoch}) was taken over"
-                )
+                raise lease_lost(lease)
             return _lease(row)
 
         return await self._in_one_trip(renew)

@@ -4,12 +4,10 @@ line, so a file of any size is never held whole."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-from bot.cli.history_formats.messages import BadHistory, Choices, Imported, flat_text
+from bot.cli.history_formats.messages import BadHistory, Choices, Imported, flat_text, json_object
 from bot.cli.history_formats.times import BadTime, parse_time
 
 ROLES = ("user", "assistant")
@@ -27,7 +25,7 @@ def read(path: Path, _choices: Choices) -> Iterator[Imported]:
 def parse_line(number: int, index: int, line: str) -> Imported:
     """The message on line ``number``, the ``index``-th record of its file (which names it
     when the record has no ``id``)."""
-    record = _object(number, line)
+    record = json_object(number, line)
     for key in REQUIRED:
         if key not in record or record[key] in (None, ""):
             raise BadHistory(f"line {number}: missing '{key}'")
@@ -50,13 +48,3 @@ def parse_line(number: int, index: int, line: str) -> Imported:
         time=time,
         ident=str(record.get("id") or f"{session}:{index}"),
     )
-
-
-def _object(number: int, line: str) -> dict[str, Any]:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise BadHistory(f"line {number}: not JSON ({exc.msg})") from exc
-    if not isinstance(record, dict):
-        raise BadHistory(f"line {number}: expected a JSON object")
-    return record

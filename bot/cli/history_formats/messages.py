@@ -4,6 +4,7 @@ a history's messages are (:func:`user_of`, :func:`audience_of`)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,3 +76,14 @@ def audience_of(name: str) -> str:
     """Who may be reminded of a history's messages: the owner's are the owner's, any other
     user's that user's."""
     return "owner" if name == OWNER else f"user:{user_of(name)}"
+
+
+def json_object(number: int, line: str) -> dict[str, Any]:
+    """Line ``number`` of a JSON-lines file as the object it must hold."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise BadHistory(f"line {number}: not JSON ({exc.msg})") from exc
+    if not isinstance(record, dict):
+        raise BadHistory(f"line {number}: expected a JSON object")
+    return record

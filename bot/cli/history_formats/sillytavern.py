@@ -7,12 +7,11 @@ hidden lines (``is_system``) are left out, as SillyTavern leaves them out of the
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from bot.cli.history_formats.messages import BadHistory, Choices, Imported
+from bot.cli.history_formats.messages import BadHistory, Choices, Imported, json_object
 from bot.cli.history_formats.times import BadTime, parse_time
 
 
@@ -22,7 +21,7 @@ def read(path: Path, choices: Choices) -> Iterator[Imported]:
         for number, line in enumerate(file, start=1):
             if not line.strip():
                 continue
-            record = _object(number, line)
+            record = json_object(number, line)
             if number == 1 and "mes" not in record:
                 header = record
                 continue
@@ -66,13 +65,3 @@ def _chosen(record: dict[str, Any]) -> str:
     if isinstance(swipes, list) and isinstance(chosen, int) and 0 <= chosen < len(swipes):
         return str(swipes[chosen]) if isinstance(swipes[chosen], str) else ""
     return ""
-
-
-def _object(number: int, line: str) -> dict[str, Any]:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise BadHistory(f"line {number}: not JSON ({exc.msg})") from exc
-    if not isinstance(record, dict):
-        raise BadHistory(f"line {number}: expected a JSON object")
-    return record
