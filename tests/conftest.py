@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,6 +25,31 @@ from tests.postgres_server import PostgresServer, PostgresUnavailable
 
 OWNER_ID = 1
 _message_ids = itertools.count(1000)
+
+DATABASE_THREAD = "_connection_worker_thread"
+"""In the name of every aiosqlite connection's thread: not a daemon, so one left open keeps
+the process (pytest, or ``companion`` after an error) from ever exiting."""
+
+
+def _database_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if DATABASE_THREAD in t.name}
+
+
+@pytest.fixture(autouse=True)
+def no_database_left_open() -> Iterator[None]:
+    """Fail the test that leaves a SQLite connection open (the store, or any other): it
+    would hang the run at exit, long after every test had passed, naming nothing."""
+    before = _database_threads()
+    yield
+    for thread in _database_threads() - before:
+        thread.join(timeout=5)  # a closed connection's thread ends as soon as it is let go
+    left = _database_threads() - before
+    if left:
+        pytest.fail(
+            f"the test left {len(left)} SQLite connection(s) open; close every store it opens"
+            " (on every path, errors included)",
+            pytrace=False,
+        )
 
 
 class RecordingChannel:

@@ -78,12 +78,19 @@ async def build_app(
     except BaseException:
         lock.release()
         raise
-    data = await open_data(config, lock, store)
-    outside = outside_services(config, store)
-    owner = await owner_parts(config, store, channels)
-    sending = sending_parts(data, outside, owner, channels)
-    work = memory_work(data, outside, owner, sending)
-    front = front_parts(data, outside, owner, sending, work, channels, announce)
+    try:
+        data = await open_data(config, lock, store)
+        outside = outside_services(config, store)
+        owner = await owner_parts(config, store, channels)
+        sending = sending_parts(data, outside, owner, channels)
+        work = memory_work(data, outside, owner, sending)
+        front = front_parts(data, outside, owner, sending, work, channels, announce)
+    except BaseException:
+        # a part that refuses to start leaves nothing open: an open store's database thread
+        # would keep the process from exiting after the error was printed
+        await store.close()
+        lock.release()
+        raise
     return assemble(data, outside, sending, work, front, channels)
 
 

@@ -36,10 +36,10 @@ def cmd_search(config: Config, args: argparse.Namespace) -> int:
     audiences = None if args.user is None else [f"user:{args.user}"]
 
     async def go() -> None:
-        store = await open_store(config.database)
-        embeddings = (
+        embeddings = (  # may refuse (a missing extra): before the store is opened
             embeddings_client(config.embeddings, config.llm) if config.embeddings.enabled else None
         )
+        store = await open_store(config.database)
         recall = Recall.configured(store, embeddings, config.embeddings)
         try:
             queries = [args.query] if args.query is not None else None

@@ -38,8 +38,8 @@ def cmd_reindex(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _reindex(config: Config, partner_id: str | None) -> int:
+    client = embeddings_client(config.embeddings, config.llm)  # may refuse: before the store
     store = await open_store(config.database)
-    client = embeddings_client(config.embeddings, config.llm)
     try:
         total = await store.unembedded_count(client.model, partner_id)
         with progress_bar(total, client.model) as advance:

@@ -75,7 +75,11 @@ class Connection:
         # autocommit: the store says BEGIN itself
         db = await aiosqlite.connect(path, isolation_level=None)
         db.row_factory = sqlite3.Row
-        await db.create_function("strpos", 2, _strpos, deterministic=True)
+        try:
+            await db.create_function("strpos", 2, _strpos, deterministic=True)
+        except BaseException:
+            await db.close()
+            raise
         return cls(db)
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> aiosqlite.Cursor:

@@ -64,9 +64,13 @@ class SqliteStore(
         store = cls(db, path)
         try:
             await store._prepare()
-        except (sqlite3.DatabaseError, StoreUnavailable) as exc:
+        except BaseException as exc:
+            # closed on every failure: an open connection's thread would keep the process
+            # from exiting
             await db.close()
-            if isinstance(exc, StoreError):
+            if isinstance(exc, StoreError) or not isinstance(
+                exc, (sqlite3.DatabaseError, StoreUnavailable)
+            ):
                 raise
             raise StoreError(f"cannot use the database {path}: {exc}") from exc
         return store
