@@ -4,6 +4,7 @@ with a recording channel that stands in for a platform."""
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import itertools
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -33,6 +34,15 @@ the process (pytest, or ``companion`` after an error) from ever exiting."""
 
 def _database_threads() -> set[threading.Thread]:
     return {t for t in threading.enumerate() if DATABASE_THREAD in t.name}
+
+
+EXIT_WITHIN_SECONDS = 300
+
+
+def pytest_unconfigure() -> None:
+    """A run whose process does not exit after its last test (a thread left running) prints
+    every thread's stack and fails within minutes, instead of hanging until CI gives up."""
+    faulthandler.dump_traceback_later(EXIT_WITHIN_SECONDS, exit=True)
 
 
 @pytest.fixture(autouse=True)
