@@ -117,7 +117,7 @@ class PresetFile(_Strict):
     interests: list[Annotated[str, Field(min_length=1, max_length=60)]] = Field(
         default_factory=list, max_length=50
     )
-    """Words that draw a lively partner into talk nobody addressed to it."""
+    """Topics that draw the partner into talk nobody addressed to it (``speak_score.py``)."""
 
     _texts = field_validator(
         "name", "description", "model", "language", "avatar", "resting_message", mode="before"

@@ -276,6 +276,7 @@ async def test_admin_scene_shows_the_cast_and_pauses_and_resumes(
     shown = await admin("/admin scene", 1)
     assert "Cast: Mira, Sol" in shown and "Scene: on" in shown
     assert "max_partner_turns = 3" in shown and "max_turns_per_partner = 2" in shown
+    assert "max_unaddressed_per_hour = 4" in shown and "gate_calls_per_hour = 6" in shown
     assert "The scene is paused." in await admin("/admin scene pause", 2)
     assert paused_key("telegram", str(GROUP)) in await store.settings()
     fake_llm.responder = names_everyone_else

@@ -51,5 +51,7 @@ async def _describe(ctx: CommandContext, action: str) -> str:
         f"Scene: {state}",
         f"max_partner_turns = {settings.max_partner_turns}",
         f"max_turns_per_partner = {settings.max_turns_per_partner}",
+        f"max_unaddressed_per_hour = {settings.max_unaddressed_per_hour}",
+        f"gate_calls_per_hour = {settings.gate_calls_per_hour}",
     ]
     return "\n".join(lines)

@@ -22,6 +22,7 @@ from bot.config.model import Config
 from bot.delivery.greeter import Greeter
 from bot.gateway.claims import OwnerClaims
 from bot.gateway.inbound import Announce, Gateway
+from bot.gateway.speak_gate import SpeakGate
 from bot.services.local_embeddings import require_installed
 from bot.store import Store
 from bot.store.opening import open_store
@@ -222,6 +223,7 @@ def front_parts(
         greeter=Greeter(store, work.sessions, sending.delivery),
         admin=admin,
         confirmations=confirmations,
+        gate=SpeakGate(config, store, outside.llm),
     )
     web = web_server(data, owner, work, admin, door)
     return Front(runner, dispatcher, gateway, web)

@@ -18,5 +18,8 @@ class SceneConfig(Section):
     max_turns_per_partner: int = Field(2, ge=1, le=10)
     """Replies one partner gives after one human message, its answer to the human included."""
     max_unaddressed_per_hour: int = Field(4, ge=0, le=60)
-    """Times an hour the lively partners of a group (preset.yml ``presence: lively``) join talk
-    nobody addressed to them, all together (0: never)."""
+    """Times an hour the partners of a group join talk nobody addressed to them that is not
+    their own (a topic in their interests, a question to the room), all together (0: never)."""
+    gate_calls_per_hour: int = Field(6, ge=0, le=120)
+    """Times an hour the speak gate of one group may ask the model whether a partner should
+    speak, when the score alone cannot tell (0: never; the partner then stays quiet)."""

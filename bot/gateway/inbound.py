@@ -5,11 +5,11 @@ who is it (user and chat rows kept current) -> command, addressing and partner d
 (``bot/gateway/addressing.py``) -> access (owner, DM policy, bound groups) -> a command run
 (``bot/gateway/command_runs.py``), or: which partner (``bot/gateway/partner_choice.py``) ->
 persisted (deduplicated by platform message id) -> the dispatcher's queue for that chat and
-partner (a scene's one queue for all its partners: ``bot/gateway/scenes.py``). Group messages
-that do not address a partner are stored as context for the next answered turn, never
-answered; so are commands the sender may not run there (an unknown one, ``/admin`` from anyone
-but the owner), even addressed to the bot. What a channel must know
-goes to it as a view (``bot/gateway/views.py``), never asked per message.
+partner (a scene's one queue for all its partners: ``bot/gateway/scenes.py``). A group message
+that addresses no partner goes to the speak gate (``bot/gateway/speak_gate.py``); one nobody
+speaks to is context for the next answered turn, as are commands the sender may not run there
+(an unknown one, ``/admin`` from anyone but the owner), even addressed to the bot. What a
+channel must know goes to it as a view (``bot/gateway/views.py``), never asked per message.
 
 Nothing is fetched from a platform for a message before this decides who sent it: channels
 hand files in by reference, and only a turn (voice, photos) or an owner command (a document)
@@ -92,6 +92,7 @@ class Gateway:
         greeter: Greeter | None = None,
         admin: AdminServices | None = None,
         confirmations: Confirmations | None = None,
+        gate: SpeakGate | None = None,
     ) -> None:
         self.config = config
         self.confirmations = confirmations
@@ -117,8 +118,8 @@ class Gateway:
             config, store, catalog, access, sessions, user_memory, channels, self.notices,
             self.partners, greeter,
         )  # fmt: skip
-        self.gate = SpeakGate(config, store)
-        """Whether a lively partner joins talk nobody addressed to it."""
+        self.gate = gate or SpeakGate(config, store)
+        """Who speaks to talk nobody addressed (none given: one that never asks the model)."""
         self.bot_usernames: dict[str, str] = {}
         self.can_read_groups: dict[str, bool] = {}
         self.admin = admin
@@ -218,7 +219,7 @@ class Gateway:
             and not inbound.late
             and (joiner := await self.gate.joiner(inbound, bound))
         ):
-            partner_id, addressed = joiner, True  # a lively partner joins (speak_gate.py)
+            partner_id, addressed = joiner, True  # a partner speaks unaddressed (speak_gate.py)
         if scenes.is_scene(bound):
             await self._scene_message(inbound, is_owner, bound, partner_id, addressed)
             return

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from bot.events import Inbound
 from bot.gateway.addressing import Named, named_partner
-from bot.gateway.speak_gate import presence
+from bot.gateway.speak_score import presence
 from bot.store import Store
 from bot.workers.queue_keys import scene_key
 from partners.persona import Partner

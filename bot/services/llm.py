@@ -79,15 +79,28 @@ class LLMClient:
         tools: list[dict[str, Any]] | None = None,
         on_delta: Delta | None = None,
         json_mode: bool = False,
+        max_tokens: int | None = None,
+        time_limit: float | None = None,
+        max_retries: int | None = None,
     ) -> Completion:
+        """One answer. ``max_tokens`` caps what it may write; ``time_limit`` (seconds) and
+        ``max_retries`` replace ``llm.timeout`` and ``llm.max_retries`` for this call (a small
+        question that must not hold anything up; not with ``on_delta``)."""
         request: dict[str, Any] = {"model": model or self.default_model, "messages": messages}
         if tools:
             request["tools"] = tools
         if json_mode:
             request["response_format"] = {"type": "json_object"}
+        if max_tokens is not None:
+            request["max_tokens"] = max_tokens
+        options: openai.RequestOptions = {}
+        if time_limit is not None:
+            options["timeout"] = time_limit
+        if max_retries is not None:
+            options["max_retries"] = max_retries
         try:
             if on_delta is None:
-                return await self._complete(request)
+                return await self._complete(request, options)
             return await self._stream(request, on_delta)
         except openai.BadRequestError as exc:
             if _is_context_error(exc):
@@ -109,10 +122,12 @@ class LLMClient:
         except (openai.APIConnectionError, openai.APIStatusError) as exc:
             raise LLMUnavailable(f"the LLM endpoint failed: {exc}") from exc
 
-    async def _complete(self, request: dict[str, Any]) -> Completion:
+    async def _complete(
+        self, request: dict[str, Any], options: openai.RequestOptions | None = None
+    ) -> Completion:
         try:
             response = await self._client.post(
-                CHAT_COMPLETIONS, body=request, cast_to=ChatCompletion
+                CHAT_COMPLETIONS, body=request, cast_to=ChatCompletion, options=options or {}
             )
         except json.JSONDecodeError as exc:  # a proxy's HTML page, an empty body
             raise NotACompletion(f"its answer is not JSON ({exc.msg})") from exc
