@@ -27,7 +27,6 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import anyio
 import httpx2
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -42,6 +41,7 @@ from mcp_types import (
 
 from bot.config.mcp import ServerConfig
 from bot.services.mcp_listing import ListedTool, ServerFault
+from bot.services.mcp_stream import WatchedStream
 
 logger = logging.getLogger(__name__)
 
@@ -300,46 +300,6 @@ class McpServer:
             task.cancel()
         except Exception:
             logger.debug("MCP server %s: error while stopping", self.name, exc_info=True)
-
-
-class WatchedStream:
-    """What the SDK reads from a server, telling when it ends (the program exited, the
-    connection closed): ``ended`` is set then. The SDK's session only says so to a call made
-    after, as if the server had died during that call."""
-
-    def __init__(self, inner: Any, ended: asyncio.Event) -> None:
-        self._inner = inner
-        self.ended = ended
-
-    @property
-    def last_context(self) -> Any:
-        """The sender's context of the last message, which the SDK looks for on its streams."""
-        return getattr(self._inner, "last_context", None)
-
-    async def receive(self) -> Any:
-        try:
-            return await self._inner.receive()
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self.ended.set()
-            raise
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    def __aiter__(self) -> WatchedStream:
-        return self
-
-    async def __anext__(self) -> Any:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> WatchedStream:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
 
 def _session_lost(exc: MCPError) -> bool:
