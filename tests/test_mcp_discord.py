@@ -12,6 +12,7 @@ from partners.catalog import PartnerCatalog
 from tests.discord_harness import (
     ALICE,
     BOB,
+    BOT_ID,
     CHANNEL,
     TIMEOUT,
     DiscordGateways,
@@ -101,7 +102,7 @@ async def test_only_the_person_asked_can_answer_in_a_channel(
 ) -> None:
     await start(gateways)
     await fake.message_create(
-        channel_id=CHANNEL, author_id=ALICE, content=mention("echo it"), mentions=[900]
+        channel_id=CHANNEL, author_id=ALICE, content=mention("echo it"), mentions=[BOT_ID]
     )
     asked, buttons = await question_in(fake, CHANNEL)
     assert asked.json["content"].startswith("Mira wants to use the tool fake.echo")
