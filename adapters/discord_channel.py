@@ -36,6 +36,7 @@ from adapters import discord_media
 from adapters.base import DeliveryError, Receiver, ReplyStream
 from adapters.chat_locks import ChatLocks
 from adapters.chunking import split as split_markdown
+from adapters.discord_buttons import buttons
 from adapters.discord_client import apply_endpoints, assigned_client, build_client
 from adapters.discord_commands import SlashCommands, build_tree
 from adapters.discord_delivery import (
@@ -265,7 +266,11 @@ class DiscordChannel(DiscordReceiving):
                 return await self.poster.post(message)
             pending.answered = True
             return await pending.interaction.followup.send(
-                message.text, ephemeral=pending.ephemeral, allowed_mentions=NO_PINGS, wait=True
+                message.text,
+                ephemeral=pending.ephemeral,
+                allowed_mentions=NO_PINGS,
+                wait=True,
+                **buttons(message.choices),
             )
 
         return await self._delivering(message.chat, post)

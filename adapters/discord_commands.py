@@ -13,7 +13,8 @@ Discord requires within 3 s) is then removed, the same end as in an unbound chan
 :class:`SlashCommands` answers an invocation: it defers it at once (Discord allows 3 s), hands
 the command line it stands for (``/partner sol``) to the gateway as an ordinary inbound message
 from that user in that chat, and sends the gateway's answer back as the interaction's
-follow-up.
+follow-up. A pressed button (:meth:`SlashCommands.press`) is handed over the same way, its
+``custom_id`` the command line.
 """
 
 from __future__ import annotations
@@ -126,7 +127,8 @@ class PendingInteraction:
 
 
 class SlashCommands:
-    """The slash commands being answered, at most one per chat at a time (the chat's lock)."""
+    """The slash commands and button presses being answered, at most one per chat at a time
+    (the chat's lock)."""
 
     def __init__(self, locks: ChatLocks) -> None:
         self._locks = locks
@@ -141,22 +143,44 @@ class SlashCommands:
         except discord.HTTPException as exc:
             logger.warning("discord: interaction %s not acknowledged: %s", interaction.id, exc)
             return
-        inbound = interaction_event(interaction, text)
         pending = PendingInteraction(interaction, ephemeral)
-        if inbound is not None:
-            async with self._locks.hold(inbound.chat.key):
-                self._pending[inbound.chat.key] = pending
-                try:
-                    await receiver.receive(inbound)
-                except Exception:
-                    logger.exception("discord: command %r not handled", text)
-                finally:
-                    del self._pending[inbound.chat.key]
+        await self._hand_over(pending, text, receiver)
         if not pending.answered:
             # Nothing to say here (an unbound channel, a blocked user, /admin from anyone but
             # the owner in a server): end the "thinking…" quietly rather than leave it spinning.
             with contextlib.suppress(discord.HTTPException):
                 await interaction.delete_original_response()
+
+    async def press(self, interaction: discord.Interaction, receiver: Receiver) -> None:
+        """A pressed button (the per-interaction edge; ``adapters/discord_buttons.py``): its
+        command handed to the gateway as typed by the presser, once the press is acknowledged
+        (a deferred update: the message and its buttons stay as they are). What the gateway
+        says back to it, if anything, only the presser sees."""
+        data = interaction.data
+        command = data.get("custom_id") if data is not None else None
+        if not isinstance(command, str) or not command:
+            return
+        try:
+            await interaction.response.defer()
+        except discord.HTTPException as exc:
+            logger.warning("discord: button press %s not acknowledged: %s", interaction.id, exc)
+            return
+        await self._hand_over(PendingInteraction(interaction, ephemeral=True), command, receiver)
+
+    async def _hand_over(self, pending: PendingInteraction, text: str, receiver: Receiver) -> None:
+        """``text`` to the gateway as the interaction's user's message, its answer to go back
+        as the interaction's follow-up."""
+        inbound = interaction_event(pending.interaction, text)
+        if inbound is None:
+            return
+        async with self._locks.hold(inbound.chat.key):
+            self._pending[inbound.chat.key] = pending
+            try:
+                await receiver.receive(inbound)
+            except Exception:
+                logger.exception("discord: interaction %r not handled", text)
+            finally:
+                del self._pending[inbound.chat.key]
 
     def pending(self, chat: ChatRef) -> PendingInteraction | None:
         """The interaction being answered in ``chat``, if any (a file answers it whole)."""

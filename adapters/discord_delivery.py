@@ -33,6 +33,7 @@ import aiohttp
 import discord
 
 from adapters.base import DeliveryError
+from adapters.discord_buttons import buttons
 from bot.events import ChatRef, Outbound
 
 logger = logging.getLogger(__name__)
@@ -227,15 +228,18 @@ class Poster:
         self._dm_channels[user_id] = channel
 
     async def post(self, message: Outbound, file: discord.File | None = None) -> discord.Message:
-        """One chunk (with ``file``: a voice reply's audio beside its text)."""
+        """One chunk (with ``file``: a voice reply's audio beside its text), its choices as
+        buttons (``adapters/discord_buttons.py``)."""
         extra: dict[str, Any] = {"file": file} if file is not None else {}
+        extra |= buttons(message.choices)
         if message.chat.is_dm:
             channel = await self.dm_channel(message.chat.chat_id)
             return await channel.send(message.text, allowed_mentions=NO_PINGS, **extra)
         target, parent = await self.group_target(message.chat)
         text = message.text
         if message.partner_name:
-            hook = await self._persona_hook(parent, message)
+            # a persona webhook cannot carry buttons: a message with them goes as the bot
+            hook = None if "view" in extra else await self._persona_hook(parent, message)
             if hook is not None and parent is not None:
                 return await self._as_persona(hook, parent, message, extra)
             text = f"**{message.partner_name}:** {text}"

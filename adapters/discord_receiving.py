@@ -1,4 +1,5 @@
-"""Receiving on Discord: gateway events, slash commands handed over, and missed messages.
+"""Receiving on Discord: gateway events, slash commands and button presses handed over, and
+missed messages.
 
 Messages become :class:`~bot.events.Inbound` (``adapters/discord_events.py``), handed to the
 gateway one chat at a time in arrival order, one call each; the gateway stores each one
@@ -101,6 +102,12 @@ class DiscordReceiving:
         @client.event
         async def on_raw_reaction_add(payload: discord.RawReactionActionEvent) -> None:
             await self.handle_reaction(payload)
+
+        @client.event
+        async def on_interaction(interaction: discord.Interaction) -> None:
+            # slash commands come through the command tree (adapters/discord_commands.py)
+            if interaction.type is discord.InteractionType.component and self.receiver:
+                await self.commands.press(interaction, self.receiver)
 
     def _shard_connected(self, shard_id: int, *, resumed: bool = False) -> None:
         """An assigned shard's READY came, or it RESUMED. One no longer assigned (discord.py

@@ -15,6 +15,7 @@ import asyncpg
 import pytest
 
 from bot.store import (
+    ConfirmationRow,
     DeliveryRetry,
     ForgetOperation,
     NewMedia,
@@ -169,6 +170,9 @@ async def fill(store: Store) -> None:
     await store.claim_shards("w1", 2, 30.0, 1)
     leader = await store.lead("w1", 30.0)
     await store.record_job_run("nightly", "2026-01-02", leader)
+    question = ConfirmationRow("0123456789", "telegram:5", "telegram:5", 1_000.0, 1_120.0)
+    await store.add_confirmation(question, 0.0)
+    await store.answer_confirmation(question.id, True, 1_001.0)
 
 
 def sqlite_tables(path: Path) -> dict[str, list[tuple[Any, ...]]]:

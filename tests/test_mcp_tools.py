@@ -230,7 +230,8 @@ async def asked(harness: Harness, answer: str) -> tuple[str, list[dict[str, Any]
     [question] = [m for m in harness.channel.sent if "Answer yes or no" in m.text]
     await harness.send(dm(42, answer))
     await harness.settle()
-    assert [c.command for c in question.choices] == ["yes", "no"]
+    assert [c.label for c in question.choices] == ["Yes", "No"]
+    assert [c.command.split(" #")[0] for c in question.choices] == ["yes", "no"]
     return question.text, harness.llm.requests[start:]
 
 

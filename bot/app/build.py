@@ -167,7 +167,7 @@ def front_parts(
     """The turn runner, the dispatcher, the owner's services, the gateway and the web page."""
     config, store = data.config, data.store
     lore = LoreLibrary(LoreBudget.configured(config))
-    confirmations = Confirmations(channels)
+    confirmations = Confirmations(channels, store, config.mcp.confirm_seconds)
     runner = TurnRunner(
         config,
         store,

@@ -91,6 +91,9 @@ class McpConfig(Section):
     """MCP tools one turn may offer."""
     max_result_chars: int = Field(4000, ge=100, le=200_000)
     """A tool's result is cut to this many characters before the model reads it."""
+    confirm_seconds: float = Field(120.0, gt=0, le=3600)
+    """How long a tool marked ``confirm`` waits for the person's answer; then the call is not
+    made, and the model is told the person did not confirm it."""
     restart_backoff_seconds: float = Field(5.0, gt=0, le=3600)
     """The first wait before a server that died or could not start is tried again; it doubles
     with each failure in a row, up to five minutes."""

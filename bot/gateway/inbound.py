@@ -96,7 +96,7 @@ class Gateway:
     ) -> None:
         self.config = config
         self.confirmations = confirmations
-        """Questions a turn asked before an MCP tool runs; a ``yes`` or ``no`` answers one."""
+        """Questions a turn asked before an MCP tool runs; a press or a yes or no answers one."""
         self.claims = claims
         self.store = store
         self.catalog = catalog
@@ -184,10 +184,8 @@ class Gateway:
         await self.store.upsert_chat(
             chat.key, chat.platform, chat.chat_id, chat.thread_id, chat.kind, chat.title
         )
-        if self.confirmations is not None and self.confirmations.answer(
-            chat.key, sender.key, inbound.text
-        ):
-            return  # the answer to a running turn's question, not a message to the partner
+        if self.confirmations is not None and await self.confirmations.take(inbound):
+            return  # the answer to a turn's question (whichever worker asked), not a message
         is_owner = self.access.is_owner(sender.key)
         command = command_of(inbound, self.bot_usernames.get(chat.platform))
         if command is not None and inbound.late:

@@ -56,6 +56,7 @@ from bot.store.migrations import SCHEMA, Dialects, Migration, for_dialect
 from bot.store.protocol import Store
 from bot.store.rows import (
     ChatRow,
+    ConfirmationRow,
     DeliveryRetry,
     DocumentRow,
     ForgetOperation,
@@ -79,6 +80,7 @@ __all__ = [
     "AuditRow",
     "BindingRow",
     "ChatRow",
+    "ConfirmationRow",
     "CheckinCandidate",
     "CheckinSetting",
     "ClaimedOwnerRow",

@@ -144,6 +144,19 @@ class ToolCallRow(NewToolCall):
 
 
 @dataclass(frozen=True)
+class ConfirmationRow:
+    """A question put to the person ``user_key`` in ``chat_key`` before a tool call, open
+    until ``expires_at``; ``answer`` is None until they answer (True: yes)."""
+
+    id: str
+    chat_key: str
+    user_key: str
+    asked_at: float
+    expires_at: float
+    answer: bool | None = None
+
+
+@dataclass(frozen=True)
 class NewMedia:
     kind: str
     ref: str

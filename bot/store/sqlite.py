@@ -10,6 +10,7 @@ from pathlib import Path
 from bot.store.audit import Audit
 from bot.store.chats import Chats
 from bot.store.checkins import Checkins
+from bot.store.confirmations import PendingConfirmations
 from bot.store.connection import Connection, SqliteBase, statements
 from bot.store.documents import SqliteDocuments
 from bot.store.errors import StoreError, StoreUnavailable
@@ -47,6 +48,7 @@ class SqliteStore(
     SqliteShardLeases,
     SqliteDocuments,
     ToolCalls,
+    PendingConfirmations,
     SqliteBase,
 ):
     """The :class:`bot.store.Store` interface on SQLite (the standard library's sqlite3 on a

@@ -27,7 +27,7 @@ from bot.services.mcp_listing import ListedTool, ServerFault
 from bot.services.mcp_servers import McpServers
 from bot.store import NewToolCall, Store
 from bot.text.literal import literal, literal_line
-from bot.turn.confirmations import Confirmations
+from bot.turn.confirmations import Confirmations, Outcome
 from bot.turn.tools import pattern_matches
 from partners.persona import Partner
 from partners.tools import Handler, ToolContext, ToolError, ToolSpec
@@ -44,6 +44,18 @@ MODEL_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 """What OpenAI-compatible endpoints accept as a function's name."""
 MAX_DESCRIPTION_CHARS = 1000
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+NOT_CONFIRMED = {
+    Outcome.NO: "the person did not allow this call; do not try it again",
+    Outcome.TIMED_OUT: (
+        "the person did not confirm this call in time, so it was not made; ask them before "
+        "trying it again"
+    ),
+    Outcome.NOT_ASKED: (
+        "the person could not be asked to confirm this call (another question of yours may "
+        "be waiting for them), so it was not made"
+    ),
+}
+"""What the model reads when a ``confirm`` tool's call is not made, by how the question ended."""
 
 
 @dataclass(frozen=True)
@@ -164,8 +176,8 @@ class McpTools:
         conversation before the model reads its result."""
         arguments = json.dumps(args, ensure_ascii=False)
         try:
-            if needs_yes(server, tool) and not await self._allowed(asker, server, tool, arguments):
-                raise ServerFault("the person did not allow this call; do not try it again")
+            if needs_yes(server, tool):
+                await self._confirmed(asker, server, tool, arguments)
             result = await server.call(tool, args)
             text, is_error = render(result, self.config.max_result_chars), bool(result.is_error)
         except ServerFault as exc:
@@ -189,15 +201,18 @@ class McpTools:
             raise ToolError(f"{server.name}.{tool} failed: {text}")
         return marked(server.name, tool, text)
 
-    async def _allowed(self, asker: Asker, server: McpServer, tool: str, arguments: str) -> bool:
-        """The person's yes to this call, asked with the call and its arguments as they are."""
-        if self.confirmations is None:
-            return False
-        question = (
-            f"{literal_line(asker.partner.name)} wants to use the tool "
-            f"{literal_line(f'{server.name}.{tool}')} with:\n{literal(arguments)}"
-        )
-        return await self.confirmations.ask(asker.chat, asker.user_key, question)
+    async def _confirmed(self, asker: Asker, server: McpServer, tool: str, arguments: str) -> None:
+        """The person's yes to this call, asked with the call and its arguments as they are;
+        ServerFault saying why the call is not made without it."""
+        outcome = Outcome.NOT_ASKED
+        if self.confirmations is not None:
+            question = (
+                f"{literal_line(asker.partner.name)} wants to use the tool "
+                f"{literal_line(f'{server.name}.{tool}')} with:\n{literal(arguments)}"
+            )
+            outcome = await self.confirmations.ask(asker.chat, asker.user_key, question)
+        if outcome is not Outcome.YES:
+            raise ServerFault(NOT_CONFIRMED[outcome])
 
 
 def needs_yes(server: McpServer, tool: str) -> bool:

@@ -162,9 +162,19 @@ FLAG_EPHEMERAL = 1 << 6
 FLAG_LOADING = 1 << 7
 FLAG_VOICE_MESSAGE = 1 << 13
 
-# Interaction callback types.
+# Interaction types, component types and callback types.
+INTERACTION_COMMAND = 2
+INTERACTION_COMPONENT = 3
+COMPONENT_ACTION_ROW = 1
+COMPONENT_BUTTON = 2
 CALLBACK_MESSAGE = 4
 CALLBACK_DEFERRED_MESSAGE = 5
+CALLBACK_DEFERRED_UPDATE = 6
+CALLBACK_UPDATE_MESSAGE = 7
+MAX_ACTION_ROWS = 5
+MAX_ROW_BUTTONS = 5
+MAX_CUSTOM_ID_CHARS = 100
+MAX_BUTTON_LABEL_CHARS = 80
 
 # Events filtered by intents: event -> (intent for guild events, intent for DM events).
 _EVENT_INTENTS: dict[str, tuple[int, int]] = {
@@ -822,7 +832,6 @@ class FakeDiscord:
         Returns the payload (``id`` and ``token`` identify the interaction).
         """
         self._ensure_session("INTERACTION_CREATE")
-        user = self._users.get(user_id) or self._users_add(user_id, bot=False)
         if channel_id is not None:
             channel = self._require_channel(channel_id)
             channel_guild = _opt_int(channel.get("guild_id"))
@@ -860,13 +869,56 @@ class FakeDiscord:
         if resolved is not None:
             data["resolved"] = copy.deepcopy(resolved)
 
+        return await self._create_interaction(
+            INTERACTION_COMMAND, data, user_id, channel, guild_id, locale=locale
+        )
+
+    async def press_button(
+        self, *, channel_id: int, message_id: int, user_id: int, custom_id: str
+    ) -> dict[str, Any]:
+        """A user presses the button ``custom_id`` on a message the bot sent in ``channel_id``
+        (for a DM, the DM channel's id: :meth:`dm_channel_id`): INTERACTION_CREATE type 3
+        (MESSAGE_COMPONENT) with the message it is on. A button the message does not carry
+        raises, as Discord offers no such press. Returns the payload."""
+        self._ensure_session("INTERACTION_CREATE")
+        channel = self._require_channel(channel_id)
+        message = self._require_message(channel_id, message_id)
+        ids = [
+            item.get("custom_id")
+            for row in message.get("components") or []
+            for item in row.get("components") or []
+        ]
+        if custom_id not in ids:
+            raise KeyError(f"message {message_id} has no button {custom_id!r} (it has {ids})")
+        if channel["type"] == CHANNEL_DM and self._dm_by_user.get(user_id) != channel_id:
+            raise KeyError(f"user {user_id} is not in the DM {channel_id}")
+        data = {"custom_id": custom_id, "component_type": COMPONENT_BUTTON}
+        guild_id = _opt_int(channel.get("guild_id"))
+        return await self._create_interaction(
+            INTERACTION_COMPONENT, data, user_id, channel, guild_id, self._rest_view(message)
+        )
+
+    async def _create_interaction(
+        self,
+        kind: int,
+        data: dict[str, Any],
+        user_id: int,
+        channel: dict[str, Any],
+        guild_id: int | None,
+        message: dict[str, Any] | None = None,
+        *,
+        locale: str = "en-US",
+    ) -> dict[str, Any]:
+        """Record an interaction of ``kind`` and dispatch its INTERACTION_CREATE."""
+        user = self._users.get(user_id) or self._users_add(user_id, bot=False)
+        channel_id = int(channel["id"])
         interaction_id = self._snowflake()
         token = f"interaction-{interaction_id}-{secrets.token_hex(8)}"
         perms = str(self._everyone_permissions())
         payload: dict[str, Any] = {
             "id": str(interaction_id),
             "application_id": str(self.application_id),
-            "type": 2,
+            "type": kind,
             "data": data,
             "channel_id": str(channel_id),
             "channel": self._interaction_channel(channel),
@@ -895,6 +947,8 @@ class FakeDiscord:
                 authorizing_integration_owners={"1": str(user_id)},
                 context=1,
             )
+        if message is not None:
+            payload["message"] = message
         loop = asyncio.get_running_loop()
         self._interactions[interaction_id] = _Interaction(
             id=interaction_id,
@@ -2015,6 +2069,7 @@ class FakeDiscord:
         )
         if not has_body and not allow_empty:
             raise ApiError(400, 50006, "Cannot send an empty message")
+        self._validate_components(payload.get("components") or [])
 
     def _apply_payload(
         self,
@@ -2529,14 +2584,17 @@ class FakeDiscord:
             application_id=str(self.application_id),
             interaction_metadata={
                 "id": str(interaction.id),
-                "type": 2,
-                "name": source["data"]["name"],
+                "type": source["type"],
                 "user": copy.deepcopy(user),
                 "authorizing_integration_owners": copy.deepcopy(
                     source["authorizing_integration_owners"]
                 ),
             },
         )
+        if source["type"] == INTERACTION_COMMAND:
+            msg["interaction_metadata"]["name"] = source["data"]["name"]
+        else:
+            msg["interaction_metadata"]["interacted_message_id"] = source["message"]["id"]
         self._apply_payload(msg, payload, files, guild_id)
         return msg
 
@@ -2565,6 +2623,8 @@ class FakeDiscord:
         elif kind == CALLBACK_DEFERRED_MESSAGE:
             message = self._interaction_message(interaction, {}, [])
             message["flags"] = (int(data.get("flags") or 0) & FLAG_EPHEMERAL) | FLAG_LOADING
+        elif kind in (CALLBACK_DEFERRED_UPDATE, CALLBACK_UPDATE_MESSAGE):
+            await self._update_pressed_message(interaction, kind, data, call.files)
         interaction.callback_type = kind
         if message is not None:
             interaction.original = message
@@ -2576,7 +2636,7 @@ class FakeDiscord:
         answer: dict[str, Any] = {
             "interaction": {
                 "id": str(interaction.id),
-                "type": 2,
+                "type": interaction.payload["type"],
                 "response_message_loading": kind == CALLBACK_DEFERRED_MESSAGE,
                 "response_message_ephemeral": bool(
                     message is not None and message["flags"] & FLAG_EPHEMERAL
@@ -2589,6 +2649,46 @@ class FakeDiscord:
         elif kind in (7, 9, 12):
             answer["resource"] = {"type": kind}
         return 200, answer
+
+    async def _update_pressed_message(
+        self, interaction: _Interaction, kind: int, data: dict[str, Any], files: list[Any]
+    ) -> None:
+        """A component's press answered by (deferred) update: only a component interaction
+        may, and an update edits the message the component is on."""
+        source = interaction.payload
+        if source["type"] != INTERACTION_COMPONENT:
+            raise ApiError(400, 40043, "Interaction callback type is not valid here")
+        if kind != CALLBACK_UPDATE_MESSAGE:
+            return
+        self._validate_message(data, files, allow_empty=True)
+        self._validate_components(data.get("components") or [])
+        pressed = self._require_message(interaction.channel_id, int(source["message"]["id"]))
+        self._apply_payload(pressed, data, files, interaction.guild_id, editing=True)
+        pressed["edited_timestamp"] = _iso()
+        await self._echo("MESSAGE_UPDATE", pressed)
+
+    @staticmethod
+    def _validate_components(rows: list[dict[str, Any]]) -> None:
+        """Discord's rules for buttons: at most five action rows of five, each button with a
+        unique custom_id of at most 100 characters and a label of at most 80."""
+        if len(rows) > MAX_ACTION_ROWS:
+            raise _form_error("components", "BASE_TYPE_MAX_LENGTH", "Must be 5 or fewer in length.")
+        seen: set[str] = set()
+        for row in rows:
+            items = row.get("components") or []
+            if row.get("type") != COMPONENT_ACTION_ROW or not 1 <= len(items) <= MAX_ROW_BUTTONS:
+                raise _form_error("components", "COMPONENT_LAYOUT_WIDTH_EXCEEDED", "Bad row")
+            for item in items:
+                custom_id = item.get("custom_id")
+                if item.get("type") != COMPONENT_BUTTON:
+                    continue
+                if custom_id is None or len(custom_id) > MAX_CUSTOM_ID_CHARS or custom_id in seen:
+                    raise _form_error(
+                        "components", "COMPONENT_CUSTOM_ID_DUPLICATED", "Bad custom_id"
+                    )
+                if len(item.get("label") or "") > MAX_BUTTON_LABEL_CHARS:
+                    raise _form_error("components", "BASE_TYPE_MAX_LENGTH", "Label too long")
+                seen.add(custom_id)
 
     async def _followup(self, call: RestCall, token: str) -> tuple[int, JSON]:
         interaction = self._interaction_by_token(token)

@@ -83,11 +83,14 @@ class HttpServer:
 
 
 @contextlib.asynccontextmanager
-async def http_server(token: str) -> AsyncIterator[HttpServer]:
-    """The tools over streamable HTTP at the yielded ``url``, for ``Bearer {token}`` only."""
+async def http_server(token: str, port: int = 0) -> AsyncIterator[HttpServer]:
+    """The tools over streamable HTTP at the yielded ``url``, for ``Bearer {token}`` only;
+    on ``port`` when given (a server started again where the last one was, knowing none of
+    its sessions). Leaving closes the connections clients still hold."""
     app = build(big=False).streamable_http_app()
     sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
     served = HttpServer(f"http://127.0.0.1:{sock.getsockname()[1]}/mcp")
 
     async def guarded(scope: Any, receive: Any, send: Any) -> None:
@@ -99,7 +102,10 @@ async def http_server(token: str) -> AsyncIterator[HttpServer]:
         served.requests += scope["type"] == "http"
         await app(scope, receive, send)
 
-    server = uvicorn.Server(uvicorn.Config(guarded, log_level="warning", lifespan="on"))
+    config = uvicorn.Config(
+        guarded, log_level="warning", lifespan="on", timeout_graceful_shutdown=1
+    )
+    server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         async with asyncio.timeout(20):

@@ -11,6 +11,7 @@ import asyncpg
 
 from bot.store.audit import Audit
 from bot.store.checkins import Checkins
+from bot.store.confirmations import PendingConfirmations
 from bot.store.errors import BACKUP_ADVICE, StoreError
 from bot.store.postgres.base import PostgresBase
 from bot.store.postgres.chats import PostgresChats
@@ -48,6 +49,7 @@ class PostgresStore(
     PostgresShardLeases,
     PostgresDocuments,
     ToolCalls,
+    PendingConfirmations,
     PostgresBase,
 ):
     """The :class:`bot.store.Store` interface on PostgreSQL (asyncpg, a pool per process)."""

@@ -25,6 +25,7 @@ from typing import Protocol
 from bot.store.protocol.audit import AuditStore
 from bot.store.protocol.chats import ChatsStore
 from bot.store.protocol.checkins import CheckinsStore
+from bot.store.protocol.confirmations import ConfirmationsStore
 from bot.store.protocol.documents import DocumentsStore
 from bot.store.protocol.forgetting import ForgettingStore
 from bot.store.protocol.media import MediaStore
@@ -60,6 +61,7 @@ class Store(
     WebStore,
     WorkersStore,
     ToolCallsStore,
+    ConfirmationsStore,
     DocumentsStore,
     Protocol,
 ):
