@@ -20,3 +20,8 @@ class SceneConfig(Section):
     max_unaddressed_per_hour: int = Field(4, ge=0, le=60)
     """Times an hour the lively partners of a group (preset.yml ``presence: lively``) join talk
     nobody addressed to them, all together (0: never)."""
+    daily_token_budget: int = Field(0, ge=0)
+    """Tokens one group's scene may spend a day (its turns and speak-gate calls, on the
+    calendar of its first bound partner) before its partners stop answering each other and
+    talk nobody addressed; messages addressed to them are still answered (0: no budget;
+    ``bot/gateway/scene_costs.py``)."""

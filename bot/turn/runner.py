@@ -250,6 +250,8 @@ class TurnRunner:
             conversation, session, prepared, context, self.clock(), scene
         )
         reply, usage = await self._answer(conversation, session, turn, stream)
+        if scene and usage is not None:
+            usage = await self.scenes.booked(conversation.chat, usage)
         if speak and reply.role == "assistant" and reply.text:
             reply = replace(reply, media=(*reply.media, NewMedia("speak", "voice")))
         reply_id = await record_turn(self.store, pending, session, reply, usage, lease)

@@ -40,6 +40,7 @@ from bot.store.migrations import (
     step_23_no_wakeup_trigger,
     step_24_impossible_message_times,
     step_25_tool_calls,
+    step_26_group_usage,
 )
 from bot.store.migrations.step import Dialect, Dialects, Migration, Step, for_dialect
 
@@ -69,6 +70,7 @@ MODULES: tuple[ModuleType, ...] = (
     step_23_no_wakeup_trigger,
     step_24_impossible_message_times,
     step_25_tool_calls,
+    step_26_group_usage,
 )
 """The step modules in the order they are applied, numbered from 1."""
 
