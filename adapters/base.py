@@ -127,8 +127,10 @@ class Channel(Protocol):
         """Send one chunk; returns the platform's message id. Raises DeliveryError."""
         ...
 
-    async def typing(self, chat: ChatRef) -> None:
-        """Show a typing indicator once (the gateway refreshes it while the model works)."""
+    async def typing(self, chat: ChatRef, partner_id: str | None = None) -> None:
+        """Show a typing indicator once (the gateway refreshes it while the model works),
+        for ``partner_id`` where a partner has an account of its own (Telegram's
+        ``[telegram.bots]``)."""
         ...
 
     async def send_file(
@@ -137,8 +139,11 @@ class Channel(Protocol):
         """Send a document (exports, backups); returns the platform's message id."""
         ...
 
-    def open_stream(self, chat: ChatRef, reply_to: str | None) -> ReplyStream | None:
-        """A live preview for the next reply in ``chat``, or None (not streaming here)."""
+    def open_stream(
+        self, chat: ChatRef, reply_to: str | None, partner_id: str | None = None
+    ) -> ReplyStream | None:
+        """A live preview for the next reply in ``chat`` (``partner_id``'s), or None (not
+        streaming here)."""
         ...
 
 
@@ -169,16 +174,20 @@ class MediaChannel(FileSource, Protocol):
         be empty); returns the platform's message id. Raises DeliveryError."""
         ...
 
-    async def react(self, chat: ChatRef, message_id: str, emoji: str) -> None:
-        """React to a message with one emoji; raises DeliveryError (also for an emoji the
-        platform does not allow)."""
+    async def react(
+        self, chat: ChatRef, message_id: str, emoji: str, partner_id: str | None = None
+    ) -> None:
+        """React to a message with one emoji (as ``partner_id``, where it has an account of
+        its own); raises DeliveryError (also for an emoji the platform does not allow)."""
         ...
 
-    async def send_sticker(self, chat: ChatRef, sticker: str) -> str | None:
+    async def send_sticker(
+        self, chat: ChatRef, sticker: str, partner_id: str | None = None
+    ) -> str | None:
         """Send a sticker by the platform's id for it. Raises DeliveryError."""
         ...
 
-    async def recording(self, chat: ChatRef) -> None:
+    async def recording(self, chat: ChatRef, partner_id: str | None = None) -> None:
         """Show that a voice message is being recorded (once; the caller refreshes it)."""
         ...
 

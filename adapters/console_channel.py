@@ -182,12 +182,14 @@ class ConsoleChannel:
         self._replied.set()
         return str(path)
 
-    def open_stream(self, chat: ChatRef, reply_to: str | None) -> None:
-        del chat, reply_to  # the spinner is the console's progress indicator
+    def open_stream(
+        self, chat: ChatRef, reply_to: str | None, partner_id: str | None = None
+    ) -> None:
+        del chat, reply_to, partner_id  # the spinner is the console's progress indicator
         return None
 
-    async def typing(self, chat: ChatRef) -> None:
-        del chat  # one console, one chat
+    async def typing(self, chat: ChatRef, partner_id: str | None = None) -> None:
+        del chat, partner_id  # one console, one chat, one voice
         if self._terminal is not None and self._waiting:
             self._terminal.thinking()
 

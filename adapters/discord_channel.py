@@ -315,7 +315,8 @@ class DiscordChannel(DiscordReceiving):
             raise delivery_error(exc) from exc
         return str(sent.id)
 
-    async def typing(self, chat: ChatRef) -> None:
+    async def typing(self, chat: ChatRef, partner_id: str | None = None) -> None:
+        del partner_id  # the bot types; the persona speaks through a webhook, which cannot
         try:
             await self._login()
             await self.poster.typing(chat)
@@ -339,7 +340,11 @@ class DiscordChannel(DiscordReceiving):
 
         return await self._delivering(message.chat, post)
 
-    async def react(self, chat: ChatRef, message_id: str, emoji: str) -> None:
+    async def react(
+        self, chat: ChatRef, message_id: str, emoji: str, partner_id: str | None = None
+    ) -> None:
+        del partner_id  # a webhook cannot react: the bot does
+
         async def post() -> discord.Message:
             place = await self.poster.messageable(chat)
             message = place.get_partial_message(int(message_id))  # type: ignore[attr-defined]
@@ -348,7 +353,11 @@ class DiscordChannel(DiscordReceiving):
 
         await self._delivering(chat, post)
 
-    async def send_sticker(self, chat: ChatRef, sticker: str) -> str | None:
+    async def send_sticker(
+        self, chat: ChatRef, sticker: str, partner_id: str | None = None
+    ) -> str | None:
+        del partner_id  # the bot sends it
+
         async def post() -> discord.Message:
             place = await self.poster.messageable(chat)
             # any object with the sticker's id will do: discord.py sends only the ids
@@ -357,13 +366,15 @@ class DiscordChannel(DiscordReceiving):
 
         return await self._delivering(chat, post)
 
-    async def recording(self, chat: ChatRef) -> None:
-        await self.typing(chat)
+    async def recording(self, chat: ChatRef, partner_id: str | None = None) -> None:
+        await self.typing(chat, partner_id)
 
-    def open_stream(self, chat: ChatRef, reply_to: str | None) -> ReplyStream | None:
+    def open_stream(
+        self, chat: ChatRef, reply_to: str | None, partner_id: str | None = None
+    ) -> ReplyStream | None:
         """DMs only: in servers the reply speaks through a persona webhook whose name and
         avatar a preview, started before the reply exists, could not carry."""
-        del reply_to  # DM replies do not quote the message they answer
+        del reply_to, partner_id  # DM replies quote nothing and speak as the bot
         if not self.config.stream or not chat.is_dm:
             return None
 

@@ -9,7 +9,10 @@ them polls, while a webhook is served by every worker.
 
 Sending turns the model's Markdown into Telegram HTML (``adapters/telegram_format.py``), falls
 back to plain text if Telegram refuses the entities, quotes the answered message in groups,
-keeps forum topics apart, and maps PTB's errors to :class:`~adapters.base.DeliveryError`.
+keeps forum topics apart, and maps PTB's errors to :class:`~adapters.base.DeliveryError`
+(``adapters/telegram_sending.py``). A partner with a bot account of its own
+(``[telegram.bots]``) speaks in groups through that one, which only ever sends
+(``adapters/telegram_bots.py``).
 """
 
 from __future__ import annotations
@@ -19,50 +22,39 @@ import html
 import itertools
 import logging
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
-from telegram import (
-    Bot,
-    InlineKeyboardButton,
-    InlineKeyboardMarkup,
-    Message,
-    ReplyParameters,
-)
+from telegram import Bot, Message
 from telegram.constants import ChatAction, ParseMode
-from telegram.error import (
-    BadRequest,
-    ChatMigrated,
-    Forbidden,
-    InvalidToken,
-    NetworkError,
-    RetryAfter,
-    TelegramError,
-)
-from telegram.ext import AIORateLimiter, ExtBot
+from telegram.error import InvalidToken, NetworkError, TelegramError
 
 from adapters.base import DeliveryError, Receiver, ReplyStream
+from adapters.telegram_bots import PartnerBots, build_bot, may_not_speak
 from adapters.telegram_format import Rendered, render
 from adapters.telegram_format import split as split_markdown
 from adapters.telegram_media import MAX_CAPTION_UTF16, MAX_DOWNLOAD_BYTES, TelegramMedia
 from adapters.telegram_menu import set_menus, show_owner_menu
 from adapters.telegram_poll_client import PollClient
 from adapters.telegram_receiving import TelegramReceiving
-from adapters.telegram_send_request import SendRequest
-from adapters.telegram_streams import DraftStream, EditStream, retry_after_seconds
+from adapters.telegram_sending import (
+    delivery_error,
+    edit_formatted,
+    keyboard,
+    placement,
+    send_formatted,
+)
+from adapters.telegram_streams import DraftStream, EditStream
 from adapters.telegram_updates import PLATFORM, BotIdentity
 from adapters.telegram_webhook import WebhookServer
 from bot.config.model import ConfigError
 from bot.config.platforms import TelegramConfig
-from bot.events import ChannelView, ChatRef, Choice, Outbound
+from bot.events import ChannelView, ChatRef, Outbound
 
 logger = logging.getLogger(__name__)
 
-GENERAL_TOPIC = "1"
-MAX_CALLBACK_DATA_BYTES = 64
-SEND_POOL_SIZE = 32
-POOL_TIMEOUT_SECONDS = 10.0
 _draft_ids = itertools.count(1)
+T = TypeVar("T")
 
 
 class TelegramChannel(TelegramReceiving):
@@ -77,7 +69,9 @@ class TelegramChannel(TelegramReceiving):
         self.owner_ids = list(owner_ids)
         # Built now (no I/O) because replies left over from a crash are re-delivered before
         # the channels start: send() must work from the first moment.
-        self.bot = _build_bot(config)
+        self.bot = build_bot(config, config.token.get_secret_value())
+        self.partner_bots = PartnerBots(config)
+        """The partners' own bot accounts, which only send (``[telegram.bots]``)."""
         self.media = TelegramMedia(self.bot, delivery_error)
         self.receiver: Receiver | None = None
         self.view = ChannelView()
@@ -113,8 +107,13 @@ class TelegramChannel(TelegramReceiving):
     async def start(self, receiver: Receiver) -> None:
         self.receiver = receiver
         await self._initialize()
+        for problem in await self.partner_bots.start():
+            await receiver.notify_owner(PLATFORM, problem)
         me = self.bot.bot
-        self.me = BotIdentity(me.id, me.username or "")
+        partners = tuple(
+            (b.user_id, b.username, p) for p, b in self.partner_bots.identities.items()
+        )
+        self.me = BotIdentity(me.id, me.username or "", partners)
         receiver.note_bot_identity(PLATFORM, me.username, me.can_read_all_group_messages)
         self._stopping.clear()
         if self.config.mode == "webhook":  # every worker stores what is posted to it
@@ -165,6 +164,7 @@ class TelegramChannel(TelegramReceiving):
         server, self._webhook = self._webhook, None
         if server is not None:
             await server.stop()
+        await self.partner_bots.stop()
         await self.bot.shutdown()
 
     async def _set_commands(self) -> None:
@@ -186,43 +186,48 @@ class TelegramChannel(TelegramReceiving):
         rendered = render(message.text)
         if not rendered.plain.strip():
             rendered = Rendered(html.escape(message.text), message.text)
+        signed = rendered
         if message.partner_name and self._several_partners(message.chat):
             name = message.partner_name
-            rendered = Rendered(
+            signed = Rendered(
                 f"<b>{html.escape(name)}</b>: {rendered.html}", f"{name}: {rendered.plain}"
             )
-        try:
-            await self.bot.initialize()
-            sent = await self._send_formatted(
-                message.chat, rendered, message.reply_to_message_id, _keyboard(message.choices)
-            )
-        except TelegramError as exc:
-            raise delivery_error(exc) from exc
+
+        def put(text: Rendered) -> Callable[[Bot], Awaitable[Message]]:
+            markup = keyboard(message.choices)
+            reply_to = message.reply_to_message_id
+            return lambda bot: send_formatted(bot, message.chat, text, reply_to, markup)
+
+        sent = await self._speaking(message.partner_id, message.chat, put(rendered), put(signed))
         return str(sent.message_id)
 
-    async def _send_formatted(
+    async def _speaking(
         self,
+        partner_id: str | None,
         chat: ChatRef,
-        rendered: Rendered,
-        reply_to: str | None,
-        markup: InlineKeyboardMarkup | None,
-    ) -> Message:
-        where = _placement(chat, reply_to)
+        act: Callable[[Bot], Awaitable[T]],
+        as_main: Callable[[Bot], Awaitable[T]] | None = None,
+    ) -> T:
+        """``act`` through the bot that speaks for ``partner_id`` in ``chat``: its own bot
+        account if it has one there, else — or once that one turns out not to be allowed to
+        write there — the main bot (``as_main``: how the main bot does it instead)."""
+        own = self.partner_bots.speaker(partner_id, chat)
         try:
-            return await self.bot.send_message(
-                int(chat.chat_id),
-                rendered.html,
-                parse_mode=ParseMode.HTML,
-                reply_markup=markup,
-                **where,
-            )
-        except BadRequest as exc:
-            if not _is_markup_error(exc):
-                raise
-            logger.warning("telegram refused the formatting (%s); sending plain text", exc)
-        return await self.bot.send_message(
-            int(chat.chat_id), rendered.plain, reply_markup=markup, **where
-        )
+            if own is not None and partner_id is not None:
+                try:
+                    await own.initialize()
+                    return await act(own)
+                except (TelegramError, DeliveryError) as exc:
+                    cause = exc if isinstance(exc, TelegramError) else exc.__cause__
+                    if not isinstance(cause, TelegramError) or not may_not_speak(cause):
+                        raise
+                    notice = self.partner_bots.silence(partner_id, chat, cause)
+                    if self.receiver is not None:
+                        await self.receiver.notify_owner(PLATFORM, notice)
+            await self.bot.initialize()
+            return await (as_main or act)(self.bot)
+        except TelegramError as exc:
+            raise delivery_error(exc) from exc
 
     def _several_partners(self, chat: ChatRef) -> bool:
         """A group with more than one partner bound: each reply says who is speaking."""
@@ -238,21 +243,22 @@ class TelegramChannel(TelegramReceiving):
                 data,
                 filename=filename,
                 caption=caption[:1024],
-                **_placement(chat, None),
+                **placement(chat, None),
             )
         except TelegramError as exc:
             raise delivery_error(exc) from exc
         return str(sent.message_id)
 
-    async def typing(self, chat: ChatRef) -> None:
+    async def typing(self, chat: ChatRef, partner_id: str | None = None) -> None:
         # sendChatAction needs the topic even for the General topic (id 1)
         thread = int(chat.thread_id) if chat.thread_id else None
-        try:
-            await self.bot.send_chat_action(
+        await self._speaking(
+            partner_id,
+            chat,
+            lambda bot: bot.send_chat_action(
                 int(chat.chat_id), ChatAction.TYPING, message_thread_id=thread
-            )
-        except TelegramError as exc:
-            raise delivery_error(exc) from exc
+            ),
+        )
 
     # ---- media (adapters/telegram_media.py) --------------------------------------------
 
@@ -261,137 +267,87 @@ class TelegramChannel(TelegramReceiving):
         return await self.media.download(ref)
 
     async def send_voice(self, message: Outbound, audio: bytes) -> str | None:
-        await self.bot.initialize()
-        where = _placement(message.chat, message.reply_to_message_id)
-        return await self.media.send_voice(int(message.chat.chat_id), audio, message.text, where)
+        where = placement(message.chat, message.reply_to_message_id)
+        chat_id = int(message.chat.chat_id)
+        return await self._speaking(
+            message.partner_id,
+            message.chat,
+            lambda bot: TelegramMedia(bot, delivery_error).send_voice(
+                chat_id, audio, message.text, where
+            ),
+        )
 
     async def send_photo(self, message: Outbound, photo: bytes) -> str | None:
         rendered = render(message.text)
-        try:
-            await self.bot.initialize()
-            sent = await self.bot.send_photo(
+        sent = await self._speaking(
+            message.partner_id,
+            message.chat,
+            lambda bot: bot.send_photo(
                 int(message.chat.chat_id),
                 photo,
                 caption=rendered.html,
                 parse_mode=ParseMode.HTML,
-                reply_markup=_keyboard(message.choices),
-                **_placement(message.chat, message.reply_to_message_id),
-            )
-        except TelegramError as exc:
-            raise delivery_error(exc) from exc
+                reply_markup=keyboard(message.choices),
+                **placement(message.chat, message.reply_to_message_id),
+            ),
+        )
         return str(sent.message_id)
 
-    async def react(self, chat: ChatRef, message_id: str, emoji: str) -> None:
-        await self.media.react(chat, message_id, emoji)
+    async def react(
+        self, chat: ChatRef, message_id: str, emoji: str, partner_id: str | None = None
+    ) -> None:
+        await self._speaking(
+            partner_id,
+            chat,
+            lambda bot: TelegramMedia(bot, delivery_error).react(chat, message_id, emoji),
+        )
 
-    async def send_sticker(self, chat: ChatRef, sticker: str) -> str | None:
-        return await self.media.send_sticker(int(chat.chat_id), sticker, _placement(chat, None))
+    async def send_sticker(
+        self, chat: ChatRef, sticker: str, partner_id: str | None = None
+    ) -> str | None:
+        where = placement(chat, None)
+        return await self._speaking(
+            partner_id,
+            chat,
+            lambda bot: TelegramMedia(bot, delivery_error).send_sticker(
+                int(chat.chat_id), sticker, where
+            ),
+        )
 
-    async def recording(self, chat: ChatRef) -> None:
-        await self.media.recording(chat)
+    async def recording(self, chat: ChatRef, partner_id: str | None = None) -> None:
+        await self._speaking(
+            partner_id, chat, lambda bot: TelegramMedia(bot, delivery_error).recording(chat)
+        )
 
     # ---- streaming -------------------------------------------------------------------
 
-    def open_stream(self, chat: ChatRef, reply_to: str | None) -> ReplyStream | None:
+    def open_stream(
+        self, chat: ChatRef, reply_to: str | None, partner_id: str | None = None
+    ) -> ReplyStream | None:
+        """A draft in a DM; in a group one message edited as the reply grows, sent and edited
+        by the partner's own bot where it has one (only the bot that sent a message may edit
+        it)."""
         if not self.config.stream:
             return None
         if chat.is_dm:
             return DraftStream(self.bot, int(chat.chat_id), next(_draft_ids))
+        bot = self.partner_bots.speaker(partner_id, chat) or self.bot
 
         async def send_preview(text: str) -> int:
-            where = _placement(chat, reply_to)
-            sent = await self.bot.send_message(int(chat.chat_id), text, **where)
+            await bot.initialize()
+            where = placement(chat, reply_to)
+            sent = await bot.send_message(int(chat.chat_id), text, **where)
             return sent.message_id
 
         async def edit(message_id: int, text: str, formatted: bool) -> None:
-            await self._edit(chat, message_id, text, formatted)
+            await edit_formatted(bot, chat, message_id, text, formatted)
 
         async def delete(message_id: int) -> None:
-            await self.bot.delete_message(int(chat.chat_id), message_id)
+            await bot.delete_message(int(chat.chat_id), message_id)
 
         async def can_preview() -> bool:
-            # with several partners the reply starts with a name the preview cannot know
-            return not self._several_partners(chat)
+            # with several partners the main bot's reply starts with a name the preview
+            # cannot know; a partner's own bot needs none
+            return bot is not self.bot or not self._several_partners(chat)
 
         return EditStream(send_preview, edit, delete, can_preview)
-
-    async def _edit(self, chat: ChatRef, message_id: int, text: str, formatted: bool) -> None:
-        if not formatted:
-            await self.bot.edit_message_text(text, int(chat.chat_id), message_id)
-            return
-        rendered = render(text)
-        try:
-            await self.bot.edit_message_text(
-                rendered.html, int(chat.chat_id), message_id, parse_mode=ParseMode.HTML
-            )
-        except BadRequest as exc:
-            if not _is_markup_error(exc):
-                raise
-            logger.warning("telegram refused the formatting (%s); editing as plain text", exc)
-            await self.bot.edit_message_text(rendered.plain, int(chat.chat_id), message_id)
-
-
-def _build_bot(config: TelegramConfig) -> Bot:
-    assert config.token is not None
-    options: dict[str, Any] = {
-        "token": config.token.get_secret_value(),
-        # getUpdates goes out on a client of its own (adapters/telegram_poll_client.py)
-        "request": SendRequest(SEND_POOL_SIZE, POOL_TIMEOUT_SECONDS),
-    }
-    if config.base_url:
-        options["base_url"] = config.base_url  # PTB appends the token itself
-        options["base_file_url"] = file_url(config.base_url)
-    if config.rate_limit:
-        return ExtBot(rate_limiter=AIORateLimiter(), **options)
-    return Bot(**options)
-
-
-def file_url(base_url: str) -> str:
-    """Where a self-hosted Bot API server serves files: ``…/bot`` becomes ``…/file/bot``
-    (Telegram's own layout), so downloads never leave for api.telegram.org."""
-    root, _, last = base_url.rstrip("/").rpartition("/")
-    return f"{root}/file/{last}" if root else f"{base_url.rstrip('/')}/file"
-
-
-def _placement(chat: ChatRef, reply_to: str | None) -> dict[str, Any]:
-    """Topic and quote for a send: forum topics keep their thread (the General topic, id 1,
-    must be left out), and in groups the reply quotes the message it answers."""
-    where: dict[str, Any] = {}
-    if chat.thread_id and chat.thread_id != GENERAL_TOPIC:
-        where["message_thread_id"] = int(chat.thread_id)
-    if not chat.is_dm and reply_to and reply_to.isdigit():
-        where["reply_parameters"] = ReplyParameters(int(reply_to), allow_sending_without_reply=True)
-    return where
-
-
-def _keyboard(choices: Sequence[Choice]) -> InlineKeyboardMarkup | None:
-    """One button per row; a command too long for callback_data (64 bytes) gets no button."""
-    rows = [
-        [InlineKeyboardButton(choice.label, callback_data=choice.command)]
-        for choice in choices
-        if len(choice.command.encode()) <= MAX_CALLBACK_DATA_BYTES
-    ]
-    return InlineKeyboardMarkup(rows) if rows else None
-
-
-def _is_markup_error(exc: BadRequest) -> bool:
-    text = exc.message.lower()
-    return "entit" in text or "parse" in text or "tag" in text
-
-
-def delivery_error(exc: TelegramError) -> DeliveryError:
-    """PTB's errors as the gateway's: whether and when trying again may help."""
-    if isinstance(exc, RetryAfter):
-        seconds = retry_after_seconds(exc)
-        return DeliveryError(f"flood wait {seconds:.0f} s", retryable=True, retry_after=seconds)
-    if isinstance(exc, InvalidToken):
-        return DeliveryError("the bot token was rejected", retryable=False)  # PTB quotes it
-    if isinstance(exc, Forbidden):
-        # the user blocked the bot (or never started it): no one can write to them now
-        return DeliveryError(exc.message, retryable=False, unreachable=True)
-    if isinstance(exc, BadRequest | ChatMigrated):
-        # blocked by the user, removed from the group, a refused message: trying again won't help
-        return DeliveryError(exc.message, retryable=False)
-    if isinstance(exc, NetworkError):  # TimedOut included; BadRequest was caught above
-        return DeliveryError(exc.message, retryable=True)
-    return DeliveryError(exc.message, retryable=False)

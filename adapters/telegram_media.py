@@ -47,7 +47,7 @@ class TelegramMedia:
     def __init__(self, bot: Bot, error: Any) -> None:
         self.bot = bot
         self._error = error
-        """PTB's errors as DeliveryError (``telegram_channel.delivery_error``)."""
+        """PTB's errors as DeliveryError (``telegram_sending.delivery_error``)."""
 
     async def download(self, file_id: str) -> bytes:
         try:

@@ -7,7 +7,10 @@ knows; whether a message is a command, addresses a partner and which one, the ga
 * A private chat is a DM; a group or supergroup is a group; a forum topic is its own
   conversation (``thread_id``), so each topic keeps its own session.
 * An @mention of the bot (by username or a text mention) and a reply to one of its messages
-  are marked (a forum topic's messages "reply" to the topic's first message: not to us).
+  are marked (a forum topic's messages "reply" to the topic's first message: not to us). A
+  partner's own bot account (``[telegram.bots]``) is one of ours too: a reply to its message
+  is a reply to us, and a mention of it or a reply to it names that partner
+  (``Inbound.addressed_partners``).
 * Voice notes, audio files and video notes come as voice :class:`~bot.events.Media`, photos
   (and image documents) as photo media, by file id, with the caption as text; a sticker comes
   as its emoji and set name (``[sticker 😂 from set …]``); custom emoji are in the text as
@@ -53,6 +56,15 @@ GROUP_TYPES = frozenset({Chat.GROUP, Chat.SUPERGROUP})
 class BotIdentity:
     user_id: int
     username: str
+    partners: tuple[tuple[int, str, str], ...] = ()
+    """The partners' own bot accounts: (bot user id, bot username, partner id)."""
+
+    def partner_of(self, user_id: int | None = None, username: str | None = None) -> str | None:
+        """The partner whose own bot has this user id (or @username), if any."""
+        for bot_id, name, partner_id in self.partners:
+            if bot_id == user_id or (username and name.casefold() == username.casefold()):
+                return partner_id
+        return None
 
 
 def chat_of(message: Message) -> ChatRef | None:
@@ -97,6 +109,7 @@ def message_event(message: Message, me: BotIdentity) -> Inbound | Unsupported | 
         _utc(message.date),
         mentioned=group and mentions_bot(message, me),
         replied_to_bot=group and replies_to_bot(message, me),
+        addressed_partners=partners_meant(message, me) if group else (),
         reply_to_message_id=str(replied.message_id) if replied is not None else None,
         attachment=attachment_of(message),
         media=media,
@@ -230,15 +243,34 @@ def mentions_bot(message: Message, me: BotIdentity) -> bool:
 
 
 def replies_to_bot(message: Message, me: BotIdentity) -> bool:
-    """A reply to one of the bot's messages. In a forum every topic message "replies" to the
-    topic's creation message: not to us."""
+    """A reply to one of the bot's messages (or of a partner's own bot). In a forum every
+    topic message "replies" to the topic's creation message: not to us."""
+    author = _replied_author(message)
+    return author is not None and (author == me.user_id or me.partner_of(author) is not None)
+
+
+def _replied_author(message: Message) -> int | None:
     replied = message.reply_to_message
-    return (
-        replied is not None
-        and replied.forum_topic_created is None
-        and replied.from_user is not None
-        and replied.from_user.id == me.user_id
-    )
+    if replied is None or replied.forum_topic_created is not None or replied.from_user is None:
+        return None
+    return replied.from_user.id
+
+
+def partners_meant(message: Message, me: BotIdentity) -> tuple[str, ...]:
+    """The partners whose own bot the message @mentions or replies to, in that order."""
+    if not me.partners:
+        return ()
+    found = [me.partner_of(_replied_author(message))]
+    entities = [
+        *_fragments(message.text, message.entities),
+        *_fragments(message.caption, message.caption_entities),
+    ]
+    for entity, fragment in entities:
+        if entity.type == MessageEntity.MENTION:
+            found.append(me.partner_of(username=fragment.removeprefix("@")))
+        elif entity.type == MessageEntity.TEXT_MENTION and entity.user is not None:
+            found.append(me.partner_of(entity.user.id))
+    return tuple(dict.fromkeys(p for p in found if p is not None))
 
 
 def _fragments(

@@ -32,8 +32,10 @@ class CountingChannel:
         del chat, filename, data, caption
         return "x"
 
-    async def typing(self, chat: ChatRef) -> None:
-        del chat
+    async def typing(self, chat: ChatRef, partner_id: str | None = None) -> None:
+        del chat, partner_id
 
-    def open_stream(self, chat: ChatRef, reply_to: str | None) -> None:
-        del chat, reply_to
+    def open_stream(
+        self, chat: ChatRef, reply_to: str | None, partner_id: str | None = None
+    ) -> None:
+        del chat, reply_to, partner_id

@@ -387,11 +387,13 @@ class CountingChannel:
         self.replies.put_nowait(message.chat.chat_id)
         return f"out-{time.perf_counter_ns()}"
 
-    async def typing(self, chat: ChatRef) -> None:
-        del chat
+    async def typing(self, chat: ChatRef, partner_id: str | None = None) -> None:
+        del chat, partner_id
 
-    def open_stream(self, chat: ChatRef, reply_to: str | None) -> None:
-        del chat, reply_to
+    def open_stream(
+        self, chat: ChatRef, reply_to: str | None, partner_id: str | None = None
+    ) -> None:
+        del chat, reply_to, partner_id
 
 
 async def round_trips(data_dir: Path, llm_url: str, database_url: str | None) -> float:

@@ -144,6 +144,9 @@ class Inbound:
     """A reply to one of the bot's own messages (a persona webhook's included)."""
     replied_as: str | None = None
     """The name the answered message of the bot went out under (a persona webhook's name)."""
+    addressed_partners: tuple[str, ...] = ()
+    """Partners whose own bot account the message @mentions or replies to (Telegram's
+    ``[telegram.bots]``), by partner id, in the order met."""
     late: bool = False
     """Fetched after a reconnect and too old to answer: kept as context, never run as a
     command."""

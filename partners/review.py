@@ -43,6 +43,7 @@ from partners.persona import Partner
 from partners.review_answer import ReviewOutputError, ask_for_json, parse_reminders, parse_review
 from partners.review_edits import apply_edits, writable_files, write_journal
 from partners.review_prompt import review_prompt
+from partners.review_scene import heard_segment
 
 logger = logging.getLogger(__name__)
 
@@ -330,16 +331,18 @@ class Reviewer:
         files = writable_files(partner, session, self.is_owner)
         chat = await self.store.chat(session.chat_key)
         title = (chat.title if chat and chat.title else None) or session.title or "chat"
+        heard = await heard_segment(self.store, chat, rows, session.reviewed_upto)
         prompt = await review_prompt(
             self.memory,
             partner,
             session,
-            rows,
+            heard or rows,
             files,
             day=day,
             title=title,
             settings=settings,
             timezone=self.timezone(partner),
+            scene=heard is not None,
         )
         model = settings.review_model or partner.preset.model or self.default_model
         answer = await ask_for_json(

@@ -15,6 +15,7 @@ from partners.memory import MemoryFile, MemoryStore
 from partners.memory_format import strip_ids
 from partners.persona import MEMORY_FILES, Partner
 from partners.review_edits import shown_name
+from partners.review_scene import scene_note_template
 
 CUT_MARKER = "… (earlier part omitted)"
 MESSAGE_SHARE = 5
@@ -59,10 +60,12 @@ async def review_prompt(
     title: str,
     settings: MemoryConfig,
     timezone: ZoneInfo,
+    scene: bool = False,
 ) -> str:
     """The prompt of one review of ``rows``, a segment of ``session`` in the chat ``title``
     on the partner's ``day``, which may change ``files`` (see
-    :func:`partners.review_edits.writable_files`)."""
+    :func:`partners.review_edits.writable_files`); in a ``scene``, written from the partner's
+    own point of view (``partners/review_scene.py``)."""
     shown = []
     for label, file in files.items():
         body = strip_ids(await memory.read(file)).strip() or "(empty)"
@@ -80,6 +83,7 @@ async def review_prompt(
         or "(nothing yet)",
         "chat": title,
         "segment": segment_text(rows, max(settings.review_chars * 2, 4000), timezone),
+        "scene": scene_note_template().replace("{{partner}}", partner.name) if scene else "",
     }
     text = review_prompt_template()
     for key, value in values.items():

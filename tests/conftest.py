@@ -102,8 +102,8 @@ class RecordingChannel:
             self._changed.notify_all()
         return f"out-{len(self.sent)}"
 
-    async def typing(self, chat: ChatRef) -> None:
-        del chat
+    async def typing(self, chat: ChatRef, partner_id: str | None = None) -> None:
+        del chat, partner_id
         self.typing_calls += 1
 
     async def send_file(
@@ -127,8 +127,10 @@ class RecordingChannel:
             raise DeliveryError(f"no file {ref}", retryable=False)
         return self.held[ref]
 
-    def open_stream(self, chat: ChatRef, reply_to: str | None) -> None:
-        del chat, reply_to
+    def open_stream(
+        self, chat: ChatRef, reply_to: str | None, partner_id: str | None = None
+    ) -> None:
+        del chat, reply_to, partner_id
         if self.fail_next_stream:
             raise self.fail_next_stream.pop(0)
         return None

@@ -21,6 +21,7 @@ from bot.store import (
     NewMedia,
     NewMessage,
     NewToolCall,
+    NewUsage,
     NewVector,
     Store,
     StoreError,
@@ -142,6 +143,9 @@ async def fill(store: Store) -> None:
     await store.delete_messages([ids[10]])  # a hole in the ids, as forgetting leaves one
     await store.add_usage("2026-01-02", "luna", "chat", "m", 120, 40)
     await store.add_units("2026-01-02", "luna", "speech", "tts", 12.5)
+    await store.book_usage(
+        NewUsage("2026-01-02", "luna", "gate", "m", 30, 1, "telegram:-100", "2026-01-03")
+    )
     await store.audit("owner", "bind", chat="-9")
     await store.audit("owner", "settings", key="memory.review_turns")
     await store.put_setting("memory.review_turns", "4")

@@ -8,7 +8,7 @@ import asyncio
 
 from telegram import Bot, Message
 
-from adapters.telegram_channel import POOL_TIMEOUT_SECONDS, SEND_POOL_SIZE, _build_bot
+from adapters.telegram_bots import POOL_TIMEOUT_SECONDS, SEND_POOL_SIZE, build_bot
 from adapters.telegram_send_request import SendRequest
 from bot.config.platforms import TelegramConfig
 from tests.fakes.fake_telegram import TOKEN, FakeTelegram
@@ -45,7 +45,7 @@ async def test_sends_cancelled_at_every_moment_of_their_start_leave_the_pool_usa
 
 def test_the_channel_sends_through_that_request() -> None:
     config = TelegramConfig.model_validate({"token": TOKEN})
-    request = _build_bot(config).request
+    request = build_bot(config, TOKEN).request
     assert isinstance(request, SendRequest)
     assert request._client_kwargs["limits"].max_connections == SEND_POOL_SIZE
     assert request._client_kwargs["timeout"].pool == POOL_TIMEOUT_SECONDS

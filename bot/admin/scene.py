@@ -1,13 +1,16 @@
 """``/admin scene [pause|resume]`` in a group: its cast (the partners bound there, in the order
-they answer) and the scene's settings; pausing stores an override in the store's settings, so it
+they answer) and the scene's settings, with the tokens its scene spent today against its daily
+budget (``bot/gateway/scene_costs.py``); pausing stores an override in the store's settings, so it
 holds on every worker and across restarts (``bot/gateway/scenes.py`` says what a pause does)."""
 
 from __future__ import annotations
 
 from bot.admin.args import AdminError
 from bot.commands.types import CommandContext, CommandReply
+from bot.gateway.scene_costs import SceneCosts, group_of
 from bot.gateway.scenes import is_paused, paused_key
 from bot.text.literal import literal_line
+from partners.persona import Partner
 
 USAGE = "Usage: /admin scene [pause|resume]"
 
@@ -53,5 +56,19 @@ async def _describe(ctx: CommandContext, action: str) -> str:
         f"max_turns_per_partner = {settings.max_turns_per_partner}",
         f"max_unaddressed_per_hour = {settings.max_unaddressed_per_hour}",
         f"gate_calls_per_hour = {settings.gate_calls_per_hour}",
+        await _budget_line(ctx, [p for _, p in cast if p is not None]),
     ]
     return "\n".join(lines)
+
+
+async def _budget_line(ctx: CommandContext, cast: list[Partner]) -> str:
+    """The group's daily token budget and what its scene spent today, on its calendar."""
+    costs = SceneCosts(ctx.config, ctx.store)
+    chat = ctx.inbound.chat
+    spent = await costs.spent_today(group_of(chat.platform, chat.chat_id), cast)
+    budget = ctx.config.scene.daily_token_budget
+    limit = f"{budget}" if budget else "0 (no budget)"
+    today = f"spent on {costs.day(cast)} ({costs.zone(cast)}): {spent} tokens"
+    if budget and spent >= budget:
+        today += " — used up: the partners answer only what is addressed to them"
+    return f"daily_token_budget = {limit}; {today}"

@@ -23,7 +23,7 @@ HOUR_SECONDS = 3600.0
 DEFAULT_USAGE_DAYS = 7
 MAX_USAGE_DAYS = 366
 TOKENS_PER_PRICE_UNIT = 1_000_000
-USAGE_KINDS = ("chat", "review", "consult", "checkin", "image")
+USAGE_KINDS = ("chat", "scene", "gate", "review", "consult", "checkin", "image")
 MEDIA_UNITS = {"transcription": "s heard", "speech": "characters spoken", "image": "images"}
 """Usage that is not tokens (bot/turn/media.py, bot/turn/voice_replies.py), with its unit."""
 

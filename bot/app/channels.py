@@ -68,6 +68,13 @@ def console_user_name(config: Config) -> str:
         return "you"
 
 
+def partner_bot_checker() -> Callable[[Config], Awaitable[dict[str, TokenCheck]]]:
+    """The check of the partners' own Telegram bots (``[telegram.bots]``), for ``doctor``."""
+    from adapters.telegram_check import check_partner_bots
+
+    return lambda config: check_partner_bots(config.telegram)
+
+
 def token_checkers() -> dict[str, Callable[[Config], Awaitable[TokenCheck]]]:
     """Each platform's token check (``companion setup`` and ``doctor``)."""
     from adapters.discord_check import check_discord_token

@@ -14,7 +14,7 @@ from adapters.base import Channel
 from bot.app.lifecycle import owner_memory_file
 from bot.app.lock import DataDirLock
 from bot.config.memory_settings import Settings
-from bot.config.model import Config
+from bot.config.model import Config, ConfigError
 from bot.delivery.notices import Notices
 from bot.delivery.proactive import ProactiveSender, stop_checkins
 from bot.delivery.sender import Delivery
@@ -133,9 +133,23 @@ async def open_data(config: Config, lock: DataDirLock, store: Store) -> Data:
     roots = [owner_memory_file(config).root, *(p.dir for p in catalog.all())]
     await adopt_local_files(memory, roots)
     await catalog.refresh()  # post-history instructions those files brought in
+    check_partner_bots(config, catalog)
     settings = Settings(config.memory, store)
     await settings.load()
     return Data(config, lock, store, worker, catalog, memory, settings, config.owner_timezone())
+
+
+def check_partner_bots(config: Config, catalog: PartnerCatalog) -> None:
+    """Every ``[telegram.bots]`` entry names a partner (one that does not load counts: its
+    files are there to fix)."""
+    known = {p.id for p in catalog.all()} | set(catalog.errors)
+    unknown = sorted(set(config.telegram.bots) - known)
+    if unknown:
+        raise ConfigError(
+            f"telegram.bots names {', '.join(unknown)}, but there is no such partner (the "
+            f"partners: {', '.join(sorted(known)) or 'none'}); write the partner's id, as "
+            "/admin partners shows it, or remove the line"
+        )
 
 
 def outside_services(config: Config, store: Store) -> Outside:

@@ -3,7 +3,8 @@
 One line per finding: ``ok`` or ``BAD`` (each failure names its fix), or an indented fact. It
 names the keys the environment set, checks the LLM endpoint live (reachable, ``/v1``, the
 model, the key), the embeddings endpoint the same way when ``[embeddings]`` is set (or that
-the local embedder loads and embeds, and its thread cap), each chat token with its platform,
+the local embedder loads and embeds, and its thread cap), each chat token with its platform
+(the partners' own Telegram bots of ``[telegram.bots]`` too, and that each names a partner),
 that every enabled platform has an owner (in config.toml or claimed), that a PostgreSQL
 database (``storage.database_url``) answers and at which schema (and what a worker reads from
 it rather than from its data directory), that the data directory is writable, that every
@@ -16,13 +17,18 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
-from adapters.base import TokenCheck
 from bot.cli.doctor_mcp import mcp_checks
+from bot.cli.doctor_tokens import (
+    Finding,
+    PartnerBotsChecker,
+    TokenChecker,
+    partner_bot_findings,
+    token_findings,
+)
 from bot.cli.invocation import command
 from bot.config.environment import environment_variable
 from bot.config.model import Config
@@ -42,30 +48,22 @@ from bot.store.opening import open_store
 from bot.store.postgres.connection import database_schema, redacted
 from partners.catalog import PartnerCatalog, catalog_line
 
-TokenChecker = Callable[[], Awaitable[TokenCheck]]
-
-
-@dataclass(frozen=True)
-class Finding:
-    ok: bool | None
-    """True ok, False a problem, None a fact worth showing."""
-    text: str
-
-    def line(self) -> str:
-        mark = {True: "ok ", False: "BAD", None: "   "}[self.ok]
-        return f"{mark} {self.text}"
-
 
 async def examine(
-    config: Config, config_file: Path | None, token_checks: Mapping[str, TokenChecker]
+    config: Config,
+    config_file: Path | None,
+    token_checks: Mapping[str, TokenChecker],
+    partner_bots: PartnerBotsChecker | None = None,
 ) -> list[Finding]:
     """Every check, in the order a first run meets them. ``token_checks`` has one checker
-    per platform whose token is set."""
+    per platform whose token is set; ``partner_bots`` checks the partners' own Telegram bots."""
     findings = [config_finding(config_file, config), *environment_findings(config)]
     findings += await llm_findings(config)
     findings += await embeddings_findings(config)
     for platform, check in token_checks.items():
         findings += await token_findings(platform, check)
+    if partner_bots is not None and config.telegram.bots:
+        findings += partner_bot_findings(await partner_bots())
     findings += await database_findings(config)
     findings += worker_findings(config)
     findings += await owner_findings(config, list(token_checks))
@@ -73,7 +71,7 @@ async def examine(
     if rows_configured(config):
         partners, models = await database_partner_findings(config)
     else:
-        partners, models = partner_findings(config.data_dir)
+        partners, models = partner_findings(config.data_dir, config.telegram.bots)
     findings += partners
     findings += await partner_model_findings(config.llm, models)
     findings += [Finding(ok, text) for ok, text in await mcp_checks(config.mcp)]
@@ -131,17 +129,6 @@ async def embeddings_findings(config: Config) -> list[Finding]:
     url = (embeddings.base_url or "").rstrip("/")
     answers = f"embeddings endpoint {url} embeds with model {embeddings.model}"
     return [Finding(problem is None, problem or answers)]
-
-
-async def token_findings(platform: str, check: TokenChecker) -> list[Finding]:
-    result = await check()
-    findings = [Finding(None, f"{platform}.token: set (hidden)")]
-    if result.identity:
-        findings.append(Finding(True, f"{platform}: the token works for {result.identity}"))
-    if result.problem:
-        findings.append(Finding(False, result.problem))
-    findings += [Finding(None, f"{platform}: {note}") for note in result.notes]
-    return findings
 
 
 async def owner_findings(config: Config, platforms: list[str]) -> list[Finding]:
@@ -297,12 +284,15 @@ def data_dir_finding(data_dir: Path) -> Finding:
     return Finding(True, f"data dir {data_dir.resolve()} is writable")
 
 
-def partner_findings(data_dir: Path) -> tuple[list[Finding], dict[str, str]]:
+def partner_findings(
+    data_dir: Path, bots: Collection[str] = ()
+) -> tuple[list[Finding], dict[str, str]]:
+    """The partners in the data directory (``bots``: the partner ids ``[telegram.bots]``
+    names, each of which must be one of them)."""
     catalog = PartnerCatalog(data_dir / "partners")
     catalog.reload()
-    return _catalog_findings(catalog, "none yet (the example is made at start)"), own_models(
-        catalog
-    )
+    none = "none yet (the example is made at start)"
+    return _catalog_findings(catalog, none, bots), own_models(catalog)
 
 
 def own_models(catalog: PartnerCatalog) -> dict[str, str]:
@@ -342,12 +332,25 @@ async def partner_model_findings(llm: LLMConfig, models: dict[str, str]) -> list
     return findings
 
 
-def _catalog_findings(catalog: PartnerCatalog, none: str) -> list[Finding]:
+def _catalog_findings(
+    catalog: PartnerCatalog, none: str, bots: Collection[str] = ()
+) -> list[Finding]:
     names = ", ".join(p.id for p in catalog.all()) or none
     findings = [Finding(True, f"partners: {names}")]
     findings += [
         Finding(False, f"partner {partner_id} does not load: {error}")
         for partner_id, error in catalog.errors.items()
+    ]
+    known = {p.id for p in catalog.all()} | set(catalog.errors)
+    if not known:
+        return findings  # none yet: the first start makes the example, which may be named
+    findings += [
+        Finding(
+            False,
+            f"telegram.bots.{partner_id}: there is no partner {partner_id} (start-up stops "
+            "here); write a partner's id, as /admin partners lists them, or remove the line",
+        )
+        for partner_id in sorted(set(bots) - known)
     ]
     return findings
 
@@ -367,7 +370,7 @@ async def database_partner_findings(config: Config) -> tuple[list[Finding], dict
         running = [worker.worker_id for worker in await store.workers()]
     finally:
         await store.close()
-    findings = _catalog_findings(catalog, none)
+    findings = _catalog_findings(catalog, none, config.telegram.bots)
     findings[0] = Finding(True, f"{findings[0].text} — {catalog.describe()} in the database")
     findings += [
         Finding(None, f"worker {worker} has loaded partners: {catalog_line(*loaded[worker])}")

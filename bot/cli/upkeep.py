@@ -8,8 +8,9 @@ import asyncio
 import functools
 from pathlib import Path
 
-from bot.app.channels import token_checkers
-from bot.cli.doctor import TokenChecker, examine
+from bot.app.channels import partner_bot_checker, token_checkers
+from bot.cli.doctor import examine
+from bot.cli.doctor_tokens import TokenChecker
 from bot.cli.setup_wizard import SetupOptions, run_setup
 from bot.config.model import Config, ConfigError, config_path
 from bot.store.backup import write_backup
@@ -43,7 +44,8 @@ def cmd_setup(args: argparse.Namespace) -> int:
 def cmd_doctor(config: Config, args: argparse.Namespace) -> int:
     file = config_path(Path(args.config) if args.config else None)
     found = file if file is not None and file.exists() else None
-    findings = asyncio.run(examine(config, found, token_checks(config)))
+    partner_bots = functools.partial(partner_bot_checker(), config)
+    findings = asyncio.run(examine(config, found, token_checks(config), partner_bots))
     for finding in findings:
         print(finding.line())
     return 1 if any(finding.ok is False for finding in findings) else 0

@@ -201,9 +201,9 @@ def _expand_env(value: Any, env: dict[str, str], file: Path, where: tuple[str | 
     return value
 
 
-SECRET_KEY_WORDS = ("token", "key", "secret", "database_url", "password")
+SECRET_KEY_WORDS = ("token", "key", "secret", "database_url", "password", "telegram.bots")
 """A key whose name holds one of these is never echoed in an error (a database URL carries
-its password)."""
+its password; ``[telegram.bots]`` holds tokens under partner ids)."""
 
 
 def _describe(exc: ValidationError, file: Path, from_env: dict[str, str]) -> str:

@@ -19,9 +19,16 @@ def token_not_empty(value: SecretStr | None) -> SecretStr | None:
     return value
 
 
+BOT_TOKEN = re.compile(r"^[0-9]+:[A-Za-z0-9_-]+$")
+"""What @BotFather hands out: the bot's id, a colon, then letters, digits, ``_`` and ``-``."""
+
+
 class TelegramConfig(Section):
     token: SecretStr | None = None
     _token = field_validator("token")(token_not_empty)
+    bots: dict[str, SecretStr] = Field(default_factory=dict)
+    """``[telegram.bots]``: a partner id -> the token of that partner's own bot account, which
+    sends its group messages; it only sends, the main bot (``token``) receives everything."""
     base_url: str | None = None
     mode: Literal["polling", "webhook"] = "polling"
     webhook_listen: str = "127.0.0.1"
@@ -40,6 +47,38 @@ class TelegramConfig(Section):
         if poll is not None and value <= poll:
             # a healthy long poll lasts poll_timeout_seconds: a shorter watchdog would cut it
             raise ValueError(f"must be longer than poll_timeout_seconds ({poll})")
+        return value
+
+    @field_validator("bots")
+    @classmethod
+    def _partner_tokens(
+        cls, value: dict[str, SecretStr], info: ValidationInfo
+    ) -> dict[str, SecretStr]:
+        if value and "token" in info.data and info.data["token"] is None:
+            raise ValueError(
+                "needs telegram.token as well: the main bot receives the groups' messages, "
+                "the partners' bots only send"
+            )
+        main: SecretStr | None = info.data.get("token")
+        owners: dict[str, str] = {}
+        for partner_id, token in value.items():
+            secret = token.get_secret_value()
+            if not BOT_TOKEN.match(secret):
+                raise ValueError(
+                    f"{partner_id}: not a bot token (a number, a colon, then letters and "
+                    "digits, as @BotFather gives it); copy the token of that partner's bot again"
+                )
+            if main is not None and secret == main.get_secret_value():
+                raise ValueError(
+                    f"{partner_id}: is telegram.token itself; give the partner a bot of its own "
+                    "(@BotFather, /newbot), or remove the line to let it speak through the main bot"
+                )
+            if secret in owners:
+                raise ValueError(
+                    f"{partner_id} and {owners[secret]} have the same token; each partner "
+                    "needs a bot of its own (@BotFather, /newbot)"
+                )
+            owners[secret] = partner_id
         return value
 
     @field_validator("webhook_url")

@@ -23,3 +23,8 @@ class SceneConfig(Section):
     gate_calls_per_hour: int = Field(6, ge=0, le=120)
     """Times an hour the speak gate of one group may ask the model whether a partner should
     speak, when the score alone cannot tell (0: never; the partner then stays quiet)."""
+    daily_token_budget: int = Field(0, ge=0)
+    """Tokens one group's scene may spend a day (its turns and speak-gate calls, on the
+    calendar of its first bound partner) before its partners stop answering each other and
+    talk nobody addressed; messages addressed to them are still answered (0: no budget;
+    ``bot/gateway/scene_costs.py``)."""

@@ -47,9 +47,9 @@ class ReplyActions:
         for action in pending:
             try:
                 if action.kind == "react" and reply.reply_to:
-                    await channel.react(chat, reply.reply_to, action.ref)
+                    await channel.react(chat, reply.reply_to, action.ref, reply.partner_id)
                 elif action.kind == "sticker":
-                    await channel.send_sticker(chat, action.ref)
+                    await channel.send_sticker(chat, action.ref, reply.partner_id)
                 elif action.kind == "speak" and text:
                     done = await self._speak(reply, channel, text, chunks)
             except DeliveryError as exc:  # an action is a courtesy: the text still goes out
@@ -67,7 +67,8 @@ class ReplyActions:
             return 0
         # "recording a voice message…" is shown while the reply is spoken, not before it
         _, audio = await asyncio.gather(
-            self._recording(channel, reply.chat), self.voice.audio(text, reply.partner_id)
+            self._recording(channel, reply.chat, reply.partner_id),
+            self.voice.audio(text, reply.partner_id),
         )
         if audio is None:
             return 0
@@ -81,6 +82,6 @@ class ReplyActions:
         return 1
 
     @staticmethod
-    async def _recording(channel: MediaChannel, chat: ChatRow) -> None:
+    async def _recording(channel: MediaChannel, chat: ChatRow, partner_id: str | None) -> None:
         with contextlib.suppress(DeliveryError):  # a courtesy: the reply goes out regardless
-            await channel.recording(chat_ref(chat))
+            await channel.recording(chat_ref(chat), partner_id)

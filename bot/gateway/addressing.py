@@ -9,10 +9,12 @@ reference. The rest is decided here, once and the same for every platform:
   stays as typed.
 * **Addressed** (groups; a DM always is): a mention of the bot, a reply to it, a command meant
   for it (``/cmd@thisbot``, or a user command: an unknown word or ``/admin`` is chatter,
-  perhaps another bot's), or the name of a bound partner as a whole word. Anything else is
-  context for the next answered turn.
+  perhaps another bot's), the name of a bound partner as a whole word, or a mention of (or
+  reply to) a bound partner's own bot account. Anything else is context for the next answered
+  turn.
 * **Partner** (groups): the bound partner named as a whole word, else the one whose message
-  was answered, else one named inside a word, else the first bound.
+  was answered, else the one whose own bot was mentioned, else one named inside a word, else
+  the first bound.
 """
 
 from __future__ import annotations
@@ -74,7 +76,11 @@ def as_read(inbound: Inbound, command: Command | None) -> Inbound:
 
 def read_group(inbound: Inbound, bound: Sequence[Named], bot_username: str | None) -> GroupReading:
     """Whether a group message addresses a partner, and which of the bound ones it is for."""
-    hint = named_partner(inbound.text, bound) or _replied_partner(inbound, bound)
+    hint = (
+        named_partner(inbound.text, bound)
+        or _replied_partner(inbound, bound)
+        or next((p.id for p in bound if p.id in inbound.addressed_partners), None)
+    )
     addressed = (
         hint is not None
         or inbound.mentioned

@@ -44,6 +44,7 @@ from bot.gateway.command_runs import CommandRuns
 from bot.gateway.pairing_notices import Announce, PairingNotices
 from bot.gateway.partner_choice import PartnerChoice
 from bot.gateway.reactions import keep_reaction
+from bot.gateway.scene_costs import SceneCosts, group_of
 from bot.gateway.speak_gate import SpeakGate
 from bot.gateway.views import ChannelViews
 from bot.store import ChatRow, NewMedia, NewMessage, Store, StoreUnavailable, UserRow
@@ -120,6 +121,7 @@ class Gateway:
         )  # fmt: skip
         self.gate = gate or SpeakGate(config, store)
         """Who speaks to talk nobody addressed (none given: one that never asks the model)."""
+        self.costs = SceneCosts(config, store)
         self.bot_usernames: dict[str, str] = {}
         self.can_read_groups: dict[str, bool] = {}
         self.admin = admin
@@ -209,15 +211,13 @@ class Gateway:
         if command is not None and (addressed or is_owner):
             await self._command_once(inbound, command, is_owner)
             return
-        # with mention gating off, a bound partner answers everything said in the group
-        addressed = addressed or (not self.config.access.mention_gating and not inbound.late)
-        partner_id = reading.partner_id
-        if (
-            not addressed
-            and not inbound.late
-            and (joiner := await self.gate.joiner(inbound, bound))
-        ):
-            partner_id, addressed = joiner, True  # a partner speaks unaddressed (speak_gate.py)
+        partner_id, group = reading.partner_id, group_of(chat.platform, chat.chat_id)
+        unaddressed = not addressed and not inbound.late  # while a scene's budget lasts
+        if unaddressed and await self.costs.may_answer_unaddressed(group, bound):
+            if not self.config.access.mention_gating:  # a bound partner answers everything
+                addressed = True
+            elif joiner := await self.gate.joiner(inbound, bound):
+                partner_id, addressed = joiner, True  # a partner speaks unaddressed (speak_gate.py)
         if scenes.is_scene(bound):
             await self._scene_message(inbound, is_owner, bound, partner_id, addressed)
             return

@@ -1,7 +1,8 @@
 """Scenes at the front door: a group with two or more bound partners (its cast) is a scene.
 
 Who a scene message is for, decided once, before it is stored: every partner it names as a
-whole word, the one whose message it replies to, or the whole cast when it speaks to all of
+whole word, the one whose message it replies to, each whose own bot account it @mentions
+(Telegram's ``[telegram.bots]``), or the whole cast when it speaks to all of
 them ("both of you", "everyone", "大家", "你们": :data:`EVERYONE` by language; a partner whose
 ``presence`` is ``quiet`` is left out of those), in the order the partners were bound; a
 mention of the bot that names nobody goes to the partner ``bot/gateway/addressing.py`` chose
@@ -121,7 +122,7 @@ def addressees(
     wanted = set(named_partners(inbound.text, cast))
     if inbound.replied_to_bot and inbound.replied_as is not None:
         wanted |= {p.id for p in cast if p.name == inbound.replied_as}
-    wanted |= {p.id for p in cast if p.id == replied}
+    wanted |= {p.id for p in cast if p.id == replied or p.id in inbound.addressed_partners}
     if not wanted:
         return [chosen]
     return [p.id for p in cast if p.id in wanted]

@@ -38,6 +38,7 @@ from importlib import resources
 
 from bot.config.model import Config
 from bot.events import Inbound
+from bot.gateway.scene_costs import SceneCosts, group_of
 from bot.gateway.scenes import speaks_to_all
 from bot.gateway.speak_score import Call, interests, presence, read, talk_of, weigh
 from bot.services.llm import Completion, LLMClient, LLMError
@@ -104,14 +105,20 @@ class SpeakGate:
         cap = self.config.scene.max_unaddressed_per_hour
         if not own and await self._last_hour(JOIN_ACTION, chat.key) >= cap:
             return None
-        if verdict.call is Call.ASK and not await self.ask(partner, inbound, recent):
+        if verdict.call is Call.ASK and not await self.ask(partner, inbound, recent, cast):
             return None
         if not own:
             await self.store.audit(f"partner:{partner.id}", JOIN_ACTION, chat=chat.key)
         logger.info("%s: %s speaks unaddressed (%s)", chat.key, partner.id, verdict.call.value)
         return partner.id
 
-    async def ask(self, partner: Partner, inbound: Inbound, recent: Sequence[MessageRow]) -> bool:
+    async def ask(
+        self,
+        partner: Partner,
+        inbound: Inbound,
+        recent: Sequence[MessageRow],
+        cast: Sequence[Partner],
+    ) -> bool:
         """Whether the model says ``partner`` should answer ``inbound``: True only on a yes;
         False when the group's calls this hour are spent, or the model fails or is slow."""
         chat_key = inbound.chat.key
@@ -134,15 +141,20 @@ class SpeakGate:
                 chat_key, exc or "timed out", partner.id,
             )  # fmt: skip
             return False
-        await self.book(partner, completion)
+        await self.book(partner, completion, inbound, cast)
         return YES.match(completion.text) is not None
 
-    async def book(self, partner: Partner, completion: Completion) -> None:
-        """Count a gate call's tokens: usage kind ``gate``, on the partner asked about."""
-        await self.store.add_usage(
-            self.config.usage_day(self.clock()),
+    async def book(
+        self, partner: Partner, completion: Completion, inbound: Inbound, cast: Sequence[Partner]
+    ) -> None:
+        """Count a gate call's tokens: usage kind ``gate``, on the partner asked about and on
+        the group's day (its ``scene.daily_token_budget``)."""
+        costs = SceneCosts(self.config, self.store)
+        costs.clock = self.clock
+        await costs.book_gate(
+            group_of(inbound.chat.platform, inbound.chat.chat_id),
+            cast,
             partner.id,
-            "gate",
             completion.model,
             completion.usage.prompt_tokens,
             completion.usage.completion_tokens,

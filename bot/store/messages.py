@@ -33,6 +33,8 @@ REVIEWABLE = (
 )
 """A session's conversation after an id, up to its chat's first message still pending (or
 2**62: no message waits)."""
+NO_MESSAGE_YET = 2**62
+"""An id above every message's."""
 INSERT_INTO_MESSAGES = (
     "INSERT INTO messages (dedup_key, queue_key, session_id, partner_id, chat_key,"
     " platform_message_id, user_key, speaker, role, text, audience, status, created_at,"
@@ -216,14 +218,17 @@ class Messages(SearchableMessages, StoreBase):
         )
         return rows[::-1]
 
-    async def chat_tail(self, chat_key: str, after_id: int, limit: int) -> list[MessageRow]:
+    async def chat_tail(
+        self, chat_key: str, after_id: int, limit: int, upto_id: int = NO_MESSAGE_YET
+    ) -> list[MessageRow]:
         """A group's conversation since ``after_id`` (what people and partners said, answered
-        or not, in any state), oldest first, at most the newest ``limit``."""
+        or not, in any state) up to ``upto_id``, oldest first, at most the newest ``limit``."""
         rows = await self._messages(
             "WHERE chat_key = ? AND role IN ('user', 'context', 'assistant') AND id > ?"
-            " ORDER BY id DESC LIMIT ?",
+            " AND id <= ? ORDER BY id DESC LIMIT ?",
             chat_key,
             after_id,
+            upto_id,
             limit,
         )
         return rows[::-1]

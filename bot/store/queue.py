@@ -22,7 +22,7 @@ from bot.store.connection import SqliteBase
 from bot.store.leases import check_lease
 from bot.store.messages import Messages
 from bot.store.rows import DeliveryRetry, MessageRow, NewMessage, NewUsage, WaitingReply
-from bot.store.usage import ADD_USAGE
+from bot.store.usage import ADD_GROUP_TOKENS, ADD_USAGE
 from bot.store.worker_rows import Lease
 
 RECORD_CHUNK = (
@@ -216,7 +216,9 @@ class SqliteQueue(Queue, SqliteBase):
                 "UPDATE sessions SET last_active_at = ? WHERE id = ?", time.time(), session_id
             )
             if usage is not None:
-                await tx.write(ADD_USAGE, *astuple(usage))
+                await tx.write(ADD_USAGE, *usage.per_partner)
+            if usage is not None and usage.group_key is not None:
+                await tx.write(ADD_GROUP_TOKENS, *usage.per_group)
             return reply_id
 
         reply_id = await self._atomically(finish)

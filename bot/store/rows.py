@@ -196,10 +196,30 @@ class NewUsage:
     day: str
     partner_id: str
     kind: str
-    """chat, review, consult, checkin"""
+    """chat, scene, gate, review, consult, checkin"""
     model: str
     prompt_tokens: int
     completion_tokens: int
+    group_key: str | None = None
+    """A scene's group (``platform:chat id``) whose daily budget the tokens count against too."""
+    group_day: str | None = None
+    """The day they count on there: the group's own calendar."""
+
+    @property
+    def per_partner(self) -> tuple[str, str, str, str, int, int]:
+        """The ``usage`` row's values (:data:`bot.store.usage.ADD_USAGE`)."""
+        return (
+            self.day, self.partner_id, self.kind, self.model, self.prompt_tokens,
+            self.completion_tokens,
+        )  # fmt: skip
+
+    @property
+    def per_group(self) -> tuple[str | None, str | None, int | None]:
+        """The ``group_usage`` row's values (:data:`bot.store.usage.ADD_GROUP_TOKENS`); all
+        None for tokens spent outside a scene."""
+        if self.group_key is None or self.group_day is None:
+            return None, None, None
+        return self.group_key, self.group_day, self.prompt_tokens + self.completion_tokens
 
 
 @dataclass(frozen=True)

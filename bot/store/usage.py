@@ -8,7 +8,8 @@ import time
 from typing import cast
 
 from bot.store.admin_rows import RestNoticeRow, UsageRow
-from bot.store.base import StoreBase
+from bot.store.base import StoreBase, Transaction
+from bot.store.rows import NewUsage
 
 ADD_USAGE = (
     "INSERT INTO usage AS u (day, partner_id, kind, model, calls, prompt_tokens,"
@@ -18,6 +19,11 @@ ADD_USAGE = (
     " completion_tokens = u.completion_tokens + excluded.completion_tokens"
 )
 """Book one model call's tokens (day, partner, kind, model, prompt, completion)."""
+ADD_GROUP_TOKENS = (
+    "INSERT INTO group_usage AS g (group_key, day, tokens) VALUES (?, ?, ?)"
+    " ON CONFLICT (group_key, day) DO UPDATE SET tokens = g.tokens + excluded.tokens"
+)
+"""Book tokens spent in a scene on its group's day (group key, day, tokens)."""
 
 
 class Usage(StoreBase):
@@ -27,6 +33,24 @@ class Usage(StoreBase):
         self, day: str, partner_id: str, kind: str, model: str, prompt: int, completion: int
     ) -> None:
         await self._write(ADD_USAGE, day, partner_id, kind, model, prompt, completion)
+
+    async def book_usage(self, usage: NewUsage) -> None:
+        """One model call's tokens outside a turn's reply (a speak-gate call): per partner,
+        kind and model, and on its scene's group if it has one, in one transaction."""
+
+        async def book(tx: Transaction) -> None:
+            await tx.write(ADD_USAGE, *usage.per_partner)
+            if usage.group_key is not None:
+                await tx.write(ADD_GROUP_TOKENS, *usage.per_group)
+
+        await self._atomically(book)
+
+    async def group_tokens_on(self, group_key: str, day: str) -> int:
+        """Tokens a group's scene spent on one day of its calendar."""
+        row = await self._one(
+            "SELECT tokens FROM group_usage WHERE group_key = ?1 AND day = ?2", group_key, day
+        )
+        return int(row[0]) if row else 0
 
     async def add_units(
         self, day: str, partner_id: str, kind: str, model: str, units: float

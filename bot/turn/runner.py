@@ -250,6 +250,8 @@ class TurnRunner:
             conversation, session, prepared, context, self.clock(), scene
         )
         reply, usage = await self._answer(conversation, session, turn, stream)
+        if scene and usage is not None:
+            usage = await self.scenes.booked(conversation.chat, usage)
         if speak and reply.role == "assistant" and reply.text:
             reply = replace(reply, media=(*reply.media, NewMedia("speak", "voice")))
         reply_id = await record_turn(self.store, pending, session, reply, usage, lease)
@@ -285,11 +287,12 @@ class TurnRunner:
         typing indicator meanwhile; their cost booked."""
         if self.media is None:
             return Prepared(list(pending))
-        async with typing(self.channels, conversation.chat):
+        partner_id = conversation.partner.id if conversation.partner else None
+        async with typing(self.channels, conversation.chat, partner_id):
             prepared = await self.media.prepare(
                 conversation.chat.platform, conversation.partner, pending, media
             )
-        partner_id = conversation.partner.id if conversation.partner else OWNER_AUDIENCE
+        partner_id = partner_id or OWNER_AUDIENCE
         await book(self.store, self.config.usage_day(self.clock()), partner_id, prepared.spent)
         return prepared
 
@@ -313,7 +316,10 @@ class TurnRunner:
         channel = self.channels.get(conversation.chat.platform)
         if channel is None:
             return None
-        return channel.open_stream(chat_ref(conversation.chat), last.platform_message_id)
+        partner = conversation.partner
+        return channel.open_stream(
+            chat_ref(conversation.chat), last.platform_message_id, partner.id if partner else None
+        )
 
     async def _answer(
         self,
@@ -331,7 +337,7 @@ class TurnRunner:
         actions: tuple[NewMedia, ...] = ()
         usage = None
         try:
-            async with typing(self.channels, chat):
+            async with typing(self.channels, chat, partner.id if partner else None):
                 output = await self._stops.unless_stopped(
                     chat.chat_key,
                     self.chat_loop.run(

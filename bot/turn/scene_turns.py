@@ -13,7 +13,8 @@ After one human message at most ``scene.max_partner_turns`` turns go from partne
 each partner replies at most ``scene.max_turns_per_partner`` times (its answer to the human
 included), and no partner hands the turn to the same partner twice, so no chain loops. A human
 message in between pre-empts the turns still waiting (``bot/gateway/scenes.py``); a paused
-scene gives none.
+scene gives none, nor does one whose group has spent its daily token budget
+(``bot/gateway/scene_costs.py``; a scene turn's tokens are booked there too, kind ``scene``).
 
 The hand-over is written right after the reply is recorded, not in the same transaction: a
 crash between the two loses that one hand-over (never repeats it: its dedup key is the reply's).
@@ -26,8 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bot.config.model import Config
+from bot.gateway.scene_costs import SceneCosts, group_of
 from bot.gateway.scenes import PARTNER_SPEAKER, PREEMPTED, is_paused, named_partners
-from bot.store import MessageRow, NewMessage, Store
+from bot.store import ChatRow, MessageRow, NewMessage, NewUsage, Store
 from bot.turn.conversation import Conversation
 from bot.turn.sessions import audience_for
 from bot.workers.queue_keys import scene_key
@@ -52,6 +54,10 @@ class Chain:
     """(from partner, to partner) turns given since."""
     waiting: set[str] = field(default_factory=set)
     """Partners with a turn still waiting (another would only join it)."""
+
+
+def group_of_chat(chat: ChatRow) -> str:
+    return group_of(chat.platform, chat.platform_chat_id)
 
 
 def giver_of(row: MessageRow) -> str | None:
@@ -127,6 +133,12 @@ class SceneTurns:
         self.config = config
         self.store = store
         self.catalog = catalog
+        self.costs = SceneCosts(config, store)
+
+    async def booked(self, chat: ChatRow, usage: NewUsage) -> NewUsage:
+        """A scene turn's tokens as they are booked: kind ``scene``, on its group too."""
+        cast = await self._cast(chat.platform, chat.platform_chat_id)
+        return self.costs.scene_usage(usage, group_of_chat(chat), cast)
 
     async def after_reply(
         self, conversation: Conversation, answered: Sequence[MessageRow], reply_id: int, text: str
@@ -140,7 +152,7 @@ class SceneTurns:
             return []
         cast = await self._cast(chat.platform, chat.platform_chat_id)
         named = named_partners(text, [p for p in cast if p.id != partner.id])
-        if not named:
+        if not named or await self.costs.exhausted(group_of_chat(chat), cast):
             return []
         chain = chain_since_human(await self.store.chat_tail(chat.chat_key, 0, TAIL_ROWS))
         if chain.human_id > max(row.id for row in answered):

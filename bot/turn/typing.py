@@ -18,9 +18,11 @@ TYPING_REFRESH_SECONDS = 4.5
 
 
 @contextlib.asynccontextmanager
-async def typing(channels: dict[str, Channel], chat: ChatRow) -> AsyncIterator[None]:
-    """Show the chat's typing indicator while the block runs (none for a chat without a
-    channel)."""
+async def typing(
+    channels: dict[str, Channel], chat: ChatRow, partner_id: str | None = None
+) -> AsyncIterator[None]:
+    """Show the chat's typing indicator (``partner_id``'s, where it has an account of its
+    own) while the block runs (none for a chat without a channel)."""
     channel = channels.get(chat.platform)
     if channel is None:
         yield
@@ -31,7 +33,7 @@ async def typing(channels: dict[str, Channel], chat: ChatRow) -> AsyncIterator[N
         await asyncio.sleep(TYPING_DELAY_SECONDS)
         while True:
             with contextlib.suppress(Exception):
-                await channel.typing(ref)
+                await channel.typing(ref, partner_id)
             await asyncio.sleep(TYPING_REFRESH_SECONDS)
 
     task = asyncio.create_task(refresh())

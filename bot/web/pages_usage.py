@@ -1,6 +1,6 @@
-"""Usage: tokens and estimated cost per day, per partner and per kind (chat, review, consult,
-check-in, voice, images), as server-drawn SVG charts with the numbers in a table beside them.
-The rows are the ones ``/admin usage`` reads; prices come from config.toml."""
+"""Usage: tokens and estimated cost per day, per partner and per kind (chat, scene, gate,
+review, consult, check-in, voice, images), as server-drawn SVG charts with the numbers in a
+table beside them. The rows are the ones ``/admin usage`` reads; prices come from config.toml."""
 
 from __future__ import annotations
 

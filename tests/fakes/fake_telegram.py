@@ -20,6 +20,12 @@ What it does, as Telegram does:
   unknown method 404.  Bodies may be query strings, form-urlencoded, multipart (files) or JSON;
   every form value is JSON-decoded when possible (python-telegram-bot JSON-encodes every
   non-string value), except for parameters that are always strings (``text``, ``caption``, ...).
+* Several bots: :meth:`FakeTelegram.add_bot` makes another token known (a bot of its own:
+  ``getMe`` answers with it, its sends come ``from`` it and only it may edit them;
+  ``Call.bot_id`` says which bot made each call).  Updates are the main bot's: another bot's
+  ``getUpdates`` is held for its timeout and gets none, and, as on Telegram, no bot receives
+  what another bot sends.  ``non_member_chats`` lists (bot id, chat id) pairs where a bot is
+  not a member: its sends there get 403.
 * ``getUpdates`` is a real long poll: it is held open for ``timeout`` seconds and answered as
   soon as an update is pushed.  Updates below ``offset`` are confirmed and dropped for good;
   a newer ``getUpdates`` terminates a pending one with 409; while a webhook is set
@@ -208,6 +214,8 @@ class Call:
     result: Any = None
     description: str | None = None
     http_method: str = "POST"
+    bot_id: int | None = None
+    """The bot whose token made the call (None: a token the fake does not know)."""
 
     @property
     def ok(self) -> bool:
@@ -485,6 +493,10 @@ class FakeTelegram:
         self.responders: dict[str, Callable[[Call], Any]] = {}
         #: getChatMember answers: (chat_id, user_id) -> ChatMember dict.
         self.chat_members: dict[tuple[int, int], dict[str, Any]] = {}
+        #: Tokens of further bots (:meth:`add_bot`) -> their user objects.
+        self.other_bots: dict[str, dict[str, Any]] = {}
+        #: (bot id, chat id): that bot is not a member of that group; its sends get 403.
+        self.non_member_chats: set[tuple[int, int]] = set()
 
         self.webhook: dict[str, Any] | None = None
         self.webhook_posts: list[tuple[dict[str, Any], int]] = []
@@ -873,6 +885,35 @@ class FakeTelegram:
             "first_name": self.bot_first_name,
             "username": self.bot_username,
         }
+
+    def add_bot(self, token: str, bot_id: int, username: str, first_name: str) -> dict[str, Any]:
+        """Another bot this server knows by ``token``; its user object."""
+        user = {"id": bot_id, "is_bot": True, "first_name": first_name, "username": username}
+        self.other_bots[token] = user
+        return dict(user)
+
+    def _bot_of(self, token: str) -> dict[str, Any] | None:
+        """The bot ``token`` belongs to, or None for a token nobody has."""
+        if token == self.token:
+            return self.bot_user()
+        found = self.other_bots.get(token)
+        return dict(found) if found is not None else None
+
+    def _caller(self, call: Call) -> dict[str, Any]:
+        """The bot that made ``call``: the main one, or one added with :meth:`add_bot`."""
+        if call.bot_id is None or call.bot_id == self.bot_id:
+            return self.bot_user()
+        return next(dict(u) for u in self.other_bots.values() if u["id"] == call.bot_id)
+
+    def sent_by(
+        self, bot_id: int, method: str = "sendMessage", chat_id: int | None = None
+    ) -> list[Call]:
+        """Successful calls of ``method`` that bot ``bot_id`` made."""
+        return [call for call in self.sent(method, chat_id) if call.bot_id == bot_id]
+
+    def calls_by(self, bot_id: int) -> list[Call]:
+        """Every call bot ``bot_id`` made, answered or not."""
+        return [call for call in self.calls if call.bot_id == bot_id]
 
     def _new_file(
         self, kind: str, content: bytes, file_name: str | None = None, size: int | None = None
@@ -1279,8 +1320,14 @@ class FakeTelegram:
         return response
 
     async def _answer(self, token: str, method: str, call: Call) -> web.Response:
-        if token != self.token:
+        bot = self._bot_of(token)
+        if bot is None:
             raise ApiError(401, "Unauthorized")
+        call.bot_id = int(bot["id"])
+        if method == "getupdates" and call.bot_id != self.bot_id:
+            result = await self._other_bot_poll(call)
+            call.status, call.result = 200, result
+            return web.json_response({"ok": True, "result": result})
         handler = self._handlers.get(method)
         responder = self.responders.get(method)
         if handler is None and responder is None:
@@ -1315,7 +1362,7 @@ class FakeTelegram:
 
     async def _handle_file(self, request: web.Request) -> web.StreamResponse:
         self.file_fetches.append(request.match_info["path"])
-        if request.match_info["token"] != self.token:
+        if self._bot_of(request.match_info["token"]) is None:
             return web.json_response(
                 {"ok": False, "error_code": 401, "description": "Unauthorized"}, status=401
             )
@@ -1357,11 +1404,12 @@ class FakeTelegram:
             handlers[lower] = _Handler(name, self._media_sender(kind))
         return handlers
 
-    def _get_me(self, _call: Call) -> dict[str, Any]:
+    def _get_me(self, call: Call) -> dict[str, Any]:
+        main = call.bot_id in (None, self.bot_id)
         return {
-            **self.bot_user(),
+            **self._caller(call),
             "can_join_groups": self.can_join_groups,
-            "can_read_all_group_messages": self.can_read_all_group_messages,
+            "can_read_all_group_messages": self.can_read_all_group_messages and main,
             "supports_inline_queries": self.supports_inline_queries,
             "can_connect_to_business": False,
             "has_main_web_app": False,
@@ -1427,6 +1475,12 @@ class FakeTelegram:
         finally:
             self._pending_polls -= 1
             self._notify()
+
+    async def _other_bot_poll(self, call: Call) -> list[dict[str, Any]]:
+        """A bot other than the main one polls: it gets no updates (the fake's updates are
+        the main bot's), after its timeout, as a real long poll with nothing to say."""
+        await self._sleep_unless_closing(max(0.0, float(call.params.get("timeout") or 0)))
+        return []
 
     def _set_webhook(self, call: Call) -> bool:
         url = call.params.get("url")
@@ -1506,8 +1560,17 @@ class FakeTelegram:
             self._chats[chat_id] = known
         return known
 
-    def _check_send(self, chat: dict[str, Any], params: dict[str, Any]) -> int | None:
+    def _check_member(self, call: Call, chat: dict[str, Any]) -> None:
+        if (call.bot_id, int(chat["id"])) in self.non_member_chats:
+            kind = "supergroup chat" if chat["type"] == "supergroup" else "group chat"
+            raise ApiError(403, f"Forbidden: bot is not a member of the {kind}")
+
+    def _check_send(
+        self, chat: dict[str, Any], params: dict[str, Any], call: Call | None = None
+    ) -> int | None:
         chat_id = int(chat["id"])
+        if call is not None:
+            self._check_member(call, chat)
         status = self.failing_chats.get(chat_id)
         if status is not None:
             raise ApiError(status, _DEFAULT_DESCRIPTIONS.get(status, f"Error {status}"))
@@ -1581,13 +1644,14 @@ class FakeTelegram:
         raise ApiError(400, f"Bad Request: unsupported parse_mode {parse_mode!r}")
 
     def _bot_message(
-        self, chat: dict[str, Any], thread_id: int | None, params: dict[str, Any]
+        self, chat: dict[str, Any], thread_id: int | None, params: dict[str, Any], call: Call
     ) -> dict[str, Any]:
         chat_id = int(chat["id"])
         reply_to = self._reply_target(chat_id, params)
+        sender = self._caller(call)
         message: dict[str, Any] = {
             "message_id": self.next_message_id(chat_id),
-            "from": self.bot_user(),
+            "from": sender,
             "chat": chat,
             "date": int(time.time()),
         }
@@ -1596,7 +1660,7 @@ class FakeTelegram:
             if chat.get("is_forum") and thread_id != 1:
                 message["is_topic_message"] = True
                 if reply_to is None:
-                    reply_to = self._topic_root(chat, thread_id, self.bot_user())
+                    reply_to = self._topic_root(chat, thread_id, sender)
         if reply_to is not None:
             message["reply_to_message"] = reply_to
         markup = params.get("reply_markup")
@@ -1613,7 +1677,7 @@ class FakeTelegram:
     def _send_message(self, call: Call) -> dict[str, Any]:
         params = call.params
         chat = self._chat(params)
-        thread = self._check_send(chat, params)
+        thread = self._check_send(chat, params, call)
         text = self._text_param(params, "Bad Request: message text is empty")
         visible, parsed = self._render(text, params.get("parse_mode"), text_method=True)
         if not visible.strip():
@@ -1621,7 +1685,7 @@ class FakeTelegram:
         if utf16_len(visible) > MAX_TEXT_LENGTH:
             raise ApiError(400, "Bad Request: message is too long")
         self._check_rate(int(chat["id"]))
-        message = self._bot_message(chat, thread, params)
+        message = self._bot_message(chat, thread, params, call)
         message["text"] = visible
         entities = parsed or params.get("entities")
         if isinstance(entities, list) and entities:
@@ -1629,13 +1693,14 @@ class FakeTelegram:
         self._register_message(message)
         return message
 
-    def _editable(self, params: dict[str, Any], action: str) -> dict[str, Any]:
+    def _editable(self, call: Call, action: str) -> dict[str, Any]:
+        params = call.params
         chat = self._chat(params)
         message_id = _as_int(params.get("message_id"), 0)
         message = self._messages.get((int(chat["id"]), message_id))
         if message is None:
             raise ApiError(400, f"Bad Request: message to {action} not found")
-        if (message.get("from") or {}).get("id") != self.bot_id:
+        if (message.get("from") or {}).get("id") != self._caller(call)["id"]:
             raise ApiError(400, "Bad Request: message can't be edited")
         return message
 
@@ -1643,7 +1708,7 @@ class FakeTelegram:
         params = call.params
         if params.get("inline_message_id"):
             return True
-        message = self._editable(params, "edit")
+        message = self._editable(call, "edit")
         text = self._text_param(params, "Bad Request: text must be non-empty")
         visible, parsed = self._render(text, params.get("parse_mode"), text_method=True)
         if utf16_len(visible) > MAX_TEXT_LENGTH:
@@ -1672,7 +1737,7 @@ class FakeTelegram:
         params = call.params
         if params.get("inline_message_id"):
             return True
-        message = self._editable(params, "edit")
+        message = self._editable(call, "edit")
         markup = params.get("reply_markup")
         if markup == message.get("reply_markup"):
             raise ApiError(400, _NOT_MODIFIED)
@@ -1704,6 +1769,7 @@ class FakeTelegram:
 
     def _send_chat_action(self, call: Call) -> bool:
         chat = self._chat(call.params)
+        self._check_member(call, chat)
         if int(chat["id"]) in self.blocked_chats:
             raise ApiError(403, "Forbidden: bot was blocked by the user")
         if call.params.get("action") not in _CHAT_ACTIONS:
@@ -1762,6 +1828,7 @@ class FakeTelegram:
 
     def _set_message_reaction(self, call: Call) -> bool:
         chat = self._chat(call.params)
+        self._check_member(call, chat)
         message_id = _as_int(call.params.get("message_id"), 0)
         reaction = call.params.get("reaction") or []
         if not isinstance(reaction, list):
@@ -1795,8 +1862,9 @@ class FakeTelegram:
         override = self.chat_members.get((int(chat["id"]), user_id))
         if override is not None:
             return override
-        if user_id == self.bot_id:
-            user = self.bot_user()
+        bots = {int(u["id"]): u for u in [self.bot_user(), *self.other_bots.values()]}
+        if user_id in bots:
+            user = dict(bots[user_id])
         else:
             user = self._users.get(user_id) or {
                 "id": user_id,
@@ -1827,7 +1895,7 @@ class FakeTelegram:
         def send(call: Call) -> dict[str, Any]:
             params = call.params
             chat = self._chat(params)
-            thread = self._check_send(chat, params)
+            thread = self._check_send(chat, params, call)
             value = params.get(kind)
             file_name: str | None = None
             mime_type: str | None = None
@@ -1864,7 +1932,7 @@ class FakeTelegram:
                 if utf16_len(visible_caption) > MAX_CAPTION_LENGTH:
                     raise ApiError(400, "Bad Request: message caption is too long")
             self._check_rate(int(chat["id"]))
-            message = self._bot_message(chat, thread, params)
+            message = self._bot_message(chat, thread, params, call)
             message[kind] = self._media_object(
                 kind, content, file_name, mime_type, duration=duration
             )

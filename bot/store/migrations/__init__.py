@@ -8,7 +8,7 @@ runs. A step that has shipped never changes: databases have applied it, and
 ``tests/test_schema_steps.py`` compares every step with the record of what shipped
 (``tests/data/schema_steps.json``).
 
-To add a step: write the next module (``step_27_<what>.py``), add it at the end of
+To add a step: write the next module (``step_28_<what>.py``), add it at the end of
 ``MODULES`` below, then run ``python -m tests.schema_steps --append``, which adds the new
 step's texts to the record and never rewrites the ones it has."""
 
@@ -41,6 +41,7 @@ from bot.store.migrations import (
     step_24_impossible_message_times,
     step_25_tool_calls,
     step_26_confirmations,
+    step_27_group_usage,
 )
 from bot.store.migrations.step import Dialect, Dialects, Migration, Step, for_dialect
 
@@ -71,6 +72,7 @@ MODULES: tuple[ModuleType, ...] = (
     step_24_impossible_message_times,
     step_25_tool_calls,
     step_26_confirmations,
+    step_27_group_usage,
 )
 """The step modules in the order they are applied, numbered from 1."""
 

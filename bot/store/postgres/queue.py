@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import astuple
 from typing import Any
 
 import asyncpg
@@ -39,8 +38,11 @@ FINISH_TURN = fenced(
     " WHERE $28 IS NOT NULL"
     " ON CONFLICT (day, partner_id, kind, model) DO UPDATE SET calls = u.calls + 1,"
     " prompt_tokens = u.prompt_tokens + excluded.prompt_tokens,"
-    " completion_tokens = u.completion_tokens + excluded.completion_tokens)",
-    params=33,
+    " completion_tokens = u.completion_tokens + excluded.completion_tokens),"
+    " group_booked AS (INSERT INTO group_usage AS g (group_key, day, tokens)"
+    " SELECT $34::text, $35::text, $36 FROM fence WHERE $34 IS NOT NULL"
+    " ON CONFLICT (group_key, day) DO UPDATE SET tokens = g.tokens + excluded.tokens)",
+    params=36,
     result="(SELECT id FROM reply) AS reply_id, NOT EXISTS (SELECT 1 FROM messages w"
     " JOIN delivery_retries r ON r.message_id = w.id"
     " WHERE w.chat_key = $5 AND w.status = 'delivering') AS none_waiting",
@@ -49,8 +51,9 @@ FINISH_TURN = fenced(
 only while the turn's lease is held): the reply with its actions, the inbound messages
 closed, the session's last activity, and what the reply cost. Parameters: the reply's as
 :data:`MESSAGE_VALUES` takes them ($1-$17), the inbound status, session and ids, the time,
-the actions' columns as arrays ($22-$27), the usage row ($28-$33, all null for none) and the
-lease ($34-$36). It also tells whether any reply of the chat waited for a retry: the delivery
+the actions' columns as arrays ($22-$27), the usage row ($28-$33, all null for none), the
+tokens booked on a scene's group ($34-$36, all null outside a scene) and the lease
+($37-$39). It also tells whether any reply of the chat waited for a retry: the delivery
 that follows asks that, and is answered without a round trip of its own."""
 COUNT_FAILED_TURN = fenced(
     "counted AS (UPDATE messages SET turn_attempts = turn_attempts + 1"
@@ -130,7 +133,8 @@ class PostgresQueue(Queue, PostgresMessages):
             inbound_status, session_id, list(inbound_ids), time.time(),
             [x.kind for x in media], [x.ref for x in media], [x.mime for x in media],
             [x.seconds for x in media], [x.bytes for x in media], [x.filename for x in media],
-            *(astuple(usage) if usage else (None,) * 6),
+            *(usage.per_partner if usage else (None,) * 6),
+            *(usage.per_group if usage else (None,) * 3),
         )  # fmt: skip
         assert row["reply_id"] is not None  # a reply has no dedup key: it is always recorded
         self._stored([reply])

@@ -51,9 +51,11 @@ class MessagesStore(Protocol):
     async def recent_context(self, chat_key: str, after_id: int, limit: int) -> list[MessageRow]:
         """Unaddressed group chatter since ``after_id``, oldest first, at most ``limit``."""
 
-    async def chat_tail(self, chat_key: str, after_id: int, limit: int) -> list[MessageRow]:
+    async def chat_tail(
+        self, chat_key: str, after_id: int, limit: int, upto_id: int = 2**62
+    ) -> list[MessageRow]:
         """A group's conversation since ``after_id`` (what people and partners said, answered
-        or not, in any state), oldest first, at most the newest ``limit``."""
+        or not, in any state) up to ``upto_id``, oldest first, at most the newest ``limit``."""
 
     async def recent_reactions(
         self, chat_key: str, partner_id: str | None, after_id: int, limit: int

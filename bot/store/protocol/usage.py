@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from bot.store.admin_rows import RestNoticeRow, UsageRow
+from bot.store.rows import NewUsage
 
 
 class UsageStore(Protocol):
@@ -17,6 +18,13 @@ class UsageStore(Protocol):
     async def add_usage(
         self, day: str, partner_id: str, kind: str, model: str, prompt: int, completion: int
     ) -> None: ...
+
+    async def book_usage(self, usage: NewUsage) -> None:
+        """One model call's tokens outside a turn's reply (a speak-gate call): per partner,
+        kind and model, and on its scene's group if it has one, in one transaction."""
+
+    async def group_tokens_on(self, group_key: str, day: str) -> int:
+        """Tokens a group's scene spent on one day of its calendar."""
 
     async def add_units(
         self, day: str, partner_id: str, kind: str, model: str, units: float
