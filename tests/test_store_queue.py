@@ -5,7 +5,9 @@ once, retries waiting per chat, platform updates seen once, media in the order s
 
 from __future__ import annotations
 
-from bot.store import DeliveryRetry, NewMedia, NewMessage, Store
+import pytest
+
+from bot.store import DeliveryRetry, LeaseLost, NewMedia, NewMessage, Store
 
 
 def inbound(text: str, dedup: str, queue: str = "test:1") -> NewMessage:
@@ -160,3 +162,33 @@ async def test_a_reply_waiting_when_a_turn_records_its_own_is_found_before_it(
     assert [w.message_id for w in await store.waiting_replies("test:1", before_id=third)] == [
         second
     ]
+
+
+def handover(text: str, to: str, dedup: str) -> NewMessage:
+    """A reply handed to partner ``to`` as its turn (a scene's hand-over)."""
+    return NewMessage(
+        "test:1", "user", text, "group:test:1", status="pending", dedup_key=dedup,
+        queue_key="scene:test:1", partner_id=to, user_key="partner:mira", speaker="Mira",
+    )  # fmt: skip
+
+
+async def test_the_messages_a_reply_causes_are_recorded_with_it_or_not_at_all(
+    store: Store,
+) -> None:
+    first = await stored(store, inbound("both of you?", "d1", queue="scene:test:1"))
+    [stale] = await store.claim_queue_keys("w1", 0, 1, "scene:test:1")
+    [current] = await store.claim_queue_keys("w2", 30, 1, "scene:test:1")
+    reply = NewMessage("test:1", "assistant", "Sol, your turn", "group:test:1",
+                       status="delivering", partner_id="mira")  # fmt: skip
+    sol = handover("Sol, your turn", "sol", "scene:1:mira:sol")
+    with pytest.raises(LeaseLost):  # taken over: neither the reply nor its hand-over
+        await store.finish_turn([first], None, reply, lease=stale, follow=[sol])
+    assert [m.id for m in await store.pending("scene:test:1")] == [first]
+    reply_id = await store.finish_turn([first], None, reply, lease=current, follow=[sol])
+    waiting = await store.pending("scene:test:1")
+    assert [(m.partner_id, m.text) for m in waiting] == [("sol", "Sol, your turn")]
+    assert waiting[0].id > reply_id
+    # the same hand-over again (a turn tried twice) is recorded once
+    again = await stored(store, inbound("and you?", "d2", queue="scene:test:1"))
+    await store.finish_turn([again], None, reply, lease=current, follow=[sol])
+    assert [m.partner_id for m in await store.pending("scene:test:1")] == ["sol"]

@@ -81,13 +81,14 @@ class SceneCosts:
     async def spent_today(self, group: str, cast: Sequence[Partner]) -> int:
         return await self.store.group_tokens_on(group, self.day(cast))
 
-    async def exhausted(self, group: str, cast: Sequence[Partner]) -> bool:
-        """Whether the group's scene has spent its budget today (never without a budget,
-        nor in a group with one partner: that is no scene)."""
+    async def exhausted(self, group: str, cast: Sequence[Partner], spending: int = 0) -> bool:
+        """Whether the group's scene has spent its budget today, counting ``spending`` tokens
+        not booked yet (a turn's, booked with its reply); never without a budget, nor in a
+        group with one partner: that is no scene."""
         budget = self.config.scene.daily_token_budget
         if not budget or not is_scene(cast):
             return False
-        return await self.spent_today(group, cast) >= budget
+        return await self.spent_today(group, cast) + spending >= budget
 
     async def may_answer_unaddressed(self, group: str, cast: Sequence[Partner]) -> bool:
         """Whether talk nobody addressed may still get an answer in this group today."""

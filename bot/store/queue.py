@@ -193,6 +193,7 @@ class SqliteQueue(Queue, SqliteBase):
         usage: NewUsage | None = None,
         *,
         lease: Lease | None = None,
+        follow: Sequence[NewMessage] = (),
     ) -> int:
         """Close the inbound messages and record the reply, in one transaction, with the
         tokens the reply cost (``usage``) if given (all refused with :class:`LeaseLost` if
@@ -200,6 +201,7 @@ class SqliteQueue(Queue, SqliteBase):
         session's history."""
         queued = queued_reply(reply, inbound_ids, lease)
         values = self._message_values(queued)
+        followed = [(self._message_values(m), m.media) for m in follow]
 
         async def finish(tx: Transaction) -> int:
             await check_lease(tx, lease)
@@ -219,10 +221,12 @@ class SqliteQueue(Queue, SqliteBase):
                 await tx.write(ADD_USAGE, *usage.per_partner)
             if usage is not None and usage.group_key is not None:
                 await tx.write(ADD_GROUP_TOKENS, *usage.per_group)
+            for follow_values, media in followed:
+                await self._insert_message(tx, follow_values, media)
             return reply_id
 
         reply_id = await self._atomically(finish)
-        self._stored([reply])
+        self._stored([reply, *follow])
         return reply_id
 
     async def count_failed_turn(

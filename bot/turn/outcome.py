@@ -5,6 +5,8 @@ chat or partner is gone), the one line that closes them. Running the turn is
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from bot.delivery.reply import PendingReply
 from bot.delivery.sender import Delivery
 from bot.store import Lease, MediaRow, MessageRow, NewMedia, NewMessage, NewUsage, SessionRow, Store
@@ -87,9 +89,11 @@ async def record_turn(
     reply: NewMessage,
     usage: NewUsage | None,
     lease: Lease,
+    follow: Sequence[NewMessage] = (),
 ) -> int:
-    """The reply recorded and the turn's messages closed, in one transaction; a model
-    that failed closes them as failed (a stopped turn is done)."""
+    """The reply recorded and the turn's messages closed, in one transaction with the
+    messages the reply causes (``follow``); a model that failed closes them as failed (a
+    stopped turn is done)."""
     failed = reply.role == "notice" and reply.text != STOPPED
     return await store.finish_turn(
         [row.id for row in pending],
@@ -98,6 +102,7 @@ async def record_turn(
         "failed" if failed else "done",
         usage=usage,
         lease=lease,
+        follow=follow,
     )
 
 

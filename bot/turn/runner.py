@@ -254,9 +254,10 @@ class TurnRunner:
             usage = await self.scenes.booked(conversation.chat, usage)
         if speak and reply.role == "assistant" and reply.text:
             reply = replace(reply, media=(*reply.media, NewMedia("speak", "voice")))
-        reply_id = await record_turn(self.store, pending, session, reply, usage, lease)
+        follow = []
         if scene and reply.role == "assistant":
-            await self.scenes.after_reply(conversation, pending, reply_id, reply.text)
+            follow = await self.scenes.handovers(conversation, pending, reply.text, usage)
+        reply_id = await record_turn(self.store, pending, session, reply, usage, lease, follow)
         await self.delivery.send(
             pending_reply(conversation, reply_id, reply, pending[-1], lease), stream
         )

@@ -16,8 +16,9 @@ message in between pre-empts the turns still waiting (``bot/gateway/scenes.py``)
 scene gives none, nor does one whose group has spent its daily token budget
 (``bot/gateway/scene_costs.py``; a scene turn's tokens are booked there too, kind ``scene``).
 
-The hand-over is written right after the reply is recorded, not in the same transaction: a
-crash between the two loses that one hand-over (never repeats it: its dedup key is the reply's).
+A hand-over is recorded in the transaction that records the reply giving it: a crash keeps
+both or neither, and a turn tried again gives the same hand-over once (its dedup key names the
+turn's last message, the giver and the partner given the turn).
 """
 
 from __future__ import annotations
@@ -140,11 +141,17 @@ class SceneTurns:
         cast = await self._cast(chat.platform, chat.platform_chat_id)
         return self.costs.scene_usage(usage, group_of_chat(chat), cast)
 
-    async def after_reply(
-        self, conversation: Conversation, answered: Sequence[MessageRow], reply_id: int, text: str
-    ) -> list[str]:
-        """Hand the turn to the cast partners ``text`` (the reply ``reply_id`` to
-        ``answered``) names, within bounds; the partners given a turn, in order."""
+    async def handovers(
+        self,
+        conversation: Conversation,
+        answered: Sequence[MessageRow],
+        text: str,
+        usage: NewUsage | None,
+    ) -> list[NewMessage]:
+        """The turns ``text`` (the reply to ``answered``, about to be recorded with the
+        tokens it cost, ``usage``) hands to the cast partners it names, within bounds:
+        recorded in the reply's own transaction (``Store.finish_turn``'s ``follow``), so a
+        crash keeps both or neither."""
         chat, partner = conversation.chat, conversation.partner
         if partner is None or not text:
             return []
@@ -152,17 +159,17 @@ class SceneTurns:
             return []
         cast = await self._cast(chat.platform, chat.platform_chat_id)
         named = named_partners(text, [p for p in cast if p.id != partner.id])
-        if not named or await self.costs.exhausted(group_of_chat(chat), cast):
+        spending = usage.prompt_tokens + usage.completion_tokens if usage else 0
+        if not named or await self.costs.exhausted(group_of_chat(chat), cast, spending):
             return []
         chain = chain_since_human(await self.store.chat_tail(chat.chat_key, 0, TAIL_ROWS))
-        if chain.human_id > max(row.id for row in answered):
+        answered_upto = max(row.id for row in answered)
+        if chain.human_id > answered_upto:
             return []  # a person spoke since: they are answered instead
         given = self._within_bounds(partner.id, named, chain)
-        for other in given:
-            await self.store.add_message(self._handover(conversation, reply_id, text, other))
         if given:
             logger.info("scene %s: %s hands the turn to %s", chat.chat_key, partner.id, given)
-        return given
+        return [self._handover(conversation, answered_upto, text, other) for other in given]
 
     def _within_bounds(self, giver: str, named: list[str], chain: Chain) -> list[str]:
         settings = self.config.scene
@@ -183,7 +190,7 @@ class SceneTurns:
         return given
 
     def _handover(
-        self, conversation: Conversation, reply_id: int, text: str, other: str
+        self, conversation: Conversation, answered_upto: int, text: str, other: str
     ) -> NewMessage:
         chat, partner = conversation.chat, conversation.partner
         assert partner is not None
@@ -193,7 +200,7 @@ class SceneTurns:
             text=text,
             audience=audience_for(chat, conversation.speaker),
             status="pending",
-            dedup_key=f"scene:{reply_id}:{other}",
+            dedup_key=f"scene:{answered_upto}:{partner.id}:{other}",
             queue_key=scene_key(chat.chat_key),
             partner_id=other,
             user_key=f"{PARTNER_SPEAKER}{partner.id}",

@@ -119,16 +119,16 @@ class PostgresQueue(Queue, PostgresMessages):
         usage: NewUsage | None = None,
         *,
         lease: Lease | None = None,
+        follow: Sequence[NewMessage] = (),
     ) -> int:
         """Close the inbound messages and record the reply, with the tokens the reply cost
         (``usage``) if given: one statement, so one transaction and one round trip, refused
         with :class:`LeaseLost` if ``lease`` was taken over. Without a session the inbound
-        messages stay out of every session's history."""
+        messages stay out of every session's history. Messages the reply causes
+        (``follow``) join its transaction, a statement each."""
         reply = queued_reply(reply, inbound_ids, lease)
         media = reply.media
-        row = await self._fenced(
-            lease,
-            FINISH_TURN,
+        args = (
             *self._message_values(reply),
             inbound_status, session_id, list(inbound_ids), time.time(),
             [x.kind for x in media], [x.ref for x in media], [x.mime for x in media],
@@ -136,6 +136,10 @@ class PostgresQueue(Queue, PostgresMessages):
             *(usage.per_partner if usage else (None,) * 6),
             *(usage.per_group if usage else (None,) * 3),
         )  # fmt: skip
+        if follow:
+            row = await self._finish_and_follow(args, follow, lease)
+        else:
+            row = await self._fenced(lease, FINISH_TURN, *args)
         assert row["reply_id"] is not None  # a reply has no dedup key: it is always recorded
         self._stored([reply])
         reply_id = int(row["reply_id"])
@@ -144,6 +148,22 @@ class PostgresQueue(Queue, PostgresMessages):
         else:
             self._none_waiting.pop(reply.chat_key, None)
         return reply_id
+
+    async def _finish_and_follow(
+        self, args: tuple[Any, ...], follow: Sequence[NewMessage], lease: Lease | None
+    ) -> asyncpg.Record:
+        """:data:`FINISH_TURN` and the messages that follow the reply, in one transaction."""
+        followed = [(self._message_values(m), m.media) for m in follow]
+        async with self._transaction() as tx:
+            row = await tx.one(FINISH_TURN, *args, *lease_values(lease))
+            assert row is not None  # a SELECT without FROM always yields a row
+            if lease is not None and not row["held"]:
+                raise lease_lost(lease)
+            for values, media in followed:
+                await self._insert_message(tx, values, media)
+        await self._wake_workers(follow)
+        self._stored(follow)
+        return row
 
     async def count_failed_turn(
         self, message_ids: Sequence[int], *, lease: Lease | None = None

@@ -33,6 +33,7 @@ class QueueStore(Protocol):
         usage: NewUsage | None = None,
         *,
         lease: Lease | None = None,
+        follow: Sequence[NewMessage] = (),
     ) -> int:
         """Close the inbound messages and record the reply, in one transaction, with the
         tokens the reply cost (``usage``) if given. Without a session the inbound messages
@@ -42,7 +43,11 @@ class QueueStore(Protocol):
         checks it in the same transaction: if another worker took the queue key over, it
         raises :class:`LeaseLost` and writes nothing (None: no lease fences the write). The
         reply joins the lease's queue key: if its delivery is cut off, the key stays
-        claimable until its holder finished it (:attr:`TurnContext.unfinished`)."""
+        claimable until its holder finished it (:attr:`TurnContext.unfinished`).
+
+        ``follow`` are messages the reply causes (a scene's hand-overs to other partners),
+        recorded in the same transaction: a crash never keeps the reply and loses them. Each
+        has a dedup key; one recorded before is skipped."""
 
     async def count_failed_turn(
         self, message_ids: Sequence[int], *, lease: Lease | None = None
