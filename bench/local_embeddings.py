@@ -157,6 +157,10 @@ from bot.config.services import EmbeddingsConfig
 from bot.services.local_embeddings import LocalEmbeddings
 from bot.store.opening import open_store
 from partners.recall import Recall
+def rss(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1]) / 1024
 database, audience, max_scan = sys.argv[1], sys.argv[2], int(sys.argv[3])
 queries = json.loads(sys.stdin.read())
 async def main():
@@ -164,7 +168,9 @@ async def main():
     store = await open_store(database)
     client = LocalEmbeddings(settings)
     recall = Recall.configured(store, client, settings)
+    before = rss("VmRSS:")
     await recall.search("bench", "warm up the cache", [audience], 10)
+    memory = [rss("VmRSS:") - before, rss("VmHWM:") - before]
     whole, vector, lexical = [], [], []
     for query in queries:
         started = time.perf_counter()
@@ -178,14 +184,18 @@ async def main():
         whole.append((time.perf_counter() - searched) * 1000)
     await client.close()
     await store.close()
-    print(json.dumps({"whole": whole, "vector": vector, "lexical": lexical}))
+    print(json.dumps({"whole": whole, "vector": vector, "lexical": lexical, "memory": memory}))
 asyncio.run(main())
 """
 
 
-def search_in(tree: Path, database: Path, queries: list[str], max_scan: int) -> dict[str, list]:
+def search_in(
+    tree: Path, database: Path, queries: list[str], max_scan: int
+) -> dict[str, list[float]]:
     """Whole searches (ms), and in the same rounds the query's vector alone and the lexical
-    search alone, in a fresh process running ``tree``'s code on the filled ``database``."""
+    search alone, in a fresh process running ``tree``'s code on the filled ``database``; and
+    how much that process grew for its first search (the model loaded, every vector read
+    into the cache): MB resident after it and at its peak."""
     out = subprocess.run(
         [sys.executable, "-c", SEARCH_PROBE, str(database), AUDIENCE, str(max_scan)],
         input=json.dumps(queries),
@@ -282,9 +292,9 @@ async def searches(count: int, max_scan: int, against: Path | None, rounds: int)
     """Searches with this tree's code and, with ``against``, another checkout's, on one
     database filled once, alternating (in an order that swaps each round)."""
     trees = {"this tree": ROOT} | ({"against": against} if against else {})
-    times: dict[str, dict[str, list[float]]] = {
-        label: {"whole": [], "vector": [], "lexical": [], "added": []} for label in trees
-    }
+    keys = ("whole", "vector", "lexical", "added", "latin", "chinese")
+    times = {label: {key: [] for key in keys} for label in trees}
+    grew: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as folder:
         database = Path(folder) / "bench.db"
         queries = await filled(database, count)
@@ -292,19 +302,25 @@ async def searches(count: int, max_scan: int, against: Path | None, rounds: int)
             order = list(trees.items())
             for label, tree in order[::-1] if round_ % 2 else order:
                 found = await asyncio.to_thread(search_in, tree, database, queries, max_scan)
-                for key in ("whole", "vector", "lexical"):
-                    times[label][key] += found[key]
-                times[label]["added"] += [
-                    w - x for w, x in zip(found["whole"], found["lexical"], strict=True)
-                ]
+                grew[label] = found.pop("memory")
+                for key, values in found.items():
+                    times[label][key] += values
+                pairs = zip(found["whole"], found["lexical"], strict=True)
+                for query, (whole, lexical) in zip(queries, pairs, strict=True):
+                    times[label]["added"].append(whole - lexical)
+                    times[label]["latin" if query.isascii() else "chinese"].append(whole)
     for label, figures in times.items():
         print(
             f"search at {count:,} messages, warm, max_scan {max_scan:,} ({label}): "
             f"{percentiles(sorted(figures['whole']))} (goal p95 <= 50 ms)"
         )
+        print(f"  queries in Latin letters: {percentiles(sorted(figures['latin']))}")
+        print(f"  queries in Chinese: {percentiles(sorted(figures['chinese']))}")
         print(f"  the query's vector alone: {percentiles(sorted(figures['vector']))}")
         print(f"  the lexical search alone: {percentiles(sorted(figures['lexical']))}")
         print(f"  the search less its lexical part: {percentiles(sorted(figures['added']))}")
+        grown, peak = grew[label]
+        print(f"  the process grew by {grown:.0f} MB (peak {peak:.0f} MB) for its first search")
 
 
 async def chat_turns() -> None:

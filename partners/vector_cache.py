@@ -139,7 +139,8 @@ class PartnerVectors:
             scores = similarities(self.matrix[first:end], query)[rows - first]
         else:
             scores = similarities(self.matrix[rows], query)
-        return [(int(self.ids[rows[i]]), float(scores[i])) for i in best_first(scores, top)]
+        ids = self.ids[rows]
+        return [(int(ids[i]), float(scores[i])) for i in best_first(scores, ids, top)]
 
     def _reserve(self, size: int) -> None:
         if size <= len(self.ids):

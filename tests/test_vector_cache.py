@@ -34,8 +34,10 @@ async def said(
     at: float = 1000.0,
     status: str = "done",
     model: str = MODEL,
+    vector: np.ndarray | None = None,
 ) -> int:
-    """A message with a vector (a random one: these tests are about which vectors count)."""
+    """A message with a vector (a random one unless given: these tests are about which
+    vectors count)."""
     message_id = await store.add_message(
         NewMessage(
             audience, "user", text, audience, status=status, partner_id=partner,
@@ -43,7 +45,8 @@ async def said(
         )
     )  # fmt: skip
     assert message_id is not None
-    vector = unit(np.random.default_rng(message_id).standard_normal(DIM))
+    if vector is None:
+        vector = vector_of(message_id)
     await store.save_vectors(model, [NewVector(message_id, text, DIM, pack(vector))])
     return message_id
 
@@ -168,6 +171,24 @@ async def test_a_search_through_the_cache_ranks_only_what_the_asker_may_see(
     for audiences, seen in (([BOB], others[0]), ([GROUP], others[1]), ([ALICE], notes[3])):
         got, _ = await nearest_both_ways(cache, store, audiences, vector_of(seen))
         assert got[0] == (seen, pytest.approx(1.0))  # what the queries would find if ranked
+
+
+async def test_equal_vectors_rank_the_later_message_first_on_both_paths(store: Store) -> None:
+    """The same text said again has the same vector: the newer message comes first (as in
+    the lexical ranking), in the cache as in SQL, also where only some of them fit."""
+    same = vector_of(0)
+    first = await said(store, ALICE, "good night", vector=same)
+    await said(store, ALICE, "something else")
+    second = await said(store, ALICE, "good night", vector=same)
+    third = await said(store, ALICE, "good night", vector=same)
+    await said(store, ALICE, "and more")
+    cache = VectorCache(store, BUDGET_BYTES)
+    got, expected = await nearest_both_ways(cache, store, [ALICE], same)
+    assert [m for m, _ in got][:3] == [m for m, _ in expected][:3] == [third, second, first]
+    for top in (1, 2):
+        scopes = await store.search_scopes("example", [ALICE])
+        few = await cache.nearest("example", MODEL, same, top, VectorFilter(scopes, 1000))
+        assert [m for m, _ in few or []] == [third, second][:top]
 
 
 async def test_the_cache_follows_every_change_the_store_makes(store: Store) -> None:

@@ -64,14 +64,13 @@ def nearest(
     query: np.ndarray, candidates: Sequence[tuple[int, bytes]], top: int
 ) -> list[tuple[int, float]]:
     """The ``top`` candidates (id, packed vector) most similar to ``query`` (a unit vector of
-    the same dimension), best first, with their cosine similarity; those pointing away from
-    the query (similarity <= 0) are no match at all."""
+    the same dimension), best first (see :func:`best_first`), with their cosine similarity."""
     if not candidates or top < 1:
         return []
     ids = np.fromiter((c[0] for c in candidates), dtype=np.int64, count=len(candidates))
     matrix = np.frombuffer(b"".join(c[1] for c in candidates), dtype=FLOAT32)
     scores = similarities(matrix.reshape(len(candidates), query.size), query)
-    return [(int(ids[i]), float(scores[i])) for i in best_first(scores, top)]
+    return [(int(ids[i]), float(scores[i])) for i in best_first(scores, ids, top)]
 
 
 def similarities(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -80,12 +79,15 @@ def similarities(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     return np.einsum("ij,j->i", matrix, query)
 
 
-def best_first(scores: np.ndarray, top: int) -> np.ndarray:
-    """Positions of the ``top`` highest scores, best first, leaving out those <= 0: a vector
-    pointing away from the query is no match at all."""
+def best_first(scores: np.ndarray, ids: np.ndarray, top: int) -> np.ndarray:
+    """Positions of the ``top`` highest ``scores``, best first and, among equal scores (the
+    same text twice has the same vector), the message stored later first, whatever order
+    the rows are in; those <= 0 are left out: a vector pointing away from the query is no
+    match at all. ``ids`` are the rows' message ids."""
     count = min(top, len(scores))
     if count < 1:
         return np.zeros(0, dtype=np.intp)
-    best = np.argpartition(-scores, count - 1)[:count]
-    best = best[np.argsort(-scores[best], kind="stable")]
+    last = len(scores) - count
+    best = np.flatnonzero(scores >= np.partition(scores, last)[last])  # and any tied with it
+    best = best[np.lexsort((-ids[best], -scores[best]))][:count]
     return best[scores[best] > 0]
