@@ -9,21 +9,26 @@ this machine: what it costs and whether the chat feels it.
 3. One search at 100k stored messages, warm (model loaded, vector cache filled): the query's
    vector, the lexical search, the scan of the vectors and the fusion; p50 and p95. Messages
    and queries are bench/search.py's, all visible to the one person searching (every vector
-   is a candidate, up to ``max_scan``). The stored vectors are random unit vectors under the
-   local model's name (embedding 100k texts for
+   is a candidate, up to ``max_scan``: ``--max-scan``, default the setting's). The stored
+   vectors are random unit vectors under the local model's name (embedding 100k texts for
    real takes over an hour here); the query is embedded for real. The query's vector and the
-   lexical search are also timed alone, to show where the time goes.
+   lexical search are also timed alone, to show where the time goes, and the search less its
+   lexical part is what semantic recall adds. Each run of the searches is a fresh process on
+   a database filled once; ``--against DIR`` runs them with another checkout's code too (a
+   ``git worktree`` of main, say), alternating for ``--rounds`` rounds.
 4. A chat turn's latency (fake LLM answering at once, in its own process) with the embedder
    idle, then while it backfills thousands of messages: p50 and p95 of each.
 
     .venv/bin/python bench/local_embeddings.py            # about 10 minutes on 2 cores
     .venv/bin/python bench/local_embeddings.py --only turn --messages 20000
+    .venv/bin/python bench/local_embeddings.py --only search --against /tmp/main-tree --rounds 3
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import statistics
@@ -48,7 +53,6 @@ from bot.services.local_embeddings import LocalEmbeddings, thread_cap  # noqa: E
 from bot.services.vectors import FLOAT32, pack, unit  # noqa: E402
 from bot.store import NewMessage, NewVector, Store  # noqa: E402
 from bot.store.opening import open_store  # noqa: E402
-from partners.recall import Recall  # noqa: E402
 
 SYLLABLES = ["ka", "lo", "mi", "ten", "ra", "su", "vel", "an", "do", "ri", "pe", "mon"]
 WORDS = [a + b + c for a in SYLLABLES for b in SYLLABLES for c in ("", "s", "ed", "ing")]
@@ -56,6 +60,7 @@ WORDS = [a + b + c for a in SYLLABLES for b in SYLLABLES for c in ("", "s", "ed"
 messages, most words in few, as in real conversation."""
 WEIGHTS = [1 / rank for rank in range(1, len(WORDS) + 1)]
 AUDIENCE = "user:bench:1"
+ROOT = Path(__file__).resolve().parent.parent
 FILL_BATCH = 5000
 
 
@@ -107,7 +112,7 @@ asyncio.run(main())
 
 
 def added_rss() -> tuple[float, float, float]:
-    root = Path(__file__).resolve().parent.parent
+    root = ROOT
     out = subprocess.run(
         [sys.executable, "-c", RSS_PROBE],
         capture_output=True,
@@ -146,32 +151,70 @@ async def fill(store: Store, count: int) -> list[str]:
     return make_queries(rng, words)
 
 
-async def search_at(count: int, rounds: int = 60) -> tuple[list[float], ...]:
-    """Whole searches (ms, sorted), and in the same rounds the query's vector alone and the
-    lexical search alone (the rest of a search is the vector scan and the fusion)."""
-    settings = EmbeddingsConfig(provider="local")
-    with tempfile.TemporaryDirectory() as folder:
-        store = await open_store(Path(folder) / "bench.db")
-        client = LocalEmbeddings(settings)
-        try:
-            queries = await fill(store, count)
-            recall = Recall.configured(store, client, settings)
-            await recall.search("bench", "warm up the cache", [AUDIENCE], 10)
-            whole, vector, lexical = [], [], []
-            for query in queries[:rounds]:
-                started = time.perf_counter()
-                await client.embed_query(query)
-                embedded = time.perf_counter()
-                await store.search("bench", query, [AUDIENCE], 50)
-                searched = time.perf_counter()
-                await recall.search("bench", query, [AUDIENCE], 10)
-                vector.append((embedded - started) * 1000)
-                lexical.append((searched - embedded) * 1000)
-                whole.append((time.perf_counter() - searched) * 1000)
-        finally:
-            await client.close()
-            await store.close()
-    return sorted(whole), sorted(vector), sorted(lexical)
+SEARCH_PROBE = """
+import asyncio, json, sys, time
+from bot.config.services import EmbeddingsConfig
+from bot.services.local_embeddings import LocalEmbeddings
+from bot.store.opening import open_store
+from partners.recall import Recall
+def rss(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1]) / 1024
+database, audience, max_scan = sys.argv[1], sys.argv[2], int(sys.argv[3])
+queries = json.loads(sys.stdin.read())
+async def main():
+    settings = EmbeddingsConfig(provider="local", max_scan=max_scan)
+    store = await open_store(database)
+    client = LocalEmbeddings(settings)
+    recall = Recall.configured(store, client, settings)
+    before = rss("VmRSS:")
+    await recall.search("bench", "warm up the cache", [audience], 10)
+    memory = [rss("VmRSS:") - before, rss("VmHWM:") - before]
+    whole, vector, lexical = [], [], []
+    for query in queries:
+        started = time.perf_counter()
+        await client.embed_query(query)
+        embedded = time.perf_counter()
+        await store.search("bench", query, [audience], 50)
+        searched = time.perf_counter()
+        await recall.search("bench", query, [audience], 10)
+        vector.append((embedded - started) * 1000)
+        lexical.append((searched - embedded) * 1000)
+        whole.append((time.perf_counter() - searched) * 1000)
+    await client.close()
+    await store.close()
+    print(json.dumps({"whole": whole, "vector": vector, "lexical": lexical, "memory": memory}))
+asyncio.run(main())
+"""
+
+
+def search_in(
+    tree: Path, database: Path, queries: list[str], max_scan: int
+) -> dict[str, list[float]]:
+    """Whole searches (ms), and in the same rounds the query's vector alone and the lexical
+    search alone, in a fresh process running ``tree``'s code on the filled ``database``; and
+    how much that process grew for its first search (the model loaded, every vector read
+    into the cache): MB resident after it and at its peak."""
+    out = subprocess.run(
+        [sys.executable, "-c", SEARCH_PROBE, str(database), AUDIENCE, str(max_scan)],
+        input=json.dumps(queries),
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+    ).stdout
+    return dict(json.loads(out.strip().splitlines()[-1]))
+
+
+async def filled(database: Path, count: int) -> list[str]:
+    """``database`` filled as :func:`fill` does; returns the queries."""
+    store = await open_store(database)
+    try:
+        return await fill(store, count)
+    finally:
+        await store.close()
 
 
 def gateway_config(data_dir: Path, base_url: str) -> Config:
@@ -245,11 +288,39 @@ def memory() -> None:
     )
 
 
-async def searches(count: int) -> None:
-    whole, vector, lexical = await search_at(count)
-    print(f"search at {count:,} messages, warm: {percentiles(whole)} (goal p95 <= 50 ms)")
-    print(f"  the query's vector alone: {percentiles(vector)}")
-    print(f"  the lexical search alone: {percentiles(lexical)}")
+async def searches(count: int, max_scan: int, against: Path | None, rounds: int) -> None:
+    """Searches with this tree's code and, with ``against``, another checkout's, on one
+    database filled once, alternating (in an order that swaps each round)."""
+    trees = {"this tree": ROOT} | ({"against": against} if against else {})
+    keys = ("whole", "vector", "lexical", "added", "latin", "chinese")
+    times = {label: {key: [] for key in keys} for label in trees}
+    grew: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        database = Path(folder) / "bench.db"
+        queries = await filled(database, count)
+        for round_ in range(rounds):
+            order = list(trees.items())
+            for label, tree in order[::-1] if round_ % 2 else order:
+                found = await asyncio.to_thread(search_in, tree, database, queries, max_scan)
+                grew[label] = found.pop("memory")
+                for key, values in found.items():
+                    times[label][key] += values
+                pairs = zip(found["whole"], found["lexical"], strict=True)
+                for query, (whole, lexical) in zip(queries, pairs, strict=True):
+                    times[label]["added"].append(whole - lexical)
+                    times[label]["latin" if query.isascii() else "chinese"].append(whole)
+    for label, figures in times.items():
+        print(
+            f"search at {count:,} messages, warm, max_scan {max_scan:,} ({label}): "
+            f"{percentiles(sorted(figures['whole']))} (goal p95 <= 50 ms)"
+        )
+        print(f"  queries in Latin letters: {percentiles(sorted(figures['latin']))}")
+        print(f"  queries in Chinese: {percentiles(sorted(figures['chinese']))}")
+        print(f"  the query's vector alone: {percentiles(sorted(figures['vector']))}")
+        print(f"  the lexical search alone: {percentiles(sorted(figures['lexical']))}")
+        print(f"  the search less its lexical part: {percentiles(sorted(figures['added']))}")
+        grown, peak = grew[label]
+        print(f"  the process grew by {grown:.0f} MB (peak {peak:.0f} MB) for its first search")
 
 
 async def chat_turns() -> None:
@@ -267,6 +338,9 @@ async def main() -> None:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--embed", type=int, default=256)
+    parser.add_argument("--max-scan", type=int, default=EmbeddingsConfig().max_scan)
+    parser.add_argument("--against", type=Path, help="another checkout's search to compare with")
+    parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--only", choices=["rate", "rss", "search", "turn"], default=None)
     args = parser.parse_args()
     if args.only in (None, "rate"):
@@ -274,7 +348,7 @@ async def main() -> None:
     if args.only in (None, "rss"):
         memory()
     if args.only in (None, "search"):
-        await searches(args.messages)
+        await searches(args.messages, args.max_scan, args.against, args.rounds)
     if args.only in (None, "turn"):
         await chat_turns()
 

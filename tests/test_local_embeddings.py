@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +115,7 @@ class FakeE5:
         self.calls: list[tuple[str, int]] = []
         self.started = threading.Event()
         self.hold: threading.Event | None = None
+        self.on_query: Callable[[], object] = lambda: None
 
     def passage(self, texts: list[str]) -> Any:
         import numpy as np
@@ -129,6 +130,7 @@ class FakeE5:
         import numpy as np
 
         self.calls.append(("query", 1))
+        self.on_query()
         return np.ones(384, dtype=np.float32)
 
 
@@ -179,6 +181,33 @@ async def test_a_query_waits_for_one_chunk_of_a_backfill_not_the_whole_batch() -
         await client.close()
     assert model.calls[:2] == [("passage", 4), ("query", 1)]
     assert len(model.calls) == 4
+
+
+async def test_a_search_embeds_its_query_while_the_store_searches(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The query's vector and the lexical search do not wait for each other: the model is
+    asked for the vector while the store's search is still running."""
+    await said(store, *HISTORY)
+    query_asked = threading.Event()
+    overlapped: list[bool] = []
+    model = FakeE5()
+    model.on_query = query_asked.set
+    store_search = store.search
+
+    async def search(*args: Any, **kwargs: Any) -> Any:
+        overlapped.append(await asyncio.to_thread(query_asked.wait, 10))
+        return await store_search(*args, **kwargs)
+
+    monkeypatch.setattr(store, "search", search)
+    client = LocalEmbeddings(LOCAL, lambda _: model)
+    try:
+        hits = await Recall(store, client).search("example", "the train to Lisbon", [AUDIENCE], 3)
+    finally:
+        await client.close()
+    assert overlapped and all(overlapped)
+    assert hits[0].text == HISTORY[1]
+    assert model.calls == [("query", 1)]
 
 
 THREADS_PROBE = """

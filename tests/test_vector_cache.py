@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from bot.services.vectors import pack, unit
+from bot.services.vectors import nearest, pack, unit
 from bot.store import NewMessage, NewVector, Store
 from bot.workers.embedder import reindex
 from partners.recall import Recall
@@ -33,8 +34,10 @@ async def said(
     at: float = 1000.0,
     status: str = "done",
     model: str = MODEL,
+    vector: np.ndarray | None = None,
 ) -> int:
-    """A message with a vector (a random one: these tests are about which vectors count)."""
+    """A message with a vector (a random one unless given: these tests are about which
+    vectors count)."""
     message_id = await store.add_message(
         NewMessage(
             audience, "user", text, audience, status=status, partner_id=partner,
@@ -42,9 +45,15 @@ async def said(
         )
     )  # fmt: skip
     assert message_id is not None
-    vector = unit(np.random.default_rng(message_id).standard_normal(DIM))
+    if vector is None:
+        vector = vector_of(message_id)
     await store.save_vectors(model, [NewVector(message_id, text, DIM, pack(vector))])
     return message_id
+
+
+def vector_of(message_id: int) -> np.ndarray:
+    """The vector :func:`said` gave that message."""
+    return unit(np.random.default_rng(message_id).standard_normal(DIM))
 
 
 async def sql_candidates(store: Store, audiences: list[str] | None, **narrow: object) -> list[int]:
@@ -104,6 +113,82 @@ async def test_the_cache_chooses_the_same_vectors_as_the_store(store: Store) -> 
             got = await cache_candidates(cache, store, audiences, **dict(narrow))
             assert got == expected, (audiences, narrow)
     assert await sql_candidates(store, [ALICE])  # the comparison is not of empty lists
+
+
+async def nearest_both_ways(
+    cache: VectorCache,
+    store: Store,
+    audiences: list[str] | None,
+    query: np.ndarray,
+    **narrow: object,
+) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    """The 5 nearest through the cache, and through the store's SQL (the reference)."""
+    max_scan = int(narrow.pop("max_scan", 1000))  # type: ignore[call-overload]
+    rows = await store.vector_candidates(
+        "example", audiences, MODEL, DIM, max_scan, **narrow  # type: ignore[arg-type]
+    )  # fmt: skip
+    scopes = await store.search_scopes("example", audiences)
+    only = VectorFilter(scopes, max_scan, **narrow)  # type: ignore[arg-type]
+    found = await cache.nearest("example", MODEL, query, 5, only)
+    assert found is not None
+    return found, nearest(query, rows, 5)
+
+
+async def test_a_search_through_the_cache_ranks_only_what_the_asker_may_see(
+    store: Store,
+) -> None:
+    """The cache scores a whole stretch of its matrix in place when the asker's rows are dense
+    in it (other people's rows in between are scored too) and copies the rows out when they
+    are few and spread out; either way only the asker's rows may be ranked. Each query is the
+    very vector of one message, which comes first for whoever may see it and not at all for
+    anyone else."""
+    notes = [await said(store, ALICE, f"note {i}", at=1000.0 + i) for i in range(12)]
+    others = [
+        await said(store, BOB, "Bob's secret", speaker="Bob"),  # among Alice's rows
+        await said(store, GROUP, "in the group", speaker="Bob", at=1005.0),
+        await said(store, ALICE, "still waiting", status="pending"),
+        await said(store, ALICE, "another partner's", partner="other"),
+        await said(store, ALICE, "another model's", model=OTHER_MODEL),
+    ]
+    notes += [await said(store, ALICE, f"note {i}", at=2000.0 + i) for i in range(12, 24)]
+    others += [  # a second row each, far from the first: Bob's and the group's are copied out
+        await said(store, BOB, "Bob again", speaker="Bob", at=3000.0),
+        await said(store, GROUP, "the group again", at=3000.0),
+    ]
+    cache = VectorCache(store, BUDGET_BYTES)
+    for audiences in ASKERS:
+        for narrow in NARROWINGS:
+            for message_id in [*others, notes[3], notes[-1]]:
+                query = vector_of(message_id)
+                got, expected = await nearest_both_ways(
+                    cache, store, audiences, query, **dict(narrow)
+                )
+                assert [m for m, _ in got] == [m for m, _ in expected], (audiences, narrow)
+                assert [s for _, s in got] == pytest.approx([s for _, s in expected])
+    for message_id in others:
+        got, _ = await nearest_both_ways(cache, store, [ALICE], vector_of(message_id))
+        assert got and {m for m, _ in got} <= set(notes)
+    for audiences, seen in (([BOB], others[0]), ([GROUP], others[1]), ([ALICE], notes[3])):
+        got, _ = await nearest_both_ways(cache, store, audiences, vector_of(seen))
+        assert got[0] == (seen, pytest.approx(1.0))  # what the queries would find if ranked
+
+
+async def test_equal_vectors_rank_the_later_message_first_on_both_paths(store: Store) -> None:
+    """The same text said again has the same vector: the newer message comes first (as in
+    the lexical ranking), in the cache as in SQL, also where only some of them fit."""
+    same = vector_of(0)
+    first = await said(store, ALICE, "good night", vector=same)
+    await said(store, ALICE, "something else")
+    second = await said(store, ALICE, "good night", vector=same)
+    third = await said(store, ALICE, "good night", vector=same)
+    await said(store, ALICE, "and more")
+    cache = VectorCache(store, BUDGET_BYTES)
+    got, expected = await nearest_both_ways(cache, store, [ALICE], same)
+    assert [m for m, _ in got][:3] == [m for m, _ in expected][:3] == [third, second, first]
+    for top in (1, 2):
+        scopes = await store.search_scopes("example", [ALICE])
+        few = await cache.nearest("example", MODEL, same, top, VectorFilter(scopes, 1000))
+        assert [m for m, _ in few or []] == [third, second][:top]
 
 
 async def test_the_cache_follows_every_change_the_store_makes(store: Store) -> None:

@@ -7,7 +7,15 @@ vectors its asker may see (the store filters them in SQL first) and scores them 
 numpy matrix product. Measured with bench/vectors.py (bench/README.md, "Recall"): numpy scores
 10k vectors of 384 dimensions 15-50 times faster than pure Python (which needs most of a second
 for them), so numpy is worth its dependency; reading the vectors out of SQLite costs more than
-scoring them, which is why ``embeddings.max_scan`` bounds a scan."""
+scoring them, which is why ``embeddings.max_scan`` bounds a scan.
+
+Scores are summed by :func:`similarities` (numpy's own loops, one thread), not by a matrix
+product: that goes to OpenBLAS, which splits it over every core and then keeps its threads
+spinning for about a tenth of a second, at normal priority. The local embedder's thread runs
+nicer (docs/local-embeddings.md), so the next search's query vector waited behind them: 18 ms
+alone, 100 ms right after a scan (bench/README.md, "Recall"). The single-threaded sum is also
+faster here, as scoring is bound by reading the matrix: 1.7 against 3-8 ms for 20k vectors of
+384 dimensions."""
 
 from __future__ import annotations
 
@@ -56,14 +64,30 @@ def nearest(
     query: np.ndarray, candidates: Sequence[tuple[int, bytes]], top: int
 ) -> list[tuple[int, float]]:
     """The ``top`` candidates (id, packed vector) most similar to ``query`` (a unit vector of
-    the same dimension), best first, with their cosine similarity; those pointing away from
-    the query (similarity <= 0) are no match at all."""
+    the same dimension), best first (see :func:`best_first`), with their cosine similarity."""
     if not candidates or top < 1:
         return []
     ids = np.fromiter((c[0] for c in candidates), dtype=np.int64, count=len(candidates))
     matrix = np.frombuffer(b"".join(c[1] for c in candidates), dtype=FLOAT32)
-    scores = matrix.reshape(len(candidates), query.size) @ query
-    count = min(top, len(candidates))
-    best = np.argpartition(-scores, count - 1)[:count]
-    best = best[np.argsort(-scores[best], kind="stable")]
-    return [(int(ids[i]), float(scores[i])) for i in best if scores[i] > 0]
+    scores = similarities(matrix.reshape(len(candidates), query.size), query)
+    return [(int(ids[i]), float(scores[i])) for i in best_first(scores, ids, top)]
+
+
+def similarities(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Each row's dot product with ``query``, on this thread alone (see the module
+    docstring for why no BLAS)."""
+    return np.einsum("ij,j->i", matrix, query)
+
+
+def best_first(scores: np.ndarray, ids: np.ndarray, top: int) -> np.ndarray:
+    """Positions of the ``top`` highest ``scores``, best first and, among equal scores (the
+    same text twice has the same vector), the message stored later first, whatever order
+    the rows are in; those <= 0 are left out: a vector pointing away from the query is no
+    match at all. ``ids`` are the rows' message ids."""
+    count = min(top, len(scores))
+    if count < 1:
+        return np.zeros(0, dtype=np.intp)
+    last = len(scores) - count
+    best = np.flatnonzero(scores >= np.partition(scores, last)[last])  # and any tied with it
+    best = best[np.lexsort((-ids[best], -scores[best]))][:count]
+    return best[scores[best] > 0]
