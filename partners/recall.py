@@ -7,8 +7,9 @@ asker may see (the same rule as its lexical search, applied in SQL before any sc
 only vectors of the configured model; with the vector cache (:mod:`partners.vector_cache`)
 the store computes the asker's scope tokens and the cache compares only rows carrying one of
 them, choosing exactly what the SQL would. The query's own vector is the one network call on the
-search path; it gets ``embeddings.query_timeout`` and no retry, and if it fails or is late
-the answer is the lexical one, as if embeddings were off (one log line, nothing else).
+search path, asked for while the lexical search runs; it gets ``embeddings.query_timeout`` and
+no retry, and if it fails or is late the answer is the lexical one, as if embeddings were off
+(one log line, nothing else).
 
 **The fusion, chosen by measurement** (``bench/recall_fusion.py``: bench/recall.py's 263
 questions in English, Chinese, Japanese and Korean, each ranking taken once, 50 deep, then
