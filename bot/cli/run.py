@@ -20,7 +20,7 @@ from bot.cli import terminal
 from bot.cli.data import CLIError
 from bot.cli.invocation import command
 from bot.cli.setup_wizard import SetupOptions, run_setup
-from bot.config.model import Config, config_path
+from bot.config.model import Config, config_path, load_config
 from bot.gateway.access import CONSOLE_OWNER
 from bot.gateway.claims import claim_notice
 from bot.services.llm import configuration_problem
@@ -39,7 +39,7 @@ NO_CHANNEL = (
 
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
     if (missing := missing_config(config, args)) is not None:
-        return setup_first(missing, args)
+        config = setup_first(missing, args)
     channels = platform_channels(config)
     if not channels:
         if not stdin_can_carry_input():
@@ -75,7 +75,7 @@ def stdin_can_carry_input() -> bool:
 
 def cmd_chat(config: Config, args: argparse.Namespace) -> int:
     if (missing := missing_config(config, args)) is not None:
-        return setup_first(missing, args)
+        config = setup_first(missing, args)
     return asyncio.run(console_session(config, args.partner))
 
 
@@ -88,14 +88,16 @@ def missing_config(config: Config, args: argparse.Namespace) -> Path | None:
     return path
 
 
-def setup_first(path: Path, args: argparse.Namespace) -> int:
-    """At a terminal, setup's questions; where nobody can type, one line saying what to run."""
+def setup_first(path: Path, args: argparse.Namespace) -> Config:
+    """At a terminal, setup's questions, then the config they wrote, so the command goes on
+    as asked (``make run`` on a fresh clone ends in a conversation); where nobody can type,
+    one line saying what to run."""
     setup = command("setup", args.config)
     if not stdin_is_terminal():
         raise CLIError(f"no {path.name}: run `{setup}`")
     terminal.say(f"No {path.name} yet: starting `{setup}` first.")
-    asyncio.run(run_setup(path, SetupOptions(), token_checkers(), args.config))
-    return 0
+    asyncio.run(run_setup(path, SetupOptions(), token_checkers(), args.config, then_run=True))
+    return load_config(Path(args.config) if args.config else None)
 
 
 def stdin_is_terminal() -> bool:
