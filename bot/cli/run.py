@@ -37,6 +37,12 @@ NO_CHANNEL = (
 )
 
 
+NO_TOKEN = (
+    "No Telegram or Discord token is set: opening the console so you can talk to a partner "
+    "here. (Add a token to config.toml to go online.)"
+)
+
+
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
     if (missing := missing_config(config, args)) is not None:
         config = setup_first(missing, args)
@@ -44,12 +50,7 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
     if not channels:
         if not stdin_can_carry_input():
             raise CLIError(NO_CHANNEL.format(setup=command("setup", args.config)))
-        print(
-            "No Telegram or Discord token is set: opening the console so you can talk to a "
-            "partner here. (Add a token to config.toml to go online.)",
-            file=sys.stderr,
-        )
-        return asyncio.run(console_session(config, None))
+        return asyncio.run(console_session(config, None, NO_TOKEN))
     return asyncio.run(serve(config, channels))
 
 
@@ -120,11 +121,15 @@ async def check_llm(config: Config, fatal: bool) -> None:
     logger.warning("%s (the gateway keeps running and apologises until it is fixed)", problem)
 
 
-async def console_session(config: Config, partner_id: str | None) -> int:
+async def console_session(config: Config, partner_id: str | None, why: str = "") -> int:
+    """The conversation in this terminal; ``why`` is said first, once the data directory is
+    this process's (a gateway already running is said instead)."""
     await check_llm(config, fatal=True)
     terminal_chat = console(config)
     chat_key = terminal_chat.chat_key
     app = await build_app(config, terminal_chat.channels)
+    if why:
+        print(why, file=sys.stderr)
     try:
         partner = app.catalog.require(partner_id).id if partner_id else default_partner(app)
         await app.store.upsert_chat(chat_key, "console", "console", None, "dm", "console")
