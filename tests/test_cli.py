@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 import tarfile
 from pathlib import Path
@@ -118,6 +119,7 @@ async def test_run_without_a_token_says_it_opens_the_console(tmp_path: Path) -> 
         code, out, err = await companion(config, "run", stdin="hello\n")
     assert code == 0, err
     assert "No Telegram or Discord token is set: opening the console" in err
+    assert re.search(r"To go online, give `\S*companion (--config \S+ )?setup` a bot token", err)
     assert "Mira: Hi! I'm Mira." in out
 
 

@@ -39,7 +39,7 @@ NO_CHANNEL = (
 
 NO_TOKEN = (
     "No Telegram or Discord token is set: opening the console so you can talk to a partner "
-    "here. (Add a token to config.toml to go online.)"
+    "here. (To go online, give `{setup}` a bot token.)"
 )
 
 
@@ -50,7 +50,8 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
     if not channels:
         if not stdin_can_carry_input():
             raise CLIError(NO_CHANNEL.format(setup=command("setup", args.config)))
-        return asyncio.run(console_session(config, None, NO_TOKEN))
+        why = NO_TOKEN.format(setup=command("setup", args.config))
+        return asyncio.run(console_session(config, None, why))
     return asyncio.run(serve(config, channels))
 
 
