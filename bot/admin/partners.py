@@ -174,11 +174,11 @@ def _edit_reply(
     put = f"/admin partner put {partner.id} {name} {version}"
     if not data:
         how = (
-            f"Write the new text in a file, then {_send_back(True)}"
+            f"Write the new text in a file, then {_send_back(True)}:\n"
             if console
-            else "Send the new text as a document with the caption"
+            else "Send the new text as a document with the caption "
         )
-        return CommandReply(f"{intro}{name} of {partner.name} is empty. {how}:\n{put}")
+        return CommandReply(f"{intro}{name} of {partner.name} is empty. {how}{put}")
     edit = "Edit the copy saved below, then" if console else "Edit it and"
     return CommandReply(
         f"{intro}{name} of {partner.name}, version {version}. {edit} {_send_back(console)}:\n{put}",
