@@ -195,9 +195,12 @@ def slug(name: str) -> str:
 
 def _preset(name: str, data: dict[str, Any]) -> bytes:
     """preset.yml of an imported partner; the picker's line is the first line of the card's
-    description (its creator notes, often markup or a note to other users, never)."""
+    description (its creator notes, often markup or a note to other users, never), passing
+    over Markdown headings (``# Identity``) while a line of text follows."""
     text = _USER.sub("you", _CHAR.sub(name, data.get("description", "")))
-    tagline = next((" ".join(line.split()) for line in text.splitlines() if line.strip()), "")
+    lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+    prose = [line for line in lines if not line.startswith("#")]
+    tagline = prose[0] if prose else (lines[0].lstrip("#").strip() if lines else "")
     if len(tagline) > MAX_DESCRIPTION_CHARS:
         tagline = tagline[: MAX_DESCRIPTION_CHARS - 1].rstrip() + "…"
     lines = [f"name: {json.dumps(name, ensure_ascii=False)}"]

@@ -26,6 +26,8 @@ async def test_console_owner_edits_a_partner_file_through_a_local_path(tmp_path:
     exported = tmp_path / "data" / "exports" / "example-SOUL.md"
     assert exported.read_bytes() == original
     assert f"/admin partner put example SOUL.md {fingerprint(original)}" in out
+    # the console takes no documents: it says to add the path, as the put below does
+    assert "followed by the path of your copy" in out and "as a document" not in out
     assert "Saved SOUL.md of Mira" in out
     soul = tmp_path / "data" / "partners" / "example" / "SOUL.md"
     assert soul.read_text(encoding="utf-8") == "You are a lighthouse keeper.\n"
@@ -61,6 +63,7 @@ async def test_a_conflict_keeps_the_owners_edit_and_writes_the_current_version_b
     assert current.read_bytes() == original
     assert str(edited) in out and str(current) in out
     assert f"/admin partner put example SOUL.md {fingerprint(original)}" in out
+    assert "followed by the path of your copy" in out and "as a document" not in out
     soul = tmp_path / "data" / "partners" / "example" / "SOUL.md"
     assert soul.read_bytes() == original
 

@@ -56,3 +56,14 @@ def test_the_picker_line_is_the_description_never_the_creator_notes(tmp_path: Pa
     preset = plan.files["preset.yml"].decode()
     assert 'description: "Ŝirin 🌙 paints lighthouses for you."' in preset
     assert "style" not in preset
+
+
+def test_the_picker_line_passes_over_a_markdown_heading(tmp_path: Path) -> None:
+    """A card this project exported (its description is IDENTITY.md), and many others, open
+    the description with a heading: the picker shows the first line of text after it."""
+    data = cards.card_data(description="# Identity\n\nA lighthouse keeper who loves storms.")
+    preset = plan_import(cards.as_json(cards.v2(data)), "c.json", "p", tmp_path).files["preset.yml"]
+    assert 'description: "A lighthouse keeper who loves storms."' in preset.decode()
+    only_heading = cards.card_data(description="## The keeper")
+    plan = plan_import(cards.as_json(cards.v2(only_heading)), "c.json", "q", tmp_path)
+    assert 'description: "The keeper"' in plan.files["preset.yml"].decode()

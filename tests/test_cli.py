@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 import tarfile
 from pathlib import Path
 
+from bot.app.lock import DataDirLock
 from bot.store.opening import open_store
 from tests.fakes.fake_llm import FakeLLM, Reply
 from tests.fakes.fake_telegram import FakeTelegram
@@ -89,6 +91,36 @@ async def test_console_commands_work(tmp_path: Path) -> None:
     assert "/partner" in out and "/admin" in out
     assert "Mira (example)" in out
     assert llm.requests == []
+
+
+async def test_run_beside_a_running_gateway_says_so_without_opening_the_console_first(
+    tmp_path: Path,
+) -> None:
+    """`make run` in a second shell: one line saying the data is in use, not "opening the
+    console so you can talk…" followed by a refusal."""
+    async with FakeLLM() as llm:
+        config = write_config(tmp_path, llm.base_url)
+        running = DataDirLock(tmp_path / "data")
+        running.acquire()
+        try:
+            code, out, err = await companion(config, "run", stdin="hello\n")
+        finally:
+            running.release()
+    assert code == 2
+    assert "is in use by a running gateway" in err
+    assert "opening the console" not in err + out
+    assert llm.requests == []
+
+
+async def test_run_without_a_token_says_it_opens_the_console(tmp_path: Path) -> None:
+    async with FakeLLM() as llm:
+        llm.script(Reply(text="Hi! I'm Mira."))
+        config = write_config(tmp_path, llm.base_url)
+        code, out, err = await companion(config, "run", stdin="hello\n")
+    assert code == 0, err
+    assert "No Telegram or Discord token is set: opening the console" in err
+    assert re.search(r"To go online, give `\S*companion (--config \S+ )?setup` a bot token", err)
+    assert "Mira: Hi! I'm Mira." in out
 
 
 async def test_unreachable_llm_says_what_to_set(tmp_path: Path) -> None:

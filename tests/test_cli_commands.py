@@ -125,9 +125,14 @@ def test_partners_delete_without_an_answer_needs_yes(
     assert not (tmp_path / "data" / "partners" / "sol").exists()
 
 
-def test_partners_new_asks_for_a_name_and_uses_it_everywhere(tmp_path: Path) -> None:
+def test_partners_new_asks_for_a_name_and_uses_it_everywhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = write_config(tmp_path)
     assert run(config, "partners", "new", "sol", stdin="Sol\n") == 0
+    assert "private: only you can pick it until /admin partner set sol public true" in (
+        capsys.readouterr().out
+    )
     directory = tmp_path / "data" / "partners" / "sol"
     preset = (directory / "preset.yml").read_text(encoding="utf-8")
     assert "name: Sol\n" in preset

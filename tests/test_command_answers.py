@@ -50,6 +50,20 @@ async def test_the_next_command_of_the_same_user_is_served(harness: Harness) -> 
     assert harness.channel.texts(str(ALICE))[-1].startswith("/start")
 
 
+async def test_help_and_start_tell_a_user_the_owner_can_read_and_spare_the_owner(
+    harness: Harness,
+) -> None:
+    for command in ("/help", "/start"):
+        await harness.send(dm(ALICE, command))
+        await harness.send(dm(OWNER_ID, command, name="Owner"))
+    await harness.settle()
+    note = "The owner can read conversations"
+    assert all(note in answer for answer in harness.channel.texts(str(ALICE)))
+    owners = harness.channel.texts(str(OWNER_ID))
+    assert len(owners) == 2 and not any(note in answer for answer in owners)
+    assert "/admin — owner commands" in owners[0]
+
+
 def test_every_declared_command_has_its_handler_and_no_handler_goes_undeclared() -> None:
     # the table (what the channels show) and the handlers (what answers) are apart: a command
     # offered as a slash command that nothing answers would be the unknown-command answer

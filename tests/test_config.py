@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,46 @@ def test_missing_environment_variable_names_key_and_variable(tmp_path: Path) -> 
         load_config(path, {})
     message = str(caught.value)
     assert "telegram.token" in message and "TG_TOKEN" in message and "export" in message
+
+
+def test_a_secret_a_command_does_not_use_may_be_unset_in_its_shell(tmp_path: Path) -> None:
+    """`companion pairing list` in a new shell: the bot's token lives in the gateway's shell
+    only; the command reads no token, so its unset variable leaves the key unset. A variable
+    the command needs still stops it, naming the key."""
+    path = write(
+        tmp_path,
+        '[llm]\napi_key = "${LLM_KEY}"\n[telegram]\ntoken = "${TG_TOKEN}"\n'
+        '[telegram.bots]\nsol = "${SOL_TOKEN}"\n',
+    )
+    config = load_config(path, {}, unneeded=("telegram.token", "telegram.bots", "llm.api_key"))
+    assert config.telegram.token is None and config.telegram.bots == {}
+    assert config.llm.api_key is None
+    with pytest.raises(ConfigError, match="llm.api_key refers to the environment variable LLM_KEY"):
+        load_config(path, {}, unneeded=("telegram.token", "telegram.bots"))
+    set_here = load_config(path, {"TG_TOKEN": "123:abc", "LLM_KEY": "k"}, unneeded=("telegram",))
+    assert set_here.telegram.token is not None  # set in this shell: used as it is
+
+
+@pytest.mark.parametrize(
+    ("command", "runs"), [(["pairing", "list"], True), (["chat"], True), (["run"], False)]
+)
+def test_commands_that_use_no_bot_token_run_without_its_variable(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: list[str],
+    runs: bool,
+) -> None:
+    monkeypatch.delenv("TG_TOKEN_NOT_EXPORTED", raising=False)
+    path = write(
+        tmp_path,
+        f'[llm]\nbase_url = "http://127.0.0.1:9/v1"\n[storage]\ndata_dir = "{tmp_path}"\n'
+        '[telegram]\ntoken = "${TG_TOKEN_NOT_EXPORTED}"\n',
+    )
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    main(["--config", str(path), *command])
+    err = capsys.readouterr().err
+    assert ("TG_TOKEN_NOT_EXPORTED" not in err) is runs, err
 
 
 def test_wrong_type_names_the_key_path(tmp_path: Path) -> None:

@@ -448,3 +448,44 @@ async def test_the_registry_tells_a_live_worker_from_one_that_holds_no_lock(
         assert listed == {"one": None, "silent": None}
     else:
         assert listed == {"one": True, "silent": False}
+
+
+async def test_a_chat_its_own_sweep_claims_while_its_task_claims_it_is_worked_under_one_lease(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A lone worker: a message arrives as the heartbeat's sweep runs, so the sweep claims the
+    chat for the task the message started, which is claiming it too. Every turn runs under
+    the lease the worker holds; none is refused as taken over (each refused turn logged
+    "taken over by another worker" with no other worker there)."""
+    node = await cluster.start(cluster.node("one", QUIET))
+    key = "test:1|ava"
+    swept = asyncio.Event()
+    claim = node.worker.claim
+
+    async def claim_after_the_sweep(queue_key: str) -> Lease | None:
+        await swept.wait()
+        return await claim(queue_key)
+
+    leases: list[Lease] = []
+    process = node.turns.process
+
+    async def typed_quickly(lease: Lease) -> Worked:
+        leases.append(lease)
+        if len(node.turns.answered) == 1 and len(leases) == 2:
+            await cluster.message(1, "second")  # typed as soon as the first reply showed
+            node.dispatcher.notify(key)
+        return await process(lease)
+
+    node.worker.claim = claim_after_the_sweep  # type: ignore[method-assign]
+    node.dispatcher._process = typed_quickly
+    await cluster.message(1, "first")
+    node.dispatcher.notify(key)  # the key's task starts and claims the key...
+    assert await node.worker.sweep() == 1  # ...as the heartbeat's sweep claims it too
+    swept.set()
+    await until(lambda: len(node.turns.answered) == 2, "both messages answered")
+    await node.dispatcher.idle()
+    held = await cluster.store.lease(key)
+    assert held is not None
+    assert {lease.epoch for lease in leases} == {held.epoch}
+    assert not [r for r in caplog.records if "taken over" in r.getMessage()]
+    assert cluster.channel.texts() == ["re first", "re second"]

@@ -159,17 +159,29 @@ def _file_arg(raw: str) -> str:
     return wanted
 
 
-def _edit_reply(partner: Partner, name: str, data: bytes, intro: str) -> CommandReply:
+def _send_back(console: bool) -> str:
+    """How the edited file comes back: as a document with the command as its caption, or in
+    the console (which saves files and takes none) as the command followed by its path."""
+    if console:
+        return "send this command followed by the path of your copy"
+    return "send it back as a document with the caption"
+
+
+def _edit_reply(
+    partner: Partner, name: str, data: bytes, intro: str, console: bool = False
+) -> CommandReply:
     version = fingerprint(data)
     put = f"/admin partner put {partner.id} {name} {version}"
     if not data:
-        return CommandReply(
-            f"{intro}{name} of {partner.name} is empty. Send the new text as a document with "
-            f"the caption {put}"
+        how = (
+            f"Write the new text in a file, then {_send_back(True)}:\n"
+            if console
+            else "Send the new text as a document with the caption "
         )
+        return CommandReply(f"{intro}{name} of {partner.name} is empty. {how}{put}")
+    edit = "Edit the copy saved below, then" if console else "Edit it and"
     return CommandReply(
-        f"{intro}{name} of {partner.name}, version {version}. Edit it and send it back as a "
-        f"document with the caption:\n{put}",
+        f"{intro}{name} of {partner.name}, version {version}. {edit} {_send_back(console)}:\n{put}",
         attachment=(f"{partner.id}-{name}", data),
     )
 
@@ -179,7 +191,7 @@ async def partner_edit(ctx: CommandContext) -> CommandReply:
     partner = ctx.catalog.require(ctx.args[0])
     name = _file_arg(ctx.args[1])
     data = (await services(ctx).memory.stored(MemoryFile(partner.dir, name))).data
-    return _edit_reply(partner, name, data, "")
+    return _edit_reply(partner, name, data, "", _in_console(ctx))
 
 
 async def partner_put(ctx: CommandContext) -> CommandReply:
@@ -203,7 +215,7 @@ async def partner_put(ctx: CommandContext) -> CommandReply:
             source="/admin partner put",
         )
     except FileChanged as exc:
-        return _conflict_reply(partner, name, exc, copy)
+        return _conflict_reply(partner, name, exc, copy, _in_console(ctx))
     if result.change_id is None:
         return CommandReply(f"{name} of {partner.name} is unchanged: nothing to save.")
     current = (await services(ctx).memory.stored(file)).data
@@ -213,7 +225,9 @@ async def partner_put(ctx: CommandContext) -> CommandReply:
     )
 
 
-def _conflict_reply(partner: Partner, name: str, error: FileChanged, copy: str) -> CommandReply:
+def _conflict_reply(
+    partner: Partner, name: str, error: FileChanged, copy: str, console: bool
+) -> CommandReply:
     """The put was refused: the owner's copy is left alone, and the current version comes
     under its own name so that saving it (the console writes it to disk) cannot replace the
     copy the owner edited."""
@@ -221,16 +235,19 @@ def _conflict_reply(partner: Partner, name: str, error: FileChanged, copy: str) 
     put = f"/admin partner put {partner.id} {name} {version}"
     kept = f"Not saved: {error}. Your edited copy ({copy}) is kept as it is."
     if not error.current:
-        return CommandReply(
-            f"{kept} {name} of {partner.name} is empty now; send your copy again with the "
-            f"caption:\n{put}"
-        )
+        again = "send this command followed by its path" if console else "send it with the caption"
+        return CommandReply(f"{kept} {name} of {partner.name} is empty now; {again} again:\n{put}")
     current = f"{partner.id}-{name.removesuffix('.md')}.current.md"
+    where = "saved below" if console else "attached"
     return CommandReply(
-        f"{kept} The current version ({version}) is attached as {current}: bring your "
-        f"changes into it and send it back as a document with the caption:\n{put}",
+        f"{kept} The current version ({version}) is {where} as {current}: bring your "
+        f"changes into it, then {_send_back(console)}:\n{put}",
         attachment=(current, error.current),
     )
+
+
+def _in_console(ctx: CommandContext) -> bool:
+    return ctx.inbound.chat.platform == "console"
 
 
 async def _uploaded(ctx: CommandContext) -> tuple[bytes, str]:

@@ -108,7 +108,10 @@ ADMIN: dict[str, OwnerCommand] = {
         _owner_command("partner show", "<id>", "a partner's settings and files", partner_show),
         _owner_command("partner edit", "<id> <FILE>", "get a persona file to edit", partner_edit),
         _owner_command(
-            "partner put", "<id> <FILE> <fingerprint>", "save an edited file (caption)", partner_put
+            "partner put",
+            "<id> <FILE> <fingerprint> [path]",
+            "save an edited file (its caption; the console: its path)",
+            partner_put,
         ),
         _owner_command(
             "partner set",
@@ -118,7 +121,7 @@ ADMIN: dict[str, OwnerCommand] = {
         ),
         _owner_command(
             "partner import",
-            "[id]",
+            "[id] | confirm <token>",
             "a character card sent as a file with this caption (asks first)",
             partner_import,
         ),

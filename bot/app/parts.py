@@ -127,7 +127,7 @@ async def open_data(config: Config, lock: DataDirLock, store: Store) -> Data:
     await adopt_local_partners(catalog)
     created = await catalog.ensure_first()
     if created:
-        logger.info("created the example partner %r (%s)", created.id, catalog.describe())
+        logger.info("created the example partner %r; partners: %s", created.id, catalog.describe())
     await apply_search_languages(store, catalog)
     memory = memory_store(config, store)
     roots = [owner_memory_file(config).root, *(p.dir for p in catalog.all())]

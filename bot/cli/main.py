@@ -36,6 +36,19 @@ PROBLEMS = (
 when it runs (``companion --help`` loads no backend, model client or web page), and an error
 can only be one of these if its module was loaded, so none is imported just to be caught."""
 
+PLATFORM_TOKENS = ("telegram.token", "telegram.bots", "discord.token")
+WITHOUT_THE_MODEL = (*PLATFORM_TOKENS, "llm.api_key")
+UNNEEDED_SECRETS = {
+    "chat": PLATFORM_TOKENS,
+    **dict.fromkeys(("search", "import", "reindex"), WITHOUT_THE_MODEL),
+    **dict.fromkeys(
+        ("pairing", "memory", "partners", "lore", "backup", "health", "database"),
+        (*WITHOUT_THE_MODEL, "embeddings.api_key"),
+    ),
+}
+"""Secrets a command does not use: kept in a variable this shell has not exported (the bot
+token in the gateway's shell alone), they do not stop it."""
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
@@ -46,7 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(handler(args.handler)(args) or 0)
         from bot.config.model import load_config
 
-        config = load_config(Path(args.config) if args.config else None)
+        unneeded = UNNEEDED_SECRETS.get(args.command, ())
+        config = load_config(Path(args.config) if args.config else None, unneeded=unneeded)
         return int(handler(args.handler)(config, args) or 0)
     except KeyboardInterrupt:
         return 130

@@ -18,6 +18,7 @@ from bot.config.model import Config
 from bot.gateway.memory_documents import rows_configured
 from bot.store import Store
 from partners.card_format import CardError
+from partners.cards import PRIVATE_NOTE
 from partners.catalog import EDITABLE_OWN_FILES, PartnerCatalog, check_own_file
 from partners.persona import Partner, PartnerError, check_partner_id
 
@@ -48,6 +49,7 @@ def cmd_partners_new(config: Config, args: argparse.Namespace) -> int:
 
         partner = with_catalog(config, new)
         print(f"created {partner.name} ({partner.id}) in the database; " + _hint(partner))
+        print(PRIVATE_NOTE.format(id=partner.id))
         return 0
     lock = lock_data_dir(config)
     try:
@@ -55,6 +57,7 @@ def cmd_partners_new(config: Config, args: argparse.Namespace) -> int:
     finally:
         lock.release()
     print(f"created {partner.name} ({partner.id}) in {partner.dir}; edit its Markdown files")
+    print(PRIVATE_NOTE.format(id=partner.id))
     return 0
 
 

@@ -20,7 +20,7 @@ from bot.cli import terminal
 from bot.cli.data import CLIError
 from bot.cli.invocation import command
 from bot.cli.setup_wizard import SetupOptions, run_setup
-from bot.config.model import Config, config_path
+from bot.config.model import Config, config_path, load_config
 from bot.gateway.access import CONSOLE_OWNER
 from bot.gateway.claims import claim_notice
 from bot.services.llm import configuration_problem
@@ -37,19 +37,21 @@ NO_CHANNEL = (
 )
 
 
+NO_TOKEN = (
+    "No Telegram or Discord token is set: opening the console so you can talk to a partner "
+    "here. (To go online, give `{setup}` a bot token.)"
+)
+
+
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
     if (missing := missing_config(config, args)) is not None:
-        return setup_first(missing, args)
+        config = setup_first(missing, args)
     channels = platform_channels(config)
     if not channels:
         if not stdin_can_carry_input():
             raise CLIError(NO_CHANNEL.format(setup=command("setup", args.config)))
-        print(
-            "No Telegram or Discord token is set: opening the console so you can talk to a "
-            "partner here. (Add a token to config.toml to go online.)",
-            file=sys.stderr,
-        )
-        return asyncio.run(console_session(config, None))
+        why = NO_TOKEN.format(setup=command("setup", args.config))
+        return asyncio.run(console_session(config, None, why))
     return asyncio.run(serve(config, channels))
 
 
@@ -75,7 +77,7 @@ def stdin_can_carry_input() -> bool:
 
 def cmd_chat(config: Config, args: argparse.Namespace) -> int:
     if (missing := missing_config(config, args)) is not None:
-        return setup_first(missing, args)
+        config = setup_first(missing, args)
     return asyncio.run(console_session(config, args.partner))
 
 
@@ -88,14 +90,16 @@ def missing_config(config: Config, args: argparse.Namespace) -> Path | None:
     return path
 
 
-def setup_first(path: Path, args: argparse.Namespace) -> int:
-    """At a terminal, setup's questions; where nobody can type, one line saying what to run."""
+def setup_first(path: Path, args: argparse.Namespace) -> Config:
+    """At a terminal, setup's questions, then the config they wrote, so the command goes on
+    as asked (``make run`` on a fresh clone ends in a conversation); where nobody can type,
+    one line saying what to run."""
     setup = command("setup", args.config)
     if not stdin_is_terminal():
         raise CLIError(f"no {path.name}: run `{setup}`")
     terminal.say(f"No {path.name} yet: starting `{setup}` first.")
-    asyncio.run(run_setup(path, SetupOptions(), token_checkers(), args.config))
-    return 0
+    asyncio.run(run_setup(path, SetupOptions(), token_checkers(), args.config, then_run=True))
+    return load_config(Path(args.config) if args.config else None)
 
 
 def stdin_is_terminal() -> bool:
@@ -118,11 +122,15 @@ async def check_llm(config: Config, fatal: bool) -> None:
     logger.warning("%s (the gateway keeps running and apologises until it is fixed)", problem)
 
 
-async def console_session(config: Config, partner_id: str | None) -> int:
+async def console_session(config: Config, partner_id: str | None, why: str = "") -> int:
+    """The conversation in this terminal; ``why`` is said first, once the data directory is
+    this process's (a gateway already running is said instead)."""
     await check_llm(config, fatal=True)
     terminal_chat = console(config)
     chat_key = terminal_chat.chat_key
     app = await build_app(config, terminal_chat.channels)
+    if why:
+        print(why, file=sys.stderr)
     try:
         partner = app.catalog.require(partner_id).id if partner_id else default_partner(app)
         await app.store.upsert_chat(chat_key, "console", "console", None, "dm", "console")

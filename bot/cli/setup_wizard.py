@@ -278,7 +278,10 @@ class Wizard:
         )
         if answer:
             self.file.set("web", "enabled", True)
-            say("  ok: send /admin web in your direct chat with the bot once it runs")
+            where = (
+                "your direct chat with the bot" if self.enabled(self.config()) else "the console"
+            )
+            say(f"  ok: send /admin web in {where} once it runs")
 
     def ask_recall(self) -> None:
         """Semantic recall with the local embedder, offered only when its extra is installed
@@ -354,10 +357,16 @@ def need(answer: Any) -> Any:
 
 
 async def run_setup(
-    path: Path, options: SetupOptions, checkers: TokenCheckers, named: str | None = None
+    path: Path,
+    options: SetupOptions,
+    checkers: TokenCheckers,
+    named: str | None = None,
+    *,
+    then_run: bool = False,
 ) -> None:
     """Ask (or take the options), check, write the file, then offer claim codes. ``named``
-    is the ``--config`` given, which the commands it suggests name again."""
+    is the ``--config`` given, which the commands it suggests name again. ``then_run``: the
+    gateway starts right after (``run`` without a config), and prints its own claim codes."""
     wizard = Wizard(ConfigFile(path), options, checkers)
     if options.interactive:
         wizard.check_loads()
@@ -369,6 +378,9 @@ async def run_setup(
         f"wrote {path}"
         + (" (readable by you only: it holds a secret)" if wizard.literal_secret else "")
     )
+    if then_run:
+        say(f"Starting the gateway now; next time, `{command('run', named)}` starts it.")
+        return
     await wizard.offer_claims()
     say(
         f"Next: `{command('run', named)}` starts the gateway; `{command('doctor', named)}` "

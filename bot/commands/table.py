@@ -64,8 +64,9 @@ def help_text(is_owner: bool) -> str:
         for c in COMMANDS.values()
         if not c.owner_only
     ]
-    if is_owner:
+    if is_owner:  # the note is what users should know about the owner
         lines.append("/admin — owner commands (send /admin for the list)")
+        return "\n".join(lines)
     return "\n".join(lines) + "\n\n" + transparency_note()
 
 

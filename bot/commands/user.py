@@ -23,10 +23,10 @@ async def start(ctx: CommandContext) -> CommandReply:
     first_contact = ctx.partner is not None and not await ctx.store.count_sessions(
         ctx.chat_key, ctx.partner.id
     )
+    note = "" if ctx.is_owner else "\n\n" + transparency_note()  # about the owner, for users
     return CommandReply(
         f"Hello! I'm a companion gateway. Partners here: {names}.\n"
-        "Just write to start talking; /partner picks who you talk with, /new starts afresh.\n\n"
-        + transparency_note(),
+        "Just write to start talking; /partner picks who you talk with, /new starts afresh." + note,
         greet=ctx.partner.id if first_contact and ctx.partner is not None else None,
     )
 

@@ -17,10 +17,12 @@ section shares the base in ``bot/config/section.py``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -119,15 +121,21 @@ def config_path(
     return Path(named) if named else None
 
 
-def load_config(path: Path | None = None, environ: dict[str, str] | None = None) -> Config:
+def load_config(
+    path: Path | None = None,
+    environ: dict[str, str] | None = None,
+    unneeded: Collection[str] = (),
+) -> Config:
     """Read and validate the config. A missing default file means "all defaults"; a file
-    named by ``--config`` or ``$COMPANION_CONFIG`` must exist."""
+    named by ``--config`` or ``$COMPANION_CONFIG`` must exist. ``unneeded``: keys (and the
+    tables below them) a command does not use, left unset when they refer to an environment
+    variable this shell does not set (``companion pairing list`` needs no bot token)."""
     env = dict(os.environ if environ is None else environ)
     file = config_path(path, env)
     if file is None:
         return parse_config("", NO_CONFIG_FILE, env)
     text = read_config_text(file, named=path is not None or CONFIG_PATH_ENV in env)
-    return parse_config(text or "", file, env)
+    return parse_config(text or "", file, env, unneeded)
 
 
 def read_config_text(file: Path, named: bool) -> str | None:
@@ -158,15 +166,17 @@ def read_config_text(file: Path, named: bool) -> str | None:
         ) from None
 
 
-def parse_config(text: str, file: Path, environ: dict[str, str] | None = None) -> Config:
+def parse_config(
+    text: str, file: Path, environ: dict[str, str] | None = None, unneeded: Collection[str] = ()
+) -> Config:
     """Validate config text with the environment's settings over it; ``file`` only names it
-    in messages."""
+    in messages. ``unneeded``: as :func:`load_config`'s."""
     env = dict(os.environ if environ is None else environ)
     try:
         raw: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{file}: not valid TOML ({exc}); fix the syntax there") from exc
-    raw = _expand_env(raw, env, file, ())
+    raw = _expand_env(raw, _Expansion(env, file, tuple(unneeded)), ())
     from_env = overlay(raw, environment_settings(env, Config, reserved=(CONFIG_PATH_ENV,)))
     llm = raw.setdefault("llm", {}) if isinstance(raw.get("llm", {}), dict) else None
     if llm is not None and "api_key" not in llm and env.get(DEFAULT_API_KEY_ENV):
@@ -180,20 +190,42 @@ def parse_config(text: str, file: Path, environ: dict[str, str] | None = None) -
     return config
 
 
-def _expand_env(value: Any, env: dict[str, str], file: Path, where: tuple[str | int, ...]) -> Any:
+class _UnneededUnset(Exception):
+    """A key the command does not use refers to a variable that is not set: left out."""
+
+
+@dataclass(frozen=True)
+class _Expansion:
+    env: dict[str, str]
+    file: Path
+    unneeded: tuple[str, ...]
+
+    def unneeded_key(self, key: str) -> bool:
+        return any(key == prefix or key.startswith(prefix + ".") for prefix in self.unneeded)
+
+
+def _expand_env(value: Any, expansion: _Expansion, where: tuple[str | int, ...]) -> Any:
     if isinstance(value, dict):
-        return {k: _expand_env(v, env, file, (*where, k)) for k, v in value.items()}
+        expanded = {}
+        for k, v in value.items():
+            with contextlib.suppress(_UnneededUnset):
+                expanded[k] = _expand_env(v, expansion, (*where, k))
+        return expanded
     if isinstance(value, list):
-        return [_expand_env(v, env, file, (*where, i)) for i, v in enumerate(value)]
+        return [_expand_env(v, expansion, (*where, i)) for i, v in enumerate(value)]
     if isinstance(value, str):
 
         def substitute(match: re.Match[str]) -> str:
             name = match.group(1)
+            env = expansion.env
             if name not in env or env[name] == "":
                 key = ".".join(str(part) for part in where)
+                if expansion.unneeded_key(key):
+                    raise _UnneededUnset(key)
                 raise ConfigError(
-                    f"{file}: {key} refers to the environment variable {name}, which is not set; "
-                    f"export {name}=... before starting, or write the value into the file"
+                    f"{expansion.file}: {key} refers to the environment variable {name}, which "
+                    f"is not set; export {name}=... before starting, or write the value into "
+                    "the file"
                 )
             return env[name]
 

@@ -213,11 +213,19 @@ class Dispatcher:
         asyncio.get_running_loop().call_later(delay, self.notify, queue_key)
 
     async def _lease(self, queue_key: str) -> Lease | None:
-        """The key's lease, claimed now (in a turn slot already) unless the sweep's came."""
+        """The key's lease, claimed now (in a turn slot already) unless the sweep's came.
+
+        A sweep of this worker's may claim the key while this claim waits, and adopt that
+        lease for this very task; the claim then takes the key over from it. Only the newer
+        lease is worked: a turn under the older would be refused as taken over."""
         adopted = self._adopted.pop(queue_key, None)
         if adopted is not None:
             return adopted
-        return await self._leases.claim(queue_key)
+        claimed = await self._leases.claim(queue_key)
+        adopted = self._adopted.pop(queue_key, None)
+        if claimed is None or adopted is None:
+            return claimed or adopted
+        return max(claimed, adopted, key=lambda lease: lease.epoch)
 
     async def _drain(self, lease: Lease) -> bool:
         """Run turns while the key has pending messages; False if the lease was lost."""
