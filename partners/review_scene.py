@@ -15,13 +15,12 @@ from __future__ import annotations
 from importlib import resources
 
 from bot.store import ChatRow, MessageRow, Store
+from partners.group_talk import group_talk
 
 HEARD_ROWS = 300
 """How much of a group's talk one review reads at most (the newest, up to the segment's end)."""
 UNHEARD = ("pending", "failed", "preempted")
 """Messages no partner heard: not answered yet, given up, or dropped for a person's message."""
-HANDED_OVER = "partner:"
-"""The ``user_key`` prefix of a partner's words handed to another partner as its turn."""
 
 
 def scene_note_template() -> str:
@@ -38,15 +37,4 @@ async def heard_segment(
     if len(await store.bindings(chat.platform, chat.platform_chat_id)) < 2:
         return None
     talk = await store.chat_tail(chat.chat_key, after_id, HEARD_ROWS, rows[-1].id)
-    seen: set[tuple[str, str | None]] = set()
-    heard = []
-    for row in talk:
-        if row.status in UNHEARD or (row.user_key or "").startswith(HANDED_OVER):
-            continue
-        if row.role != "assistant" and row.platform_message_id:
-            voice = (row.platform_message_id, row.user_key)
-            if voice in seen:
-                continue
-            seen.add(voice)
-        heard.append(row)
-    return heard
+    return group_talk(row for row in talk if row.status not in UNHEARD)

@@ -40,9 +40,10 @@ from bot.config.model import Config
 from bot.events import Inbound
 from bot.gateway.scene_costs import SceneCosts, group_of
 from bot.gateway.scenes import speaks_to_all
-from bot.gateway.speak_score import Call, interests, presence, read, talk_of, weigh
+from bot.gateway.speak_score import Call, interests, presence, read, weigh
 from bot.services.llm import Completion, LLMClient, LLMError
 from bot.store import MessageRow, Store
+from partners.group_talk import group_talk
 from partners.persona import Partner
 
 __all__ = ["SpeakGate", "presence"]
@@ -171,7 +172,7 @@ def question(
     partner: Partner, recent: Sequence[MessageRow], inbound: Inbound
 ) -> list[dict[str, str]]:
     """The one small question: should ``partner`` answer ``inbound``, after ``recent``?"""
-    lines = [f"{speaker_of(row)}: {cut(row.text)}" for row in talk_of(recent)[-SHOWN_ROWS:]]
+    lines = [f"{speaker_of(row)}: {cut(row.text)}" for row in group_talk(recent)[-SHOWN_ROWS:]]
     lines.append(f"{inbound.sender.display_name}: {cut(inbound.text)}")
     words = interests(partner)
     values = {

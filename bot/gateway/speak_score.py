@@ -53,6 +53,7 @@ from bot.gateway.speak_words import (
     names_someone,
 )
 from bot.store import MessageRow
+from partners.group_talk import group_talk
 from partners.persona import Partner
 
 FRESH_SECONDS = 600
@@ -134,7 +135,7 @@ def read(
 ) -> Reading:
     """What ``text`` (from ``sender``, a display name) is, after the group's ``recent`` talk
     (oldest first; a message stored once per partner counts once)."""
-    rows = talk_of(recent)
+    rows = group_talk(recent)  # each message once
     people = {row.speaker for row in rows if not _is_partner(row) and row.speaker != sender}
     for_person = (
         replies_to_person or names_someone(text, people) or _between_people(rows, sender, now)
@@ -212,23 +213,6 @@ def weigh(cast: Sequence[Partner], reading: Reading) -> Verdict:
 
 def _is_partner(row: MessageRow) -> bool:
     return row.role == "assistant" and row.partner_id is not None
-
-
-def talk_of(recent: Sequence[MessageRow]) -> list[MessageRow]:
-    """The group's talk as people saw it: each message once; a partner's words handed to
-    another as its turn are not a message of their own."""
-    seen: set[tuple[str, str | None]] = set()
-    kept = []
-    for row in recent:
-        if (row.user_key or "").startswith("partner:"):
-            continue
-        if row.platform_message_id and not _is_partner(row):
-            voice = (row.platform_message_id, row.user_key)
-            if voice in seen:
-                continue
-            seen.add(voice)
-        kept.append(row)
-    return kept
 
 
 def _between_people(rows: Sequence[MessageRow], sender: str, now: float) -> bool:
