@@ -30,6 +30,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -296,6 +297,15 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * share))]
 
 
+def py_spy() -> str:
+    """The venv's py-spy, else the one on PATH; a clear error when there is none."""
+    beside = Path(PYTHON).parent / "py-spy"
+    found = str(beside) if beside.exists() else shutil.which("py-spy")
+    if found is None:
+        raise SystemExit("--profile needs py-spy: install it in the venv or put it on PATH")
+    return found
+
+
 @contextlib.asynccontextmanager
 async def sampled(pid: int, output: Path | None) -> AsyncIterator[None]:
     """py-spy samples the gateway into ``output`` (collapsed stacks) while the block runs."""
@@ -303,7 +313,7 @@ async def sampled(pid: int, output: Path | None) -> AsyncIterator[None]:
         yield
         return
     spy = await asyncio.create_subprocess_exec(
-        str(Path(PYTHON).parent / "py-spy"), "record", "--format", "raw", "--rate", "250",
+        py_spy(), "record", "--format", "raw", "--rate", "250",
         "--nonblocking", "--gil", "--pid", str(pid), "--output", str(output),
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
     )  # fmt: skip

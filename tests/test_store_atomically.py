@@ -63,3 +63,29 @@ async def test_on_sqlite_a_body_that_waits_on_more_than_its_statements_is_refuse
     assert await base(sqlite_store)._value(COUNT) == 0
     await base(sqlite_store)._write(NOTE, 2.0, "after")  # the connection is usable again
     assert await base(sqlite_store)._value(COUNT) == 1
+
+
+async def test_on_sqlite_a_write_made_while_a_transaction_is_open_lands_after_it(
+    sqlite_store: Store,
+) -> None:
+    """One-trip writes do not wait for each other, but one made while a transaction of
+    several trips is open waits for it: it neither lands inside it nor rolls back with it."""
+    store = base(sqlite_store)
+    inside, release = asyncio.Event(), asyncio.Event()
+
+    async def rolled_back() -> None:
+        async with store._transaction() as tx:
+            await tx.write(NOTE, 1.0, "rolled back")
+            inside.set()
+            await release.wait()
+            raise ValueError("undo")
+
+    transaction = asyncio.create_task(rolled_back())
+    await inside.wait()
+    writes = [asyncio.create_task(store._write(NOTE, 2.0 + n, f"kept {n}")) for n in range(3)]
+    release.set()
+    with pytest.raises(ValueError, match="undo"):
+        await transaction
+    await asyncio.gather(*writes)
+    rows = await store._all("SELECT action FROM audit WHERE actor = 'test' ORDER BY time")
+    assert [row[0] for row in rows] == ["kept 0", "kept 1", "kept 2"]

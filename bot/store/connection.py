@@ -224,16 +224,15 @@ class SqliteBase(StoreBase):
     async def _all(self, sql: str, *args: Any) -> list[sqlite3.Row]:
         if _reads(sql):
             return await self._db.execute_fetchall(sql, args)
-        async with self._write_lock:  # a write that returns rows (RETURNING)
-            return await self._db.execute_fetchall(sql, args)
+        # a write that returns rows (RETURNING)
+        return await self._one_trip(lambda: self._db.execute_fetchall(sql, args))
 
     async def _one(self, sql: str, *args: Any) -> sqlite3.Row | None:
         rows = await self._all(sql, *args)
         return rows[0] if rows else None
 
     async def _write(self, sql: str, *args: Any) -> int:
-        async with self._write_lock:
-            return (await self._db.execute(sql, args)).rowcount
+        return (await self._one_trip(lambda: self._db.execute(sql, args))).rowcount
 
     async def _write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
@@ -250,8 +249,7 @@ class SqliteBase(StoreBase):
         return rows[0] if rows else None
 
     async def _sqlite_write(self, sql: str, params: Sequence[Any] = ()) -> aiosqlite.Cursor:
-        async with self._write_lock:
-            return await self._db.execute(sql, params)
+        return await self._one_trip(lambda: self._db.execute(sql, params))
 
     async def _sqlite_write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         await self._write_many(sql, rows)
@@ -269,5 +267,17 @@ class SqliteBase(StoreBase):
             db.execute("COMMIT")
             return result
 
-        async with self._write_lock:
-            return await self._db.run(in_transaction)
+        return await self._one_trip(lambda: self._db.run(in_transaction))
+
+    async def _one_trip(self, hand_off: Callable[[], Awaitable[T]]) -> T:
+        """A write made in one hand-off to the database thread. That thread runs hand-offs
+        whole and in the order they were made, so such a write can only land inside a
+        transaction that spans several hand-offs (:meth:`_transaction`, which holds the write
+        lock from before its BEGIN is handed off until its COMMIT is done): it waits for the
+        lock only while someone holds it. Otherwise it is handed off at once, in this step of
+        the event loop, ahead of any BEGIN handed off later; writes queue on the thread
+        instead of waiting for each other's round trips through the event loop."""
+        if self._write_lock.locked():
+            async with self._write_lock:
+                return await hand_off()
+        return await hand_off()
